@@ -1,0 +1,91 @@
+//! Errors of target access.
+
+use mpir_types::DecodeError;
+use thiserror::Error;
+
+/// Why target memory could not be accessed.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum Fault {
+    /// Nothing is mapped at the address.
+    #[error("unmapped")]
+    Unmapped,
+    /// Mapped, but not accessible (e.g. `PROT_NONE`, or a read-only page for a write).
+    #[error("protected")]
+    Protected,
+    /// The process no longer exists.
+    #[error("process gone")]
+    ProcessGone,
+    /// A fault injected by a test target.
+    #[error("injected fault")]
+    Injected,
+    /// The backend does not support this operation (e.g. writing a core file).
+    #[error("not supported by this target")]
+    Unsupported,
+    /// An operating-system error, as text.
+    #[error("{0}")]
+    Os(String),
+}
+
+/// Errors of the [`Memory`](crate::Memory), [`SymbolLookup`](crate::SymbolLookup) and
+/// [`TypeLookup`](crate::TypeLookup) traits and the helpers built on them. Each names the
+/// address or symbol concerned.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum TargetError {
+    /// No byte could be read at `address`.
+    #[error("cannot read {len} bytes at {address:#x}: {fault}")]
+    Unreadable {
+        /// First address of the read.
+        address: u64,
+        /// Bytes requested.
+        len: u64,
+        /// Why.
+        fault: Fault,
+    },
+    /// A read that had to be complete stopped early.
+    #[error("short read at {address:#x}: wanted {wanted} bytes, got {got} ({fault})")]
+    ShortRead {
+        /// First address of the read.
+        address: u64,
+        /// Bytes requested.
+        wanted: u64,
+        /// Bytes obtained before the failure.
+        got: u64,
+        /// Why the read stopped at `address + got`.
+        fault: Fault,
+    },
+    /// The write could not be done (nothing was written, or for backends that cannot tell,
+    /// possibly a prefix).
+    #[error("cannot write {len} bytes at {address:#x}: {fault}")]
+    Unwritable {
+        /// First address of the write.
+        address: u64,
+        /// Bytes to write.
+        len: u64,
+        /// Why.
+        fault: Fault,
+    },
+    /// A symbol the operation needs is not defined in the target.
+    #[error("symbol {name} not found in the target")]
+    SymbolNotFound {
+        /// The symbol looked for.
+        name: String,
+    },
+    /// A value read from the target makes the operation impossible.
+    #[error("{what} at {address:#x}: {problem}")]
+    InvalidValue {
+        /// What was read.
+        what: String,
+        /// Where.
+        address: u64,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// Bytes read from the target could not be decoded.
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+}
+
+/// Short alias.
+pub type Result<T, E = TargetError> = std::result::Result<T, E>;

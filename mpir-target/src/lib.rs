@@ -1,0 +1,45 @@
+//! # mpir-target
+//!
+//! Target access for MPI debugger interfaces: the small set of traits every backend implements
+//! — [`Memory`], [`SymbolLookup`], [`TypeLookup`], together [`Target`] — typed reads on top of
+//! them ([`MemoryExt`]), a synchronous reader of the MPIR process descriptor table
+//! ([`proctable`]), and [`MockTarget`], a scriptable target for tests.
+//!
+//! Backends for live processes (ptrace) and core files, and symbols and types from ELF/DWARF,
+//! are added by later issues; they implement the same traits, so everything written against a
+//! `MockTarget` runs unchanged on them.
+//!
+//! ## Example: read a big-endian 32-bit starter's table
+//!
+//! ```
+//! use mpir_target::mock::{MockStarter, MockTarget};
+//! use mpir_target::proctable::{read_proctable, ReadOptions};
+//! use mpir_types::DataModel;
+//!
+//! let mut b = MockTarget::builder(DataModel::ILP32_BE);
+//! MockStarter::uniform(4, 2, "/opt/app/bin/solver", 1000).place(&mut b);
+//! let target = b.build();
+//!
+//! let table = read_proctable(&target, &ReadOptions::default())?;
+//! let ranks = &table.resolved.entries;
+//! assert_eq!(ranks.len(), 4);
+//! assert_eq!(ranks[3].host.as_deref(), Some("node01"));
+//! assert_eq!(ranks[3].pid, 1003);
+//! assert_eq!(table.layout.size, 12); // ILP32: two 4-byte pointers and an int
+//! assert!(target.writes().is_empty()); // reading never writes
+//! # Ok::<(), mpir_target::TargetError>(())
+//! ```
+#![deny(missing_docs)]
+
+mod error;
+mod ext;
+pub mod mock;
+pub mod proctable;
+mod traits;
+
+pub use error::{Fault, Result, TargetError};
+pub use ext::{MAX_READ, MemoryExt, SymbolLookupExt};
+pub use mock::MockTarget;
+pub use traits::{
+    Binding, Memory, Symbol, SymbolKind, SymbolLookup, Target, TypeLookup, TypeQuery,
+};

@@ -1,0 +1,13 @@
+//! The MPIR Process Acquisition Interface: symbols, debug states, flags and the process
+//! descriptor table (`../shared/spec/mpir-process-acquisition-1.1.txt`, `mpich-attach.txt`).
+
+mod proctable;
+mod state;
+pub mod symbols;
+
+pub use proctable::{
+    DEFAULT_MAX_ENTRIES, DEFAULT_MAX_STRING, EntryField, EntryProblem, ProblemKind, ProcDescLayout,
+    ProcEntry, RawProcDesc, ResolvedTable, decode_proctable, encode_proctable, proctable_bytes,
+    proctable_len, resolve, string_addresses,
+};
+pub use state::{DebugState, Flag, MpirFlags};

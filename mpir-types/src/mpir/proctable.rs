@@ -1,0 +1,594 @@
+//! The process descriptor table: `MPIR_PROCDESC` layout, the table decoder, and resolution of
+//! the raw entries (string addresses) into the job's ranks.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::error::{DecodeError, Result};
+use crate::layout::{CStructBuilder, FieldLayout, LayoutSource, TypeLayout};
+use crate::model::DataModel;
+use crate::view::ViewMut;
+
+/// Default bound on `MPIR_proctable_size`: 8 Mi entries (192 MiB of table on LP64), above any
+/// job run so far. A tool can raise it.
+pub const DEFAULT_MAX_ENTRIES: u64 = 1 << 23;
+
+/// Default bound on one host or executable name: `PATH_MAX`.
+pub const DEFAULT_MAX_STRING: u64 = 4096;
+
+/// Size and member layout of `MPIR_PROCDESC` (MPIR 1.1 §9.2):
+///
+/// ```c
+/// typedef struct { char *host_name; char *executable_name; int pid; } MPIR_PROCDESC;
+/// ```
+///
+/// The spec tells the tool to take size and offsets from the debug information, and lets `pid`
+/// be wider than `int` (`pid_t`); [`ProcDescLayout::from_type`] accepts any such description,
+/// [`ProcDescLayout::abi`] computes the default when there is none.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct ProcDescLayout {
+    /// `sizeof(MPIR_PROCDESC)`: the stride of the table.
+    pub size: u64,
+    /// `host_name` (a pointer).
+    pub host_name: FieldLayout,
+    /// `executable_name` (a pointer).
+    pub executable_name: FieldLayout,
+    /// `pid` (a signed integer of 2, 4 or 8 bytes).
+    pub pid: FieldLayout,
+    /// Where this layout came from.
+    pub source: LayoutSource,
+}
+
+const TYPE_NAME: &str = "MPIR_PROCDESC";
+
+impl ProcDescLayout {
+    /// The layout the C ABI of `model` gives the spec's declaration (x86_64: 24 bytes with `pid`
+    /// at 16; ILP32: 12 bytes with `pid` at 8).
+    pub fn abi(model: &DataModel) -> Self {
+        let mut s = CStructBuilder::new();
+        let host_name = s.scalar(model.pointer_size());
+        let executable_name = s.scalar(model.pointer_size());
+        let pid = s.scalar(model.int_size());
+        ProcDescLayout {
+            size: s.size(),
+            host_name,
+            executable_name,
+            pid,
+            source: LayoutSource::Abi,
+        }
+    }
+
+    /// The layout a type description gives (DWARF, a sidecar, a test), checked against `model`:
+    /// the three members must exist and lie inside the struct, the names must be pointers of the
+    /// model's width and `pid` 2, 4 or 8 bytes. The source is the description's.
+    pub fn from_type(ty: &TypeLayout, model: &DataModel) -> Result<Self> {
+        let ptr = model.pointer_size();
+        let layout = ProcDescLayout {
+            size: ty.byte_size,
+            host_name: ty.field("host_name", ptr, &[ptr])?,
+            executable_name: ty.field("executable_name", ptr, &[ptr])?,
+            pid: ty.field("pid", model.int_size(), &[2, 4, 8])?,
+            source: ty.source.clone(),
+        };
+        layout.validate(model)?;
+        Ok(layout)
+    }
+
+    /// Checks a layout built by hand: fields inside the struct, the widths the decoder supports.
+    pub fn validate(&self, model: &DataModel) -> Result<()> {
+        let invalid = |reason: String| {
+            Err(DecodeError::InvalidLayout {
+                type_name: TYPE_NAME.into(),
+                reason,
+            })
+        };
+        for (name, f, sizes) in [
+            ("host_name", self.host_name, &[model.pointer_size()][..]),
+            (
+                "executable_name",
+                self.executable_name,
+                &[model.pointer_size()][..],
+            ),
+            ("pid", self.pid, &[2, 4, 8][..]),
+        ] {
+            if !sizes.contains(&f.size) {
+                return invalid(format!("{name} is {} bytes, expected {sizes:?}", f.size));
+            }
+            if f.end().is_none_or(|end| end > self.size) {
+                return invalid(format!(
+                    "{name} at offset {} ({} bytes) lies outside the {}-byte struct",
+                    f.offset, f.size, self.size
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One table entry as stored in the starter: two string addresses and the pid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct RawProcDesc {
+    /// Address of the NUL-terminated host name in the starter.
+    pub host_name: u64,
+    /// Address of the NUL-terminated executable name in the starter.
+    pub executable_name: u64,
+    /// The pid, sign-extended from the field's width.
+    pub pid: i64,
+}
+
+/// Validates a raw `MPIR_proctable_size` against a limit and returns the entry count.
+pub fn proctable_len(raw_size: i64, limit: u64) -> Result<u64> {
+    let what = || "MPIR_proctable_size".to_string();
+    let n = u64::try_from(raw_size).map_err(|_| DecodeError::Negative {
+        what: what(),
+        value: raw_size,
+    })?;
+    if n > limit {
+        return Err(DecodeError::TooLarge {
+            what: what(),
+            value: n,
+            limit,
+        });
+    }
+    Ok(n)
+}
+
+/// Bytes a table of `count` entries spans, or an error naming the overflow.
+pub fn proctable_bytes(layout: &ProcDescLayout, table_address: u64, count: u64) -> Result<u64> {
+    count
+        .checked_mul(layout.size)
+        .filter(|&n| table_address.checked_add(n).is_some())
+        .ok_or_else(|| DecodeError::AddressOverflow {
+            what: format!("end of MPIR_proctable ({count} entries)"),
+            base: table_address,
+            offset: count.saturating_mul(layout.size),
+        })
+}
+
+/// Decodes `count` entries from `bytes`, read from the starter at `table_address`.
+///
+/// `bytes` must hold the whole table (`count * layout.size` bytes); what is missing is reported
+/// as [`DecodeError::Truncated`] with the first missing entry's address. Memory use is bounded
+/// by `bytes.len()`, whatever `count` says.
+pub fn decode_proctable(
+    model: &DataModel,
+    layout: &ProcDescLayout,
+    table_address: u64,
+    bytes: &[u8],
+    count: u64,
+) -> Result<Vec<RawProcDesc>> {
+    layout.validate(model)?;
+    let total = proctable_bytes(layout, table_address, count)?;
+    if (bytes.len() as u64) < total {
+        let first_missing = bytes.len() as u64 / layout.size;
+        return Err(DecodeError::Truncated {
+            what: format!("MPIR_proctable[{first_missing}] of {count}"),
+            address: table_address.wrapping_add(first_missing * layout.size),
+            needed: total - first_missing * layout.size,
+            available: bytes.len() as u64 - first_missing * layout.size,
+        });
+    }
+    if count == 0 {
+        return Ok(Vec::new());
+    }
+    // Everything that can fail was checked above: the layout's fields lie inside `layout.size`
+    // with supported widths, and `bytes` holds `count` entries. The loop is monomorphised per
+    // (byte order, pointer width, pid width) and reads with no `Result` in the way: this is the
+    // hot path of a million-rank table.
+    // `total <= bytes.len()`, so this allocation is bounded by the input.
+    let mut out = Vec::with_capacity(count as usize);
+    let order = model.byte_order();
+    let big = order == crate::ByteOrder::Big;
+    let out_ref = &mut out;
+    match (big, layout.host_name.size, layout.pid.size) {
+        (false, 8, 4) => decode_fixed::<false, 8, 4>(bytes, layout, count, out_ref),
+        (false, 8, 8) => decode_fixed::<false, 8, 8>(bytes, layout, count, out_ref),
+        (false, 4, 4) => decode_fixed::<false, 4, 4>(bytes, layout, count, out_ref),
+        (true, 8, 4) => decode_fixed::<true, 8, 4>(bytes, layout, count, out_ref),
+        (true, 8, 8) => decode_fixed::<true, 8, 8>(bytes, layout, count, out_ref),
+        (true, 4, 4) => decode_fixed::<true, 4, 4>(bytes, layout, count, out_ref),
+        _ => decode_generic(order, bytes, layout, count, out_ref),
+    }
+    Ok(out)
+}
+
+/// Reads an `N`-byte unsigned integer at `offset` of `entry` (0 if out of range, which the
+/// caller's validation rules out).
+#[inline(always)]
+fn fixed<const BIG: bool, const N: usize>(entry: &[u8], offset: u64) -> u64 {
+    let Some(src) = entry.get(offset as usize..offset as usize + N) else {
+        return 0;
+    };
+    let mut b = [0u8; 8];
+    let dst = if BIG {
+        b.get_mut(8 - N..)
+    } else {
+        b.get_mut(..N)
+    };
+    if let Some(dst) = dst {
+        dst.copy_from_slice(src);
+    }
+    if BIG {
+        u64::from_be_bytes(b)
+    } else {
+        u64::from_le_bytes(b)
+    }
+}
+
+/// The table loop for the common widths: pointer `P` and pid `I` bytes, known at compile time.
+fn decode_fixed<const BIG: bool, const P: usize, const I: usize>(
+    bytes: &[u8],
+    layout: &ProcDescLayout,
+    count: u64,
+    out: &mut Vec<RawProcDesc>,
+) {
+    let (h, e, p) = (
+        layout.host_name.offset,
+        layout.executable_name.offset,
+        layout.pid.offset,
+    );
+    for entry in bytes
+        .chunks_exact(layout.size as usize)
+        .take(count as usize)
+    {
+        out.push(RawProcDesc {
+            host_name: fixed::<BIG, P>(entry, h),
+            executable_name: fixed::<BIG, P>(entry, e),
+            pid: crate::view::sign_extend(fixed::<BIG, I>(entry, p), I as u64),
+        });
+    }
+}
+
+/// The table loop for any other widths (e.g. a 2-byte pid).
+fn decode_generic(
+    order: crate::ByteOrder,
+    bytes: &[u8],
+    layout: &ProcDescLayout,
+    count: u64,
+    out: &mut Vec<RawProcDesc>,
+) {
+    let field = |entry: &[u8], f: FieldLayout| {
+        entry
+            .get(f.offset as usize..(f.offset + f.size) as usize)
+            .map_or(0, |b| order.read_uint(b))
+    };
+    for entry in bytes
+        .chunks_exact(layout.size as usize)
+        .take(count as usize)
+    {
+        out.push(RawProcDesc {
+            host_name: field(entry, layout.host_name),
+            executable_name: field(entry, layout.executable_name),
+            pid: crate::view::sign_extend(field(entry, layout.pid), layout.pid.size),
+        });
+    }
+}
+
+/// Encodes `entries` as a table in `layout` (for test targets and the demo starter). Bytes that
+/// no field covers (padding) are left as they are in `out`.
+pub fn encode_proctable(
+    model: &DataModel,
+    layout: &ProcDescLayout,
+    table_address: u64,
+    entries: &[RawProcDesc],
+    out: &mut [u8],
+) -> Result<()> {
+    layout.validate(model)?;
+    let mut w = ViewMut::new(*model, table_address, out);
+    for (i, e) in entries.iter().enumerate() {
+        let base = i as u64 * layout.size;
+        let f = |f: FieldLayout| FieldLayout::new(base + f.offset, f.size);
+        w.put_field_uint(f(layout.host_name), e.host_name, "host_name")?;
+        w.put_field_uint(
+            f(layout.executable_name),
+            e.executable_name,
+            "executable_name",
+        )?;
+        w.put_field_int(f(layout.pid), e.pid, "pid")?;
+    }
+    Ok(())
+}
+
+/// The distinct, non-NULL string addresses of a table, sorted: what a reader must fetch.
+/// Starters that share strings (as the spec asks) yield two addresses for the whole table.
+pub fn string_addresses(entries: &[RawProcDesc]) -> Vec<u64> {
+    let mut v: Vec<u64> = entries
+        .iter()
+        .flat_map(|e| [e.host_name, e.executable_name])
+        .filter(|&a| a != 0)
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// One rank of the job, resolved.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct ProcEntry {
+    /// Rank in `MPI_COMM_WORLD` (the index in the table).
+    pub rank: u64,
+    /// Host name or address; `None` when it could not be read (see the table's problems).
+    /// Entries that share a string in the starter share it here too.
+    pub host: Option<Arc<str>>,
+    /// Executable name as the starter reports it; `None` when it could not be read.
+    pub executable: Option<Arc<str>>,
+    /// The pid as reported (checked: a value ≤ 0 is also listed as a problem).
+    pub pid: i64,
+}
+
+/// Which member of an entry a problem concerns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+pub enum EntryField {
+    /// `host_name`.
+    HostName,
+    /// `executable_name`.
+    ExecutableName,
+    /// `pid`.
+    Pid,
+}
+
+/// Why a member of one entry is unusable.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
+pub enum ProblemKind {
+    /// The string pointer is NULL.
+    NullPointer,
+    /// The string at `address` could not be read or decoded.
+    Unreadable {
+        /// The string's address in the starter.
+        address: u64,
+        /// Why, as the reader said.
+        reason: String,
+    },
+    /// The pid is zero or negative.
+    InvalidPid(i64),
+}
+
+/// A problem with one entry; the rest of the table is still usable.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct EntryProblem {
+    /// The entry's rank.
+    pub rank: u64,
+    /// The member concerned.
+    pub field: EntryField,
+    /// What is wrong.
+    pub kind: ProblemKind,
+}
+
+impl std::fmt::Display for EntryProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let field = match self.field {
+            EntryField::HostName => "host_name",
+            EntryField::ExecutableName => "executable_name",
+            EntryField::Pid => "pid",
+        };
+        write!(f, "rank {}: {field}: ", self.rank)?;
+        match &self.kind {
+            ProblemKind::NullPointer => f.write_str("NULL pointer"),
+            ProblemKind::Unreadable { address, reason } => {
+                write!(f, "unreadable string at {address:#x}: {reason}")
+            }
+            ProblemKind::InvalidPid(p) => write!(f, "invalid pid {p}"),
+        }
+    }
+}
+
+/// The job's ranks with the problems found while resolving them.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct ResolvedTable {
+    /// One entry per rank, in rank order.
+    pub entries: Vec<ProcEntry>,
+    /// Per-entry problems, in rank order.
+    pub problems: Vec<EntryProblem>,
+}
+
+/// Resolves raw entries with strings already fetched: `strings` maps each address of
+/// [`string_addresses`] to its bytes (without NUL) or to the reason it could not be read.
+/// Names are decoded as UTF-8, invalid sequences replaced (U+FFFD).
+pub fn resolve(
+    entries: &[RawProcDesc],
+    strings: &HashMap<u64, std::result::Result<Vec<u8>, String>>,
+) -> ResolvedTable {
+    let mut table = ResolvedTable {
+        entries: Vec::with_capacity(entries.len()),
+        problems: Vec::new(),
+    };
+    let mut names = NameCache::new(strings);
+    for (rank, raw) in (0u64..).zip(entries) {
+        let host = names.get(
+            raw.host_name,
+            rank,
+            EntryField::HostName,
+            &mut table.problems,
+        );
+        let executable = names.get(
+            raw.executable_name,
+            rank,
+            EntryField::ExecutableName,
+            &mut table.problems,
+        );
+        if raw.pid <= 0 {
+            table.problems.push(EntryProblem {
+                rank,
+                field: EntryField::Pid,
+                kind: ProblemKind::InvalidPid(raw.pid),
+            });
+        }
+        table.entries.push(ProcEntry {
+            rank,
+            host,
+            executable,
+            pid: raw.pid,
+        });
+    }
+    table
+}
+
+/// Decodes each distinct string once and hands out shared references; remembers the last
+/// address asked for per field, since consecutive entries usually share their strings.
+struct NameCache<'a> {
+    strings: &'a HashMap<u64, std::result::Result<Vec<u8>, String>>,
+    decoded: HashMap<u64, Arc<str>>,
+    /// Last hit for host names (0) and executable names (1).
+    last: [Option<(u64, Arc<str>)>; 2],
+}
+
+impl<'a> NameCache<'a> {
+    fn new(strings: &'a HashMap<u64, std::result::Result<Vec<u8>, String>>) -> Self {
+        NameCache {
+            strings,
+            decoded: HashMap::new(),
+            last: [None, None],
+        }
+    }
+
+    fn get(
+        &mut self,
+        address: u64,
+        rank: u64,
+        field: EntryField,
+        problems: &mut Vec<EntryProblem>,
+    ) -> Option<Arc<str>> {
+        let slot = usize::from(field == EntryField::ExecutableName);
+        if let Some(Some((a, s))) = self.last.get(slot)
+            && *a == address
+        {
+            return Some(Arc::clone(s));
+        }
+        let kind = if address == 0 {
+            ProblemKind::NullPointer
+        } else {
+            match self.strings.get(&address) {
+                Some(Ok(bytes)) => {
+                    let s = self
+                        .decoded
+                        .entry(address)
+                        .or_insert_with(|| String::from_utf8_lossy(bytes).into());
+                    if let Some(last) = self.last.get_mut(slot) {
+                        *last = Some((address, Arc::clone(s)));
+                    }
+                    return Some(Arc::clone(s));
+                }
+                Some(Err(reason)) => ProblemKind::Unreadable {
+                    address,
+                    reason: reason.clone(),
+                },
+                None => ProblemKind::Unreadable {
+                    address,
+                    reason: "not fetched".into(),
+                },
+            }
+        };
+        problems.push(EntryProblem { rank, field, kind });
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn abi_layouts_match_the_spec_examples() {
+        let l = ProcDescLayout::abi(&DataModel::LP64);
+        assert_eq!((l.size, l.pid.offset, l.pid.size), (24, 16, 4));
+        let l = ProcDescLayout::abi(&DataModel::ILP32_BE);
+        assert_eq!((l.size, l.executable_name.offset, l.pid.offset), (12, 4, 8));
+        assert_eq!(l.source, LayoutSource::Abi);
+    }
+
+    #[test]
+    fn from_type_accepts_wider_pid_and_rejects_bad_pointers() {
+        let ty = TypeLayout::new("MPIR_PROCDESC", 32, LayoutSource::Given)
+            .with_member("pid", 0, 8)
+            .with_member("host_name", 16, 8)
+            .with_member("executable_name", 24, 8);
+        let l = ProcDescLayout::from_type(&ty, &DataModel::LP64).unwrap();
+        assert_eq!(l.pid, FieldLayout::new(0, 8));
+        assert_eq!(l.source, LayoutSource::Given);
+        // A 32-bit target cannot have 8-byte pointers.
+        assert!(ProcDescLayout::from_type(&ty, &DataModel::ILP32).is_err());
+    }
+
+    #[test]
+    fn decode_reports_the_first_missing_entry() {
+        let m = DataModel::LP64;
+        let l = ProcDescLayout::abi(&m);
+        let e = decode_proctable(&m, &l, 0x1000, &[0u8; 50], 3).unwrap_err();
+        assert_eq!(
+            e,
+            DecodeError::Truncated {
+                what: "MPIR_proctable[2] of 3".into(),
+                address: 0x1000 + 48,
+                needed: 24,
+                available: 2
+            }
+        );
+        assert!(decode_proctable(&m, &l, u64::MAX - 8, &[], 1).is_err());
+        assert!(decode_proctable(&m, &l, 0, &[], u64::MAX).is_err());
+    }
+
+    #[test]
+    fn proctable_len_bounds() {
+        assert_eq!(proctable_len(4, 10), Ok(4));
+        assert!(matches!(
+            proctable_len(-1, 10),
+            Err(DecodeError::Negative { value: -1, .. })
+        ));
+        assert!(matches!(
+            proctable_len(11, 10),
+            Err(DecodeError::TooLarge { value: 11, .. })
+        ));
+    }
+
+    #[test]
+    fn resolve_shares_strings_and_lists_problems() {
+        let raw = [
+            RawProcDesc {
+                host_name: 0x10,
+                executable_name: 0x20,
+                pid: 100,
+            },
+            RawProcDesc {
+                host_name: 0x10,
+                executable_name: 0,
+                pid: 0,
+            },
+            RawProcDesc {
+                host_name: 0x30,
+                executable_name: 0x20,
+                pid: 7,
+            },
+        ];
+        assert_eq!(string_addresses(&raw), vec![0x10, 0x20, 0x30]);
+        let strings = HashMap::from([
+            (0x10, Ok(b"node1".to_vec())),
+            (0x20, Ok(b"/bin/a\xff".to_vec())),
+            (0x30, Err("unmapped".to_string())),
+        ]);
+        let t = resolve(&raw, &strings);
+        assert_eq!(t.entries.len(), 3);
+        assert_eq!(t.entries[0].host.as_deref(), Some("node1"));
+        assert_eq!(t.entries[0].executable.as_deref(), Some("/bin/a\u{fffd}"));
+        assert_eq!(t.entries[1].executable, None);
+        assert_eq!(t.entries[2].host, None);
+        let problems: Vec<String> = t.problems.iter().map(|p| p.to_string()).collect();
+        assert_eq!(
+            problems,
+            [
+                "rank 1: executable_name: NULL pointer",
+                "rank 1: pid: invalid pid 0",
+                "rank 2: host_name: unreadable string at 0x30: unmapped",
+            ]
+        );
+    }
+}

@@ -1,0 +1,17 @@
+//! The message-queue dumping (MQD) interface's data: enum values, the `mqs_communicator` and
+//! `mqs_pending_operation` structs in any data model, and their normalised form
+//! (`../shared/spec/message-queue-dumping.txt`, `mpi_interface.h`).
+
+mod codes;
+mod normal;
+mod raw;
+
+pub use codes::{
+    COMM_NAME_LEN, EXTRA_TEXT_LEN, EXTRA_TEXT_LINES, INTERFACE_COMPATIBILITY, OpClass, OpStatus,
+    result,
+};
+pub use normal::{Actual, Length, LengthUnit, Operation, Peer, normalize};
+pub use raw::{
+    Communicator, CommunicatorLayout, PendingOperation, PendingOperationLayout,
+    decode_communicator, decode_pending_operation, encode_communicator, encode_pending_operation,
+};
