@@ -72,6 +72,7 @@ impl ReadOptions {
 
 /// A table as read: where it was, how it was decoded, and the ranks.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
 pub struct ProcTable {
     /// Value of the `MPIR_proctable` pointer.

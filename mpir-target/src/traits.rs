@@ -74,6 +74,8 @@ pub trait Memory {
 
 /// What kind of object a symbol names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 #[non_exhaustive]
 pub enum SymbolKind {
     /// Code.
@@ -86,6 +88,8 @@ pub enum SymbolKind {
 
 /// A symbol's binding, as in ELF.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 #[non_exhaustive]
 pub enum Binding {
     /// Visible to other images.
@@ -98,6 +102,7 @@ pub enum Binding {
 
 /// A symbol found in the target, at its run-time address.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
 pub struct Symbol {
     /// The name looked up.

@@ -358,3 +358,28 @@ fn symbols_carry_size_and_binding() {
     assert_eq!(s.image.as_deref(), Some("libmpi.so.12"));
     assert_eq!(t.symbol("nope").unwrap(), None);
 }
+
+#[test]
+#[should_panic(expected = "overlaps")]
+fn overlapping_mock_regions_are_refused() {
+    let mut b = MockTarget::builder(DataModel::LP64);
+    b.map(0x2000, vec![0; 16], Access::READ_WRITE);
+    b.map(0x1ff8, vec![0; 9], Access::READ_WRITE);
+}
+
+#[test]
+fn large_tables_with_duplicated_strings() {
+    // 2 regions per rank: the mock must find regions in logarithmic time.
+    let mut starter = MockStarter::uniform(100_000, 16, "/bin/app", 1);
+    starter.share_strings = false;
+    let mut b = MockTarget::builder(DataModel::ILP32_BE);
+    starter.place(&mut b);
+    let t = b.build();
+    let table = read_proctable(&t, &ReadOptions::default()).unwrap();
+    assert_eq!(table.resolved.entries.len(), 100_000);
+    assert_eq!(
+        table.resolved.entries[99_999].host.as_deref(),
+        Some("node15")
+    );
+    assert!(table.resolved.problems.is_empty());
+}

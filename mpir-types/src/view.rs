@@ -321,13 +321,17 @@ impl<'a> ViewMut<'a> {
         } else {
             len.saturating_sub(1)
         };
-        if text.len() as u64 > room || text.contains(&0) {
+        if text.len() as u64 > room {
+            return Err(DecodeError::TooLarge {
+                what: format!("{what} (text for a char[{len}])"),
+                value: text.len() as u64,
+                limit: room,
+            });
+        }
+        if let Some(nul) = text.iter().position(|&b| b == 0) {
             return Err(DecodeError::InvalidLayout {
                 type_name: what.to_string(),
-                reason: format!(
-                    "{} bytes (NUL-free) do not fit a char[{len}] with its terminator",
-                    text.len()
-                ),
+                reason: format!("text has a NUL at byte {nul}; C would cut it there"),
             });
         }
         let slot = self.slot(offset, len, what)?;

@@ -1,6 +1,6 @@
 //! Laying out a [`MockTarget`].
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use mpir_types::{DataModel, DecodeError, TypeLayout, ViewMut};
 
@@ -22,7 +22,8 @@ const GUARD: u64 = 64;
 #[derive(Debug, Clone)]
 pub struct MockTargetBuilder {
     model: DataModel,
-    regions: Vec<Region>,
+    /// Regions by start address; they never overlap.
+    regions: BTreeMap<u64, Region>,
     next: u64,
     symbols: HashMap<String, Symbol>,
     types: HashMap<String, TypeLayout>,
@@ -35,7 +36,7 @@ impl MockTargetBuilder {
     pub fn new(model: DataModel) -> Self {
         MockTargetBuilder {
             model,
-            regions: Vec::new(),
+            regions: BTreeMap::new(),
             next: ALLOC_BASE,
             symbols: HashMap::new(),
             types: HashMap::new(),
@@ -63,23 +64,29 @@ impl MockTargetBuilder {
             "mock region {address:#x}..{end:#x} does not fit a {}-byte pointer",
             self.model.pointer_size()
         );
-        if let Some(r) = self
-            .regions
-            .iter()
-            .find(|r| address < r.start + r.bytes.len() as u64 && r.start < end)
+        self.next = self.next.max((end + GUARD).next_multiple_of(16));
+        if bytes.is_empty() {
+            // Nothing is readable there; an empty region would only shadow others.
+            return self;
+        }
+        // The only candidate for an overlap is the last region starting before `end`.
+        if let Some((_, r)) = self.regions.range(..end).next_back()
+            && r.end() > address
         {
             panic!(
                 "mock region {address:#x}..{end:#x} overlaps {:#x}..{:#x}",
                 r.start,
-                r.start + r.bytes.len() as u64
+                r.end()
             );
         }
-        self.next = self.next.max((end + GUARD).next_multiple_of(16));
-        self.regions.push(Region {
-            start: address,
-            bytes,
-            access,
-        });
+        self.regions.insert(
+            address,
+            Region {
+                start: address,
+                bytes,
+                access,
+            },
+        );
         self
     }
 
@@ -123,8 +130,7 @@ impl MockTargetBuilder {
     pub fn set_access(&mut self, address: u64, access: Access) -> &mut Self {
         let r = self
             .regions
-            .iter_mut()
-            .find(|r| r.start == address)
+            .get_mut(&address)
             .unwrap_or_else(|| panic!("no mock region starts at {address:#x}"));
         r.access = access;
         self
@@ -142,10 +148,18 @@ impl MockTargetBuilder {
         fill: impl FnOnce(&mut ViewMut<'_>) -> Result<(), DecodeError>,
     ) -> &mut Self {
         let model = self.model;
+        if len == 0 {
+            let mut empty = [];
+            fill(&mut ViewMut::new(model, address, &mut empty))
+                .unwrap_or_else(|e| panic!("mock write at {address:#x}: {e}"));
+            return self;
+        }
         let r = self
             .regions
-            .iter_mut()
-            .find(|r| address >= r.start && address + len <= r.start + r.bytes.len() as u64)
+            .range_mut(..=address)
+            .next_back()
+            .map(|(_, r)| r)
+            .filter(|r| address.saturating_add(len) <= r.end())
             .unwrap_or_else(|| panic!("{address:#x}+{len} is not inside one mock region"));
         let off = (address - r.start) as usize;
         let slot = &mut r.bytes[off..off + len as usize];
@@ -231,7 +245,7 @@ impl MockTargetBuilder {
     pub fn build(self) -> MockTarget {
         MockTarget::from_parts(
             self.model,
-            self.regions,
+            self.regions.into_values().collect(),
             self.symbols,
             self.types,
             self.variable_types,

@@ -68,9 +68,20 @@ pub(crate) struct Region {
 }
 
 impl Region {
-    fn end(&self) -> u64 {
+    pub(crate) fn end(&self) -> u64 {
         self.start + self.bytes.len() as u64
     }
+}
+
+/// The region containing `address`, in regions sorted by start and not overlapping.
+fn region_index(regions: &[Region], address: u64) -> Option<usize> {
+    let i = regions
+        .partition_point(|r| r.start <= address)
+        .checked_sub(1)?;
+    regions
+        .get(i)
+        .is_some_and(|r| address < r.end())
+        .then_some(i)
 }
 
 /// Injected faults.
@@ -119,13 +130,13 @@ impl MockTarget {
 
     pub(crate) fn from_parts(
         model: DataModel,
-        mut regions: Vec<Region>,
+        regions: Vec<Region>,
         symbols: HashMap<String, Symbol>,
         types: HashMap<String, TypeLayout>,
         variable_types: HashMap<String, String>,
         faults: Faults,
     ) -> Self {
-        regions.sort_by_key(|r| r.start);
+        debug_assert!(regions.windows(2).all(|w| w[0].end() <= w[1].start));
         MockTarget {
             model,
             regions: Mutex::new(regions),
@@ -148,7 +159,8 @@ impl MockTarget {
         lock(&self.writes).clone()
     }
 
-    /// The symbol whose storage `[address, address + size)` contains `address`.
+    /// The symbol whose storage `[address, address + size)` contains `address` (a linear search:
+    /// for assertions and the write log, not hot paths).
     pub fn symbol_at(&self, address: u64) -> Option<&Symbol> {
         self.symbols
             .values()
@@ -158,9 +170,7 @@ impl MockTarget {
     /// A copy of `len` bytes at `address`, ignoring access rights and faults (for assertions).
     pub fn peek(&self, address: u64, len: usize) -> Option<Vec<u8>> {
         let regions = lock(&self.regions);
-        let r = regions
-            .iter()
-            .find(|r| address >= r.start && address < r.end())?;
+        let r = regions.get(region_index(&regions, address)?)?;
         let off = (address - r.start) as usize;
         r.bytes.get(off..off.checked_add(len)?).map(<[u8]>::to_vec)
     }
@@ -194,7 +204,7 @@ impl Memory for MockTarget {
         // Like process_vm_readv: continue across adjacent readable regions, stop at a hole.
         while done < want {
             let at = address.wrapping_add(done as u64);
-            let Some(r) = regions.iter().find(|r| at >= r.start && at < r.end()) else {
+            let Some(r) = region_index(&regions, at).and_then(|i| regions.get(i)) else {
                 break;
             };
             if !r.access.read {
@@ -231,9 +241,8 @@ impl Memory for MockTarget {
             .checked_add(data.len() as u64)
             .ok_or_else(|| unwritable(Fault::Unmapped))?;
         while at < end {
-            let r = regions
-                .iter()
-                .find(|r| at >= r.start && at < r.end())
+            let r = region_index(&regions, at)
+                .and_then(|i| regions.get(i))
                 .ok_or_else(|| unwritable(Fault::Unmapped))?;
             if !r.access.write {
                 return Err(unwritable(Fault::Protected));
@@ -243,7 +252,7 @@ impl Memory for MockTarget {
         let mut done = 0usize;
         while done < data.len() {
             let at = address + done as u64;
-            let Some(r) = regions.iter_mut().find(|r| at >= r.start && at < r.end()) else {
+            let Some(r) = region_index(&regions, at).and_then(|i| regions.get_mut(i)) else {
                 break;
             };
             let off = (at - r.start) as usize;

@@ -181,15 +181,68 @@ pub fn decode_proctable(
     let mut out = Vec::with_capacity(count as usize);
     let order = model.byte_order();
     let big = order == crate::ByteOrder::Big;
+    let (ptr, pid) = (layout.host_name.size, layout.pid.size);
     let out_ref = &mut out;
-    match (big, layout.host_name.size, layout.pid.size) {
-        (false, 8, 4) => decode_fixed::<false, 8, 4>(bytes, layout, count, out_ref),
-        (false, 8, 8) => decode_fixed::<false, 8, 8>(bytes, layout, count, out_ref),
-        (false, 4, 4) => decode_fixed::<false, 4, 4>(bytes, layout, count, out_ref),
-        (true, 8, 4) => decode_fixed::<true, 8, 4>(bytes, layout, count, out_ref),
-        (true, 8, 8) => decode_fixed::<true, 8, 8>(bytes, layout, count, out_ref),
-        (true, 4, 4) => decode_fixed::<true, 4, 4>(bytes, layout, count, out_ref),
-        _ => decode_generic(order, bytes, layout, count, out_ref),
+    match (big, ptr, pid) {
+        (false, 8, 4) => decode_with(
+            bytes,
+            layout,
+            count,
+            out_ref,
+            fixed::<false, 8>,
+            fixed::<false, 4>,
+        ),
+        (false, 8, 8) => decode_with(
+            bytes,
+            layout,
+            count,
+            out_ref,
+            fixed::<false, 8>,
+            fixed::<false, 8>,
+        ),
+        (false, 4, 4) => decode_with(
+            bytes,
+            layout,
+            count,
+            out_ref,
+            fixed::<false, 4>,
+            fixed::<false, 4>,
+        ),
+        (true, 8, 4) => decode_with(
+            bytes,
+            layout,
+            count,
+            out_ref,
+            fixed::<true, 8>,
+            fixed::<true, 4>,
+        ),
+        (true, 8, 8) => decode_with(
+            bytes,
+            layout,
+            count,
+            out_ref,
+            fixed::<true, 8>,
+            fixed::<true, 8>,
+        ),
+        (true, 4, 4) => decode_with(
+            bytes,
+            layout,
+            count,
+            out_ref,
+            fixed::<true, 4>,
+            fixed::<true, 4>,
+        ),
+        // Any other widths (e.g. a 2-byte pid): read with run-time widths.
+        _ => {
+            let any = |size: u64| {
+                move |entry: &[u8], offset: u64| {
+                    entry
+                        .get(offset as usize..(offset + size) as usize)
+                        .map_or(0, |b| order.read_uint(b))
+                }
+            };
+            decode_with(bytes, layout, count, out_ref, any(ptr), any(pid))
+        }
     }
     Ok(out)
 }
@@ -217,51 +270,31 @@ fn fixed<const BIG: bool, const N: usize>(entry: &[u8], offset: u64) -> u64 {
     }
 }
 
-/// The table loop for the common widths: pointer `P` and pid `I` bytes, known at compile time.
-fn decode_fixed<const BIG: bool, const P: usize, const I: usize>(
+/// The table loop, given readers for pointer-sized and pid-sized fields (`entry`, offset).
+/// Monomorphised for each pair of readers, so the common widths compile to plain loads.
+#[inline(always)]
+fn decode_with(
     bytes: &[u8],
     layout: &ProcDescLayout,
     count: u64,
     out: &mut Vec<RawProcDesc>,
+    pointer: impl Fn(&[u8], u64) -> u64,
+    pid: impl Fn(&[u8], u64) -> u64,
 ) {
-    let (h, e, p) = (
+    let (h, e, p, pid_size) = (
         layout.host_name.offset,
         layout.executable_name.offset,
         layout.pid.offset,
+        layout.pid.size,
     );
     for entry in bytes
         .chunks_exact(layout.size as usize)
         .take(count as usize)
     {
         out.push(RawProcDesc {
-            host_name: fixed::<BIG, P>(entry, h),
-            executable_name: fixed::<BIG, P>(entry, e),
-            pid: crate::view::sign_extend(fixed::<BIG, I>(entry, p), I as u64),
-        });
-    }
-}
-
-/// The table loop for any other widths (e.g. a 2-byte pid).
-fn decode_generic(
-    order: crate::ByteOrder,
-    bytes: &[u8],
-    layout: &ProcDescLayout,
-    count: u64,
-    out: &mut Vec<RawProcDesc>,
-) {
-    let field = |entry: &[u8], f: FieldLayout| {
-        entry
-            .get(f.offset as usize..(f.offset + f.size) as usize)
-            .map_or(0, |b| order.read_uint(b))
-    };
-    for entry in bytes
-        .chunks_exact(layout.size as usize)
-        .take(count as usize)
-    {
-        out.push(RawProcDesc {
-            host_name: field(entry, layout.host_name),
-            executable_name: field(entry, layout.executable_name),
-            pid: crate::view::sign_extend(field(entry, layout.pid), layout.pid.size),
+            host_name: pointer(entry, h),
+            executable_name: pointer(entry, e),
+            pid: crate::view::sign_extend(pid(entry, p), pid_size),
         });
     }
 }

@@ -1,0 +1,198 @@
+//! gdb as the oracle for ABI layouts: the interface structs are compiled with the system C
+//! compiler for x86_64 (LP64) and i386 (ILP32, `-m32`), and `gdb -batch -ex 'ptype/o T'` says
+//! where each member is. Our `CStructBuilder`-computed layouts must agree exactly.
+//!
+//! Without a compiler, gdb or 32-bit support this skips with a reason, except when
+//! `MPIR_REQUIRE_PEERS=1` (CI), where it fails.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+
+use mpir_types::mpir::ProcDescLayout;
+use mpir_types::mqd::{CommunicatorLayout, PendingOperationLayout};
+use mpir_types::{DataModel, FieldLayout};
+
+const SOURCE: &str = r#"
+typedef struct { char *host_name; char *executable_name; int pid; } MPIR_PROCDESC;
+typedef unsigned long mqs_taddr_t;
+typedef long mqs_tword_t;
+typedef struct {
+  mqs_taddr_t unique_id; mqs_tword_t local_rank; mqs_tword_t size; char name[64];
+} mqs_communicator;
+typedef struct {
+  int status;
+  mqs_tword_t desired_local_rank;
+  mqs_tword_t desired_global_rank;
+  int tag_wild;
+  mqs_tword_t desired_tag;
+  mqs_tword_t desired_length;
+  int system_buffer;
+  mqs_taddr_t buffer;
+  mqs_tword_t actual_local_rank;
+  mqs_tword_t actual_global_rank;
+  mqs_tword_t actual_tag;
+  mqs_tword_t actual_length;
+  char extra_text[5][64];
+} mqs_pending_operation;
+MPIR_PROCDESC d; mqs_communicator c; mqs_pending_operation o;
+"#;
+
+fn skip(reason: &str) {
+    if std::env::var("MPIR_REQUIRE_PEERS").as_deref() == Ok("1") {
+        panic!("required by MPIR_REQUIRE_PEERS=1: {reason}");
+    }
+    eprintln!("SKIPPED: {reason}");
+}
+
+/// `(size, member -> (offset, size))` as gdb prints them.
+type GdbLayout = (u64, HashMap<String, FieldLayout>);
+
+fn gdb_layouts(object: &Path, types: &[&str]) -> Result<Vec<GdbLayout>, String> {
+    let mut cmd = Command::new("gdb");
+    cmd.args(["-nx", "-batch"]);
+    for t in types {
+        cmd.args(["-ex", &format!("ptype/o {t}")]);
+    }
+    let out = cmd
+        .arg(object)
+        .output()
+        .map_err(|e| format!("cannot run gdb: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut layouts = Vec::new();
+    let mut members = HashMap::new();
+    for line in text.lines() {
+        // "/*     16      |       4 */    int pid;"
+        if let Some(rest) = line.trim_start().strip_prefix("/*")
+            && let Some((nums, decl)) = rest.split_once("*/")
+            && let Some((off, size)) = nums.split_once('|')
+            && let (Ok(off), Ok(size)) = (off.trim().parse(), size.trim().parse())
+        {
+            let decl = decl.trim().trim_end_matches(';');
+            let name = decl
+                .split('[')
+                .next()
+                .and_then(|d| d.rsplit([' ', '*']).next())
+                .ok_or_else(|| format!("cannot parse {line:?}"))?;
+            members.insert(name.to_string(), FieldLayout::new(off, size));
+        } else if let Some(total) = line.split("total size (bytes):").nth(1) {
+            let total: u64 = total
+                .trim()
+                .trim_end_matches("*/")
+                .trim()
+                .parse()
+                .map_err(|e| format!("{line:?}: {e}"))?;
+            layouts.push((total, std::mem::take(&mut members)));
+        }
+    }
+    if layouts.len() != types.len() {
+        return Err(format!(
+            "gdb described {} of {} types:\n{text}\n{}",
+            layouts.len(),
+            types.len(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(layouts)
+}
+
+fn compile(dir: &Path, flags: &[&str], name: &str) -> Result<std::path::PathBuf, String> {
+    let src = dir.join("abi.c");
+    std::fs::write(&src, SOURCE).map_err(|e| e.to_string())?;
+    let obj = dir.join(name);
+    let out = Command::new("cc")
+        .args(flags)
+        .args(["-g", "-fno-eliminate-unused-debug-types", "-c"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&obj)
+        .output()
+        .map_err(|e| format!("cannot run cc: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "cc {flags:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(obj)
+}
+
+fn check(model: DataModel, flags: &[&str], name: &str) {
+    let dir = std::env::temp_dir().join(format!("mpir-abi-oracle-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let obj = match compile(&dir, flags, name) {
+        Ok(o) => o,
+        Err(e) => return skip(&e),
+    };
+    let gdb = match gdb_layouts(
+        &obj,
+        &["MPIR_PROCDESC", "mqs_communicator", "mqs_pending_operation"],
+    ) {
+        Ok(l) => l,
+        Err(e) => return skip(&e),
+    };
+    let p = ProcDescLayout::abi(&model);
+    let c = CommunicatorLayout::abi(&model);
+    let o = PendingOperationLayout::abi(&model);
+    let ours: [(u64, Vec<(&str, FieldLayout)>); 3] = [
+        (
+            p.size,
+            vec![
+                ("host_name", p.host_name),
+                ("executable_name", p.executable_name),
+                ("pid", p.pid),
+            ],
+        ),
+        (
+            c.size,
+            vec![
+                ("unique_id", c.unique_id),
+                ("local_rank", c.local_rank),
+                ("size", c.comm_size),
+                ("name", c.name),
+            ],
+        ),
+        (
+            o.size,
+            vec![
+                ("status", o.status),
+                ("desired_local_rank", o.desired_local_rank),
+                ("desired_global_rank", o.desired_global_rank),
+                ("tag_wild", o.tag_wild),
+                ("desired_tag", o.desired_tag),
+                ("desired_length", o.desired_length),
+                ("system_buffer", o.system_buffer),
+                ("buffer", o.buffer),
+                ("actual_local_rank", o.actual_local_rank),
+                ("actual_global_rank", o.actual_global_rank),
+                ("actual_tag", o.actual_tag),
+                ("actual_length", o.actual_length),
+                ("extra_text", o.extra_text),
+            ],
+        ),
+    ];
+    for ((size, fields), (gdb_size, gdb_fields)) in ours.iter().zip(&gdb) {
+        assert_eq!(size, gdb_size, "{model}: struct size");
+        assert_eq!(fields.len(), gdb_fields.len(), "{model}: {gdb_fields:?}");
+        for (name, f) in fields {
+            assert_eq!(Some(f), gdb_fields.get(*name), "{model}: member {name}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn lp64_layouts_match_gcc_and_gdb() {
+    if !cfg!(all(target_arch = "x86_64", target_os = "linux")) {
+        return skip("the oracle compiles for x86_64 Linux");
+    }
+    check(DataModel::LP64, &["-m64"], "abi64.o");
+}
+
+#[test]
+fn ilp32_layouts_match_gcc_and_gdb() {
+    if !cfg!(all(target_arch = "x86_64", target_os = "linux")) {
+        return skip("the oracle compiles for x86_64 Linux");
+    }
+    check(DataModel::ILP32, &["-m32"], "abi32.o");
+}
