@@ -272,7 +272,7 @@ fn fixed<const BIG: bool, const N: usize>(entry: &[u8], offset: u64) -> u64 {
 
 /// The table loop, given readers for pointer-sized and pid-sized fields (`entry`, offset).
 /// Monomorphised for each pair of readers, so the common widths compile to plain loads.
-#[inline(always)]
+#[inline(never)]
 fn decode_with(
     bytes: &[u8],
     layout: &ProcDescLayout,
