@@ -85,6 +85,9 @@ pub enum TargetError {
     /// Bytes read from the target could not be decoded.
     #[error(transparent)]
     Decode(#[from] DecodeError),
+    /// Symbols or debug information could not be loaded.
+    #[error(transparent)]
+    DebugInfo(#[from] crate::debuginfo::DebugInfoError),
 }
 
 /// Short alias.

@@ -31,6 +31,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod debuginfo;
 mod error;
 mod ext;
 pub mod mock;

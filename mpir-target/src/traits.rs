@@ -118,6 +118,8 @@ pub struct Symbol {
     pub binding: Binding,
     /// The image (executable or library) that defines it, when known.
     pub image: Option<String>,
+    /// The file whose symbol table had it (the image, or its separate debug file), when known.
+    pub found_in: Option<String>,
 }
 
 impl Symbol {
@@ -130,6 +132,7 @@ impl Symbol {
             kind,
             binding: Binding::Global,
             image: None,
+            found_in: None,
         }
     }
 

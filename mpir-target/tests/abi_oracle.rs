@@ -5,9 +5,12 @@
 //! Without a compiler, gdb or 32-bit support this skips with a reason, except when
 //! `MPIR_REQUIRE_PEERS=1` (CI), where it fails.
 
-use std::collections::HashMap;
+mod support;
+
 use std::path::Path;
 use std::process::Command;
+
+use support::{gdb_fields, skip};
 
 use mpir_types::mpir::ProcDescLayout;
 use mpir_types::mqd::{CommunicatorLayout, PendingOperationLayout};
@@ -38,64 +41,6 @@ typedef struct {
 MPIR_PROCDESC d; mqs_communicator c; mqs_pending_operation o;
 "#;
 
-fn skip(reason: &str) {
-    if std::env::var("MPIR_REQUIRE_PEERS").as_deref() == Ok("1") {
-        panic!("required by MPIR_REQUIRE_PEERS=1: {reason}");
-    }
-    eprintln!("SKIPPED: {reason}");
-}
-
-/// `(size, member -> (offset, size))` as gdb prints them.
-type GdbLayout = (u64, HashMap<String, FieldLayout>);
-
-fn gdb_layouts(object: &Path, types: &[&str]) -> Result<Vec<GdbLayout>, String> {
-    let mut cmd = Command::new("gdb");
-    cmd.args(["-nx", "-batch"]);
-    for t in types {
-        cmd.args(["-ex", &format!("ptype/o {t}")]);
-    }
-    let out = cmd
-        .arg(object)
-        .output()
-        .map_err(|e| format!("cannot run gdb: {e}"))?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let mut layouts = Vec::new();
-    let mut members = HashMap::new();
-    for line in text.lines() {
-        // "/*     16      |       4 */    int pid;"
-        if let Some(rest) = line.trim_start().strip_prefix("/*")
-            && let Some((nums, decl)) = rest.split_once("*/")
-            && let Some((off, size)) = nums.split_once('|')
-            && let (Ok(off), Ok(size)) = (off.trim().parse(), size.trim().parse())
-        {
-            let decl = decl.trim().trim_end_matches(';');
-            let name = decl
-                .split('[')
-                .next()
-                .and_then(|d| d.rsplit([' ', '*']).next())
-                .ok_or_else(|| format!("cannot parse {line:?}"))?;
-            members.insert(name.to_string(), FieldLayout::new(off, size));
-        } else if let Some(total) = line.split("total size (bytes):").nth(1) {
-            let total: u64 = total
-                .trim()
-                .trim_end_matches("*/")
-                .trim()
-                .parse()
-                .map_err(|e| format!("{line:?}: {e}"))?;
-            layouts.push((total, std::mem::take(&mut members)));
-        }
-    }
-    if layouts.len() != types.len() {
-        return Err(format!(
-            "gdb described {} of {} types:\n{text}\n{}",
-            layouts.len(),
-            types.len(),
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok(layouts)
-}
-
 fn compile(dir: &Path, flags: &[&str], name: &str) -> Result<std::path::PathBuf, String> {
     let src = dir.join("abi.c");
     std::fs::write(&src, SOURCE).map_err(|e| e.to_string())?;
@@ -124,7 +69,7 @@ fn check(model: DataModel, flags: &[&str], name: &str) {
         Ok(o) => o,
         Err(e) => return skip(&e),
     };
-    let gdb = match gdb_layouts(
+    let gdb = match gdb_fields(
         &obj,
         &["MPIR_PROCDESC", "mqs_communicator", "mqs_pending_operation"],
     ) {

@@ -1,0 +1,343 @@
+//! The images (executable and shared libraries) of a process, with their load biases, and symbol
+//! and type lookup across all of them.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use mpir_types::{DataModel, TypeLayout};
+
+use super::FileCache;
+use super::dwarf::TypeIndex;
+use super::elf::ElfFile;
+use super::error::DebugInfoError;
+use super::locate::{self, DebugOptions, DebugSource};
+use crate::error::{Result, TargetError};
+use crate::traits::{Binding, Symbol, SymbolLookup, TypeLookup, TypeQuery};
+
+/// One loaded image.
+#[derive(Debug)]
+pub struct Image {
+    path: PathBuf,
+    bias: u64,
+    elf: Arc<ElfFile>,
+    debug: Option<(Arc<ElfFile>, DebugSource)>,
+    notes: Vec<String>,
+    types: OnceLock<std::result::Result<Option<Arc<TypeIndex>>, DebugInfoError>>,
+}
+
+impl Image {
+    fn new(
+        path: PathBuf,
+        bias: u64,
+        elf: Arc<ElfFile>,
+        is_main: bool,
+        options: &DebugOptions,
+        cache: &FileCache,
+    ) -> Self {
+        let mut notes = Vec::new();
+        let debug = if elf.has_dwarf() && options.symbol_files.is_empty() {
+            None
+        } else {
+            locate::find_debug_file(&elf, is_main, options, cache, &mut notes)
+        };
+        Image {
+            path,
+            bias,
+            elf,
+            debug,
+            notes,
+            types: OnceLock::new(),
+        }
+    }
+
+    /// Path of the image as mapped.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Load bias: run-time address minus link-time address.
+    pub fn bias(&self) -> u64 {
+        self.bias
+    }
+
+    /// The image file.
+    pub fn elf(&self) -> &Arc<ElfFile> {
+        &self.elf
+    }
+
+    /// The separate debug file in use, and how it was found.
+    pub fn debug_file(&self) -> Option<(&Path, &DebugSource)> {
+        self.debug.as_ref().map(|(f, s)| (f.path(), s))
+    }
+
+    /// Where this image's DWARF comes from, if it has any.
+    pub fn dwarf_source(&self) -> Option<DebugSource> {
+        match &self.debug {
+            Some((f, s)) if f.has_dwarf() => Some(s.clone()),
+            _ if self.elf.has_dwarf() => Some(DebugSource::SameFile),
+            _ => None,
+        }
+    }
+
+    /// What was tried and refused while looking for debug information.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// The image's DWARF type index (built on first use), or `None` without DWARF.
+    pub fn types(
+        &self,
+        options: &DebugOptions,
+        cache: &FileCache,
+    ) -> Result<Option<Arc<TypeIndex>>> {
+        self.types
+            .get_or_init(|| {
+                let file = match &self.debug {
+                    Some((f, _)) if f.has_dwarf() => f,
+                    _ if self.elf.has_dwarf() => &self.elf,
+                    _ => return Ok(None),
+                };
+                let mut notes = Vec::new();
+                let sup = locate::find_alt_file(file, options, cache, &mut notes);
+                cache.types(file, sup.as_deref()).map(Some)
+            })
+            .clone()
+            .map_err(TargetError::from)
+    }
+
+    /// This image's definitions of `name` with `binding`, at run-time addresses.
+    fn symbol(&self, name: &str, binding: Binding) -> Option<Symbol> {
+        let files = std::iter::once(&self.elf).chain(self.debug.as_ref().map(|(f, _)| f));
+        for file in files {
+            if let Some(s) = file.symbols(name).iter().find(|s| s.binding == binding) {
+                let mut sym = Symbol::new(name, s.address.wrapping_add(self.bias), s.size, s.kind)
+                    .with_binding(binding)
+                    .with_image(self.path.display().to_string());
+                sym.found_in = Some(file.path().display().to_string());
+                return Some(sym);
+            }
+        }
+        None
+    }
+}
+
+/// The images of one process (or a set of files), searched for symbols and types.
+#[derive(Debug)]
+pub struct ProcessImages {
+    pid: Option<u32>,
+    options: DebugOptions,
+    cache: Arc<FileCache>,
+    images: Vec<Arc<Image>>,
+    sidecars: Vec<Arc<TypeIndex>>,
+}
+
+/// One line of `/proc/PID/maps` that maps a file.
+struct Mapping {
+    start: u64,
+    offset: u64,
+    path: PathBuf,
+}
+
+fn parse_maps(text: &str) -> Vec<Mapping> {
+    text.lines()
+        .filter_map(|line| {
+            let mut f = line.splitn(6, ' ');
+            let range = f.next()?;
+            let (_perms, offset, _dev, _inode) = (f.next()?, f.next()?, f.next()?, f.next()?);
+            let path = f.next()?.trim_start();
+            if !path.starts_with('/') {
+                return None; // anonymous, [heap], [vdso], ...
+            }
+            let path = path.strip_suffix(" (deleted)").unwrap_or(path);
+            let start = u64::from_str_radix(range.split('-').next()?, 16).ok()?;
+            let offset = u64::from_str_radix(offset, 16).ok()?;
+            Some(Mapping {
+                start,
+                offset,
+                path: PathBuf::from(path),
+            })
+        })
+        .collect()
+}
+
+impl ProcessImages {
+    /// The images mapped by process `pid`, with a new file cache.
+    pub fn for_pid(pid: u32, options: DebugOptions) -> Result<Self> {
+        ProcessImages::for_pid_with_cache(pid, options, Arc::new(FileCache::new()))
+    }
+
+    /// The images mapped by process `pid`, sharing `cache` with other processes.
+    pub fn for_pid_with_cache(
+        pid: u32,
+        options: DebugOptions,
+        cache: Arc<FileCache>,
+    ) -> Result<Self> {
+        let sidecars = load_sidecars(&options, &cache)?;
+        let mut me = ProcessImages {
+            pid: Some(pid),
+            options,
+            cache,
+            images: Vec::new(),
+            sidecars,
+        };
+        me.refresh()?;
+        Ok(me)
+    }
+
+    /// Images from files at given load biases (the first is the main executable): for core
+    /// files, or for looking at binaries that are not running.
+    pub fn from_files(files: &[(PathBuf, u64)], options: DebugOptions) -> Result<Self> {
+        let cache = Arc::new(FileCache::new());
+        let sidecars = load_sidecars(&options, &cache)?;
+        let mut images = Vec::new();
+        for (i, (path, bias)) in files.iter().enumerate() {
+            let elf = cache.open(path)?;
+            images.push(Arc::new(Image::new(
+                path.clone(),
+                *bias,
+                elf,
+                i == 0,
+                &options,
+                &cache,
+            )));
+        }
+        Ok(ProcessImages {
+            pid: None,
+            options,
+            cache,
+            images,
+            sidecars,
+        })
+    }
+
+    /// Re-reads the process's memory map, keeping what is unchanged (and its caches), adding
+    /// libraries loaded since and dropping those unloaded. A no-op for file sets.
+    pub fn refresh(&mut self) -> Result<()> {
+        let Some(pid) = self.pid else {
+            return Ok(());
+        };
+        let maps_err = |reason: String| DebugInfoError::Maps { pid, reason };
+        let text = std::fs::read_to_string(format!("/proc/{pid}/maps"))
+            .map_err(|e| maps_err(e.to_string()))?;
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+        let mut mappings = parse_maps(&text);
+        // The first mapping of each file (lowest offset) fixes its bias.
+        mappings.sort_by_key(|m| (m.path.clone(), m.offset, m.start));
+        mappings.dedup_by(|b, a| a.path == b.path);
+        // Executable first, then libraries in load-address order.
+        mappings.sort_by_key(|m| (Some(&m.path) != exe.as_ref(), m.start));
+        let mut images = Vec::with_capacity(mappings.len());
+        for (i, m) in mappings.iter().enumerate() {
+            let elf = match self.cache.open(&m.path).or_else(|e| {
+                // Files of a process in another mount namespace.
+                self.cache
+                    .open(
+                        &Path::new(&format!("/proc/{pid}/root"))
+                            .join(m.path.strip_prefix("/").unwrap_or(&m.path)),
+                    )
+                    .map_err(|_| e)
+            }) {
+                Ok(elf) => elf,
+                Err(_) => continue, // not ELF (locale archives, fonts, ...) or unreadable
+            };
+            let Some(bias) = elf.bias_for_mapping(m.start, m.offset) else {
+                continue;
+            };
+            let kept = self
+                .images
+                .iter()
+                .find(|im| im.path == m.path && im.bias == bias && Arc::ptr_eq(&im.elf, &elf));
+            images.push(match kept {
+                Some(im) => Arc::clone(im),
+                None => Arc::new(Image::new(
+                    m.path.clone(),
+                    bias,
+                    elf,
+                    i == 0,
+                    &self.options,
+                    &self.cache,
+                )),
+            });
+        }
+        self.images = images;
+        Ok(())
+    }
+
+    /// The images, main executable first.
+    pub fn images(&self) -> &[Arc<Image>] {
+        &self.images
+    }
+
+    /// The process, when these are a process's images.
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+
+    /// The data model of the main executable (LP64 or ILP32 in its byte order).
+    pub fn data_model(&self) -> DataModel {
+        self.images
+            .first()
+            .map_or_else(DataModel::host, |i| i.elf.data_model())
+    }
+
+    /// The types sidecars in use.
+    pub fn sidecars(&self) -> &[Arc<TypeIndex>] {
+        &self.sidecars
+    }
+}
+
+fn load_sidecars(options: &DebugOptions, cache: &FileCache) -> Result<Vec<Arc<TypeIndex>>> {
+    options
+        .types_sidecars
+        .iter()
+        .map(|p| {
+            let elf = cache.open(p)?;
+            Ok(cache.types(&elf, None)?)
+        })
+        .collect()
+}
+
+impl SymbolLookup for ProcessImages {
+    /// Global definitions first (in image order, executable first), then weak, then local.
+    fn symbol(&self, name: &str) -> Result<Option<Symbol>> {
+        for binding in [Binding::Global, Binding::Weak, Binding::Local] {
+            if let Some(s) = self.images.iter().find_map(|i| i.symbol(name, binding)) {
+                return Ok(Some(s));
+            }
+        }
+        Ok(None)
+    }
+}
+
+impl TypeLookup for ProcessImages {
+    /// Each image's DWARF in order, then the types sidecars. An image whose DWARF is corrupt is
+    /// passed over; its error is returned only if no other file has the type.
+    fn type_layout(&self, query: TypeQuery<'_>) -> Result<Option<TypeLayout>> {
+        let mut first_error = None;
+        let indexes = self
+            .images
+            .iter()
+            .map(|i| i.types(&self.options, &self.cache))
+            .chain(self.sidecars.iter().map(|s| Ok(Some(Arc::clone(s)))));
+        for index in indexes {
+            let found = index.and_then(|idx| {
+                let Some(idx) = idx else { return Ok(None) };
+                Ok(match query {
+                    TypeQuery::Named(n) => idx.named(n)?,
+                    TypeQuery::PointeeOfVariable(v) => idx.pointee_of_variable(v)?,
+                })
+            });
+            match found {
+                Ok(Some(t)) => return Ok(Some(t)),
+                Ok(None) => {}
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(None),
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! Finding separate debug information for an ELF file, the way gdb does: explicit files, build-id
+//! directories, `.gnu_debuglink` (three locations, CRC-checked), and dwz supplementary files
+//! (`.gnu_debugaltlink`, build-id checked). Every candidate that is refused leaves a note saying
+//! why, so a tool can tell its user what was tried.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::FileCache;
+use super::elf::{ElfFile, debuglink_crc};
+
+/// Where the debug information of an image was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
+pub enum DebugSource {
+    /// In the image file itself.
+    SameFile,
+    /// A file the caller named.
+    Explicit(PathBuf),
+    /// `<debug dir>/.build-id/xx/rest.debug`.
+    BuildId(PathBuf),
+    /// Through `.gnu_debuglink`.
+    Debuglink(PathBuf),
+}
+
+/// Options that say where to look for debug information.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DebugOptions {
+    /// Debug directories searched for build-id files and debuglinks (default `/usr/lib/debug`).
+    pub debug_dirs: Vec<PathBuf>,
+    /// Separate debug files named by the caller; each is used for the image whose build-id it
+    /// carries (or for the main executable when it has none).
+    pub symbol_files: Vec<PathBuf>,
+    /// Object files that carry DWARF types only (e.g. compiled from a library's own headers);
+    /// searched for types after every image.
+    pub types_sidecars: Vec<PathBuf>,
+}
+
+impl Default for DebugOptions {
+    fn default() -> Self {
+        DebugOptions {
+            debug_dirs: vec![PathBuf::from("/usr/lib/debug")],
+            symbol_files: Vec::new(),
+            types_sidecars: Vec::new(),
+        }
+    }
+}
+
+impl DebugOptions {
+    /// Adds a debug directory, searched before the ones already listed.
+    pub fn with_debug_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.debug_dirs.insert(0, dir.into());
+        self
+    }
+
+    /// Adds an explicit symbol file.
+    pub fn with_symbol_file(mut self, file: impl Into<PathBuf>) -> Self {
+        self.symbol_files.push(file.into());
+        self
+    }
+
+    /// Adds a types sidecar.
+    pub fn with_types_sidecar(mut self, file: impl Into<PathBuf>) -> Self {
+        self.types_sidecars.push(file.into());
+        self
+    }
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `<dir>/.build-id/xx/rest<suffix>`.
+pub(crate) fn build_id_path(dir: &Path, id: &[u8], suffix: &str) -> Option<PathBuf> {
+    let (first, rest) = id.split_first()?;
+    if rest.is_empty() {
+        return None;
+    }
+    Some(
+        dir.join(".build-id")
+            .join(format!("{first:02x}"))
+            .join(format!("{}{suffix}", hex(rest))),
+    )
+}
+
+/// `a/b` joined under `root` even when `b` is absolute.
+fn under(root: &Path, path: &Path) -> PathBuf {
+    root.join(path.strip_prefix("/").unwrap_or(path))
+}
+
+/// Opens `path` as a candidate and checks that its build-id is `id`.
+fn candidate_with_id(
+    cache: &FileCache,
+    path: &Path,
+    id: &[u8],
+    notes: &mut Vec<String>,
+) -> Option<Arc<ElfFile>> {
+    if !path.exists() {
+        return None;
+    }
+    match cache.open(path) {
+        Ok(f) if f.build_id() == Some(id) => Some(f),
+        Ok(f) => {
+            notes.push(format!(
+                "{}: build-id {} does not match {}",
+                path.display(),
+                f.build_id().map_or_else(|| "none".into(), hex),
+                hex(id)
+            ));
+            None
+        }
+        Err(e) => {
+            notes.push(e.to_string());
+            None
+        }
+    }
+}
+
+/// The separate debug file of `elf`, if one is found, with notes on refused candidates.
+pub(crate) fn find_debug_file(
+    elf: &ElfFile,
+    is_main: bool,
+    options: &DebugOptions,
+    cache: &FileCache,
+    notes: &mut Vec<String>,
+) -> Option<(Arc<ElfFile>, DebugSource)> {
+    // 1. Explicit files: by build-id, or for the main executable when they carry none.
+    for path in &options.symbol_files {
+        match cache.open(path) {
+            Ok(f) => {
+                let fits = match (f.build_id(), elf.build_id()) {
+                    (Some(a), Some(b)) => a == b,
+                    (None, _) => is_main,
+                    (Some(_), None) => false,
+                };
+                if fits {
+                    return Some((f, DebugSource::Explicit(path.clone())));
+                }
+            }
+            Err(e) => notes.push(e.to_string()),
+        }
+    }
+    // 2. Build-id directories.
+    if let Some(id) = elf.build_id() {
+        for dir in &options.debug_dirs {
+            if let Some(p) = build_id_path(dir, id, ".debug")
+                && let Some(f) = candidate_with_id(cache, &p, id, notes)
+            {
+                return Some((f, DebugSource::BuildId(p)));
+            }
+        }
+    }
+    // 3. .gnu_debuglink next to the file, in .debug/, and under each debug directory.
+    if let Some((name, crc)) = elf.debuglink() {
+        let dir = elf.path().parent().unwrap_or(Path::new("/"));
+        let mut paths = vec![dir.join(name), dir.join(".debug").join(name)];
+        paths.extend(options.debug_dirs.iter().map(|d| under(d, dir).join(name)));
+        for p in paths {
+            if p == elf.path() || !p.exists() {
+                continue;
+            }
+            match std::fs::read(&p) {
+                Ok(bytes) if debuglink_crc(&bytes) == crc => match cache.open(&p) {
+                    Ok(f) => return Some((f, DebugSource::Debuglink(p))),
+                    Err(e) => notes.push(e.to_string()),
+                },
+                Ok(bytes) => notes.push(format!(
+                    "{}: CRC {:08x} does not match the debuglink's {crc:08x}",
+                    p.display(),
+                    debuglink_crc(&bytes)
+                )),
+                Err(e) => notes.push(format!("{}: {e}", p.display())),
+            }
+        }
+    }
+    None
+}
+
+/// The dwz supplementary file named by `dwarf_file`'s `.gnu_debugaltlink`, build-id checked.
+pub(crate) fn find_alt_file(
+    dwarf_file: &ElfFile,
+    options: &DebugOptions,
+    cache: &FileCache,
+    notes: &mut Vec<String>,
+) -> Option<Arc<ElfFile>> {
+    let (name, id) = dwarf_file.debugaltlink()?;
+    let name = Path::new(name);
+    let mut paths = Vec::new();
+    if name.is_absolute() {
+        paths.push(name.to_path_buf());
+    } else if let Some(dir) = dwarf_file.path().parent() {
+        paths.push(dir.join(name));
+    }
+    paths.extend(
+        options
+            .debug_dirs
+            .iter()
+            .filter_map(|d| build_id_path(d, id, ".debug")),
+    );
+    for p in paths {
+        if let Some(f) = candidate_with_id(cache, &p, id, notes) {
+            return Some(f);
+        }
+    }
+    notes.push(format!(
+        "{}: dwz supplementary file {} (build-id {}) not found",
+        dwarf_file.path().display(),
+        name.display(),
+        hex(id)
+    ));
+    None
+}

@@ -1,0 +1,357 @@
+//! Test support shared by mpir-target's integration tests: C fixtures compiled at test time,
+//! gdb as the layout oracle, and skip-or-fail for missing tools.
+#![allow(dead_code, unreachable_pub, missing_docs)]
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use mpir_types::FieldLayout;
+
+/// Skips the calling test with a printed reason, or fails it under `MPIR_REQUIRE_PEERS=1`.
+pub fn skip(reason: &str) {
+    if std::env::var("MPIR_REQUIRE_PEERS").as_deref() == Ok("1") {
+        panic!("required by MPIR_REQUIRE_PEERS=1: {reason}");
+    }
+    eprintln!("SKIPPED: {reason}");
+}
+
+/// A fresh directory for one test's build products, removed when dropped.
+pub struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+pub fn scratch(name: &str) -> Scratch {
+    let dir = std::env::temp_dir().join(format!("mpir-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    Scratch(dir)
+}
+
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+/// Runs a command, returning stdout or an error with stderr.
+pub fn run(cmd: &mut Command) -> Result<String, String> {
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{cmd:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Compiles `args` with the system C compiler (`cc`), with the fixtures directory on the
+/// include path, into `out`.
+pub fn cc(out: &Path, args: &[&str]) -> Result<PathBuf, String> {
+    run(Command::new("cc")
+        .arg(format!("-I{}", fixtures().display()))
+        .args(args)
+        .arg("-o")
+        .arg(out))?;
+    Ok(out.to_path_buf())
+}
+
+pub fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// A running fixture: its pid and the addresses it printed.
+pub struct Running {
+    pub child: Child,
+    pub printed: HashMap<String, u64>,
+}
+
+impl Running {
+    pub fn start(exe: &Path, env: &[(&str, &str)]) -> Running {
+        let mut child = Command::new(exe)
+            .envs(env.iter().copied())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let printed = line
+            .split_whitespace()
+            .filter_map(|kv| {
+                let (k, v) = kv.split_once('=')?;
+                Some((
+                    k.to_string(),
+                    u64::from_str_radix(v.trim_start_matches("0x"), 16).ok()?,
+                ))
+            })
+            .collect();
+        Running { child, printed }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Closes stdin and waits: the fixture exits 0 if all went well.
+    pub fn finish(mut self) -> i32 {
+        drop(self.child.stdin.take());
+        self.child.wait().unwrap().code().unwrap_or(-1)
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A struct as gdb's `ptype/o` shows it: total size and top-level members (offset, size; size
+/// `None` for bitfields).
+#[derive(Debug)]
+pub struct GdbLayout {
+    pub size: u64,
+    pub members: HashMap<String, (u64, Option<u64>)>,
+}
+
+/// `ptype/o` of each type in `file`, top-level members only.
+pub fn gdb_ptype(file: &Path, types: &[&str]) -> Result<Vec<GdbLayout>, String> {
+    let mut cmd = Command::new("gdb");
+    cmd.args(["-nx", "-batch"]);
+    for t in types {
+        cmd.args(["-ex", &format!("ptype/o {t}")]);
+    }
+    let text = run(cmd.arg(file))?;
+    parse_ptype(&text, types.len())
+}
+
+/// Parses `count` `ptype/o` outputs.
+pub fn parse_ptype(text: &str, count: usize) -> Result<Vec<GdbLayout>, String> {
+    let mut layouts = Vec::new();
+    let mut members = HashMap::new();
+    let mut depth = 0i32;
+    for line in text.lines() {
+        let code = line.split("*/").last().unwrap_or("").trim();
+        if line.contains("total size (bytes):") {
+            if depth <= 1 {
+                let total = line
+                    .split("total size (bytes):")
+                    .nth(1)
+                    .unwrap()
+                    .trim()
+                    .trim_end_matches("*/")
+                    .trim()
+                    .parse()
+                    .map_err(|e| format!("{line}: {e}"))?;
+                if depth == 1 {
+                    layouts.push(GdbLayout {
+                        size: total,
+                        members: std::mem::take(&mut members),
+                    });
+                }
+            }
+            continue;
+        }
+        let opens = code.ends_with('{');
+        if depth == 1
+            && !opens
+            && let Some(rest) = line.trim_start().strip_prefix("/*")
+            && let Some((nums, _)) = rest.split_once("*/")
+            && !nums.contains("XXX")
+            && !nums.contains("offset")
+            // Union members have a size but no offset column: they are all at 0.
+            && let Some((off, size)) = nums.split_once('|').or(Some(("0", nums)))
+        {
+            let decl = code.trim_end_matches(';');
+            let decl = decl.split(" : ").next().unwrap(); // bitfield width
+            let name = decl
+                .split('[')
+                .next()
+                .unwrap()
+                .rsplit([' ', '*'])
+                .next()
+                .unwrap()
+                .to_string();
+            let (off, bitfield) = match off.split_once(':') {
+                Some((byte, _bit)) => (byte.trim().parse().unwrap(), true),
+                None => (off.trim().parse().unwrap(), false),
+            };
+            let size: u64 = size.trim().parse().unwrap();
+            members.insert(name, (off, (!bitfield).then_some(size)));
+        } else if depth == 1
+            && opens
+            && let Some(rest) = line.trim_start().strip_prefix("/*")
+            && let Some((nums, _)) = rest.split_once("*/")
+            && let Some((off, size)) = nums.split_once('|')
+            && !code.starts_with("union {")
+            && !code.starts_with("struct {")
+        {
+            // A named member of struct type: "struct zoo_inner {" ... "} in;"
+            members.insert(
+                format!("@pending:{}", off.trim()),
+                (off.trim().parse().unwrap(), size.trim().parse().ok()),
+            );
+        }
+        if depth == 2 && code.starts_with('}') && code.len() > 1 {
+            // Closing a nested named member: "} in;" names the pending one.
+            let name = code
+                .trim_start_matches('}')
+                .trim()
+                .trim_end_matches(';')
+                .to_string();
+            if let Some(key) = members.keys().find(|k| k.starts_with("@pending:")).cloned()
+                && !name.is_empty()
+            {
+                let v = members.remove(&key).unwrap();
+                members.insert(name, v);
+            }
+        }
+        depth += code.matches('{').count() as i32;
+        depth -= code.matches('}').count() as i32;
+    }
+    members.retain(|k, _| !k.starts_with("@pending:"));
+    if layouts.len() != count {
+        return Err(format!(
+            "gdb described {} of {count} types:\n{text}",
+            layouts.len()
+        ));
+    }
+    Ok(layouts)
+}
+
+/// Checks that `ours` has every member gdb lists at the same offset and size.
+pub fn assert_matches_gdb(what: &str, ours: &mpir_types::TypeLayout, gdb: &GdbLayout) {
+    assert_eq!(ours.byte_size, gdb.size, "{what}: size");
+    assert!(!gdb.members.is_empty(), "{what}: gdb listed no members");
+    for (name, (off, size)) in &gdb.members {
+        let m = ours
+            .member(name)
+            .unwrap_or_else(|| panic!("{what}: member {name} missing in {ours:?}"));
+        assert_eq!(m.offset, *off, "{what}.{name}: offset");
+        if size.is_some() {
+            assert_eq!(m.byte_size, *size, "{what}.{name}: size");
+        }
+    }
+}
+
+/// For the ABI oracle: (size, member -> field) of simple structs.
+/// A struct's size and its members as fields.
+pub type Fields = (u64, HashMap<String, FieldLayout>);
+
+pub fn gdb_fields(file: &Path, types: &[&str]) -> Result<Vec<Fields>, String> {
+    Ok(gdb_ptype(file, types)?
+        .into_iter()
+        .map(|l| {
+            (
+                l.size,
+                l.members
+                    .into_iter()
+                    .map(|(k, (o, s))| (k, FieldLayout::new(o, s.unwrap_or(0))))
+                    .collect(),
+            )
+        })
+        .collect())
+}
+
+/// Where gdb says each symbol is: `gdb -batch <target args> -ex 'info address NAME'...`.
+pub fn gdb_addresses(
+    setup: &[&str],
+    target: &[&str],
+    names: &[&str],
+) -> Result<HashMap<String, u64>, String> {
+    let mut cmd = Command::new("gdb");
+    cmd.args(["-nx", "-batch"]);
+    for s in setup {
+        cmd.args(["-ex", s]);
+    }
+    cmd.args(target);
+    for n in names {
+        cmd.args(["-ex", &format!("info address {n}")]);
+    }
+    let text = run(&mut cmd)?;
+    let mut out = HashMap::new();
+    for line in text.lines() {
+        // Symbol "MPIR_proctable" is at 0x7fe2ba58a360 in a file compiled without debugging.
+        // Symbol "MPIR_proctable" is static storage at address 0x5555....
+        let Some(rest) = line.strip_prefix("Symbol \"") else {
+            continue;
+        };
+        let Some((name, tail)) = rest.split_once('"') else {
+            continue;
+        };
+        if let Some(hex) = tail.split("0x").nth(1) {
+            let hex: String = hex.chars().take_while(char::is_ascii_hexdigit).collect();
+            if let Ok(a) = u64::from_str_radix(&hex, 16) {
+                out.insert(name.to_string(), a);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Polls `cond` every 50 ms for up to `secs` seconds.
+pub fn wait_for(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while std::time::Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    false
+}
+
+/// A child process killed (with its process group) when dropped.
+pub struct Job(pub Child);
+
+impl Job {
+    pub fn spawn(cmd: &mut Command) -> Result<Job, String> {
+        use std::os::unix::process::CommandExt;
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .map(Job)
+            .map_err(|e| format!("cannot start {cmd:?}: {e}"))
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        // The whole process group: the starter and the ranks it spawned.
+        let _ = Command::new("kill")
+            .args(["-TERM", "--", &format!("-{}", self.0.id())])
+            .status();
+        let _ = self.0.wait();
+    }
+}
