@@ -5,9 +5,14 @@
 //! them ([`MemoryExt`]), a synchronous reader of the MPIR process descriptor table
 //! ([`proctable`]), and [`MockTarget`], a scriptable target for tests.
 //!
-//! Backends for live processes (ptrace) and core files, and symbols and types from ELF/DWARF,
-//! are added by later issues; they implement the same traits, so everything written against a
-//! `MockTarget` runs unchanged on them.
+//! [`debuginfo`] finds symbols and DWARF type layouts in real binaries: the images of a live
+//! process (`/proc/PID/maps`, load biases), `.symtab`/`.dynsym`, separate debug files (build-id
+//! directories, `.gnu_debuglink`, dwz) and types sidecars; [`debuginfo::ProcessImages`]
+//! implements [`SymbolLookup`] and [`TypeLookup`].
+//!
+//! Memory backends for live processes (ptrace) and core files come with a later issue; they
+//! implement the same traits, so everything written against a `MockTarget` runs unchanged on
+//! them.
 //!
 //! ## Example: read a big-endian 32-bit starter's table
 //!
@@ -34,6 +39,8 @@
 pub mod debuginfo;
 mod error;
 mod ext;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod mock;
 pub mod proctable;
 mod traits;

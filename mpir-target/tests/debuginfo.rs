@@ -556,3 +556,55 @@ fn cyclic_typedefs_are_an_error() {
     let s = images.type_layout(TypeQuery::Named("S")).unwrap().unwrap();
     assert_eq!(s.byte_size, 4);
 }
+
+#[test]
+fn refresh_sees_libraries_loaded_later() {
+    use std::io::{BufRead, BufReader, Write};
+    let dir = scratch("dlopen");
+    let lib = dir.join("libmpir.so");
+    let libsrc = fixtures().join("libmpir.c");
+    if let Err(e) = cc(
+        &lib,
+        &["-O2", "-g", "-shared", "-fPIC", libsrc.to_str().unwrap()],
+    ) {
+        return skip(&e);
+    }
+    let src = fixtures().join("late_dlopen.c");
+    let exe = cc(
+        &dir.join("late"),
+        &["-O2", "-g", src.to_str().unwrap(), "-ldl"],
+    )
+    .unwrap();
+    let mut child = Command::new(&exe)
+        .arg(&lib)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    let mut images = ProcessImages::for_pid(child.id(), no_debug_dirs()).unwrap();
+    let before = images.images().len();
+    assert_eq!(images.symbol("MPIR_proctable").unwrap(), None);
+
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "go").unwrap();
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    let printed = u64::from_str_radix(line.trim().split("=0x").nth(1).unwrap(), 16).unwrap();
+    images.refresh().unwrap();
+    assert_eq!(images.images().len(), before + 1);
+    let s = images.symbol("MPIR_proctable").unwrap().unwrap();
+    assert_eq!(s.address, printed);
+    assert!(s.image.unwrap().ends_with("libmpir.so"));
+    // The library's DWARF is found too.
+    let ty = images
+        .type_layout(TypeQuery::PointeeOfVariable("MPIR_proctable"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(ty.byte_size, 24);
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+}

@@ -250,6 +250,16 @@ impl TypeIndex {
         self.named.len()
     }
 
+    /// The indexed type names (in no particular order).
+    pub fn type_names(&self) -> impl Iterator<Item = String> + '_ {
+        self.named.keys().cloned()
+    }
+
+    /// The indexed variable names (in no particular order).
+    pub fn variable_names(&self) -> impl Iterator<Item = String> + '_ {
+        self.variables.keys().cloned()
+    }
+
     fn file(&self, sup: bool) -> Option<&DwarfFile> {
         if sup {
             self.sup.as_ref()

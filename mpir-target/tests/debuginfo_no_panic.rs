@@ -1,0 +1,68 @@
+//! The ELF/DWARF layout lookup on corrupted real files: a fixture compiled at test time, with
+//! random bytes of its debug sections flipped and random truncations, through the same harness
+//! the `elf_types` fuzz target runs. Nothing may panic.
+
+mod support;
+
+use std::sync::OnceLock;
+
+use proptest::prelude::*;
+use support::*;
+
+/// A fixture's bytes and the file ranges (offset, length) of its debug sections.
+type Seed = (Vec<u8>, Vec<(usize, usize)>);
+
+fn seed() -> Option<&'static Seed> {
+    static SEED: OnceLock<Option<Seed>> = OnceLock::new();
+    SEED.get_or_init(|| {
+        use object::{Object, ObjectSection};
+        let dir = scratch("nopanic");
+        let src = fixtures().join("starter.c");
+        let exe = cc(&dir.join("seed"), &["-O2", "-gdwarf-4", src.to_str()?])
+            .map_err(|e| skip(&e))
+            .ok()?;
+        let bytes = std::fs::read(exe).ok()?;
+        let obj = object::File::parse(&*bytes).ok()?;
+        let ranges = obj
+            .sections()
+            .filter(|s| s.name().is_ok_and(|n| n.starts_with(".debug")))
+            .filter_map(|s| s.file_range())
+            .map(|(o, n)| (o as usize, n as usize))
+            .filter(|&(_, n)| n > 0)
+            .collect();
+        Some((bytes, ranges))
+    })
+    .as_ref()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn corrupted_debug_sections(
+        flips in prop::collection::vec((any::<prop::sample::Index>(), any::<prop::sample::Index>(), 1u8..=255), 1..24),
+        cut in prop::option::of(any::<prop::sample::Index>()),
+    ) {
+        let Some((bytes, ranges)) = seed() else { return Ok(()) };
+        let mut data = bytes.clone();
+        for (section, at, x) in flips {
+            let (start, len) = ranges[section.index(ranges.len())];
+            data[start + at.index(len)] ^= x;
+        }
+        if let Some(cut) = cut {
+            data.truncate(cut.index(data.len()));
+        }
+        mpir_target::fuzzing::elf_types(&data);
+    }
+}
+
+#[test]
+fn the_seed_itself_resolves_types() {
+    let Some((bytes, _)) = seed() else { return };
+    let elf =
+        mpir_target::debuginfo::ElfFile::parse(std::path::Path::new("seed"), bytes.clone().into())
+            .unwrap();
+    let index = mpir_target::debuginfo::TypeIndex::load(&elf, None).unwrap();
+    assert_eq!(index.named("zoo_t").unwrap().unwrap().byte_size, 128);
+    mpir_target::fuzzing::elf_types(bytes);
+}
