@@ -127,7 +127,7 @@ fn stock_hydra_with_rebuilt_symbols() {
     let layout = ProcDescLayout::from_type(&ty, &images.data_model()).unwrap();
     assert_eq!((layout.pid.offset, layout.pid.size), (16, 4));
     let setup = format!("set debug-file-directory {}", debug_dir.display());
-    let gdb = gdb_ptype_with(&setup, &hydra, "MPIR_PROCDESC");
+    let gdb = gdb_ptype_with(&setup, &hydra, "*MPIR_proctable");
     assert_matches_gdb("hydra MPIR_PROCDESC", &ty, &gdb);
 
     // Live: a running hydra, symbols at the addresses gdb finds with the same debug directory.
@@ -160,7 +160,7 @@ fn gdb_ptype_with(setup: &str, file: &std::path::Path, ty: &str) -> GdbLayout {
         .args([
             "-nx",
             "-batch",
-            "-ex",
+            "-iex",
             setup,
             "-ex",
             &format!("ptype/o {ty}"),

@@ -278,7 +278,8 @@ pub fn gdb_fields(file: &Path, types: &[&str]) -> Result<Vec<Fields>, String> {
         .collect())
 }
 
-/// Where gdb says each symbol is: `gdb -batch <target args> -ex 'info address NAME'...`.
+/// Where gdb says each symbol is: `gdb -batch -iex <setup>... <target args> -ex 'info address
+/// NAME'...`.
 pub fn gdb_addresses(
     setup: &[&str],
     target: &[&str],
@@ -286,8 +287,9 @@ pub fn gdb_addresses(
 ) -> Result<HashMap<String, u64>, String> {
     let mut cmd = Command::new("gdb");
     cmd.args(["-nx", "-batch"]);
+    // -iex: before the target file is loaded (settings like debug-file-directory).
     for s in setup {
-        cmd.args(["-ex", s]);
+        cmd.args(["-iex", s]);
     }
     cmd.args(target);
     for n in names {
