@@ -10,7 +10,7 @@ mod support;
 use std::path::Path;
 use std::process::Command;
 
-use support::{gdb_fields, skip};
+use support::{gdb_fields, scratch, skip};
 
 use mpir_types::mpir::ProcDescLayout;
 use mpir_types::mqd::{CommunicatorLayout, PendingOperationLayout};
@@ -63,8 +63,7 @@ fn compile(dir: &Path, flags: &[&str], name: &str) -> Result<std::path::PathBuf,
 }
 
 fn check(model: DataModel, flags: &[&str], name: &str) {
-    let dir = std::env::temp_dir().join(format!("mpir-abi-oracle-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch(name);
     let obj = match compile(&dir, flags, name) {
         Ok(o) => o,
         Err(e) => return skip(&e),
@@ -123,7 +122,6 @@ fn check(model: DataModel, flags: &[&str], name: &str) {
             assert_eq!(Some(f), gdb_fields.get(*name), "{model}: member {name}");
         }
     }
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
