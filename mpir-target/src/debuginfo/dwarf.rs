@@ -424,20 +424,20 @@ impl TypeIndex {
         let (Some(r), _) = self.strip(r)? else {
             return Ok(None);
         };
-        let (_, unit, e) = self.entry(r)?;
+        // A declaration-only struct has no size: use its definition when there is one.
+        let (_, _, e) = self.entry(r)?;
         let r = if is_aggregate(e.tag()) {
             self.definition(r, e.tag()).unwrap_or(r)
         } else {
             r
         };
-        let (_, unit2, e) = self.entry(r)?;
+        let (_, unit, e) = self.entry(r)?;
         if let Some(size) = e
             .attr_value(dw::DW_AT_byte_size)
             .and_then(|v| v.udata_value())
         {
             return Ok(Some(size));
         }
-        let _ = unit2;
         match e.tag() {
             dw::DW_TAG_pointer_type
             | dw::DW_TAG_reference_type
@@ -649,40 +649,39 @@ impl TypeIndex {
         }
     }
 
+    /// The cached answer for `key`, computing and caching it on a miss (errors are not cached).
+    fn cached(
+        &self,
+        key: Key,
+        compute: impl FnOnce() -> Result<Option<TypeLayout>, DebugInfoError>,
+    ) -> Result<Option<TypeLayout>, DebugInfoError> {
+        let cache = || self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(hit) = cache().get(&key) {
+            return Ok(hit.clone());
+        }
+        // Computed outside the lock: a layout may take a while to build.
+        let found = compute()?;
+        cache().insert(key, found.clone());
+        Ok(found)
+    }
+
     /// The layout of the type called `name` (struct, union, class, typedef, base or enum type),
     /// preferring a complete definition.
     pub fn named(&self, name: &str) -> Result<Option<TypeLayout>, DebugInfoError> {
-        let key = Key::Named(name.to_string());
-        if let Some(hit) = self
-            .cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&key)
-        {
-            return Ok(hit.clone());
-        }
-        let mut found = None;
-        let mut last_err = None;
-        for &r in self.named.get(name).into_iter().flatten() {
-            match self.layout(r, name) {
-                Ok(Some(l)) => {
-                    found = Some(l);
-                    break;
+        self.cached(Key::Named(name.to_string()), || {
+            let mut last_err = None;
+            for &r in self.named.get(name).into_iter().flatten() {
+                match self.layout(r, name) {
+                    Ok(Some(l)) => return Ok(Some(l)),
+                    Ok(None) => {}
+                    Err(e) => last_err = Some(e),
                 }
-                Ok(None) => {}
-                Err(e) => last_err = Some(e),
             }
-        }
-        if found.is_none()
-            && let Some(e) = last_err
-        {
-            return Err(self.type_error(name, e));
-        }
-        self.cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key, found.clone());
-        Ok(found)
+            match last_err {
+                Some(e) => Err(self.type_error(name, e)),
+                None => Ok(None),
+            }
+        })
     }
 
     /// The layout of the type that pointer variable `variable` points to.
@@ -690,46 +689,36 @@ impl TypeIndex {
         &self,
         variable: &str,
     ) -> Result<Option<TypeLayout>, DebugInfoError> {
-        let key = Key::Pointee(variable.to_string());
-        if let Some(hit) = self
-            .cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&key)
-        {
-            return Ok(hit.clone());
-        }
-        let Some(&var) = self.variables.get(variable) else {
+        self.cached(Key::Pointee(variable.to_string()), || {
+            let Some(&var) = self.variables.get(variable) else {
+                return Ok(None);
+            };
+            self.pointee_layout(var, variable)
+                .map_err(|e| self.type_error(variable, e))
+        })
+    }
+
+    fn pointee_layout(&self, var: DieRef, variable: &str) -> Result<Option<TypeLayout>, String> {
+        let Some(ty) = self.type_of(var)? else {
             return Ok(None);
         };
-        let result = (|| -> Result<Option<TypeLayout>, String> {
-            let Some(ty) = self.type_of(var)? else {
-                return Ok(None);
-            };
-            let (Some(ptr), _) = self.strip(ty)? else {
-                return Ok(None);
-            };
-            let (_, _, e) = self.entry(ptr)?;
-            if e.tag() != dw::DW_TAG_pointer_type {
-                return Err(format!(
-                    "{variable} is not a pointer (DWARF tag {})",
-                    e.tag()
-                ));
-            }
-            let Some(pointee) = self.type_of(ptr)? else {
-                return Ok(None); // void *
-            };
-            let (_, typedef_name) = self.strip(pointee)?;
-            let name = typedef_name
-                .or_else(|| self.name_of(pointee))
-                .unwrap_or_else(|| format!("*{variable}"));
-            self.layout(pointee, &name)
-        })()
-        .map_err(|e| self.type_error(variable, e))?;
-        self.cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key, result.clone());
-        Ok(result)
+        let (Some(ptr), _) = self.strip(ty)? else {
+            return Ok(None);
+        };
+        let (_, _, e) = self.entry(ptr)?;
+        if e.tag() != dw::DW_TAG_pointer_type {
+            return Err(format!(
+                "{variable} is not a pointer (DWARF tag {})",
+                e.tag()
+            ));
+        }
+        let Some(pointee) = self.type_of(ptr)? else {
+            return Ok(None); // void *
+        };
+        let (_, typedef_name) = self.strip(pointee)?;
+        let name = typedef_name
+            .or_else(|| self.name_of(pointee))
+            .unwrap_or_else(|| format!("*{variable}"));
+        self.layout(pointee, &name)
     }
 }
