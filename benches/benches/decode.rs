@@ -10,7 +10,6 @@
 //!
 //! Results and the command to reproduce them are in BENCHMARKS.md.
 
-use std::collections::HashMap;
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
@@ -60,12 +59,11 @@ fn bench(c: &mut Criterion) {
     let bytes = table(&DataModel::LP64);
     g.bench_function("floor/lp64", |b| b.iter(|| floor_lp64(black_box(&bytes))));
     let raw = floor_lp64(&bytes);
-    let strings: HashMap<u64, Result<Vec<u8>, String>> = mpir::string_addresses(&raw)
-        .into_iter()
-        .map(|a| (a, Ok(b"node0001".to_vec())))
-        .collect();
+    let addresses = mpir::string_addresses(&raw);
+    let strings: Vec<Result<Vec<u8>, String>> =
+        addresses.iter().map(|_| Ok(b"node0001".to_vec())).collect();
     g.bench_function("resolve_shared", |b| {
-        b.iter(|| mpir::resolve(black_box(&raw), &strings))
+        b.iter(|| mpir::resolve(black_box(&raw), &addresses, &strings))
     });
     let mut builder = MockTarget::builder(DataModel::LP64);
     MockStarter::uniform(N as usize, 64, "/opt/app/bin/solver", 1000).place(&mut builder);

@@ -41,6 +41,7 @@ mod error;
 mod ext;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod live;
 pub mod mock;
 pub mod proctable;
 mod traits;

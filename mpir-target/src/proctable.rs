@@ -5,8 +5,6 @@
 //! batched read of the distinct strings. The acquisition state machine drives the same decoders
 //! event by event.
 
-use std::collections::HashMap;
-
 use mpir_types::mpir::{self, ProcDescLayout, RawProcDesc, ResolvedTable, symbols};
 
 use crate::error::{Result, TargetError};
@@ -142,13 +140,12 @@ pub fn read_proctable<T: Target + ?Sized>(target: &T, options: &ReadOptions) -> 
     let model = target.data_model();
     let raw = mpir::decode_proctable(&model, &layout, table_address, &bytes, count)?;
     let addresses = mpir::string_addresses(&raw);
-    let strings: HashMap<u64, std::result::Result<Vec<u8>, String>> = addresses
-        .iter()
-        .copied()
-        .zip(target.read_c_strings(&addresses, options.max_string))
-        .map(|(a, r)| (a, r.map_err(|e| e.to_string())))
+    let strings: Vec<std::result::Result<Vec<u8>, String>> = target
+        .read_c_strings(&addresses, options.max_string)
+        .into_iter()
+        .map(|r| r.map_err(|e| e.to_string()))
         .collect();
-    let resolved = mpir::resolve(&raw, &strings);
+    let resolved = mpir::resolve(&raw, &addresses, &strings);
     Ok(ProcTable {
         table_address,
         layout,

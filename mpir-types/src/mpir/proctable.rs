@@ -1,7 +1,6 @@
 //! The process descriptor table: `MPIR_PROCDESC` layout, the table decoder, and resolution of
 //! the raw entries (string addresses) into the job's ranks.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::error::{DecodeError, Result};
@@ -327,11 +326,24 @@ pub fn encode_proctable(
 /// The distinct, non-NULL string addresses of a table, sorted: what a reader must fetch.
 /// Starters that share strings (as the spec asks) yield two addresses for the whole table.
 pub fn string_addresses(entries: &[RawProcDesc]) -> Vec<u64> {
-    let mut v: Vec<u64> = entries
+    // A small direct-mapped filter drops repeats before the sort: a table whose entries share
+    // a few strings (the common case) sorts a handful of addresses instead of two per entry.
+    let mut seen = [0u64; 64];
+    let mut v: Vec<u64> = Vec::new();
+    for a in entries
         .iter()
         .flat_map(|e| [e.host_name, e.executable_name])
-        .filter(|&a| a != 0)
-        .collect();
+    {
+        let slot = (a.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as usize;
+        match seen.get_mut(slot) {
+            Some(s) if *s == a => continue,
+            Some(s) => *s = a,
+            None => {}
+        }
+        if a != 0 {
+            v.push(a);
+        }
+    }
     v.sort_unstable();
     v.dedup();
     v
@@ -424,18 +436,23 @@ pub struct ResolvedTable {
     pub problems: Vec<EntryProblem>,
 }
 
-/// Resolves raw entries with strings already fetched: `strings` maps each address of
-/// [`string_addresses`] to its bytes (without NUL) or to the reason it could not be read.
-/// Names are decoded as UTF-8, invalid sequences replaced (U+FFFD).
+/// Resolves raw entries with strings already fetched: `addresses` is [`string_addresses`] of
+/// the entries (sorted, distinct) and `strings[i]` the bytes (without NUL) at `addresses[i]`, or
+/// the reason they could not be read. Names are decoded as UTF-8 once per address (invalid
+/// sequences replaced by U+FFFD) and shared between the entries that use them.
+///
+/// Lookups gallop from the previous hit, so tables whose strings are laid out in rank order or
+/// cycle through a few hosts resolve in linear time; any table resolves in `O(n log n)`.
 pub fn resolve(
     entries: &[RawProcDesc],
-    strings: &HashMap<u64, std::result::Result<Vec<u8>, String>>,
+    addresses: &[u64],
+    strings: &[std::result::Result<Vec<u8>, String>],
 ) -> ResolvedTable {
     let mut table = ResolvedTable {
         entries: Vec::with_capacity(entries.len()),
         problems: Vec::new(),
     };
-    let mut names = NameCache::new(strings);
+    let mut names = NameCache::new(addresses, strings);
     for (rank, raw) in (0u64..).zip(entries) {
         let host = names.get(
             raw.host_name,
@@ -466,21 +483,47 @@ pub fn resolve(
     table
 }
 
-/// Decodes each distinct string once and hands out shared references; remembers the last
-/// address asked for per field, since consecutive entries usually share their strings.
+/// Finds `target` in sorted `v` by galloping from `from`: `O(log d)` for a distance `d`.
+fn gallop(v: &[u64], from: usize, target: u64) -> Option<usize> {
+    let from = from.min(v.len().saturating_sub(1));
+    let here = *v.get(from)?;
+    let (lo, hi) = if target >= here {
+        let mut step = 1;
+        let mut hi = from;
+        while v.get(hi).is_some_and(|&x| x < target) {
+            hi = from.saturating_add(step).min(v.len());
+            step *= 2;
+        }
+        (from, hi.min(v.len().saturating_sub(1)) + 1)
+    } else {
+        let mut step = 1;
+        let mut lo = from;
+        while lo > 0 && v.get(lo).is_some_and(|&x| x > target) {
+            lo = from.saturating_sub(step);
+            step *= 2;
+        }
+        (lo, from + 1)
+    };
+    let window = v.get(lo..hi)?;
+    window.binary_search(&target).ok().map(|i| lo + i)
+}
+
+/// Decodes each distinct string once and hands out shared references.
 struct NameCache<'a> {
-    strings: &'a HashMap<u64, std::result::Result<Vec<u8>, String>>,
-    decoded: HashMap<u64, Arc<str>>,
-    /// Last hit for host names (0) and executable names (1).
-    last: [Option<(u64, Arc<str>)>; 2],
+    addresses: &'a [u64],
+    strings: &'a [std::result::Result<Vec<u8>, String>],
+    decoded: Vec<Option<Arc<str>>>,
+    /// Index of the last hit for host names (0) and executable names (1).
+    last: [usize; 2],
 }
 
 impl<'a> NameCache<'a> {
-    fn new(strings: &'a HashMap<u64, std::result::Result<Vec<u8>, String>>) -> Self {
+    fn new(addresses: &'a [u64], strings: &'a [std::result::Result<Vec<u8>, String>]) -> Self {
         NameCache {
+            addresses,
             strings,
-            decoded: HashMap::new(),
-            last: [None, None],
+            decoded: vec![None; addresses.len().min(strings.len())],
+            last: [0, 0],
         }
     }
 
@@ -492,29 +535,32 @@ impl<'a> NameCache<'a> {
         problems: &mut Vec<EntryProblem>,
     ) -> Option<Arc<str>> {
         let slot = usize::from(field == EntryField::ExecutableName);
-        if let Some(Some((a, s))) = self.last.get(slot)
-            && *a == address
-        {
-            return Some(Arc::clone(s));
-        }
         let kind = if address == 0 {
             ProblemKind::NullPointer
         } else {
-            match self.strings.get(&address) {
-                Some(Ok(bytes)) => {
-                    let s = self
-                        .decoded
-                        .entry(address)
-                        .or_insert_with(|| String::from_utf8_lossy(bytes).into());
+            let from = self.last.get(slot).copied().unwrap_or(0);
+            match gallop(self.addresses, from, address) {
+                Some(i) => {
                     if let Some(last) = self.last.get_mut(slot) {
-                        *last = Some((address, Arc::clone(s)));
+                        *last = i;
                     }
-                    return Some(Arc::clone(s));
+                    match (self.strings.get(i), self.decoded.get_mut(i)) {
+                        (_, Some(Some(s))) => return Some(Arc::clone(s)),
+                        (Some(Ok(bytes)), Some(cell)) => {
+                            let s: Arc<str> = String::from_utf8_lossy(bytes).into();
+                            *cell = Some(Arc::clone(&s));
+                            return Some(s);
+                        }
+                        (Some(Err(reason)), _) => ProblemKind::Unreadable {
+                            address,
+                            reason: reason.clone(),
+                        },
+                        _ => ProblemKind::Unreadable {
+                            address,
+                            reason: "not fetched".into(),
+                        },
+                    }
                 }
-                Some(Err(reason)) => ProblemKind::Unreadable {
-                    address,
-                    reason: reason.clone(),
-                },
                 None => ProblemKind::Unreadable {
                     address,
                     reason: "not fetched".into(),
@@ -529,6 +575,19 @@ impl<'a> NameCache<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gallop_finds_anything_from_anywhere() {
+        let v: Vec<u64> = (0..100).map(|i| i * 3).collect();
+        for from in [0, 1, 50, 98, 99, 500] {
+            for (i, &x) in v.iter().enumerate() {
+                assert_eq!(gallop(&v, from, x), Some(i), "from {from} to {x}");
+            }
+            assert_eq!(gallop(&v, from, 1), None);
+            assert_eq!(gallop(&v, from, 1000), None);
+        }
+        assert_eq!(gallop(&[], 0, 5), None);
+    }
 
     #[test]
     fn abi_layouts_match_the_spec_examples() {
@@ -602,13 +661,14 @@ mod tests {
                 pid: 7,
             },
         ];
-        assert_eq!(string_addresses(&raw), vec![0x10, 0x20, 0x30]);
-        let strings = HashMap::from([
-            (0x10, Ok(b"node1".to_vec())),
-            (0x20, Ok(b"/bin/a\xff".to_vec())),
-            (0x30, Err("unmapped".to_string())),
-        ]);
-        let t = resolve(&raw, &strings);
+        let addresses = string_addresses(&raw);
+        assert_eq!(addresses, vec![0x10, 0x20, 0x30]);
+        let strings = [
+            Ok(b"node1".to_vec()),
+            Ok(b"/bin/a\xff".to_vec()),
+            Err("unmapped".to_string()),
+        ];
+        let t = resolve(&raw, &addresses, &strings);
         assert_eq!(t.entries.len(), 3);
         assert_eq!(t.entries[0].host.as_deref(), Some("node1"));
         assert_eq!(t.entries[0].executable.as_deref(), Some("/bin/a\u{fffd}"));

@@ -1,0 +1,235 @@
+//! Memory of live processes: a fake starter with a filled table read through `LiveTarget`
+//! (symbols from its images, memory through process_vm_readv), scatter/gather reads across
+//! holes, batched strings, writes, and a process that is gone.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use mpir_target::debuginfo::DebugOptions;
+use mpir_target::live::{LiveMemory, LiveTarget};
+use mpir_target::proctable::{ReadOptions, read_proctable};
+use mpir_target::{Fault, Memory, MemoryExt, SymbolLookupExt, TargetError};
+use mpir_types::mpir::ProblemKind;
+use mpir_types::{DataModel, LayoutSource};
+use support::*;
+
+fn build_starter(dir: &Path) -> Option<PathBuf> {
+    let src = fixtures().join("fake_starter.c");
+    cc(&dir.join("fake_starter"), &["-O2", "-g", src.to_str()?])
+        .map_err(|e| skip(&e))
+        .ok()
+}
+
+struct Starter {
+    child: Child,
+    out: BufReader<std::process::ChildStdout>,
+    table: u64,
+}
+
+impl Starter {
+    fn start(exe: &Path, n: usize, mode: &str) -> Starter {
+        let mut child = Command::new(exe)
+            .args([n.to_string().as_str(), mode])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        let table = u64::from_str_radix(
+            line.split_whitespace()
+                .next()
+                .unwrap()
+                .trim_start_matches("table=0x"),
+            16,
+        )
+        .unwrap();
+        Starter { child, out, table }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn show(&mut self) -> String {
+        writeln!(self.child.stdin.as_mut().unwrap(), "show").unwrap();
+        let mut line = String::new();
+        self.out.read_line(&mut line).unwrap();
+        line.trim().to_string()
+    }
+
+    fn finish(mut self) -> bool {
+        drop(self.child.stdin.take());
+        self.child.wait().unwrap().success()
+    }
+}
+
+impl Drop for Starter {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn reads_a_filled_table_shared_and_duplicated() {
+    let dir = scratch("live-table");
+    let Some(exe) = build_starter(&dir) else {
+        return;
+    };
+    for (mode, n) in [("shared", 1000), ("dup", 5000), ("shared", 0)] {
+        let starter = Starter::start(&exe, n, mode);
+        let target = LiveTarget::open(starter.pid(), DebugOptions::default()).unwrap();
+        assert_eq!(target.memory().data_model(), DataModel::host());
+        let table = read_proctable(&target, &ReadOptions::default()).unwrap();
+        assert_eq!(
+            table.table_address,
+            if n == 0 {
+                table.table_address
+            } else {
+                starter.table
+            }
+        );
+        assert!(matches!(
+            table.layout.source,
+            LayoutSource::DebugInfo { .. }
+        ));
+        let e = &table.resolved.entries;
+        assert_eq!(e.len(), n, "{mode}");
+        assert!(
+            table.resolved.problems.is_empty(),
+            "{:?}",
+            table.resolved.problems
+        );
+        for (i, entry) in e.iter().enumerate() {
+            assert_eq!(entry.pid, 100_000 + i as i64);
+            assert_eq!(
+                entry.host.as_deref(),
+                Some(format!("node{:02}", i % 16).as_str())
+            );
+            assert_eq!(entry.executable.as_deref(), Some("/opt/app/bin/solver"));
+        }
+        let distinct = mpir_types::mpir::string_addresses(&table.raw).len();
+        assert_eq!(
+            distinct,
+            if mode == "shared" {
+                (n.min(16)) + usize::from(n > 0)
+            } else {
+                2 * n
+            }
+        );
+        assert!(starter.finish(), "the starter ran on unharmed");
+    }
+}
+
+#[test]
+fn hostile_entries_become_problems() {
+    let dir = scratch("live-hostile");
+    let Some(exe) = build_starter(&dir) else {
+        return;
+    };
+    let starter = Starter::start(&exe, 10, "hostile");
+    let target = LiveTarget::open(starter.pid(), DebugOptions::default()).unwrap();
+    let table = read_proctable(&target, &ReadOptions::default()).unwrap();
+    assert_eq!(table.resolved.entries.len(), 10);
+    let p = &table.resolved.problems;
+    assert_eq!(p.len(), 2, "{p:?}");
+    assert_eq!((p[0].rank, p[1].rank), (1, 2));
+    assert!(
+        matches!(&p[0].kind, ProblemKind::Unreadable { address: 16, .. }),
+        "{p:?}"
+    );
+    match &p[1].kind {
+        ProblemKind::Unreadable { reason, .. } => {
+            assert!(reason.contains("no NUL within 4096"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(table.resolved.entries[3].host.as_deref(), Some("node03"));
+    assert!(starter.finish());
+}
+
+#[test]
+fn scatter_gather_continues_past_holes() {
+    let dir = scratch("live-sg");
+    let Some(exe) = build_starter(&dir) else {
+        return;
+    };
+    let starter = Starter::start(&exe, 4, "shared");
+    let mem = LiveMemory::new(starter.pid(), DataModel::host());
+    let (mut a, mut b, mut c) = ([0u8; 48], [0u8; 8], [0u8; 24]);
+    let mut requests: Vec<(u64, &mut [u8])> = vec![
+        (starter.table, &mut a),
+        (16, &mut b),
+        (starter.table + 24, &mut c),
+    ];
+    let results = mem.read_many(&mut requests);
+    assert_eq!(results.len(), 3);
+    assert_eq!(results[0].as_ref().unwrap(), &48);
+    assert!(
+        matches!(results[1], Err(TargetError::Unreadable { address: 16, .. })),
+        "{:?}",
+        results[1]
+    );
+    assert_eq!(results[2].as_ref().unwrap(), &24);
+    assert_eq!(&a[24..48], &c[..], "entry 1 read twice, the same");
+    // The pid of entry 1 (offset 16 in the entry) as the process wrote it.
+    assert_eq!(i32::from_ne_bytes(c[16..20].try_into().unwrap()), 100_001);
+    assert!(starter.finish());
+}
+
+#[test]
+fn writes_reach_the_process() {
+    let dir = scratch("live-write");
+    let Some(exe) = build_starter(&dir) else {
+        return;
+    };
+    let mut starter = Starter::start(&exe, 2, "shared");
+    let target = LiveTarget::open(starter.pid(), DebugOptions::default()).unwrap();
+    let sym = target.require_symbol("MPIR_being_debugged").unwrap();
+    assert_eq!(starter.show(), "being_debugged=0");
+    target
+        .write_c_int(sym.address, 1, "MPIR_being_debugged")
+        .unwrap();
+    assert_eq!(starter.show(), "being_debugged=1");
+    assert_eq!(target.read_c_int(sym.address, "x").unwrap(), 1);
+    target
+        .write_c_int(sym.address, 0, "MPIR_being_debugged")
+        .unwrap();
+    assert_eq!(starter.show(), "being_debugged=0");
+    assert!(matches!(
+        target.write(16, &[1]),
+        Err(TargetError::Unwritable { address: 16, .. })
+    ));
+    assert!(starter.finish());
+}
+
+#[test]
+fn a_process_that_is_gone() {
+    let dir = scratch("live-gone");
+    let Some(exe) = build_starter(&dir) else {
+        return;
+    };
+    let mut starter = Starter::start(&exe, 2, "shared");
+    let mem = LiveMemory::new(starter.pid(), DataModel::host());
+    let table = starter.table;
+    starter.child.kill().unwrap();
+    starter.child.wait().unwrap();
+    let e = mem.read_vec(table, 8).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            TargetError::Unreadable {
+                fault: Fault::ProcessGone,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let strings = mem.read_c_strings(&[table, table + 8], 64);
+    assert!(strings.iter().all(|s| s.is_err()));
+}
