@@ -36,6 +36,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod corefile;
 pub mod debuginfo;
 mod error;
 mod ext;

@@ -210,6 +210,34 @@ impl ProcessImages {
         })
     }
 
+    /// Images from file mappings `(path, start address, file offset)`, as a core file's
+    /// `NT_FILE` note lists them; `exe` names the main executable when known.
+    pub fn from_mappings(
+        mappings: &[(PathBuf, u64, u64)],
+        exe: Option<&Path>,
+        options: DebugOptions,
+    ) -> Result<Self> {
+        let cache = Arc::new(FileCache::new());
+        let sidecars = load_sidecars(&options, &cache)?;
+        let mut me = ProcessImages {
+            pid: None,
+            options,
+            cache,
+            images: Vec::new(),
+            sidecars,
+        };
+        let mappings: Vec<Mapping> = mappings
+            .iter()
+            .map(|(path, start, offset)| Mapping {
+                start: *start,
+                offset: *offset,
+                path: path.clone(),
+            })
+            .collect();
+        me.images = me.build(mappings, exe, None);
+        Ok(me)
+    }
+
     /// Re-reads the process's memory map, keeping what is unchanged (and its caches), adding
     /// libraries loaded since and dropping those unloaded. A no-op for file sets.
     pub fn refresh(&mut self) -> Result<()> {
@@ -220,25 +248,37 @@ impl ProcessImages {
         let text = std::fs::read_to_string(format!("/proc/{pid}/maps"))
             .map_err(|e| maps_err(e.to_string()))?;
         let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
-        let mut mappings = parse_maps(&text);
-        // The first mapping of each file (lowest offset) fixes its bias.
+        self.images = self.build(parse_maps(&text), exe.as_deref(), Some(pid));
+        Ok(())
+    }
+
+    /// One image per mapped ELF file (its lowest-offset mapping fixes the bias), executable
+    /// first, then in load-address order; images already known with the same file and bias are
+    /// kept with their caches.
+    fn build(
+        &self,
+        mut mappings: Vec<Mapping>,
+        exe: Option<&Path>,
+        pid: Option<u32>,
+    ) -> Vec<Arc<Image>> {
         mappings.sort_by_key(|m| (m.path.clone(), m.offset, m.start));
         mappings.dedup_by(|b, a| a.path == b.path);
-        // Executable first, then libraries in load-address order.
-        mappings.sort_by_key(|m| (Some(&m.path) != exe.as_ref(), m.start));
+        mappings.sort_by_key(|m| (Some(m.path.as_path()) != exe, m.start));
         let mut images = Vec::with_capacity(mappings.len());
         for (i, m) in mappings.iter().enumerate() {
-            let elf = match self.cache.open(&m.path).or_else(|e| {
+            let opened = self.cache.open(&m.path).or_else(|e| match pid {
                 // Files of a process in another mount namespace.
-                self.cache
+                Some(pid) => self
+                    .cache
                     .open(
                         &Path::new(&format!("/proc/{pid}/root"))
                             .join(m.path.strip_prefix("/").unwrap_or(&m.path)),
                     )
-                    .map_err(|_| e)
-            }) {
-                Ok(elf) => elf,
-                Err(_) => continue, // not ELF (locale archives, fonts, ...) or unreadable
+                    .map_err(|_| e),
+                None => Err(e),
+            });
+            let Ok(elf) = opened else {
+                continue; // not ELF (locale archives, fonts, ...) or unreadable
             };
             let Some(bias) = elf.bias_for_mapping(m.start, m.offset) else {
                 continue;
@@ -259,8 +299,7 @@ impl ProcessImages {
                 )),
             });
         }
-        self.images = images;
-        Ok(())
+        images
     }
 
     /// The images, main executable first.

@@ -1,0 +1,196 @@
+//! Core files read like the live process they were taken from: a gcore of a running fake
+//! starter, and a kernel core of one that aborted (text not dumped: read from the mapped file).
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use mpir_target::corefile::{CoreFile, CoreTarget};
+use mpir_target::debuginfo::DebugOptions;
+use mpir_target::live::LiveTarget;
+use mpir_target::proctable::{ReadOptions, read_proctable};
+use mpir_target::{Fault, Memory, MemoryExt, SymbolLookupExt, TargetError, TargetError as E};
+use support::*;
+
+fn build_starter(dir: &Path) -> Option<PathBuf> {
+    let src = fixtures().join("fake_starter.c");
+    cc(&dir.join("fake_starter"), &["-O2", "-g", src.to_str()?])
+        .map_err(|e| skip(&e))
+        .ok()
+}
+
+/// What a reader sees of a starter: its table and the first bytes of MPIR_Breakpoint's code.
+fn snapshot<T: mpir_target::Target>(t: &T) -> (Vec<mpir_types::mpir::ProcEntry>, Vec<u8>) {
+    let table = read_proctable(t, &ReadOptions::default()).unwrap();
+    assert!(
+        table.resolved.problems.is_empty(),
+        "{:?}",
+        table.resolved.problems
+    );
+    let bp = t.require_symbol("MPIR_Breakpoint").unwrap();
+    (table.resolved.entries, t.read_vec(bp.address, 16).unwrap())
+}
+
+#[test]
+fn gcore_reads_like_the_live_process() {
+    if !have("gcore") {
+        return skip("gcore (gdb) is not installed");
+    }
+    let dir = scratch("core-gcore");
+    let Some(exe) = build_starter(&dir) else {
+        return;
+    };
+    let mut child = Command::new(&exe)
+        .args(["200", "shared"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let pid = child.id();
+    let live = snapshot(&LiveTarget::open(pid, DebugOptions::default()).unwrap());
+    let prefix = dir.join("core");
+    run(Command::new("gcore")
+        .arg("-o")
+        .arg(&prefix)
+        .arg(pid.to_string()))
+    .unwrap();
+    let core_path = PathBuf::from(format!("{}.{pid}", prefix.display()));
+    let target = CoreTarget::open(&core_path, DebugOptions::default()).unwrap();
+    assert_eq!(target.core().pid(), Some(pid));
+    assert!(
+        target
+            .core()
+            .executable()
+            .unwrap()
+            .ends_with("fake_starter")
+    );
+    assert_eq!(snapshot(&target), live);
+    assert_eq!(live.0.len(), 200);
+    // The process went on after gcore detached.
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn kernel_core_reads_text_from_the_mapped_file() {
+    let dir = scratch("core-kernel");
+    let Some(exe) = build_starter(&dir) else {
+        return;
+    };
+    let script = format!(
+        "ulimit -c unlimited 2>/dev/null || exit 77; cd {} && exec {} 64 dup",
+        dir.display(),
+        exe.display()
+    );
+    let mut child = Command::new("sh")
+        .args(["-c", &script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let pid = child.id();
+    let live = snapshot(&LiveTarget::open(pid, DebugOptions::default()).unwrap());
+    run(Command::new("kill").args(["-ABRT", &pid.to_string()])).unwrap();
+    let _ = child.wait();
+    let core = std::fs::read_dir(&*dir)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("core"))
+        });
+    let Some(core) = core else {
+        // core_pattern pipes cores elsewhere (or limits forbid them): gcore covers the reads.
+        eprintln!(
+            "SKIPPED: no kernel core in {} (core_pattern: {:?})",
+            dir.display(),
+            std::fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap_or_default()
+        );
+        return;
+    };
+    let file = CoreFile::open(&core).unwrap();
+    assert_eq!(file.pid(), Some(pid));
+    assert_eq!(file.threads()[0].signal, 6, "SIGABRT");
+    // The kernel does not dump file-backed code: MPIR_Breakpoint's bytes come from the file.
+    let target = CoreTarget::open(&core, DebugOptions::default()).unwrap();
+    let bp = target.require_symbol("MPIR_Breakpoint").unwrap();
+    let dumped = file
+        .segments()
+        .iter()
+        .any(|s| bp.address >= s.vaddr && bp.address < s.vaddr + s.file_size);
+    assert!(
+        !dumped,
+        "expected the text of MPIR_Breakpoint not to be in the core"
+    );
+    assert_eq!(snapshot(&target), live);
+}
+
+#[test]
+fn not_a_core_and_truncated_cores() {
+    let dir = scratch("core-bad");
+    let Some(exe) = build_starter(&dir) else {
+        return;
+    };
+    let e = CoreFile::open(&exe).unwrap_err();
+    assert!(e.to_string().contains("not a core file"), "{e}");
+    let bytes = std::fs::read(&exe).unwrap();
+    let short = dir.join("short");
+    std::fs::write(&short, &bytes[..20]).unwrap();
+    assert!(matches!(CoreFile::open(&short), Err(E::DebugInfo(_))));
+    assert!(matches!(
+        CoreFile::open(Path::new("/nonexistent/core")),
+        Err(E::DebugInfo(_))
+    ));
+}
+
+#[test]
+fn cores_are_read_only() {
+    if !have("gcore") {
+        return skip("gcore (gdb) is not installed");
+    }
+    let dir = scratch("core-ro");
+    let Some(exe) = build_starter(&dir) else {
+        return;
+    };
+    let mut child = Command::new(&exe)
+        .args(["4", "shared"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let prefix = dir.join("core");
+    run(Command::new("gcore")
+        .arg("-o")
+        .arg(&prefix)
+        .arg(child.id().to_string()))
+    .unwrap();
+    let core = CoreFile::open(Path::new(&format!("{}.{}", prefix.display(), child.id()))).unwrap();
+    drop(child.stdin.take());
+    child.wait().unwrap();
+    assert!(matches!(
+        core.write(core.segments()[0].vaddr, &[0]),
+        Err(TargetError::Unwritable {
+            fault: Fault::Unsupported,
+            ..
+        })
+    ));
+    // Outside every segment and mapping: unreadable, with the address.
+    assert!(matches!(
+        core.read_vec(16, 8),
+        Err(TargetError::Unreadable { address: 16, .. })
+    ));
+}
