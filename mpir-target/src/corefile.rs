@@ -12,13 +12,14 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use mpir_types::{ByteOrder, DataModel, TypeLayout, View};
+use mpir_types::{ByteOrder, DataModel, View};
 use object::read::elf::{FileHeader, NoteIterator, ProgramHeader};
 use object::{Endianness, elf};
 
 use crate::debuginfo::{DebugInfoError, DebugOptions, ProcessImages};
 use crate::error::{Fault, Result, TargetError};
-use crate::traits::{Memory, Symbol, SymbolLookup, TypeLookup, TypeQuery};
+use crate::image_target::ImageTarget;
+use crate::traits::Memory;
 
 /// Largest note segment read (notes of a core with thousands of threads stay far below).
 const MAX_NOTES: u64 = 64 << 20;
@@ -397,51 +398,18 @@ impl Memory for CoreFile {
 }
 
 /// A core file as a complete [`Target`](crate::Target): its memory and its images.
-#[derive(Debug)]
-pub struct CoreTarget {
-    core: CoreFile,
-    images: ProcessImages,
-}
+pub type CoreTarget = ImageTarget<CoreFile>;
 
-impl CoreTarget {
+impl ImageTarget<CoreFile> {
     /// Opens a core file; the files it maps are looked up at the paths it names.
     pub fn open(path: &Path, options: DebugOptions) -> Result<Self> {
         let core = CoreFile::open(path)?;
         let images = core.images(options)?;
-        Ok(CoreTarget { core, images })
+        Ok(ImageTarget::new(core, images))
     }
 
     /// The core.
     pub fn core(&self) -> &CoreFile {
-        &self.core
-    }
-
-    /// The images, for symbols and types.
-    pub fn images(&self) -> &ProcessImages {
-        &self.images
-    }
-}
-
-impl Memory for CoreTarget {
-    fn data_model(&self) -> DataModel {
-        self.core.data_model()
-    }
-    fn read_partial(&self, address: u64, buf: &mut [u8]) -> Result<usize> {
-        self.core.read_partial(address, buf)
-    }
-    fn write(&self, address: u64, data: &[u8]) -> Result<()> {
-        self.core.write(address, data)
-    }
-}
-
-impl SymbolLookup for CoreTarget {
-    fn symbol(&self, name: &str) -> Result<Option<Symbol>> {
-        self.images.symbol(name)
-    }
-}
-
-impl TypeLookup for CoreTarget {
-    fn type_layout(&self, query: TypeQuery<'_>) -> Result<Option<TypeLayout>> {
-        self.images.type_layout(query)
+        self.memory()
     }
 }

@@ -42,6 +42,7 @@ mod error;
 mod ext;
 #[doc(hidden)]
 pub mod fuzzing;
+mod image_target;
 pub mod live;
 pub mod mock;
 pub mod proctable;
@@ -49,6 +50,7 @@ mod traits;
 
 pub use error::{Fault, Result, TargetError};
 pub use ext::{MAX_READ, MemoryExt, SymbolLookupExt};
+pub use image_target::ImageTarget;
 pub use mock::MockTarget;
 pub use traits::{
     Binding, Memory, Symbol, SymbolKind, SymbolLookup, Target, TypeLookup, TypeQuery,

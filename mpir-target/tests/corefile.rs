@@ -14,13 +14,6 @@ use mpir_target::proctable::{ReadOptions, read_proctable};
 use mpir_target::{Fault, Memory, MemoryExt, SymbolLookupExt, TargetError, TargetError as E};
 use support::*;
 
-fn build_starter(dir: &Path) -> Option<PathBuf> {
-    let src = fixtures().join("fake_starter.c");
-    cc(&dir.join("fake_starter"), &["-O2", "-g", src.to_str()?])
-        .map_err(|e| skip(&e))
-        .ok()
-}
-
 /// What a reader sees of a starter: its table and the first bytes of MPIR_Breakpoint's code.
 fn snapshot<T: mpir_target::Target>(t: &T) -> (Vec<mpir_types::mpir::ProcEntry>, Vec<u8>) {
     let table = read_proctable(t, &ReadOptions::default()).unwrap();
@@ -39,20 +32,11 @@ fn gcore_reads_like_the_live_process() {
         return skip("gcore (gdb) is not installed");
     }
     let dir = scratch("core-gcore");
-    let Some(exe) = build_starter(&dir) else {
+    let Some(exe) = build_fake_starter(&dir) else {
         return;
     };
-    let mut child = Command::new(&exe)
-        .args(["200", "shared"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let pid = child.id();
+    let starter = FakeStarter::start(&exe, 200, "shared");
+    let pid = starter.pid();
     let live = snapshot(&LiveTarget::open(pid, DebugOptions::default()).unwrap());
     let prefix = dir.join("core");
     run(Command::new("gcore")
@@ -73,14 +57,13 @@ fn gcore_reads_like_the_live_process() {
     assert_eq!(snapshot(&target), live);
     assert_eq!(live.0.len(), 200);
     // The process went on after gcore detached.
-    drop(child.stdin.take());
-    assert!(child.wait().unwrap().success());
+    assert!(starter.finish());
 }
 
 #[test]
 fn kernel_core_reads_text_from_the_mapped_file() {
     let dir = scratch("core-kernel");
-    let Some(exe) = build_starter(&dir) else {
+    let Some(exe) = build_fake_starter(&dir) else {
         return;
     };
     let script = format!(
@@ -138,7 +121,7 @@ fn kernel_core_reads_text_from_the_mapped_file() {
 #[test]
 fn not_a_core_and_truncated_cores() {
     let dir = scratch("core-bad");
-    let Some(exe) = build_starter(&dir) else {
+    let Some(exe) = build_fake_starter(&dir) else {
         return;
     };
     let e = CoreFile::open(&exe).unwrap_err();
@@ -159,7 +142,7 @@ fn cores_are_read_only() {
         return skip("gcore (gdb) is not installed");
     }
     let dir = scratch("core-ro");
-    let Some(exe) = build_starter(&dir) else {
+    let Some(exe) = build_fake_starter(&dir) else {
         return;
     };
     let mut child = Command::new(&exe)

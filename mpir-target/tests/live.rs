@@ -4,10 +4,6 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-
 use mpir_target::debuginfo::DebugOptions;
 use mpir_target::live::{LiveMemory, LiveTarget};
 use mpir_target::proctable::{ReadOptions, read_proctable};
@@ -16,73 +12,14 @@ use mpir_types::mpir::ProblemKind;
 use mpir_types::{DataModel, LayoutSource};
 use support::*;
 
-fn build_starter(dir: &Path) -> Option<PathBuf> {
-    let src = fixtures().join("fake_starter.c");
-    cc(&dir.join("fake_starter"), &["-O2", "-g", src.to_str()?])
-        .map_err(|e| skip(&e))
-        .ok()
-}
-
-struct Starter {
-    child: Child,
-    out: BufReader<std::process::ChildStdout>,
-    table: u64,
-}
-
-impl Starter {
-    fn start(exe: &Path, n: usize, mode: &str) -> Starter {
-        let mut child = Command::new(exe)
-            .args([n.to_string().as_str(), mode])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        out.read_line(&mut line).unwrap();
-        let table = u64::from_str_radix(
-            line.split_whitespace()
-                .next()
-                .unwrap()
-                .trim_start_matches("table=0x"),
-            16,
-        )
-        .unwrap();
-        Starter { child, out, table }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn show(&mut self) -> String {
-        writeln!(self.child.stdin.as_mut().unwrap(), "show").unwrap();
-        let mut line = String::new();
-        self.out.read_line(&mut line).unwrap();
-        line.trim().to_string()
-    }
-
-    fn finish(mut self) -> bool {
-        drop(self.child.stdin.take());
-        self.child.wait().unwrap().success()
-    }
-}
-
-impl Drop for Starter {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn reads_a_filled_table_shared_and_duplicated() {
     let dir = scratch("live-table");
-    let Some(exe) = build_starter(&dir) else {
+    let Some(exe) = build_fake_starter(&dir) else {
         return;
     };
     for (mode, n) in [("shared", 1000), ("dup", 5000), ("shared", 0)] {
-        let starter = Starter::start(&exe, n, mode);
+        let starter = FakeStarter::start(&exe, n, mode);
         let target = LiveTarget::open(starter.pid(), DebugOptions::default()).unwrap();
         assert_eq!(target.memory().data_model(), DataModel::host());
         let table = read_proctable(&target, &ReadOptions::default()).unwrap();
@@ -129,10 +66,10 @@ fn reads_a_filled_table_shared_and_duplicated() {
 #[test]
 fn hostile_entries_become_problems() {
     let dir = scratch("live-hostile");
-    let Some(exe) = build_starter(&dir) else {
+    let Some(exe) = build_fake_starter(&dir) else {
         return;
     };
-    let starter = Starter::start(&exe, 10, "hostile");
+    let starter = FakeStarter::start(&exe, 10, "hostile");
     let target = LiveTarget::open(starter.pid(), DebugOptions::default()).unwrap();
     let table = read_proctable(&target, &ReadOptions::default()).unwrap();
     assert_eq!(table.resolved.entries.len(), 10);
@@ -156,10 +93,10 @@ fn hostile_entries_become_problems() {
 #[test]
 fn scatter_gather_continues_past_holes() {
     let dir = scratch("live-sg");
-    let Some(exe) = build_starter(&dir) else {
+    let Some(exe) = build_fake_starter(&dir) else {
         return;
     };
-    let starter = Starter::start(&exe, 4, "shared");
+    let starter = FakeStarter::start(&exe, 4, "shared");
     let mem = LiveMemory::new(starter.pid(), DataModel::host());
     let (mut a, mut b, mut c) = ([0u8; 48], [0u8; 8], [0u8; 24]);
     let mut requests: Vec<(u64, &mut [u8])> = vec![
@@ -185,10 +122,10 @@ fn scatter_gather_continues_past_holes() {
 #[test]
 fn writes_reach_the_process() {
     let dir = scratch("live-write");
-    let Some(exe) = build_starter(&dir) else {
+    let Some(exe) = build_fake_starter(&dir) else {
         return;
     };
-    let mut starter = Starter::start(&exe, 2, "shared");
+    let mut starter = FakeStarter::start(&exe, 2, "shared");
     let target = LiveTarget::open(starter.pid(), DebugOptions::default()).unwrap();
     let sym = target.require_symbol("MPIR_being_debugged").unwrap();
     assert_eq!(starter.show(), "being_debugged=0");
@@ -211,10 +148,10 @@ fn writes_reach_the_process() {
 #[test]
 fn a_process_that_is_gone() {
     let dir = scratch("live-gone");
-    let Some(exe) = build_starter(&dir) else {
+    let Some(exe) = build_fake_starter(&dir) else {
         return;
     };
-    let mut starter = Starter::start(&exe, 2, "shared");
+    let mut starter = FakeStarter::start(&exe, 2, "shared");
     let mem = LiveMemory::new(starter.pid(), DataModel::host());
     let table = starter.table;
     starter.child.kill().unwrap();

@@ -3,7 +3,7 @@
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
@@ -355,5 +355,66 @@ impl Drop for Job {
             .args(["-TERM", "--", &format!("-{}", self.0.id())])
             .status();
         let _ = self.0.wait();
+    }
+}
+
+/// Builds `fixtures/fake_starter.c`; `None` (after skip) without a C compiler.
+pub fn build_fake_starter(dir: &Path) -> Option<PathBuf> {
+    let src = fixtures().join("fake_starter.c");
+    cc(&dir.join("fake_starter"), &["-O2", "-g", src.to_str()?])
+        .map_err(|e| skip(&e))
+        .ok()
+}
+
+/// A running fake starter (its table filled), killed when dropped.
+pub struct FakeStarter {
+    pub child: Child,
+    out: BufReader<std::process::ChildStdout>,
+    pub table: u64,
+}
+
+impl FakeStarter {
+    pub fn start(exe: &Path, n: usize, mode: &str) -> FakeStarter {
+        let mut child = Command::new(exe)
+            .args([n.to_string().as_str(), mode])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        let table = u64::from_str_radix(
+            line.split_whitespace()
+                .next()
+                .unwrap()
+                .trim_start_matches("table=0x"),
+            16,
+        )
+        .unwrap();
+        FakeStarter { child, out, table }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn show(&mut self) -> String {
+        writeln!(self.child.stdin.as_mut().unwrap(), "show").unwrap();
+        let mut line = String::new();
+        self.out.read_line(&mut line).unwrap();
+        line.trim().to_string()
+    }
+
+    pub fn finish(mut self) -> bool {
+        drop(self.child.stdin.take());
+        self.child.wait().unwrap().success()
+    }
+}
+
+impl Drop for FakeStarter {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
