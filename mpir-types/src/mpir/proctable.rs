@@ -508,11 +508,13 @@ fn gallop(v: &[u64], from: usize, target: u64) -> Option<usize> {
     window.binary_search(&target).ok().map(|i| lo + i)
 }
 
-/// Decodes each distinct string once and hands out shared references.
+/// Decodes each distinct string once and hands out shared references; equal strings at
+/// different addresses (starters that duplicate "node03" per rank) share one allocation too.
 struct NameCache<'a> {
     addresses: &'a [u64],
     strings: &'a [std::result::Result<Vec<u8>, String>],
     decoded: Vec<Option<Arc<str>>>,
+    by_content: std::collections::HashMap<&'a [u8], Arc<str>>,
     /// Index of the last hit for host names (0) and executable names (1).
     last: [usize; 2],
 }
@@ -523,6 +525,7 @@ impl<'a> NameCache<'a> {
             addresses,
             strings,
             decoded: vec![None; addresses.len().min(strings.len())],
+            by_content: std::collections::HashMap::new(),
             last: [0, 0],
         }
     }
@@ -547,9 +550,12 @@ impl<'a> NameCache<'a> {
                     match (self.strings.get(i), self.decoded.get_mut(i)) {
                         (_, Some(Some(s))) => return Some(Arc::clone(s)),
                         (Some(Ok(bytes)), Some(cell)) => {
-                            let s: Arc<str> = String::from_utf8_lossy(bytes).into();
-                            *cell = Some(Arc::clone(&s));
-                            return Some(s);
+                            let s = self
+                                .by_content
+                                .entry(bytes.as_slice())
+                                .or_insert_with(|| String::from_utf8_lossy(bytes).into());
+                            *cell = Some(Arc::clone(s));
+                            return Some(Arc::clone(s));
                         }
                         (Some(Err(reason)), _) => ProblemKind::Unreadable {
                             address,
