@@ -60,8 +60,8 @@ fn bench(c: &mut Criterion) {
     g.bench_function("floor/lp64", |b| b.iter(|| floor_lp64(black_box(&bytes))));
     let raw = floor_lp64(&bytes);
     let addresses = mpir::string_addresses(&raw);
-    let strings: Vec<Result<Vec<u8>, String>> =
-        addresses.iter().map(|_| Ok(b"node0001".to_vec())).collect();
+    let strings: Vec<Result<&[u8], String>> =
+        addresses.iter().map(|_| Ok(&b"node0001"[..])).collect();
     g.bench_function("resolve_shared", |b| {
         b.iter(|| mpir::resolve(black_box(&raw), &addresses, &strings))
     });

@@ -53,7 +53,7 @@ impl<M: Memory> Memory for ImageTarget<M> {
     fn read_exact(&self, address: u64, buf: &mut [u8]) -> Result<()> {
         self.memory.read_exact(address, buf)
     }
-    fn read_c_strings(&self, addresses: &[u64], max_len: u64) -> Vec<Result<Vec<u8>>> {
+    fn read_c_strings(&self, addresses: &[u64], max_len: u64) -> crate::StringBatch {
         self.memory.read_c_strings(addresses, max_len)
     }
 }

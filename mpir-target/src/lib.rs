@@ -46,12 +46,14 @@ mod image_target;
 pub mod live;
 pub mod mock;
 pub mod proctable;
+mod strings;
 mod traits;
 
 pub use error::{Fault, Result, TargetError};
 pub use ext::{MAX_READ, MemoryExt, SymbolLookupExt};
 pub use image_target::ImageTarget;
 pub use mock::MockTarget;
+pub use strings::StringBatch;
 pub use traits::{
     Binding, Memory, Symbol, SymbolKind, SymbolLookup, Target, TypeLookup, TypeQuery,
 };

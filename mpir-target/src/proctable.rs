@@ -140,11 +140,9 @@ pub fn read_proctable<T: Target + ?Sized>(target: &T, options: &ReadOptions) -> 
     let model = target.data_model();
     let raw = mpir::decode_proctable(&model, &layout, table_address, &bytes, count)?;
     let addresses = mpir::string_addresses(&raw);
-    let strings: Vec<std::result::Result<Vec<u8>, String>> = target
-        .read_c_strings(&addresses, options.max_string)
-        .into_iter()
-        .map(|r| r.map_err(|e| e.to_string()))
-        .collect();
+    let batch = target.read_c_strings(&addresses, options.max_string);
+    let strings: Vec<std::result::Result<&[u8], String>> =
+        batch.iter().map(|r| r.map_err(|e| e.to_string())).collect();
     let resolved = mpir::resolve(&raw, &addresses, &strings);
     Ok(ProcTable {
         table_address,

@@ -7,6 +7,7 @@
 use mpir_types::{DataModel, TypeLayout};
 
 use crate::error::{Result, TargetError};
+use crate::strings::StringBatch;
 
 /// Memory of one target process.
 ///
@@ -59,16 +60,17 @@ pub trait Memory {
     }
 
     /// Reads many NUL-terminated strings, each at most `max_len` bytes before its NUL, and
-    /// returns them (without NUL) in the order of `addresses`.
+    /// returns them (without NUL) in the order of `addresses`, stored in a [`StringBatch`].
     ///
     /// The default reads them one by one; backends override it to batch and coalesce reads
     /// (a 1M-entry proctable must not cost millions of system calls). Duplicated addresses may
     /// be served from one read.
-    fn read_c_strings(&self, addresses: &[u64], max_len: u64) -> Vec<Result<Vec<u8>>> {
-        addresses
-            .iter()
-            .map(|&a| crate::ext::read_c_string_by_chunks(self, a, max_len))
-            .collect()
+    fn read_c_strings(&self, addresses: &[u64], max_len: u64) -> StringBatch {
+        let mut batch = StringBatch::new();
+        for &a in addresses {
+            batch.push_result(crate::ext::read_c_string_by_chunks(self, a, max_len), a);
+        }
+        batch
     }
 }
 
@@ -190,7 +192,7 @@ impl<M: Memory + ?Sized> Memory for &M {
     fn read_exact(&self, address: u64, buf: &mut [u8]) -> Result<()> {
         (**self).read_exact(address, buf)
     }
-    fn read_c_strings(&self, addresses: &[u64], max_len: u64) -> Vec<Result<Vec<u8>>> {
+    fn read_c_strings(&self, addresses: &[u64], max_len: u64) -> StringBatch {
         (**self).read_c_strings(addresses, max_len)
     }
 }

@@ -168,5 +168,6 @@ fn a_process_that_is_gone() {
         "{e}"
     );
     let strings = mem.read_c_strings(&[table, table + 8], 64);
+    assert_eq!(strings.len(), 2);
     assert!(strings.iter().all(|s| s.is_err()));
 }

@@ -82,7 +82,6 @@ pub fn proctable(data: &[u8]) {
             .iter()
             .map(|&a| {
                 view.cstr(a.wrapping_sub(address), mpir::DEFAULT_MAX_STRING, "name")
-                    .map(<[u8]>::to_vec)
                     .map_err(|e| e.to_string())
             })
             .collect();

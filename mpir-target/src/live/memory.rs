@@ -16,6 +16,7 @@ use nix::sys::uio::{RemoteIoVec, process_vm_readv};
 use nix::unistd::Pid;
 
 use crate::error::{Fault, Result, TargetError};
+use crate::strings::StringBatch;
 use crate::traits::Memory;
 
 /// Most iovecs the kernel takes in one `process_vm_readv` (`IOV_MAX` on Linux).
@@ -217,7 +218,7 @@ impl Memory for LiveMemory {
     /// Batched: distinct addresses only, each read as a window, windows that are close
     /// coalesced into ranges, all ranges fetched with [`LiveMemory::read_many`]. Strings longer
     /// than their window, or cut by unreadable memory, are finished one by one.
-    fn read_c_strings(&self, addresses: &[u64], max_len: u64) -> Vec<Result<Vec<u8>>> {
+    fn read_c_strings(&self, addresses: &[u64], max_len: u64) -> StringBatch {
         let window = STRING_WINDOW.min(max_len.saturating_add(1));
         let mut unique: Vec<u64> = addresses.to_vec();
         unique.sort_unstable();
@@ -245,12 +246,17 @@ impl Memory for LiveMemory {
                 .collect();
             self.read_many(&mut requests)
         };
-        // Each distinct address's string, from its range (both are in address order).
+        // Each distinct address's string, from its range (both are in address order): a span
+        // into the range's buffer, or, when the window did not hold it all, a precise read.
+        enum Found {
+            Span(usize, usize, usize),
+            Owned(Result<Vec<u8>>),
+        }
         let bound = usize::try_from(max_len)
             .unwrap_or(usize::MAX)
             .saturating_add(1);
         let mut r = 0;
-        let results: Vec<Result<Vec<u8>>> = unique
+        let found: Vec<Found> = unique
             .iter()
             .map(|&a| {
                 while ranges.get(r).is_some_and(|(_, e)| a >= *e) {
@@ -266,24 +272,33 @@ impl Memory for LiveMemory {
                     .and_then(|b| b.get(off..readable))
                     .unwrap_or_default();
                 match bytes.iter().take(bound).position(|&b| b == 0) {
-                    Some(n) => Ok(bytes.get(..n).unwrap_or_default().to_vec()),
-                    // Not in the window (long, or cut short): finish this one precisely.
-                    None => crate::ext::read_c_string_by_chunks(self, a, max_len),
+                    Some(n) => Found::Span(r, off, n),
+                    None => Found::Owned(crate::ext::read_c_string_by_chunks(self, a, max_len)),
                 }
             })
             .collect();
+        let mut batch = StringBatch::new();
+        let ids: Vec<usize> = buffers.into_iter().map(|b| batch.add_buffer(b)).collect();
+        let push = |batch: &mut StringBatch, f: &Found, a: u64| match f {
+            Found::Span(r, start, len) => {
+                batch.push_in(ids.get(*r).copied().unwrap_or(usize::MAX), *start, *len, a)
+            }
+            Found::Owned(result) => batch.push_result(result.clone(), a),
+        };
         if addresses.len() == unique.len() && addresses.windows(2).all(|w| w[0] < w[1]) {
-            return results; // already in the caller's order
+            for (f, &a) in found.iter().zip(&unique) {
+                push(&mut batch, f, a);
+            }
+        } else {
+            for &a in addresses {
+                match unique.binary_search(&a).ok().and_then(|i| found.get(i)) {
+                    Some(f) => push(&mut batch, f, a),
+                    None => {
+                        batch.push_result(crate::ext::read_c_string_by_chunks(self, a, max_len), a)
+                    }
+                }
+            }
         }
-        addresses
-            .iter()
-            .map(|a| match unique.binary_search(a) {
-                Ok(i) => results
-                    .get(i)
-                    .cloned()
-                    .unwrap_or_else(|| crate::ext::read_c_string_by_chunks(self, *a, max_len)),
-                Err(_) => crate::ext::read_c_string_by_chunks(self, *a, max_len),
-            })
-            .collect()
+        batch
     }
 }

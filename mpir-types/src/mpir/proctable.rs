@@ -446,7 +446,7 @@ pub struct ResolvedTable {
 pub fn resolve(
     entries: &[RawProcDesc],
     addresses: &[u64],
-    strings: &[std::result::Result<Vec<u8>, String>],
+    strings: &[std::result::Result<&[u8], String>],
 ) -> ResolvedTable {
     let mut table = ResolvedTable {
         entries: Vec::with_capacity(entries.len()),
@@ -512,7 +512,7 @@ fn gallop(v: &[u64], from: usize, target: u64) -> Option<usize> {
 /// different addresses (starters that duplicate "node03" per rank) share one allocation too.
 struct NameCache<'a> {
     addresses: &'a [u64],
-    strings: &'a [std::result::Result<Vec<u8>, String>],
+    strings: &'a [std::result::Result<&'a [u8], String>],
     decoded: Vec<Option<Arc<str>>>,
     by_content: std::collections::HashMap<&'a [u8], Arc<str>>,
     /// Index of the last hit for host names (0) and executable names (1).
@@ -520,7 +520,7 @@ struct NameCache<'a> {
 }
 
 impl<'a> NameCache<'a> {
-    fn new(addresses: &'a [u64], strings: &'a [std::result::Result<Vec<u8>, String>]) -> Self {
+    fn new(addresses: &'a [u64], strings: &'a [std::result::Result<&'a [u8], String>]) -> Self {
         NameCache {
             addresses,
             strings,
@@ -552,7 +552,7 @@ impl<'a> NameCache<'a> {
                         (Some(Ok(bytes)), Some(cell)) => {
                             let s = self
                                 .by_content
-                                .entry(bytes.as_slice())
+                                .entry(*bytes)
                                 .or_insert_with(|| String::from_utf8_lossy(bytes).into());
                             *cell = Some(Arc::clone(s));
                             return Some(Arc::clone(s));
@@ -670,8 +670,8 @@ mod tests {
         let addresses = string_addresses(&raw);
         assert_eq!(addresses, vec![0x10, 0x20, 0x30]);
         let strings = [
-            Ok(b"node1".to_vec()),
-            Ok(b"/bin/a\xff".to_vec()),
+            Ok(&b"node1"[..]),
+            Ok(&b"/bin/a\xff"[..]),
             Err("unmapped".to_string()),
         ];
         let t = resolve(&raw, &addresses, &strings);
