@@ -82,6 +82,16 @@ pub enum TargetError {
         /// What is wrong with it.
         problem: String,
     },
+    /// A process-control request failed.
+    #[error("{operation} on pid {pid}: {reason}")]
+    Control {
+        /// The process or thread.
+        pid: u32,
+        /// What was asked (e.g. `PTRACE_SEIZE`).
+        operation: String,
+        /// Why it failed.
+        reason: String,
+    },
     /// Bytes read from the target could not be decoded.
     #[error(transparent)]
     Decode(#[from] DecodeError),

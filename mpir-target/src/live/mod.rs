@@ -5,6 +5,8 @@
 //! and detach of many processes from one tracer thread) is the next step of this module.
 
 mod memory;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub mod tracer;
 
 pub use memory::LiveMemory;
 
