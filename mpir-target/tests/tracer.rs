@@ -207,3 +207,37 @@ fn open_mpi_attach_read_detach_and_the_job_completes() {
     assert!(job.wait().unwrap().success(), "the job completed");
     assert_eq!(rest.matches("done").count(), 2, "{rest}");
 }
+
+#[test]
+fn detach_all_releases_every_process() {
+    let dir = scratch("tracer-all");
+    let Some(exe) = build_fake_starter(&dir) else {
+        return;
+    };
+    let starters = [
+        FakeStarter::start(&exe, 2, "shared"),
+        FakeStarter::start(&exe, 3, "dup"),
+    ];
+    let tracer = Tracer::new().unwrap();
+    let mut before = Vec::new();
+    for s in &starters {
+        let target = LiveTarget::open(s.pid(), DebugOptions::default()).unwrap();
+        let bp = target.require_symbol("MPIR_Breakpoint").unwrap().address;
+        before.push((bp, target.read_vec(bp, 16).unwrap()));
+        tracer.attach(s.pid()).unwrap();
+        tracer.insert_breakpoint(s.pid(), bp).unwrap();
+    }
+    let mut released = tracer.detach_all().unwrap();
+    released.sort_unstable();
+    let mut pids: Vec<u32> = starters.iter().map(FakeStarter::pid).collect();
+    pids.sort_unstable();
+    assert_eq!(released, pids);
+    for (s, (bp, bytes)) in starters.iter().zip(&before) {
+        let target = LiveTarget::open(s.pid(), DebugOptions::default()).unwrap();
+        assert_eq!(&target.read_vec(*bp, 16).unwrap(), bytes);
+        assert_untouched(s.pid());
+    }
+    for s in starters {
+        assert!(s.finish());
+    }
+}

@@ -247,6 +247,22 @@ impl ProcessImages {
         let maps_err = |reason: String| DebugInfoError::Maps { pid, reason };
         let text = std::fs::read_to_string(format!("/proc/{pid}/maps"))
             .map_err(|e| maps_err(e.to_string()))?;
+        if text.is_empty() {
+            let state = std::fs::read_to_string(format!("/proc/{pid}/status"))
+                .ok()
+                .and_then(|s| {
+                    s.lines()
+                        .find_map(|l| l.strip_prefix("State:"))
+                        .map(|v| v.trim().to_string())
+                })
+                .unwrap_or_default();
+            return Err(maps_err(if state.starts_with('Z') {
+                "the process is a zombie (it exited and was not reaped): no memory left".into()
+            } else {
+                format!("no mappings (state {state:?})")
+            })
+            .into());
+        }
         let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
         self.images = self.build(parse_maps(&text), exe.as_deref(), Some(pid));
         Ok(())

@@ -3,7 +3,11 @@
 //!
 //! No ptrace is involved: reading needs the same rights as attaching (root, or same user with
 //! a permissive `ptrace_scope`), but does not stop the process. A tool that needs a consistent
-//! snapshot stops the process first (the tracer of a later issue).
+//! snapshot stops the process first ([`Tracer`](super::tracer::Tracer)).
+//!
+//! Like a debugger, this sees memory the process itself cannot: where `process_vm_readv`
+//! refuses a page (`PROT_NONE`), the `/proc/PID/mem` fallback reads it with the kernel's forced
+//! access. Strings that run into such pages are therefore read with their real bytes.
 
 use std::fs::File;
 use std::io::IoSliceMut;
@@ -202,17 +206,23 @@ impl Memory for LiveMemory {
             len: data.len() as u64,
             fault,
         };
-        let guard = self
-            .mem_file(false)
-            .map_err(|e| unwritable(fault(Errno::from_raw(e.raw_os_error().unwrap_or(0)))))?;
-        let file = guard.as_ref().ok_or_else(|| unwritable(Fault::Unmapped))?;
-        match file.write_at(data, address) {
-            Ok(n) if n == data.len() => Ok(()),
-            Ok(_) => Err(unwritable(Fault::Unmapped)),
-            Err(e) => Err(unwritable(fault(Errno::from_raw(
-                e.raw_os_error().unwrap_or(0),
-            )))),
+        let os = |e: std::io::Error| fault(Errno::from_raw(e.raw_os_error().unwrap_or(0)));
+        let mut last = Fault::Unmapped;
+        // A descriptor opened before the target exec'd no longer reaches its memory: on
+        // failure, reopen once and retry.
+        for reopen in [false, true] {
+            let guard = self.mem_file(reopen).map_err(|e| unwritable(os(e)))?;
+            let file = guard.as_ref().ok_or_else(|| unwritable(Fault::Unmapped))?;
+            match file.write_at(data, address) {
+                Ok(n) if n == data.len() => return Ok(()),
+                Ok(_) => last = Fault::Unmapped,
+                Err(e) => last = os(e),
+            }
+            if matches!(last, Fault::ProcessGone) {
+                break;
+            }
         }
+        Err(unwritable(last))
     }
 
     /// Batched: distinct addresses only, each read as a window, windows that are close

@@ -407,11 +407,16 @@ impl Control {
         first_error.map_or(Ok(()), Err)
     }
 
-    fn detach_all(&mut self) {
+    /// Detaches from every process; returns the first error, after trying them all.
+    fn detach_all(&mut self) -> Result<Vec<u32>> {
         let pids: Vec<i32> = self.procs.keys().copied().collect();
-        for pid in pids {
-            let _ = self.detach(pid);
+        let mut first_error = None;
+        for &pid in &pids {
+            if let Err(e) = self.detach(pid) {
+                first_error.get_or_insert(e);
+            }
         }
+        first_error.map_or(Ok(pids.iter().map(|&p| p as u32).collect()), Err)
     }
 }
 
@@ -436,7 +441,7 @@ impl Tracer {
                     job(&mut control);
                 }
                 // The tracer is going away: leave every tracee as we found it.
-                control.detach_all();
+                let _ = control.detach_all();
             })
             .map_err(|e| control_err(0, "start the tracer thread", e))?;
         Ok(Tracer {
@@ -502,6 +507,14 @@ impl Tracer {
     /// Restores every byte changed in `pid` and detaches from all its threads, which run on.
     pub fn detach(&self, pid: u32) -> Result<()> {
         self.call(move |c| c.detach(pid as i32))
+    }
+
+    /// Detaches from every process this tracer holds (restoring their bytes) and returns their
+    /// pids. This is what a tool calls when it is told to stop (SIGINT, SIGTERM): from the
+    /// thread that receives the signal (e.g. with the `signal-hook` crate's iterator), call
+    /// `detach_all` and then exit. Never call it from inside a signal handler itself.
+    pub fn detach_all(&self) -> Result<Vec<u32>> {
+        self.call(Control::detach_all)
     }
 }
 
