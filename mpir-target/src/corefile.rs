@@ -88,7 +88,7 @@ fn read_at(file: &File, path: &Path, offset: u64, len: u64) -> Result<Vec<u8>, D
     while done < buf.len() {
         match file.read_at(
             buf.get_mut(done..).unwrap_or_default(),
-            offset + done as u64,
+            offset.saturating_add(done as u64),
         ) {
             Ok(0) => break,
             Ok(n) => done += n,
@@ -264,12 +264,15 @@ impl CoreFile {
         } else {
             parse::<object::elf::FileHeader32<Endianness>>(&file, path, &prefix)?
         };
+        let (mut segments, mut mappings) = (parsed.segments, parsed.mappings);
+        segments.sort_by_key(|s| s.vaddr);
+        mappings.sort_by_key(|m| m.start);
         Ok(CoreFile {
             path: path.to_path_buf(),
             file,
             model: parsed.model,
-            segments: parsed.segments,
-            mappings: parsed.mappings,
+            segments,
+            mappings,
             threads: parsed.threads,
             auxv: parsed.auxv,
             files: Mutex::new(HashMap::new()),
@@ -337,25 +340,41 @@ impl CoreFile {
             .unwrap_or(0)
     }
 
-    /// Reads what one segment or mapping holds at `at`; 0 when nothing does.
+    /// Reads what one segment or mapping holds at `at`; 0 when nothing does. Segments and
+    /// mappings are sorted by address (at open), so both lookups are binary searches: a read
+    /// per string of a million-entry table must not scan thousands of mappings each time.
     fn read_piece(&self, at: u64, buf: &mut [u8]) -> usize {
-        if let Some(seg) = self
+        let seg = self
             .segments
-            .iter()
-            .find(|s| at >= s.vaddr && at - s.vaddr < s.mem_size)
-        {
+            .partition_point(|s| s.vaddr <= at)
+            .checked_sub(1)
+            .and_then(|i| self.segments.get(i))
+            .filter(|s| at - s.vaddr < s.mem_size);
+        if let Some(seg) = seg {
             let off = at - seg.vaddr;
             if off < seg.file_size {
+                // Offsets come from the core: a hostile one must not overflow.
+                let Some(pos) = seg.offset.checked_add(off) else {
+                    return 0;
+                };
                 let n = (seg.file_size - off).min(buf.len() as u64) as usize;
                 let dst = buf.get_mut(..n).unwrap_or_default();
-                return self.file.read_at(dst, seg.offset + off).unwrap_or(0);
+                return self.file.read_at(dst, pos).unwrap_or(0);
             }
         }
         // Not dumped: code and read-only data come from the mapped file.
-        if let Some(m) = self.mappings.iter().find(|m| at >= m.start && at < m.end) {
+        let mapping = self
+            .mappings
+            .partition_point(|m| m.start <= at)
+            .checked_sub(1)
+            .and_then(|i| self.mappings.get(i))
+            .filter(|m| at < m.end);
+        if let Some(m) = mapping
+            && let Some(pos) = m.file_offset.checked_add(at - m.start)
+        {
             let n = (m.end - at).min(buf.len() as u64) as usize;
             let dst = buf.get_mut(..n).unwrap_or_default();
-            return self.read_mapped(&m.path, m.file_offset + (at - m.start), dst);
+            return self.read_mapped(&m.path, pos, dst);
         }
         0
     }

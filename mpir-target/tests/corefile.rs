@@ -177,3 +177,49 @@ fn cores_are_read_only() {
         Err(TargetError::Unreadable { address: 16, .. })
     ));
 }
+
+#[test]
+fn a_hostile_segment_offset_is_an_error_not_a_panic() {
+    if !have("gcore") {
+        return skip("gcore (gdb) is not installed");
+    }
+    use object::read::elf::{FileHeader, ProgramHeader};
+    let dir = scratch("core-hostile");
+    let Some(exe) = build_fake_starter(&dir) else {
+        return;
+    };
+    let starter = FakeStarter::start(&exe, 4, "dup");
+    let prefix = dir.join("core");
+    run(Command::new("gcore")
+        .arg("-o")
+        .arg(&prefix)
+        .arg(starter.pid().to_string()))
+    .unwrap();
+    let (table, pid) = (starter.table, starter.pid());
+    assert!(starter.finish());
+    let path = PathBuf::from(format!("{}.{pid}", prefix.display()));
+    let mut bytes = std::fs::read(&path).unwrap();
+    // Point the segment holding the table (heap, no file behind it) past the end of u64.
+    let (phoff, index) = {
+        let h = object::elf::FileHeader64::<object::Endianness>::parse(&*bytes).unwrap();
+        let e = h.endian().unwrap();
+        let phdrs = h.program_headers(e, &*bytes).unwrap();
+        let i = phdrs
+            .iter()
+            .position(|p| {
+                let (v, m) = (p.p_vaddr(e), p.p_memsz(e));
+                p.p_type(e) == object::elf::PT_LOAD && table >= v && table < v + m
+            })
+            .expect("a segment holds the table");
+        (h.e_phoff(e) as usize, i)
+    };
+    let field = phoff + index * 56 + 8; // Elf64_Phdr.p_offset
+    bytes[field..field + 8].copy_from_slice(&(u64::MAX - 4).to_le_bytes());
+    let patched = dir.join("hostile.core");
+    std::fs::write(&patched, &bytes).unwrap();
+    let core = CoreFile::open(&patched).unwrap();
+    assert!(matches!(
+        core.read_vec(table, 8),
+        Err(TargetError::Unreadable { address, .. }) if address == table
+    ));
+}

@@ -154,6 +154,8 @@ fn errors_name_the_process() {
     let e = tracer.detach(12345).unwrap_err();
     assert!(e.to_string().contains("not attached"), "{e}");
     assert_eq!(tracer.wait(Duration::from_millis(10)).unwrap(), None);
+    // "No timeout" must not overflow the deadline.
+    assert_eq!(tracer.wait(Duration::MAX).unwrap(), None);
 }
 
 #[test]

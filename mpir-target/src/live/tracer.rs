@@ -296,7 +296,8 @@ impl Control {
         if !self.queued.is_empty() {
             return Ok(Some(self.queued.remove(0)));
         }
-        let deadline = Instant::now() + timeout;
+        // A caller may pass Duration::MAX for "no timeout".
+        let deadline = Instant::now().checked_add(timeout);
         loop {
             if self.procs.is_empty() {
                 return Ok(None);
@@ -320,7 +321,7 @@ impl Control {
                 }
             }
             if !seen {
-                if Instant::now() >= deadline {
+                if deadline.is_some_and(|d| Instant::now() >= d) {
                     return Ok(None);
                 }
                 std::thread::sleep(Duration::from_micros(200));
