@@ -3,9 +3,8 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use mpir_target::corefile::{CoreFile, CoreTarget};
 use mpir_target::debuginfo::DebugOptions;
@@ -71,20 +70,12 @@ fn kernel_core_reads_text_from_the_mapped_file() {
         dir.display(),
         exe.display()
     );
-    let mut child = Command::new("sh")
-        .args(["-c", &script])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let pid = child.id();
+    let mut child = Spawned::new(Command::new("sh").args(["-c", &script]));
+    child.line();
+    let pid = child.pid();
     let live = snapshot(&LiveTarget::open(pid, DebugOptions::default()).unwrap());
     run(Command::new("kill").args(["-ABRT", &pid.to_string()])).unwrap();
-    let _ = child.wait();
+    let _ = child.child.wait();
     let core = std::fs::read_dir(&*dir)
         .unwrap()
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -145,25 +136,20 @@ fn cores_are_read_only() {
     let Some(exe) = build_fake_starter(&dir) else {
         return;
     };
-    let mut child = Command::new(&exe)
-        .args(["4", "shared"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let starter = FakeStarter::start(&exe, 4, "shared");
     let prefix = dir.join("core");
     run(Command::new("gcore")
         .arg("-o")
         .arg(&prefix)
-        .arg(child.id().to_string()))
+        .arg(starter.pid().to_string()))
     .unwrap();
-    let core = CoreFile::open(Path::new(&format!("{}.{}", prefix.display(), child.id()))).unwrap();
-    drop(child.stdin.take());
-    child.wait().unwrap();
+    let core = CoreFile::open(Path::new(&format!(
+        "{}.{}",
+        prefix.display(),
+        starter.pid()
+    )))
+    .unwrap();
+    assert!(starter.finish());
     assert!(matches!(
         core.write(core.segments()[0].vaddr, &[0]),
         Err(TargetError::Unwritable {

@@ -565,7 +565,6 @@ fn cyclic_typedefs_are_an_error() {
 
 #[test]
 fn refresh_sees_libraries_loaded_later() {
-    use std::io::{BufRead, BufReader, Write};
     let dir = scratch("dlopen");
     let lib = dir.join("libmpir.so");
     let libsrc = fixtures().join("libmpir.c");
@@ -581,24 +580,14 @@ fn refresh_sees_libraries_loaded_later() {
         &["-O2", "-g", src.to_str().unwrap(), "-ldl"],
     )
     .unwrap();
-    let mut child = Command::new(&exe)
-        .arg(&lib)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "ready");
-    let mut images = ProcessImages::for_pid(child.id(), no_debug_dirs()).unwrap();
+    let mut child = Spawned::new(Command::new(&exe).arg(&lib));
+    assert_eq!(child.line(), "ready");
+    let mut images = ProcessImages::for_pid(child.pid(), no_debug_dirs()).unwrap();
     let before = images.images().len();
     assert_eq!(images.symbol("MPIR_proctable").unwrap(), None);
 
-    let mut stdin = child.stdin.take().unwrap();
-    writeln!(stdin, "go").unwrap();
-    line.clear();
-    out.read_line(&mut line).unwrap();
+    child.send("go");
+    let line = child.line();
     let printed = u64::from_str_radix(line.trim().split("=0x").nth(1).unwrap(), 16).unwrap();
     images.refresh().unwrap();
     assert_eq!(images.images().len(), before + 1);
@@ -611,6 +600,5 @@ fn refresh_sees_libraries_loaded_later() {
         .unwrap()
         .unwrap();
     assert_eq!(ty.byte_size, 24);
-    drop(stdin);
-    assert!(child.wait().unwrap().success());
+    assert!(child.finish().success());
 }

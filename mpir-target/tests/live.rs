@@ -154,8 +154,8 @@ fn a_process_that_is_gone() {
     let mut starter = FakeStarter::start(&exe, 2, "shared");
     let mem = LiveMemory::new(starter.pid(), DataModel::host());
     let table = starter.table;
-    starter.child.kill().unwrap();
-    starter.child.wait().unwrap();
+    starter.spawned.child.kill().unwrap();
+    starter.spawned.child.wait().unwrap();
     let e = mem.read_vec(table, 8).unwrap_err();
     assert!(
         matches!(
@@ -172,21 +172,6 @@ fn a_process_that_is_gone() {
     assert!(strings.iter().all(|s| s.is_err()));
 }
 
-fn spawn_line(exe: &std::path::Path, args: &[&str]) -> (std::process::Child, String) {
-    use std::io::BufRead;
-    let mut child = std::process::Command::new(exe)
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    (child, line)
-}
-
 #[test]
 fn prot_none_pages_are_read_like_a_debugger() {
     let dir = scratch("live-protnone");
@@ -195,19 +180,19 @@ fn prot_none_pages_are_read_like_a_debugger() {
         Ok(e) => e,
         Err(e) => return skip(&e),
     };
-    let (mut child, line) = spawn_line(&exe, &[]);
+    let mut child = Spawned::new(&mut std::process::Command::new(&exe));
+    let line = child.line();
     let mut it = line
         .split_whitespace()
         .map(|h| u64::from_str_radix(h.trim_start_matches("0x"), 16).unwrap());
     let (readable, hidden) = (it.next().unwrap(), it.next().unwrap());
-    let mem = LiveMemory::new(child.id(), DataModel::host());
+    let mem = LiveMemory::new(child.pid(), DataModel::host());
     assert_eq!(mem.read_c_string(readable, 64).unwrap(), b"readable");
     // process_vm_readv refuses the PROT_NONE page; /proc/PID/mem reads it as gdb would.
     assert_eq!(mem.read_c_string(hidden, 64).unwrap(), b"hidden");
     let across = mem.read_vec(hidden - 4, 10).unwrap();
     assert_eq!(&across[4..], b"hidden");
-    drop(child.stdin.take());
-    assert!(child.wait().unwrap().success());
+    assert!(child.finish().success());
 }
 
 #[test]
@@ -218,8 +203,8 @@ fn a_zombie_is_a_clear_error() {
         Ok(e) => e,
         Err(e) => return skip(&e),
     };
-    let (mut child, line) = spawn_line(&exe, &[]);
-    let zombie: u32 = line.trim().parse().unwrap();
+    let mut child = Spawned::new(&mut std::process::Command::new(&exe));
+    let zombie: u32 = child.line().parse().unwrap();
     assert!(wait_for(5, || std::fs::read_to_string(format!(
         "/proc/{zombie}/status"
     ))
@@ -228,8 +213,7 @@ fn a_zombie_is_a_clear_error() {
     assert!(e.to_string().contains("zombie"), "{e}");
     let mem = LiveMemory::new(zombie, DataModel::host());
     assert!(mem.read_vec(0x1000, 8).is_err());
-    drop(child.stdin.take());
-    assert!(child.wait().unwrap().success());
+    assert!(child.finish().success());
 }
 
 #[test]
@@ -240,21 +224,13 @@ fn writes_reach_a_target_that_exec_d_through_a_wrapper() {
     };
     // A wrapper shell that execs the real starter on request, as launch scripts do.
     let script = format!("read go; exec {} 2 shared", exe.display());
-    let mut child = std::process::Command::new("sh")
-        .args(["-c", &script])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
+    let mut child = Spawned::new(std::process::Command::new("sh").args(["-c", &script]));
+    let pid = child.pid();
     let mem = LiveMemory::new(pid, DataModel::host());
     // Opens /proc/PID/mem on the shell's image (the read itself fails: address 16 is unmapped).
     assert!(mem.read_vec(16, 1).is_err());
-    use std::io::{BufRead, Write};
-    writeln!(child.stdin.as_mut().unwrap(), "go").unwrap();
-    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap(); // the starter's "table=..." line: it has exec'd
+    child.send("go");
+    let line = child.line(); // the starter's "table=..." line: it has exec'd
     assert!(line.starts_with("table="), "{line}");
     let target = LiveTarget::open(pid, DebugOptions::default()).unwrap();
     let flag = target
@@ -263,10 +239,8 @@ fn writes_reach_a_target_that_exec_d_through_a_wrapper() {
         .address;
     // The old LiveMemory still writes into the new image (its descriptor is reopened).
     mem.write_c_int(flag, 1, "MPIR_being_debugged").unwrap();
-    writeln!(child.stdin.as_mut().unwrap(), "show").unwrap();
-    line.clear();
-    out.read_line(&mut line).unwrap();
+    child.send("show");
+    let line = child.line();
     assert_eq!(line.trim(), "being_debugged=1");
-    drop(child.stdin.take());
-    assert!(child.wait().unwrap().success());
+    assert!(child.finish().success());
 }

@@ -6,7 +6,7 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -60,16 +60,9 @@ fn breakpoint_from_a_secondary_thread_and_clean_detach() {
     let Some(exe) = build(&dir, "threaded") else {
         return;
     };
-    let mut child = Command::new(&exe)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "ready");
-    let pid = child.id();
+    let mut child = Spawned::new(&mut Command::new(&exe));
+    assert_eq!(child.line(), "ready");
+    let pid = child.pid();
     let target = LiveTarget::open(pid, DebugOptions::default()).unwrap();
     let bp = target.require_symbol("MPIR_Breakpoint").unwrap().address;
     let state = target.require_symbol("MPIR_debug_state").unwrap().address;
@@ -81,7 +74,7 @@ fn breakpoint_from_a_secondary_thread_and_clean_detach() {
     tracer.insert_breakpoint(pid, bp).unwrap();
     assert_eq!(target.read_vec(bp, 1).unwrap(), [0xcc]);
     tracer.resume(pid).unwrap();
-    writeln!(child.stdin.as_mut().unwrap(), "go").unwrap();
+    child.send("go");
     let ev = tracer
         .wait(Duration::from_secs(20))
         .unwrap()
@@ -106,19 +99,14 @@ fn breakpoint_from_a_secondary_thread_and_clean_detach() {
         text_before,
         "text bytes restored"
     );
-    line.clear();
-    out.read_line(&mut line).unwrap();
+    let line = child.line();
     assert_eq!(
         line.trim(),
         "returned state=1",
         "the call returned normally"
     );
     assert_untouched(pid);
-    drop(child.stdin.take());
-    assert!(
-        child.wait().unwrap().success(),
-        "the process finished normally"
-    );
+    assert!(child.finish().success(), "the process finished normally");
 }
 
 #[test]

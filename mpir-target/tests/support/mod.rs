@@ -82,25 +82,73 @@ pub fn have(tool: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// A running fixture: its pid and the addresses it printed.
-pub struct Running {
+/// A child with piped stdin and stdout, killed when dropped (a failed test leaves nothing
+/// running).
+pub struct Spawned {
     pub child: Child,
+    out: BufReader<std::process::ChildStdout>,
+}
+
+impl Spawned {
+    /// Spawns `cmd` with stdin and stdout piped.
+    pub fn new(cmd: &mut Command) -> Spawned {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+        let out = BufReader::new(child.stdout.take().unwrap());
+        Spawned { child, out }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The next line of its stdout, without the newline.
+    pub fn line(&mut self) -> String {
+        let mut line = String::new();
+        self.out.read_line(&mut line).unwrap();
+        line.trim_end().to_string()
+    }
+
+    /// Writes `text` and a newline to its stdin.
+    pub fn send(&mut self, text: &str) {
+        writeln!(self.child.stdin.as_mut().unwrap(), "{text}").unwrap();
+    }
+
+    /// The rest of its stdout.
+    pub fn rest(&mut self) -> String {
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut self.out, &mut rest).unwrap();
+        rest
+    }
+
+    /// Closes its stdin and waits for it.
+    pub fn finish(mut self) -> std::process::ExitStatus {
+        drop(self.child.stdin.take());
+        self.child.wait().unwrap()
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A running fixture: its pid and the addresses it printed on its first line.
+pub struct Running {
+    pub spawned: Spawned,
     pub printed: HashMap<String, u64>,
 }
 
 impl Running {
     pub fn start(exe: &Path, env: &[(&str, &str)]) -> Running {
-        let mut child = Command::new(exe)
-            .envs(env.iter().copied())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let printed = line
+        let mut spawned = Spawned::new(Command::new(exe).envs(env.iter().copied()));
+        let printed = spawned
+            .line()
             .split_whitespace()
             .filter_map(|kv| {
                 let (k, v) = kv.split_once('=')?;
@@ -110,24 +158,16 @@ impl Running {
                 ))
             })
             .collect();
-        Running { child, printed }
+        Running { spawned, printed }
     }
 
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.spawned.pid()
     }
 
     /// Closes stdin and waits: the fixture exits 0 if all went well.
-    pub fn finish(mut self) -> i32 {
-        drop(self.child.stdin.take());
-        self.child.wait().unwrap().code().unwrap_or(-1)
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    pub fn finish(self) -> i32 {
+        self.spawned.finish().code().unwrap_or(-1)
     }
 }
 
@@ -368,53 +408,35 @@ pub fn build_fake_starter(dir: &Path) -> Option<PathBuf> {
 
 /// A running fake starter (its table filled), killed when dropped.
 pub struct FakeStarter {
-    pub child: Child,
-    out: BufReader<std::process::ChildStdout>,
+    pub spawned: Spawned,
     pub table: u64,
 }
 
 impl FakeStarter {
     pub fn start(exe: &Path, n: usize, mode: &str) -> FakeStarter {
-        let mut child = Command::new(exe)
-            .args([n.to_string().as_str(), mode])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        out.read_line(&mut line).unwrap();
-        let table = u64::from_str_radix(
-            line.split_whitespace()
-                .next()
-                .unwrap()
-                .trim_start_matches("table=0x"),
-            16,
-        )
-        .unwrap();
-        FakeStarter { child, out, table }
+        let mut spawned = Spawned::new(Command::new(exe).args([n.to_string().as_str(), mode]));
+        let table = parse_table(&spawned.line());
+        FakeStarter { spawned, table }
     }
 
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.spawned.pid()
     }
 
+    /// Asks it to print `MPIR_being_debugged`.
     pub fn show(&mut self) -> String {
-        writeln!(self.child.stdin.as_mut().unwrap(), "show").unwrap();
-        let mut line = String::new();
-        self.out.read_line(&mut line).unwrap();
-        line.trim().to_string()
+        self.spawned.send("show");
+        self.spawned.line()
     }
 
-    pub fn finish(mut self) -> bool {
-        drop(self.child.stdin.take());
-        self.child.wait().unwrap().success()
+    pub fn finish(self) -> bool {
+        self.spawned.finish().success()
     }
 }
 
-impl Drop for FakeStarter {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The table address from a fake starter's "table=0x... being_debugged=0x..." line.
+pub fn parse_table(line: &str) -> u64 {
+    let first = line.split_whitespace().next().unwrap_or_default();
+    u64::from_str_radix(first.trim_start_matches("table=0x"), 16)
+        .unwrap_or_else(|_| panic!("not a fake starter line: {line:?}"))
 }
