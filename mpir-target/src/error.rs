@@ -92,6 +92,15 @@ pub enum TargetError {
         /// Why it failed.
         reason: String,
     },
+    /// The operation is not implemented for this platform (e.g. software breakpoints on an
+    /// instruction set other than x86_64).
+    #[error("{operation} is not supported here: {reason}")]
+    Unsupported {
+        /// What was asked.
+        operation: String,
+        /// Why it cannot be done, and what is supported instead.
+        reason: String,
+    },
     /// Bytes read from the target could not be decoded.
     #[error(transparent)]
     Decode(#[from] DecodeError),

@@ -35,6 +35,8 @@
 //! # Ok::<(), mpir_target::TargetError>(())
 //! ```
 #![deny(missing_docs)]
+// Only the ptrace FFI and the launch (pre-exec) modules may opt out, block by block.
+#![deny(unsafe_code)]
 
 pub mod corefile;
 pub mod debuginfo;

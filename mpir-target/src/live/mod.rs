@@ -1,11 +1,11 @@
 //! Live processes: memory ([`LiveMemory`]) and a complete [`Target`](crate::Target) over a
 //! running process ([`LiveTarget`]: its memory plus the symbols and types of its images).
 //!
-//! Reading does not stop or trace the process. Process control (stopping, breakpoints, attach
-//! and detach of many processes from one tracer thread) is the next step of this module.
+//! Reading does not stop or trace the process. Process control (launch and attach, breakpoints,
+//! signals, detach) is [`tracer::Tracer`], one thread that owns every ptrace request.
 
 mod memory;
-#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[cfg(target_os = "linux")]
 pub mod tracer;
 
 pub use memory::LiveMemory;

@@ -101,6 +101,12 @@ impl Spawned {
         Spawned { child, out }
     }
 
+    /// Wraps a child started with stdin and stdout piped (e.g. by the tracer's launch).
+    pub fn adopt(mut child: Child) -> Spawned {
+        let out = BufReader::new(child.stdout.take().expect("stdout piped"));
+        Spawned { child, out }
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }

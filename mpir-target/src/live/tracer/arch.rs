@@ -1,0 +1,120 @@
+//! The instruction-set-specific part of process control: the breakpoint instruction, where the
+//! program counter is after it traps, and the emulated return of a `void f(void)`.
+//!
+//! x86_64 is implemented and tested. Elsewhere every function here returns
+//! [`TargetError::Unsupported`]: attaching, reading, resuming and detaching still work, but
+//! software breakpoints do not.
+
+use nix::unistd::Pid;
+
+use crate::error::{Result, TargetError};
+
+#[cfg(target_arch = "x86_64")]
+mod imp {
+    use nix::sys::ptrace;
+    use nix::unistd::Pid;
+
+    use super::super::control_err;
+    use crate::error::Result;
+
+    /// `int3`.
+    pub(super) const BREAKPOINT: &[u8] = &[0xcc];
+
+    pub(super) fn pc(tid: Pid) -> Result<u64> {
+        let regs = ptrace::getregs(tid).map_err(|e| control_err(tid, "PTRACE_GETREGS", e))?;
+        Ok(regs.rip)
+    }
+
+    pub(super) fn set_pc(tid: Pid, pc: u64) -> Result<()> {
+        let mut regs = ptrace::getregs(tid).map_err(|e| control_err(tid, "PTRACE_GETREGS", e))?;
+        regs.rip = pc;
+        ptrace::setregs(tid, regs).map_err(|e| control_err(tid, "PTRACE_SETREGS", e))
+    }
+
+    /// `int3` traps with the program counter just past it.
+    pub(super) fn breakpoint_from_trap_pc(pc: u64) -> u64 {
+        pc.wrapping_sub(BREAKPOINT.len() as u64)
+    }
+
+    /// At the entry of a function the return address is at the stack pointer: `ret` is
+    /// "pc = *sp; sp += 8".
+    pub(super) fn emulate_return(
+        tid: Pid,
+        read_pointer: impl FnOnce(u64) -> Result<u64>,
+    ) -> Result<()> {
+        let mut regs = ptrace::getregs(tid).map_err(|e| control_err(tid, "PTRACE_GETREGS", e))?;
+        regs.rip = read_pointer(regs.rsp)?;
+        regs.rsp = regs.rsp.wrapping_add(8);
+        ptrace::setregs(tid, regs).map_err(|e| control_err(tid, "PTRACE_SETREGS", e))
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+mod imp {
+    use nix::unistd::Pid;
+
+    use super::unsupported;
+    use crate::error::Result;
+
+    pub(super) const BREAKPOINT: &[u8] = &[];
+
+    pub(super) fn pc(_: Pid) -> Result<u64> {
+        Err(unsupported("reading the program counter"))
+    }
+
+    pub(super) fn set_pc(_: Pid, _: u64) -> Result<()> {
+        Err(unsupported("setting the program counter"))
+    }
+
+    pub(super) fn breakpoint_from_trap_pc(pc: u64) -> u64 {
+        pc
+    }
+
+    pub(super) fn emulate_return(_: Pid, _: impl FnOnce(u64) -> Result<u64>) -> Result<()> {
+        Err(unsupported("emulating a function return"))
+    }
+}
+
+/// The error for what this instruction set does not support.
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+pub(super) fn unsupported(operation: &str) -> TargetError {
+    TargetError::Unsupported {
+        operation: operation.to_string(),
+        reason: format!(
+            "software breakpoints are implemented for x86_64 only, this is {}",
+            std::env::consts::ARCH
+        ),
+    }
+}
+
+/// The breakpoint instruction, or an error where breakpoints are not supported.
+pub(super) fn breakpoint_instruction() -> Result<&'static [u8]> {
+    if imp::BREAKPOINT.is_empty() {
+        return Err(unsupported("a software breakpoint"));
+    }
+    Ok(imp::BREAKPOINT)
+}
+
+/// The program counter of stopped thread `tid`.
+pub(super) fn pc(tid: Pid) -> Result<u64> {
+    imp::pc(tid)
+}
+
+/// Sets the program counter of stopped thread `tid`.
+pub(super) fn set_pc(tid: Pid, pc: u64) -> Result<()> {
+    imp::set_pc(tid, pc)
+}
+
+/// The address of the breakpoint instruction that trapped, given the pc after the trap.
+pub(super) fn breakpoint_from_trap_pc(pc: u64) -> u64 {
+    imp::breakpoint_from_trap_pc(pc)
+}
+
+/// Makes stopped thread `tid`, at the first instruction of a `void f(void)`, return to its
+/// caller. `read_pointer` reads a pointer of the target.
+pub(super) fn emulate_return(
+    tid: Pid,
+    read_pointer: impl FnOnce(u64) -> Result<u64>,
+) -> Result<()> {
+    imp::emulate_return(tid, read_pointer)
+}

@@ -1,0 +1,331 @@
+//! Process control through ptrace, from one dedicated thread (ptrace is per-thread: every
+//! request about a tracee must come from the thread that attached it).
+//!
+//! [`Tracer`] owns that thread; each method sends a request to it and waits for the answer.
+//!
+//! - **Launch** a command stopped at its first instruction after `exec`
+//!   ([`Tracer::launch`]), or **attach** to running processes and all their threads
+//!   (`PTRACE_SEIZE` + `PTRACE_INTERRUPT`; [`Tracer::attach`], pipelined for many pids with
+//!   [`Tracer::attach_many`]). New threads are followed; `exec`s are reported
+//!   ([`StopEvent::Exec`]) and forget the old image's breakpoints instead of "restoring" bytes
+//!   into the new one.
+//! - **Breakpoints** (x86_64 `int3`; other instruction sets get
+//!   [`TargetError::Unsupported`](crate::TargetError::Unsupported)) with explicit
+//!   inserted/removed state; a hit stops only the thread that hit it. [`Tracer::step_over`]
+//!   executes the instruction under a breakpoint with every other thread stopped;
+//!   [`Tracer::return_from_call`] emulates the return of a `void f(void)` such as
+//!   `MPIR_Breakpoint`.
+//! - **Signals** that are not ours are delivered to the tracee as they arrive — also while the
+//!   caller is not waiting: between requests, the tracer thread keeps polling its tracees.
+//!   Job-control stops (`SIGSTOP`, `SIGTSTP`…) are kept (`PTRACE_LISTEN`), not undone.
+//! - **Detach** stops the process, restores every byte it changed, and detaches every thread,
+//!   which then runs on (or stays in the job-control stop it was in). Dropping the tracer
+//!   detaches from everything; [`Tracer::detach_all`] is the public way for a tool to clean up
+//!   when it receives `SIGINT`/`SIGTERM`.
+//!
+//! Waiting polls each traced thread with `waitpid(tid, __WALL | WNOHANG)` rather than blocking
+//! in `waitpid(-1)`: a library must not reap the children that the program hosting it started
+//! for other reasons.
+
+mod arch;
+mod control;
+mod launch;
+mod sys;
+
+use std::process::{Child, Command};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use nix::unistd::Pid;
+
+use crate::error::{Result, TargetError};
+use control::Control;
+
+/// What [`Tracer::wait`] saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StopEvent {
+    /// Thread `tid` of process `pid` hit the breakpoint at `address`; it is stopped there (its
+    /// instruction pointer rewound to `address`), the other threads run on.
+    Breakpoint {
+        /// The process.
+        pid: u32,
+        /// The thread that hit it.
+        tid: u32,
+        /// The breakpoint.
+        address: u64,
+    },
+    /// The process exec'd a new program and is stopped at the start of it, with one thread.
+    /// Its breakpoints were in the old image and are gone; symbols must be looked up anew.
+    Exec {
+        /// The process.
+        pid: u32,
+        /// The thread that called `exec` (it now has the process id).
+        former_tid: u32,
+    },
+    /// The process exited with `status`.
+    Exited {
+        /// The process.
+        pid: u32,
+        /// Its exit status.
+        status: i32,
+    },
+    /// The process was killed by `signal`.
+    Killed {
+        /// The process.
+        pid: u32,
+        /// The signal.
+        signal: i32,
+    },
+    /// The process is no longer ours and its end was not reported to us (another thread of
+    /// this program collected its exit status).
+    Gone {
+        /// The process.
+        pid: u32,
+    },
+}
+
+impl StopEvent {
+    /// The process concerned.
+    pub fn pid(&self) -> u32 {
+        match *self {
+            StopEvent::Breakpoint { pid, .. }
+            | StopEvent::Exec { pid, .. }
+            | StopEvent::Exited { pid, .. }
+            | StopEvent::Killed { pid, .. }
+            | StopEvent::Gone { pid } => pid,
+        }
+    }
+
+    /// Whether the process is gone (and no longer traced).
+    pub fn is_end(&self) -> bool {
+        matches!(
+            self,
+            StopEvent::Exited { .. } | StopEvent::Killed { .. } | StopEvent::Gone { .. }
+        )
+    }
+}
+
+/// How the tracer writes into a tracee.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WriteMode {
+    /// `/proc/PID/mem`, falling back to `PTRACE_POKEDATA` (kernels booted with
+    /// `proc_mem.force_override=never` refuse `/proc/PID/mem` writes to read-only text).
+    #[default]
+    Auto,
+    /// `/proc/PID/mem` only.
+    ProcMem,
+    /// `PTRACE_POKEDATA` only, word by word through a stopped thread.
+    Ptrace,
+}
+
+/// Settings of a [`Tracer`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TracerOptions {
+    /// How breakpoints and [`Tracer::write_memory`] write.
+    pub write_mode: WriteMode,
+}
+
+impl TracerOptions {
+    /// With `write_mode`.
+    pub fn write_mode(mut self, write_mode: WriteMode) -> Self {
+        self.write_mode = write_mode;
+        self
+    }
+}
+
+pub(crate) fn control_err(pid: Pid, operation: &str, e: impl std::fmt::Display) -> TargetError {
+    TargetError::Control {
+        pid: pid.as_raw().max(0) as u32,
+        operation: operation.to_string(),
+        reason: e.to_string(),
+    }
+}
+
+type Job = Box<dyn FnOnce(&mut Control) + Send>;
+
+/// Shortest and longest pause between two polls of an idle tracer thread.
+const IDLE_POLL: (Duration, Duration) = (Duration::from_millis(1), Duration::from_millis(20));
+
+/// A ptrace tracer on its own thread. See the [module documentation](self).
+#[derive(Debug)]
+pub struct Tracer {
+    jobs: Option<mpsc::Sender<Job>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Tracer {
+    /// Starts the tracer thread with default options.
+    pub fn new() -> Result<Self> {
+        Self::with_options(TracerOptions::default())
+    }
+
+    /// Starts the tracer thread.
+    pub fn with_options(options: TracerOptions) -> Result<Self> {
+        let (jobs, rx) = mpsc::channel::<Job>();
+        let thread = std::thread::Builder::new()
+            .name("mpir-tracer".into())
+            .spawn(move || {
+                let mut control = Control::new(options);
+                let mut pause = IDLE_POLL.0;
+                loop {
+                    let job = if control.has_tracees() {
+                        rx.recv_timeout(pause)
+                    } else {
+                        rx.recv().map_err(|_| RecvTimeoutError::Disconnected)
+                    };
+                    match job {
+                        Ok(job) => {
+                            job(&mut control);
+                            pause = IDLE_POLL.0;
+                        }
+                        // Between requests: deliver signals, follow threads, queue events.
+                        Err(RecvTimeoutError::Timeout) => match control.poll() {
+                            Ok(true) => pause = IDLE_POLL.0,
+                            _ => pause = (pause * 2).min(IDLE_POLL.1),
+                        },
+                        Err(RecvTimeoutError::Disconnected) => break,
+                    }
+                }
+                // The tracer is going away: leave every tracee as we found it.
+                let _ = control.detach_all();
+            })
+            .map_err(|e| control_err(Pid::from_raw(0), "start the tracer thread", e))?;
+        Ok(Tracer {
+            jobs: Some(jobs),
+            thread: Some(thread),
+        })
+    }
+
+    fn call<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Control) -> R + Send + 'static,
+    ) -> Result<R> {
+        let (tx, rx) = mpsc::channel();
+        let job: Job = Box::new(move |c| {
+            let _ = tx.send(f(c));
+        });
+        let gone = || control_err(Pid::from_raw(0), "call the tracer thread", "it has stopped");
+        self.jobs
+            .as_ref()
+            .ok_or_else(gone)?
+            .send(job)
+            .map_err(|_| gone())?;
+        rx.recv().map_err(|_| gone())
+    }
+
+    /// Runs `command` under control: the process is stopped at the first instruction of the
+    /// new program (in the dynamic loader, before any library is loaded), traced like an
+    /// attached process. Its stdio is as `command` sets it.
+    ///
+    /// The returned [`Child`] gives the pid and the pipes. Do not `wait` on it while the
+    /// process is traced (the tracer collects its stops; its exit is reported by
+    /// [`Tracer::wait`], after which the `Child` has nothing left to wait for); after
+    /// [`Tracer::detach`], waiting on it is how its exit status is collected.
+    pub fn launch(&self, command: Command) -> Result<Child> {
+        self.call(move |c| c.launch(command))?
+    }
+
+    /// Attaches to `pid` and all its threads, leaving them stopped; returns the thread ids.
+    pub fn attach(&self, pid: u32) -> Result<Vec<u32>> {
+        let mut results = self.attach_many(&[pid])?;
+        results.pop().unwrap_or_else(|| {
+            Err(control_err(
+                Pid::from_raw(pid as i32),
+                "attach",
+                "no result",
+            ))
+        })
+    }
+
+    /// Attaches to every process of `pids` (all threads, left stopped), overlapping the
+    /// round trips: all are seized, then all interrupted, then all stops collected. One
+    /// result per pid, in order; a process that exits meanwhile is an error of its own.
+    pub fn attach_many(&self, pids: &[u32]) -> Result<Vec<Result<Vec<u32>>>> {
+        let pids = pids.to_vec();
+        self.call(move |c| c.attach_many(&pids))
+    }
+
+    /// The processes this tracer holds.
+    pub fn pids(&self) -> Result<Vec<u32>> {
+        self.call(|c| c.pids())
+    }
+
+    /// Plants a breakpoint at `address` in `pid`.
+    pub fn insert_breakpoint(&self, pid: u32, address: u64) -> Result<()> {
+        self.call(move |c| c.insert_breakpoint(pid as i32, address))?
+    }
+
+    /// Removes the breakpoint at `address`, restoring the original bytes.
+    pub fn remove_breakpoint(&self, pid: u32, address: u64) -> Result<()> {
+        self.call(move |c| c.remove_breakpoint(pid as i32, address))?
+    }
+
+    /// Writes `data` at `address` of `pid` (see [`WriteMode`]).
+    pub fn write_memory(&self, pid: u32, address: u64, data: &[u8]) -> Result<()> {
+        let data = data.to_vec();
+        self.call(move |c| c.write_memory(pid as i32, address, &data))?
+    }
+
+    /// Lets every stopped thread of `pid` run, delivering signals held for them.
+    pub fn resume(&self, pid: u32) -> Result<()> {
+        self.call(move |c| c.resume(pid as i32))?
+    }
+
+    /// Stops every thread of `pid`.
+    pub fn stop_all(&self, pid: u32) -> Result<()> {
+        self.call(move |c| c.stop_all(pid as i32))?
+    }
+
+    /// Waits up to `timeout` for a breakpoint hit, an exec or an end in any traced process;
+    /// `None` on timeout (or when nothing is traced). Signals that are not ours are delivered
+    /// as they arrive.
+    pub fn wait(&self, timeout: Duration) -> Result<Option<StopEvent>> {
+        self.call(move |c| c.wait(timeout))?
+    }
+
+    /// Makes thread `tid` of `pid`, stopped at the entry of a `void f(void)` (e.g. at a
+    /// breakpoint on `MPIR_Breakpoint`), return from it.
+    pub fn return_from_call(&self, pid: u32, tid: u32) -> Result<()> {
+        self.call(move |c| c.return_from_call(pid as i32, tid as i32))?
+    }
+
+    /// Executes the instruction under the breakpoint where thread `tid` is stopped, with every
+    /// other thread of `pid` stopped, then puts the breakpoint back. All threads are left
+    /// stopped; [`Tracer::resume`] continues.
+    pub fn step_over(&self, pid: u32, tid: u32) -> Result<()> {
+        self.call(move |c| c.step_over(pid as i32, tid as i32))?
+    }
+
+    /// Restores every byte changed in `pid` and detaches from all its threads, which run on.
+    pub fn detach(&self, pid: u32) -> Result<()> {
+        self.call(move |c| c.detach(pid as i32))?
+    }
+
+    /// Detaches from every process of `pids` (pipelined like [`Tracer::attach_many`]); one
+    /// result per pid.
+    pub fn detach_many(&self, pids: &[u32]) -> Result<Vec<Result<()>>> {
+        let pids = pids.to_vec();
+        self.call(move |c| c.detach_many(&pids))
+    }
+
+    /// Detaches from every process this tracer holds (restoring their bytes) and returns their
+    /// pids. This is what a tool calls when it is told to stop (SIGINT, SIGTERM): from the
+    /// thread that receives the signal (e.g. with the `signal-hook` crate's iterator), call
+    /// `detach_all` and then exit. Never call it from inside a signal handler itself.
+    pub fn detach_all(&self) -> Result<Vec<u32>> {
+        self.call(Control::detach_all)?
+    }
+}
+
+impl Drop for Tracer {
+    fn drop(&mut self) {
+        drop(self.jobs.take()); // the thread detaches from everything, then ends
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
