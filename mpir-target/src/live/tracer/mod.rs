@@ -10,7 +10,7 @@
 //!   ([`StopEvent::Exec`]) and forget the old image's breakpoints instead of "restoring" bytes
 //!   into the new one.
 //! - **Breakpoints** (x86_64 `int3`; other instruction sets get
-//!   [`TargetError::Unsupported`](crate::TargetError::Unsupported)) with explicit
+//!   [`TargetError::Unsupported`]) with explicit
 //!   inserted/removed state; a hit stops only the thread that hit it. [`Tracer::step_over`]
 //!   executes the instruction under a breakpoint with every other thread stopped;
 //!   [`Tracer::return_from_call`] emulates the return of a `void f(void)` such as
