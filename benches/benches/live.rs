@@ -10,7 +10,9 @@
 //!   executable index, pid)` per rank. No symbols, no checks, no string decoding.
 //!
 //! `<strings>` is `shared` (16 host strings and one executable string, as the spec asks) or
-//! `dup` (two strings per entry, as some starters do). Results in BENCHMARKS.md.
+//! `dup` (two strings per entry, as some starters do). After each mode, a `compare/<strings>`
+//! line gives medians of ours and the floor and one run of gdb's Python walk of the same table
+//! (`gdb/proctable.py`; skipped when `MPIR_BENCH_NO_GDB` is set). Results in BENCHMARKS.md.
 
 use std::hint::black_box;
 use std::io::{BufRead, BufReader, IoSliceMut};
@@ -113,6 +115,63 @@ fn floor(pid: u32, table: u64) -> (usize, Vec<(u32, u32, i32)>) {
     (total, ranks)
 }
 
+/// Seconds gdb's Python walk of the same table takes (after attach and symbol loading), or
+/// why it could not run.
+fn gdb_walk(pid: u32) -> Result<f64, String> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("gdb/proctable.py");
+    let out = Command::new("gdb")
+        .args(["-nx", "-batch", "-p", &pid.to_string(), "-x"])
+        .arg(&script)
+        .output()
+        .map_err(|e| format!("gdb: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| l.split("seconds=").nth(1)?.trim().parse().ok())
+        .ok_or_else(|| {
+            format!(
+                "no result from gdb: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+}
+
+/// Median of `runs` timings of `f`, in seconds.
+fn median<R>(runs: usize, mut f: impl FnMut() -> R) -> f64 {
+    let mut t: Vec<f64> = (0..runs)
+        .map(|_| {
+            let start = std::time::Instant::now();
+            black_box(f());
+            start.elapsed().as_secs_f64()
+        })
+        .collect();
+    t.sort_by(f64::total_cmp);
+    t[runs / 2]
+}
+
+/// The comparison in one run: ours, the floor and gdb on the same process.
+fn compare(mode: &str, pid: u32, table: u64, target: &LiveTarget) {
+    let ours = median(5, || {
+        read_proctable(target, &ReadOptions::default()).unwrap()
+    });
+    let raw = median(5, || floor(pid, table));
+    let gdb = if std::env::var_os("MPIR_BENCH_NO_GDB").is_some() {
+        Err("MPIR_BENCH_NO_GDB is set".to_string())
+    } else {
+        gdb_walk(pid)
+    };
+    let gdb_text = match gdb {
+        Ok(g) => format!("gdb {g:.2} s, gdb/ours {:.0}x", g / ours),
+        Err(e) => format!("gdb not measured ({e})"),
+    };
+    println!(
+        "compare/{mode}: ours {:.1} ms, floor {:.1} ms, ours/floor {:.2}x, {gdb_text} \
+         (medians of 5)",
+        ours * 1e3,
+        raw * 1e3,
+        ours / raw
+    );
+}
+
 fn bench(c: &mut Criterion) {
     let dir = std::env::temp_dir().join(format!("mpir-bench-live-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -144,6 +203,7 @@ fn bench(c: &mut Criterion) {
         g.bench_function(format!("floor/{mode}"), |b| {
             b.iter(|| floor(black_box(pid), starter.table))
         });
+        compare(mode, pid, starter.table, &target);
     }
     g.finish();
     let _ = std::fs::remove_dir_all(&dir);

@@ -26,9 +26,9 @@
 //! let target = b.build();
 //!
 //! let table = read_proctable(&target, &ReadOptions::default())?;
-//! let ranks = &table.resolved.entries;
+//! let ranks: Vec<_> = table.resolved.ranks().collect();
 //! assert_eq!(ranks.len(), 4);
-//! assert_eq!(ranks[3].host.as_deref(), Some("node01"));
+//! assert_eq!(ranks[3].host, Some("node01"));
 //! assert_eq!(ranks[3].pid, 1003);
 //! assert_eq!(table.layout.size, 12); // ILP32: two 4-byte pointers and an int
 //! assert!(target.writes().is_empty()); // reading never writes

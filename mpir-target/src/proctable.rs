@@ -135,19 +135,43 @@ pub fn read_proctable<T: Target + ?Sized>(target: &T, options: &ReadOptions) -> 
             ),
         });
     }
-    let len = mpir::proctable_bytes(&layout, table_address, count)?;
-    let bytes = target.read_vec(table_address, len)?;
-    let model = target.data_model();
-    let raw = mpir::decode_proctable(&model, &layout, table_address, &bytes, count)?;
+    mpir::proctable_bytes(&layout, table_address, count)?; // checks size and address range
+    let raw = read_entries(target, &layout, table_address, count)?;
     let addresses = mpir::string_addresses(&raw);
     let batch = target.read_c_strings(&addresses, options.max_string);
-    let strings: Vec<std::result::Result<&[u8], String>> =
-        batch.iter().map(|r| r.map_err(|e| e.to_string())).collect();
-    let resolved = mpir::resolve(&raw, &addresses, &strings);
+    let resolved = mpir::resolve(&raw, &addresses, &batch);
     Ok(ProcTable {
         table_address,
         layout,
         raw,
         resolved,
     })
+}
+
+/// Entries per read of the table: the bytes go through one reused buffer of about 1 MiB
+/// rather than a buffer the size of the table.
+const CHUNK_BYTES: u64 = 1 << 20;
+
+/// Reads and decodes `count` entries at `address`, a chunk at a time.
+fn read_entries<T: Target + ?Sized>(
+    target: &T,
+    layout: &ProcDescLayout,
+    address: u64,
+    count: u64,
+) -> Result<Vec<RawProcDesc>> {
+    let model = target.data_model();
+    let per_chunk = (CHUNK_BYTES / layout.size.max(1)).max(1);
+    let mut raw = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
+    let mut buf = Vec::new();
+    let mut first = 0u64;
+    while first < count {
+        let n = per_chunk.min(count - first);
+        let at = address.wrapping_add(first.wrapping_mul(layout.size));
+        let len = mpir::proctable_bytes(layout, at, n)?;
+        buf.resize(len as usize, 0);
+        target.read_exact(at, &mut buf)?;
+        raw.extend(mpir::decode_proctable(&model, layout, at, &buf, n)?);
+        first += n;
+    }
+    Ok(raw)
 }

@@ -14,7 +14,7 @@ use mpir_target::{Fault, Memory, MemoryExt, SymbolLookupExt, TargetError, Target
 use support::*;
 
 /// What a reader sees of a starter: its table and the first bytes of MPIR_Breakpoint's code.
-fn snapshot<T: mpir_target::Target>(t: &T) -> (Vec<mpir_types::mpir::ProcEntry>, Vec<u8>) {
+fn snapshot<T: mpir_target::Target>(t: &T) -> (mpir_types::mpir::ResolvedTable, Vec<u8>) {
     let table = read_proctable(t, &ReadOptions::default()).unwrap();
     assert!(
         table.resolved.problems.is_empty(),
@@ -22,7 +22,7 @@ fn snapshot<T: mpir_target::Target>(t: &T) -> (Vec<mpir_types::mpir::ProcEntry>,
         table.resolved.problems
     );
     let bp = t.require_symbol("MPIR_Breakpoint").unwrap();
-    (table.resolved.entries, t.read_vec(bp.address, 16).unwrap())
+    (table.resolved, t.read_vec(bp.address, 16).unwrap())
 }
 
 #[test]

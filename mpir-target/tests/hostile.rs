@@ -257,9 +257,9 @@ fn bad_entries_are_problems_not_failures() {
     });
     let t = b.build();
     let table = read_proctable(&t, &ReadOptions::default()).unwrap();
-    let e = &table.resolved.entries;
+    let e: Vec<_> = table.resolved.ranks().collect();
     assert_eq!(e.len(), 3);
-    assert_eq!(e[0].host.as_deref(), Some("good"));
+    assert_eq!(e[0].host, Some("good"));
     assert_eq!(e[1].host, None);
     assert_eq!(e[2].executable, None);
     let p = &table.resolved.problems;
@@ -377,9 +377,6 @@ fn large_tables_with_duplicated_strings() {
     let t = b.build();
     let table = read_proctable(&t, &ReadOptions::default()).unwrap();
     assert_eq!(table.resolved.entries.len(), 100_000);
-    assert_eq!(
-        table.resolved.entries[99_999].host.as_deref(),
-        Some("node15")
-    );
+    assert_eq!(table.resolved.rank(99_999).unwrap().host, Some("node15"));
     assert!(table.resolved.problems.is_empty());
 }

@@ -105,9 +105,9 @@ fn check_proctable(model: DataModel, case: &StarterCase) -> Result<(), TestCaseE
     prop_assert_eq!(&table.raw, &placed.raw);
     prop_assert_eq!(table.resolved.problems.len(), 0);
     prop_assert_eq!(table.resolved.entries.len(), case.starter.ranks.len());
-    for (entry, rank) in table.resolved.entries.iter().zip(&case.starter.ranks) {
-        prop_assert_eq!(entry.host.as_deref(), Some(rank.host.as_str()));
-        prop_assert_eq!(entry.executable.as_deref(), Some(rank.executable.as_str()));
+    for (entry, rank) in table.resolved.ranks().zip(&case.starter.ranks) {
+        prop_assert_eq!(entry.host, Some(rank.host.as_str()));
+        prop_assert_eq!(entry.executable, Some(rank.executable.as_str()));
         prop_assert_eq!(entry.pid, rank.pid);
     }
     // The layout used is the one described, and says where it came from.
@@ -334,5 +334,5 @@ fn same_job_in_every_model() {
     // LP64 vs LP64_BE tables differ in byte order; LP64 vs ILP32 in size.
     assert_ne!(images[0], images[2]);
     assert_ne!(images[0].len(), images[1].len());
-    assert_eq!(tables[0].entries[4].host.as_deref(), Some("node00"));
+    assert_eq!(tables[0].rank(4).unwrap().host, Some("node00"));
 }

@@ -92,7 +92,7 @@ fn run(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
             "data_model": a.model,
             "layout": table.layout,
             "table_address": table.table_address,
-            "ranks": table.resolved.entries,
+            "ranks": table.resolved.ranks().collect::<Vec<_>>(),
             "problems": table.resolved.problems,
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
@@ -113,13 +113,13 @@ fn run(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
     );
     println!();
     println!("{:>6}  {:<8}  {:>8}  executable", "rank", "host", "pid");
-    for e in &table.resolved.entries {
+    for e in table.resolved.ranks() {
         println!(
             "{:>6}  {:<8}  {:>8}  {}",
             e.rank,
-            e.host.as_deref().unwrap_or("?"),
+            e.host.unwrap_or("?"),
             e.pid,
-            e.executable.as_deref().unwrap_or("?")
+            e.executable.unwrap_or("?")
         );
     }
     for p in &table.resolved.problems {

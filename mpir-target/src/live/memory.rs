@@ -31,6 +31,9 @@ const STRING_WINDOW: u64 = 256;
 const COALESCE_GAP: u64 = 64;
 /// Largest coalesced range.
 const MAX_RANGE: u64 = 1 << 20;
+/// Size of the scratch buffer that ranges are read into, many at a time, before their strings
+/// are copied out (reused: a large job's string area is not faulted in anew per call).
+const SCRATCH: u64 = 4 << 20;
 
 /// The memory of process `pid`.
 #[derive(Debug)]
@@ -226,16 +229,23 @@ impl Memory for LiveMemory {
     }
 
     /// Batched: distinct addresses only, each read as a window, windows that are close
-    /// coalesced into ranges, all ranges fetched with [`LiveMemory::read_many`]. Strings longer
-    /// than their window, or cut by unreadable memory, are finished one by one.
+    /// coalesced into ranges, ranges fetched many per system call into one reused scratch
+    /// buffer, from which each string is copied into the batch's arena. Strings longer than
+    /// their window, or cut by unreadable memory, are finished one by one.
     fn read_c_strings(&self, addresses: &[u64], max_len: u64) -> StringBatch {
         let window = STRING_WINDOW.min(max_len.saturating_add(1));
-        let mut unique: Vec<u64> = addresses.to_vec();
-        unique.sort_unstable();
-        unique.dedup();
+        let in_order = addresses.windows(2).all(|w| w[0] < w[1]);
+        let unique: std::borrow::Cow<'_, [u64]> = if in_order {
+            addresses.into()
+        } else {
+            let mut v = addresses.to_vec();
+            v.sort_unstable();
+            v.dedup();
+            v.into()
+        };
         // Coalesce windows into ranges [start, end).
         let mut ranges: Vec<(u64, u64)> = Vec::new();
-        for &a in &unique {
+        for &a in unique.iter() {
             let w_end = a.saturating_add(window);
             match ranges.last_mut() {
                 Some((s, e)) if a <= e.saturating_add(COALESCE_GAP) && w_end - *s <= MAX_RANGE => {
@@ -244,71 +254,64 @@ impl Memory for LiveMemory {
                 _ => ranges.push((a, w_end)),
             }
         }
-        let mut buffers: Vec<Vec<u8>> = ranges
-            .iter()
-            .map(|(s, e)| vec![0u8; (e - s) as usize])
-            .collect();
-        let counts = {
-            let mut requests: Vec<(u64, &mut [u8])> = ranges
-                .iter()
-                .zip(buffers.iter_mut())
-                .map(|((s, _), b)| (*s, b.as_mut_slice()))
-                .collect();
-            self.read_many(&mut requests)
-        };
-        // Each distinct address's string, from its range (both are in address order): a span
-        // into the range's buffer, or, when the window did not hold it all, a precise read.
-        enum Found {
-            Span(usize, usize, usize),
-            Owned(Result<Vec<u8>>),
-        }
         let bound = usize::try_from(max_len)
             .unwrap_or(usize::MAX)
             .saturating_add(1);
+        let mut batch = StringBatch::with_capacity(unique.len(), unique.len().saturating_mul(16));
+        let mut scratch: Vec<u8> = Vec::new();
+        let mut next = 0; // index in `unique` of the next string to place
         let mut r = 0;
-        let found: Vec<Found> = unique
-            .iter()
-            .map(|&a| {
-                while ranges.get(r).is_some_and(|(_, e)| a >= *e) {
-                    r += 1;
+        while r < ranges.len() {
+            // A group of ranges that fits the scratch buffer (at least one range).
+            let mut end = r;
+            let mut total = 0u64;
+            while let Some((s, e)) = ranges.get(end) {
+                if end > r && (total + (e - s) > SCRATCH || end - r >= IOV_MAX) {
+                    break;
                 }
-                let readable = match counts.get(r) {
+                total += e - s;
+                end += 1;
+            }
+            let group = ranges.get(r..end).unwrap_or_default();
+            scratch.clear();
+            scratch.resize(total as usize, 0);
+            let counts = {
+                let mut rest = scratch.as_mut_slice();
+                let mut requests: Vec<(u64, &mut [u8])> = Vec::with_capacity(group.len());
+                for &(s, e) in group {
+                    let (head, tail) = rest.split_at_mut(((e - s) as usize).min(rest.len()));
+                    requests.push((s, head));
+                    rest = tail;
+                }
+                self.read_many(&mut requests)
+            };
+            let mut offset = 0usize;
+            for (i, &(s, e)) in group.iter().enumerate() {
+                let readable = match counts.get(i) {
                     Some(Ok(n)) => *n,
                     _ => 0,
                 };
-                let off = ranges.get(r).map_or(0, |(s, _)| (a - s) as usize);
-                let bytes = buffers
-                    .get(r)
-                    .and_then(|b| b.get(off..readable))
-                    .unwrap_or_default();
-                match bytes.iter().take(bound).position(|&b| b == 0) {
-                    Some(n) => Found::Span(r, off, n),
-                    None => Found::Owned(crate::ext::read_c_string_by_chunks(self, a, max_len)),
-                }
-            })
-            .collect();
-        let mut batch = StringBatch::new();
-        let ids: Vec<usize> = buffers.into_iter().map(|b| batch.add_buffer(b)).collect();
-        let push = |batch: &mut StringBatch, f: &Found, a: u64| match f {
-            Found::Span(r, start, len) => {
-                batch.push_in(ids.get(*r).copied().unwrap_or(usize::MAX), *start, *len, a)
-            }
-            Found::Owned(result) => batch.push_result(result.clone(), a),
-        };
-        if addresses.len() == unique.len() && addresses.windows(2).all(|w| w[0] < w[1]) {
-            for (f, &a) in found.iter().zip(&unique) {
-                push(&mut batch, f, a);
-            }
-        } else {
-            for &a in addresses {
-                match unique.binary_search(&a).ok().and_then(|i| found.get(i)) {
-                    Some(f) => push(&mut batch, f, a),
-                    None => {
-                        batch.push_result(crate::ext::read_c_string_by_chunks(self, a, max_len), a)
+                let here = scratch.get(offset..offset + readable).unwrap_or_default();
+                while let Some(&a) = unique.get(next).filter(|&&a| a < e) {
+                    let bytes = here.get((a - s) as usize..).unwrap_or_default();
+                    match bytes.iter().take(bound).position(|&b| b == 0) {
+                        Some(n) => batch.push_owned(bytes.get(..n).unwrap_or_default(), a),
+                        None => batch
+                            .push_result(crate::ext::read_c_string_by_chunks(self, a, max_len), a),
                     }
+                    next += 1;
                 }
+                offset += (e - s) as usize;
             }
+            r = end;
         }
-        batch
+        if in_order {
+            return batch;
+        }
+        let picks: Vec<usize> = addresses
+            .iter()
+            .map(|a| unique.binary_search(a).unwrap_or(usize::MAX))
+            .collect();
+        batch.select(picks, |k| addresses.get(k).copied().unwrap_or(0))
     }
 }

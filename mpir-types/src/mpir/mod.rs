@@ -6,8 +6,8 @@ mod state;
 pub mod symbols;
 
 pub use proctable::{
-    DEFAULT_MAX_ENTRIES, DEFAULT_MAX_STRING, EntryField, EntryProblem, ProblemKind, ProcDescLayout,
-    ProcEntry, RawProcDesc, ResolvedTable, decode_proctable, encode_proctable, proctable_bytes,
-    proctable_len, resolve, string_addresses,
+    DEFAULT_MAX_ENTRIES, DEFAULT_MAX_STRING, EntryField, EntryProblem, FetchedStrings, NameId,
+    ProblemKind, ProcDescLayout, ProcEntry, Rank, RawProcDesc, ResolvedTable, decode_proctable,
+    encode_proctable, proctable_bytes, proctable_len, resolve, string_addresses,
 };
 pub use state::{DebugState, Flag, MpirFlags};

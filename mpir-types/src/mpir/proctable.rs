@@ -1,8 +1,6 @@
 //! The process descriptor table: `MPIR_PROCDESC` layout, the table decoder, and resolution of
 //! the raw entries (string addresses) into the job's ranks.
 
-use std::sync::Arc;
-
 use crate::error::{DecodeError, Result};
 use crate::layout::{CStructBuilder, FieldLayout, LayoutSource, TypeLayout};
 use crate::model::DataModel;
@@ -349,18 +347,53 @@ pub fn string_addresses(entries: &[RawProcDesc]) -> Vec<u64> {
     v
 }
 
-/// One rank of the job, resolved.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// A distinct name of a [`ResolvedTable`]: an index into [`ResolvedTable::names`].
+///
+/// Entries hold ids rather than strings so that a million ranks cost 24 bytes each, with no
+/// reference counting, however their names are shared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct NameId(std::num::NonZeroU32);
+
+impl NameId {
+    /// The id of `names[index]`; `None` past `u32::MAX - 1`.
+    pub fn new(index: usize) -> Option<Self> {
+        let plus_one = u32::try_from(index).ok()?.checked_add(1)?;
+        std::num::NonZeroU32::new(plus_one).map(NameId)
+    }
+
+    /// The index in [`ResolvedTable::names`].
+    pub fn index(self) -> usize {
+        (self.0.get() - 1) as usize
+    }
+}
+
+/// One rank of the job, resolved, in compact form: names are [`NameId`]s of the table (see
+/// [`ResolvedTable::ranks`] for the same with the names filled in).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct ProcEntry {
     /// Rank in `MPI_COMM_WORLD` (the index in the table).
     pub rank: u64,
     /// Host name or address; `None` when it could not be read (see the table's problems).
-    /// Entries that share a string in the starter share it here too.
-    pub host: Option<Arc<str>>,
+    pub host: Option<NameId>,
     /// Executable name as the starter reports it; `None` when it could not be read.
-    pub executable: Option<Arc<str>>,
+    pub executable: Option<NameId>,
     /// The pid as reported (checked: a value ≤ 0 is also listed as a problem).
+    pub pid: i64,
+}
+
+/// One rank with its names: what [`ResolvedTable::ranks`] and [`ResolvedTable::rank`] give.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct Rank<'a> {
+    /// Rank in `MPI_COMM_WORLD`.
+    pub rank: u64,
+    /// Host name or address; `None` when it could not be read.
+    pub host: Option<&'a str>,
+    /// Executable name as the starter reports it; `None` when it could not be read.
+    pub executable: Option<&'a str>,
+    /// The pid as reported.
     pub pid: i64,
 }
 
@@ -432,8 +465,90 @@ impl std::fmt::Display for EntryProblem {
 pub struct ResolvedTable {
     /// One entry per rank, in rank order.
     pub entries: Vec<ProcEntry>,
+    /// Every distinct name (by content, whatever the number of copies in the starter), in
+    /// order of first use; entries refer to them by [`NameId`].
+    pub names: Vec<Box<str>>,
     /// Per-entry problems, in rank order.
     pub problems: Vec<EntryProblem>,
+}
+
+impl ResolvedTable {
+    /// The name `id` stands for (empty for an id of another table).
+    pub fn name(&self, id: NameId) -> &str {
+        self.names.get(id.index()).map_or("", |s| s)
+    }
+
+    /// Number of ranks.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether there is no rank.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    fn expand(&self, e: &ProcEntry) -> Rank<'_> {
+        Rank {
+            rank: e.rank,
+            host: e.host.map(|id| self.name(id)),
+            executable: e.executable.map(|id| self.name(id)),
+            pid: e.pid,
+        }
+    }
+
+    /// Rank `rank`, with its names.
+    pub fn rank(&self, rank: usize) -> Option<Rank<'_>> {
+        self.entries.get(rank).map(|e| self.expand(e))
+    }
+
+    /// Every rank in order, with its names.
+    pub fn ranks(&self) -> impl ExactSizeIterator<Item = Rank<'_>> + '_ {
+        self.entries.iter().map(|e| self.expand(e))
+    }
+}
+
+/// The strings fetched for [`resolve`], position by position: the bytes (without NUL) at the
+/// `i`-th address, or why they could not be read. Implemented for slices of results, and by
+/// target crates for their own batch types, so that a million strings need no conversion.
+pub trait FetchedStrings {
+    /// Number of positions.
+    fn count(&self) -> usize;
+    /// Position `i`; `None` past the end.
+    fn fetched(&self, i: usize) -> Option<std::result::Result<&[u8], String>>;
+}
+
+impl<B: AsRef<[u8]>, E: std::fmt::Display> FetchedStrings for [std::result::Result<B, E>] {
+    fn count(&self) -> usize {
+        self.len()
+    }
+
+    fn fetched(&self, i: usize) -> Option<std::result::Result<&[u8], String>> {
+        self.get(i)
+            .map(|r| r.as_ref().map(AsRef::as_ref).map_err(ToString::to_string))
+    }
+}
+
+impl<B: AsRef<[u8]>, E: std::fmt::Display> FetchedStrings for Vec<std::result::Result<B, E>> {
+    fn count(&self) -> usize {
+        self.len()
+    }
+
+    fn fetched(&self, i: usize) -> Option<std::result::Result<&[u8], String>> {
+        self.as_slice().fetched(i)
+    }
+}
+
+impl<B: AsRef<[u8]>, E: std::fmt::Display, const N: usize> FetchedStrings
+    for [std::result::Result<B, E>; N]
+{
+    fn count(&self) -> usize {
+        N
+    }
+
+    fn fetched(&self, i: usize) -> Option<std::result::Result<&[u8], String>> {
+        self.as_slice().fetched(i)
+    }
 }
 
 /// Resolves raw entries with strings already fetched: `addresses` is [`string_addresses`] of
@@ -443,13 +558,14 @@ pub struct ResolvedTable {
 ///
 /// Lookups gallop from the previous hit, so tables whose strings are laid out in rank order or
 /// cycle through a few hosts resolve in linear time; any table resolves in `O(n log n)`.
-pub fn resolve(
+pub fn resolve<S: FetchedStrings + ?Sized>(
     entries: &[RawProcDesc],
     addresses: &[u64],
-    strings: &[std::result::Result<&[u8], String>],
+    strings: &S,
 ) -> ResolvedTable {
     let mut table = ResolvedTable {
         entries: Vec::with_capacity(entries.len()),
+        names: Vec::new(),
         problems: Vec::new(),
     };
     let mut names = NameCache::new(addresses, strings);
@@ -480,6 +596,7 @@ pub fn resolve(
             pid: raw.pid,
         });
     }
+    table.names = names.names;
     table
 }
 
@@ -508,25 +625,27 @@ fn gallop(v: &[u64], from: usize, target: u64) -> Option<usize> {
     window.binary_search(&target).ok().map(|i| lo + i)
 }
 
-/// Decodes each distinct string once and hands out shared references; equal strings at
-/// different addresses (starters that duplicate "node03" per rank) share one allocation too.
-struct NameCache<'a> {
+/// Decodes each distinct string once and hands out ids; equal strings at different addresses
+/// (starters that duplicate "node03" per rank) get one id too.
+struct NameCache<'a, S: ?Sized> {
     addresses: &'a [u64],
-    strings: &'a [std::result::Result<&'a [u8], String>],
-    decoded: Vec<Option<Arc<str>>>,
-    by_content: std::collections::HashMap<&'a [u8], Arc<str>>,
-    /// Index of the last hit for host names (0) and executable names (1).
-    last: [usize; 2],
+    strings: &'a S,
+    decoded: Vec<Option<NameId>>,
+    by_content: std::collections::HashMap<&'a [u8], NameId>,
+    names: Vec<Box<str>>,
+    /// Last (index, address, id) looked up, for host names (0) and executable names (1).
+    last: [(usize, u64, Option<NameId>); 2],
 }
 
-impl<'a> NameCache<'a> {
-    fn new(addresses: &'a [u64], strings: &'a [std::result::Result<&'a [u8], String>]) -> Self {
+impl<'a, S: FetchedStrings + ?Sized> NameCache<'a, S> {
+    fn new(addresses: &'a [u64], strings: &'a S) -> Self {
         NameCache {
             addresses,
             strings,
-            decoded: vec![None; addresses.len().min(strings.len())],
+            decoded: vec![None; addresses.len().min(strings.count())],
             by_content: std::collections::HashMap::new(),
-            last: [0, 0],
+            names: Vec::new(),
+            last: [(0, 0, None); 2],
         }
     }
 
@@ -536,37 +655,25 @@ impl<'a> NameCache<'a> {
         rank: u64,
         field: EntryField,
         problems: &mut Vec<EntryProblem>,
-    ) -> Option<Arc<str>> {
+    ) -> Option<NameId> {
         let slot = usize::from(field == EntryField::ExecutableName);
+        let (from, last_address, last_id) = self.last.get(slot).copied().unwrap_or_default();
+        if address == last_address && last_id.is_some() {
+            return last_id; // the common case: the same string as the previous entry
+        }
         let kind = if address == 0 {
             ProblemKind::NullPointer
         } else {
-            let from = self.last.get(slot).copied().unwrap_or(0);
             match gallop(self.addresses, from, address) {
-                Some(i) => {
-                    if let Some(last) = self.last.get_mut(slot) {
-                        *last = i;
-                    }
-                    match (self.strings.get(i), self.decoded.get_mut(i)) {
-                        (_, Some(Some(s))) => return Some(Arc::clone(s)),
-                        (Some(Ok(bytes)), Some(cell)) => {
-                            let s = self
-                                .by_content
-                                .entry(*bytes)
-                                .or_insert_with(|| String::from_utf8_lossy(bytes).into());
-                            *cell = Some(Arc::clone(s));
-                            return Some(Arc::clone(s));
+                Some(i) => match self.id_at(i) {
+                    Ok(id) => {
+                        if let Some(last) = self.last.get_mut(slot) {
+                            *last = (i, address, Some(id));
                         }
-                        (Some(Err(reason)), _) => ProblemKind::Unreadable {
-                            address,
-                            reason: reason.clone(),
-                        },
-                        _ => ProblemKind::Unreadable {
-                            address,
-                            reason: "not fetched".into(),
-                        },
+                        return Some(id);
                     }
-                }
+                    Err(reason) => ProblemKind::Unreadable { address, reason },
+                },
                 None => ProblemKind::Unreadable {
                     address,
                     reason: "not fetched".into(),
@@ -575,6 +682,31 @@ impl<'a> NameCache<'a> {
         };
         problems.push(EntryProblem { rank, field, kind });
         None
+    }
+
+    /// The id of the string at `addresses[i]`, decoding and interning it on first use.
+    fn id_at(&mut self, i: usize) -> std::result::Result<NameId, String> {
+        if let Some(Some(id)) = self.decoded.get(i) {
+            return Ok(*id);
+        }
+        match (self.strings.fetched(i), self.decoded.get_mut(i)) {
+            (Some(Ok(bytes)), Some(cell)) => {
+                let names = &mut self.names;
+                let id = match self.by_content.entry(bytes) {
+                    std::collections::hash_map::Entry::Occupied(e) => *e.get(),
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        // At most one name per fetched string: fewer than u32::MAX.
+                        let id = NameId::new(names.len()).ok_or("too many names")?;
+                        names.push(String::from_utf8_lossy(bytes).into());
+                        *e.insert(id)
+                    }
+                };
+                *cell = Some(id);
+                Ok(id)
+            }
+            (Some(Err(reason)), _) => Err(reason),
+            _ => Err("not fetched".into()),
+        }
     }
 }
 
@@ -675,11 +807,13 @@ mod tests {
             Err("unmapped".to_string()),
         ];
         let t = resolve(&raw, &addresses, &strings);
-        assert_eq!(t.entries.len(), 3);
-        assert_eq!(t.entries[0].host.as_deref(), Some("node1"));
-        assert_eq!(t.entries[0].executable.as_deref(), Some("/bin/a\u{fffd}"));
-        assert_eq!(t.entries[1].executable, None);
-        assert_eq!(t.entries[2].host, None);
+        assert_eq!(t.len(), 3);
+        let r: Vec<Rank<'_>> = t.ranks().collect();
+        assert_eq!(r[0].host, Some("node1"));
+        assert_eq!(r[0].executable, Some("/bin/a\u{fffd}"));
+        assert_eq!(r[1].executable, None);
+        assert_eq!(r[2].host, None);
+        assert_eq!(t.names.len(), 2, "one name per distinct readable string");
         let problems: Vec<String> = t.problems.iter().map(|p| p.to_string()).collect();
         assert_eq!(
             problems,
