@@ -5,10 +5,13 @@
 #![deny(missing_docs)]
 
 pub mod abi;
+pub mod connect;
 pub mod decode;
 mod error;
 pub mod flags;
+pub mod job;
 pub mod mock;
 pub mod read;
+pub mod traverse;
 
 pub use error::{Error, Result};
