@@ -1,0 +1,93 @@
+//! The reference provider in a live job (`tests/fixtures/job.c`: a metadirectory that is also
+//! the starter, two directories, two ranks each) is acquired whole, and identically, from a
+//! rank, a directory and the metadirectory, by reading the running processes (no stop).
+//! The oracles are the kernel's view of the processes (parent pids, `/proc/PID/exe`) and what
+//! the fixture prints, not our own decoders.
+
+#![cfg(target_os = "linux")]
+
+mod support;
+
+use mpi2dd::connect::{LocalConnector, ProcessKey};
+use mpi2dd::flags::MpiFlags;
+use mpi2dd::job::Role;
+use mpi2dd::traverse::{TraverseOptions, traverse};
+use support::*;
+
+#[test]
+fn the_live_job_is_the_same_from_a_rank_a_directory_and_the_metadirectory() {
+    let dir = scratch("live-job");
+    let Some(exe) = build_job(&dir) else { return };
+    let mut job = RunningJob::start(&exe, 2, 2);
+    let c = LocalConnector::new();
+    let host = hostname();
+    let opts = TraverseOptions::default();
+    let meta = job.meta_pid();
+
+    let from_meta = traverse(&c, "localhost", meta, &opts).unwrap();
+    let j = &from_meta.job;
+    assert!(j.problems.is_empty(), "{:?}", j.problems);
+    assert!(j.unreachable.is_empty(), "{:?}", j.unreachable);
+    assert_eq!(j.metadirectory, Some(ProcessKey::new(host.as_str(), meta)));
+
+    // The processes read: the metadirectory and the two directories it started.
+    let exe_path = std::fs::canonicalize(&exe).unwrap();
+    let exe_str = exe_path.to_str().unwrap();
+    let mut expected: Vec<i32> = job.dirs.clone();
+    expected.push(meta);
+    expected.sort();
+    let mut got: Vec<i32> = j.processes.iter().map(|p| p.process.pid).collect();
+    got.sort();
+    assert_eq!(got, expected);
+    for p in &j.processes {
+        assert_eq!(&*p.process.host, host);
+        assert_eq!(p.executable.as_deref(), Some(exe_str));
+        if p.process.pid == meta {
+            assert_eq!(p.mpi_flags, MpiFlags::I_AM_METADIR | MpiFlags::I_AM_STARTER);
+            assert_eq!(p.listed_as, [Role::Metadirectory].into());
+        } else {
+            assert_eq!(
+                ppid(p.process.pid),
+                meta,
+                "directories are the meta's children"
+            );
+            assert_eq!(p.mpi_flags, MpiFlags::I_AM_DIR);
+            assert_eq!(p.listed_by, [ProcessKey::new(host.as_str(), meta)].into());
+            assert_eq!(p.proctable_entries, 2);
+        }
+    }
+
+    // One world of four ranks; rank r was started by directory r / 2.
+    assert_eq!(j.worlds.len(), 1);
+    let w = &j.worlds[0];
+    assert_eq!(&*w.id, format!("job{meta}.w0"));
+    assert!(w.spawned_by.is_none());
+    assert_eq!(j.roots, std::slice::from_ref(&w.id));
+    let ranks: Vec<i32> = w.ranks.iter().map(|r| r.rank).collect();
+    assert_eq!(ranks, [0, 1, 2, 3]);
+    for r in &w.ranks {
+        let d = job.dirs[r.rank as usize / 2];
+        assert_eq!(
+            ppid(r.process.pid),
+            d,
+            "rank {} is a child of its directory",
+            r.rank
+        );
+        assert_eq!(r.listed_by, [ProcessKey::new(host.as_str(), d)].into());
+        let real_exe = std::fs::read_link(format!("/proc/{}/exe", r.process.pid)).unwrap();
+        assert_eq!(r.executable.as_deref(), real_exe.to_str());
+    }
+
+    // The same job from a directory and from a rank (named by another host alias).
+    let rank2 = w.ranks[2].process.pid;
+    for (h, pid) in [(host.as_str(), job.dirs[1]), ("127.0.0.1", rank2)] {
+        let t = traverse(&c, h, pid, &opts).unwrap();
+        assert_eq!(t.entry, ProcessKey::new(host.as_str(), pid));
+        assert_eq!(t.job, *j, "from {h}:{pid}");
+    }
+
+    // Reading changed nothing: the job still works and exits cleanly.
+    let spawned = job.spawn(0, 1, 1);
+    assert_eq!(spawned.len(), 1);
+    assert!(job.meta.finish().success());
+}
