@@ -8,6 +8,7 @@ pub mod abi;
 pub mod connect;
 pub mod decode;
 mod error;
+pub mod events;
 pub mod flags;
 pub mod job;
 pub mod mock;
