@@ -119,8 +119,9 @@ pub struct DirEntry {
 }
 
 /// Why one table entry was left out (or one optional string of `MPI2DD_INFO` is missing).
+// Serialize only: the member names are `&'static str`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 #[non_exhaustive]
 pub enum EntryProblemKind {
@@ -153,7 +154,7 @@ pub enum EntryProblemKind {
 
 /// A problem with one entry of one table; the rest of the table is still used.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct EntryProblem {
     /// The table.
     pub table: TableKind,
