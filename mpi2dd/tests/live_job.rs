@@ -91,3 +91,49 @@ fn the_live_job_is_the_same_from_a_rank_a_directory_and_the_metadirectory() {
     assert_eq!(spawned.len(), 1);
     assert!(job.meta.finish().success());
 }
+
+#[test]
+fn a_dead_directory_is_unreachable_and_the_rest_of_the_job_is_still_found() {
+    let dir = scratch("live-dead-dir");
+    let Some(exe) = build_job(&dir) else { return };
+    let job = RunningJob::start(&exe, 2, 2);
+    let c = LocalConnector::new();
+    let host = hostname();
+    let meta = job.meta_pid();
+    let dead = job.dirs[1];
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &dead.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    // It stays a zombie (the metadirectory reaps it only at the end), still listed.
+    assert!(wait_until(|| std::fs::read_to_string(format!(
+        "/proc/{dead}/stat"
+    ))
+    .is_ok_and(|s| s.contains(") Z "))));
+
+    let opts = TraverseOptions::default();
+    let j = traverse(&c, "localhost", meta, &opts).unwrap().job;
+    assert_eq!(j.unreachable.len(), 1, "{:?}", j.unreachable);
+    let u = &j.unreachable[0];
+    assert_eq!(u.process, ProcessKey::new(host.as_str(), dead));
+    assert_eq!(u.listed_by, [ProcessKey::new(host.as_str(), meta)].into());
+    assert_eq!(u.listed_as, [Role::Directory].into());
+    let ranks: Vec<i32> = j.worlds[0].ranks.iter().map(|r| r.rank).collect();
+    assert_eq!(ranks, [0, 1], "only the live directory's ranks");
+    // From a rank of the live directory: the same partial job.
+    let rank0 = j.worlds[0].ranks[0].process.pid;
+    assert_eq!(traverse(&c, &host, rank0, &opts).unwrap().job, j);
+    // The fixture itself notices the killed directory.
+    assert_eq!(job.meta.finish().code(), Some(1));
+}
+
+fn wait_until(mut cond: impl FnMut() -> bool) -> bool {
+    for _ in 0..200 {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    false
+}
