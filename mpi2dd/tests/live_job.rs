@@ -10,7 +10,7 @@ mod support;
 
 use mpi2dd::connect::{LocalConnector, ProcessKey};
 use mpi2dd::flags::MpiFlags;
-use mpi2dd::job::Role;
+use mpi2dd::job::{Problem, Role};
 use mpi2dd::traverse::{TraverseOptions, traverse};
 use support::*;
 
@@ -136,4 +136,67 @@ fn wait_until(mut cond: impl FnMut() -> bool) -> bool {
         std::thread::sleep(std::time::Duration::from_millis(25));
     }
     false
+}
+
+/// The provider publishes entries before the size and a grown table before its pointer, and
+/// the reader re-reads `MPI2DD_info` until pointers and sizes are stable: every snapshot taken
+/// while the table grows (bursts of 2000 entries, reallocated as it doubles) and found
+/// stable is a clean prefix of ranks, never garbage; one that kept changing says so
+/// (`Problem::Unstable`).
+#[test]
+fn a_proctable_growing_while_read_always_reads_as_a_clean_prefix() {
+    let dir = scratch("live-growing");
+    let Some(exe) = cc(
+        &dir.join("growing"),
+        &["-O2", "-g"],
+        &["provider/mpi2dd_provider.c", "tests/fixtures/growing.c"],
+    )
+    .map_err(|e| skip(&e))
+    .ok() else {
+        return;
+    };
+    let mut p = Spawned::new(&mut std::process::Command::new(&exe));
+    assert_eq!(p.line(), "ready");
+    let c = LocalConnector::new();
+    let opts = TraverseOptions::default();
+    let pid = p.pid() as i32;
+    // Bursts 200 ms apart: quiet windows far longer than a snapshot of a few 10 000 entries.
+    p.send("grow 2000 200");
+    let (mut stable, mut unstable, mut last, mut grew) = (0, 0, 0usize, 0);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while grew < 4 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{stable} stable, {unstable} unstable"
+        );
+        let t = traverse(&c, "localhost", pid, &opts).unwrap();
+        if t.job
+            .problems
+            .iter()
+            .any(|p| matches!(p, Problem::Unstable { .. }))
+        {
+            unstable += 1;
+            continue;
+        }
+        stable += 1;
+        assert!(t.job.problems.is_empty(), "{:?}", t.job.problems);
+        let ranks = t.job.worlds.first().map_or(&[][..], |w| &w.ranks[..]);
+        for (i, r) in ranks.iter().enumerate() {
+            assert_eq!((r.rank, r.process.pid), (i as i32, 1_000_000 + i as i32));
+        }
+        assert!(ranks.len() >= last, "the table never shrinks");
+        if ranks.len() > last {
+            grew += 1;
+        }
+        last = ranks.len();
+        // No directory or metadirectory table: the metadirectory is the only directory.
+        assert_eq!(t.entry_snapshot.info.directory_table, 0);
+        assert_eq!(t.job.processes.len(), 1);
+    }
+    p.send("stop");
+    let line = p.line();
+    let grown: usize = line.strip_prefix("grown ").unwrap().parse().unwrap();
+    assert!(grown >= last, "{line}");
+    eprintln!("snapshots: {stable} stable ({grew} saw growth), {unstable} unstable; {grown} ranks");
+    assert!(p.finish().success());
 }
