@@ -145,7 +145,10 @@ pub enum Problem {
         process: ProcessKey,
         /// The table.
         table: TableKind,
-        /// Why, as text (the typed error is in the snapshot).
+        /// Why, as the reader's [`Error`] renders it (with the address and
+        /// what was expected). Text, so that problems stay ordered and comparable;
+        /// [`read_snapshot`](crate::read::read_snapshot) of that process gives the typed
+        /// error.
         error: String,
     },
     /// The process's tables kept changing while they were read.
