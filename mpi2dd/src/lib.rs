@@ -1,12 +1,74 @@
-//! # mpi2dd (not yet implemented)
+//! # mpi2dd
 //!
-//! This crate will be the first implementation of the MPI-2 debugger interface draft
-//! (`../shared/spec/mpi2dd-draft.txt`):
+//! The first implementation of the MPI-2 debugger interface draft
+//! (`../shared/spec/mpi2dd-draft.txt`, R. Faught, 2007): how a debugger finds every process
+//! of a dynamic MPI job (spawn, connect/accept, join) through directories and metadirectories.
 //!
-//! - endian- and width-generic decoders for `MPI2DD_INFO` (magic, version, variant checked),
-//!   the packed `MPI2DD_PROCDESC`, `MPI2DD_SPAWNDESC` and `MPI2DD_DIRECTORYENTRY`;
-//! - traversal from any process to the metadirectory, across directories and their proctables,
-//!   grouped by `comm_world_id`, with the spawn tree; bounded and cycle-safe;
-//! - `MPI2DD_breakpoint` events wired into the acquisition state machine of `mpir-acquire`;
-//! - a reference provider library with a C ABI, the way an MPI runtime would export the
-//!   interface.
+//! Layers, bottom up:
+//!
+//! 1. [`abi`]: the fixed layouts of `MPI2DD_INFO`, `MPI2DD_PROCDESC`, `MPI2DD_SPAWNDESC` and
+//!    `MPI2DD_DIRECTORYENTRY` in any [`DataModel`](mpir_types::DataModel) — no DWARF needed;
+//!    [`flags`]: `debug_state` and the two flag words as types.
+//! 2. [`decode`]: endian- and width-generic decoders (and encoders, for test targets) of the
+//!    four structs; magic, version and variant are checked, table sizes bounded.
+//! 3. [`read`]: one process's consistent [`Snapshot`](read::Snapshot) from any
+//!    [`Memory`](mpir_target::Memory) + [`SymbolLookup`](mpir_target::SymbolLookup): the
+//!    tables, spawn descriptors and strings, with bad entries listed rather than fatal.
+//! 4. [`traverse`]: from any process to the whole [`Job`](job::Job) through a caller-supplied
+//!    [`Connector`](connect::Connector) ([`LocalConnector`](connect::LocalConnector) for this
+//!    machine, [`MapConnector`](connect::MapConnector) for mocks): directories,
+//!    metadirectories, worlds, the spawn tree; bounded, cycle-safe, a partial result listing
+//!    what could not be reached.
+//! 5. [`events`]: what a stop in `MPI2DD_breakpoint` means and how the debugger writes its
+//!    flags — the sans-IO half that an acquisition driver wires to a tracer.
+//!
+//! [`mock`] lays out MPI2DD processes in a [`MockTarget`](mpir_target::MockTarget).
+//! The crate also ships the **reference provider** in C, `provider/mpi2dd.h` and
+//! `provider/mpi2dd_provider.c`: the way an MPI runtime exports `MPI2DD_info` and
+//! `MPI2DD_breakpoint` and maintains the tables (see the header).
+//!
+//! With the `serde` feature the model types are `Serialize`/`Deserialize`.
+//!
+//! ## Example: a job across two mock processes
+//!
+//! ```
+//! use mpi2dd::connect::MapConnector;
+//! use mpi2dd::mock::{MockDir, MockProcess, MockRank};
+//! use mpi2dd::traverse::{TraverseOptions, traverse};
+//! use mpir_target::MockTarget;
+//! use mpir_types::DataModel;
+//!
+//! let model = DataModel::LP64_BE;
+//! let mut meta = MockProcess::metadirectory("node0", 10);
+//! meta.directories.push(MockDir::new("node1", "/mpi/bin/dir", 11));
+//! let mut dir = MockProcess::directory("node0", 10);
+//! dir.proctable.push(MockRank::new("node2", "/bin/app", "w0", 100, 0));
+//! dir.proctable.push(MockRank::new("node2", "/bin/kid", "w1", 101, 0).spawned("w0", 0, 0));
+//!
+//! let mut c = MapConnector::new();
+//! for (host, pid, p) in [("node0", 10, &meta), ("node1", 11, &dir)] {
+//!     let mut b = MockTarget::builder(model);
+//!     p.place(&mut b);
+//!     c.insert(host, pid, b.build());
+//! }
+//! // Start from the directory: it names the metadirectory, which lists the directory.
+//! let job = traverse(&c, "node1", 11, &TraverseOptions::default())?.job;
+//! assert_eq!(job.worlds.len(), 2);
+//! assert_eq!(&*job.spawns[0].child_world, "w1");
+//! assert!(job.unreachable.is_empty() && job.problems.is_empty());
+//! # Ok::<(), mpi2dd::traverse::TraverseError>(())
+//! ```
+#![deny(missing_docs)]
+
+pub mod abi;
+pub mod connect;
+pub mod decode;
+mod error;
+pub mod events;
+pub mod flags;
+pub mod job;
+pub mod mock;
+pub mod read;
+pub mod traverse;
+
+pub use error::{Error, Result};
