@@ -1,16 +1,43 @@
-//! # mpir-acquire (not yet implemented)
+//! # mpir-acquire
 //!
-//! This crate will hold MPIR process acquisition (`../shared/spec/mpir-process-acquisition-1.1.txt`
-//! chapters 6–9, `mpich-attach.txt`):
+//! MPIR process acquisition (`../shared/spec/mpir-process-acquisition-1.1.txt` chapters 6–9,
+//! `mpich-attach.txt`): given a starter command or a running starter's pid, every rank of the
+//! job (rank, host, executable, pid), and, if asked, the ranks held under control.
 //!
-//! - a sans-IO state machine for the protocol: it consumes events (breakpoint hit on
-//!   `MPIR_Breakpoint`, process stopped or exited, value read) and emits actions (read this, write
-//!   that, attach, continue), so that every edge case is a fast test on `mpir_target::MockTarget`;
-//! - drivers that run it over live processes for **launch** mode (a starter command run under
-//!   control) and **attach** mode (a running starter's pid);
-//! - the extensions: partial attach, `MPIR_debug_gate` release, tool daemon launch
-//!   (`MPIR_executable_path`, `MPIR_server_arguments`) and the attach FIFO;
-//! - a catalogue of launcher quirks (Open MPI's library-resident symbols, hydra's presence-only
-//!   flags) used to explain and adapt, never to fake results.
+//! - [`protocol`]: the protocol as a sans-IO state machine ([`Acquisition`]): events in
+//!   (stopped after exec, attached, breakpoint hit, starter gone, timeout, ranks attached),
+//!   actions out (plant a breakpoint, return from `MPIR_Breakpoint`, continue, attach ranks,
+//!   write the attach FIFO). It reads and writes the starter's variables through any
+//!   [`mpir_target::Target`], so every edge case is a fast test on a `MockTarget`.
+//! - [`live`]: the driver over live processes — [`live::launch`] (launch mode) and
+//!   [`live::attach`] (attach mode) — with the release protocol (gate, detach).
+//! - [`quirks`]: what Open MPI's `orterun` and MPICH's hydra do that the spec does not say,
+//!   used to explain and adapt, never to fake a result.
+//! - [`daemon`]: the tool daemon launch extension's encodings.
 //!
-//! Until then, `mpir_target::proctable::read_proctable` reads a filled table synchronously.
+//! ```no_run
+//! use std::process::Command;
+//! use mpir_acquire::{AcquireOptions, live};
+//!
+//! let mut cmd = Command::new("orterun");
+//! cmd.args(["-n", "4", "./app"]);
+//! let acquired = live::launch(cmd, AcquireOptions::default())?;
+//! for rank in acquired.job().ranks() {
+//!     println!("{} {:?} {:?} {}", rank.rank, rank.host, rank.executable, rank.pid);
+//! }
+//! # Ok::<(), mpir_acquire::AcquireError>(())
+//! ```
+
+pub mod daemon;
+mod error;
+mod job;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub mod live;
+mod options;
+pub mod protocol;
+pub mod quirks;
+
+pub use error::AcquireError;
+pub use job::{Job, RankControl, Starter};
+pub use options::{AcquireOptions, RankSelection, ToolDaemon};
+pub use protocol::{Acquisition, Action, Event, Mode};

@@ -1,0 +1,436 @@
+//! The protocol over live processes: [`launch`] a starter command under control, or [`attach`]
+//! to a running starter, and get the [`Job`].
+//!
+//! One [`Tracer`] (one ptrace thread) holds the starter and the ranks; a [`LiveTarget`] reads
+//! and writes the starter's variables. Every wait is bounded by
+//! [`AcquireOptions::timeout`]. On any failure every process is left as found: breakpoints
+//! out, `MPIR_being_debugged` back to 0 if we set it, every thread detached and running.
+
+use std::path::PathBuf;
+use std::process::{Child, Command};
+
+use mpir_target::debuginfo::DebugOptions;
+use mpir_target::live::LiveTarget;
+use mpir_target::live::tracer::{StopEvent, Tracer};
+use mpir_target::{Memory, SymbolLookup, TargetError};
+use mpir_types::mpir::symbols;
+
+use crate::error::AcquireError;
+use crate::job::{Job, RankControl};
+use crate::options::{AcquireOptions, RankSelection};
+use crate::protocol::{Acquisition, Action, Event, Mode, undo_writes};
+
+/// A job acquired from live processes. Unless [`AcquireOptions::hold`] was set, everything has
+/// already been released and detached; otherwise the attached ranks and the starter are held
+/// stopped until [`Acquired::release`] (or drop, which does the same).
+#[derive(Debug)]
+pub struct Acquired {
+    job: Job,
+    tracer: Option<Tracer>,
+    starter: Option<LiveTarget>,
+    child: Option<Child>,
+    held: bool,
+}
+
+impl Acquired {
+    /// The job.
+    pub fn job(&self) -> &Job {
+        &self.job
+    }
+
+    /// Launch mode: the starter process (its pid and pipes). Wait on it only once released.
+    pub fn child(&mut self) -> Option<&mut Child> {
+        self.child.as_mut()
+    }
+
+    /// Launch mode: takes the starter process (to wait for it once released).
+    pub fn take_child(&mut self) -> Option<Child> {
+        self.child.take()
+    }
+
+    /// Whether ranks and starter are still held stopped.
+    pub fn is_held(&self) -> bool {
+        self.held
+    }
+
+    /// The tracer holding the processes, while held (for a tool that wants to do more with
+    /// them, e.g. read rank memory while stopped).
+    pub fn tracer(&self) -> Option<&Tracer> {
+        self.tracer.as_ref().filter(|_| self.held)
+    }
+
+    /// Releases the job: `MPIR_debug_gate` = 1 in every attached rank when the starter does not
+    /// define `MPIR_partial_attach_ok` (the gate), ranks detached (running), `MPIR_being_debugged`
+    /// back to 0, the starter's breakpoints removed and the starter detached (running). Returns
+    /// per-rank problems met while releasing (as text), which do not stop the release.
+    pub fn release(&mut self) -> Result<Vec<String>, AcquireError> {
+        if !self.held {
+            return Ok(Vec::new());
+        }
+        self.held = false;
+        let (Some(tracer), Some(starter)) = (self.tracer.take(), self.starter.take()) else {
+            return Ok(Vec::new());
+        };
+        release(&tracer, &starter, &self.job)
+    }
+}
+
+impl Drop for Acquired {
+    fn drop(&mut self) {
+        let _ = self.release();
+    }
+}
+
+/// The value of `AT_ENTRY` in `/proc/PID/auxv` (a 64-bit process).
+fn entry_point(pid: u32) -> Result<u64, AcquireError> {
+    let auxv = std::fs::read(format!("/proc/{pid}/auxv")).map_err(|e| AcquireError::Target {
+        context: "read the auxiliary vector".into(),
+        source: TargetError::Control {
+            pid,
+            operation: format!("read /proc/{pid}/auxv"),
+            reason: e.to_string(),
+        },
+    })?;
+    const AT_ENTRY: u64 = 9;
+    auxv.chunks_exact(16)
+        .map(|kv| {
+            let word = |b: &[u8]| u64::from_ne_bytes(b.try_into().unwrap_or([0; 8]));
+            (
+                word(kv.get(..8).unwrap_or_default()),
+                word(kv.get(8..).unwrap_or_default()),
+            )
+        })
+        .find(|&(k, _)| k == AT_ENTRY)
+        .map(|(_, v)| v)
+        .ok_or_else(|| AcquireError::Target {
+            context: "find the entry point".into(),
+            source: TargetError::Control {
+                pid,
+                operation: "read AT_ENTRY".into(),
+                reason: "no AT_ENTRY in the auxiliary vector".into(),
+            },
+        })
+}
+
+fn open_target(pid: u32) -> Result<LiveTarget, AcquireError> {
+    LiveTarget::open(pid, DebugOptions::default())
+        .map_err(AcquireError::target(format!("open process {pid}")))
+}
+
+/// Opens the FIFO for writing without blocking (a FIFO nobody reads is an error, not a hang)
+/// and writes byte 1. Refuses anything that is not a FIFO: the path comes from the target.
+fn write_fifo(path: &str) -> Result<(), AcquireError> {
+    use std::io::Write;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let fail = |reason: String| AcquireError::Usage(format!("attach FIFO {path}: {reason}"));
+    let meta = std::fs::metadata(path).map_err(|e| fail(e.to_string()))?;
+    if !meta.file_type().is_fifo() {
+        return Err(fail("not a FIFO; nothing written".into()));
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| fail(e.to_string()))?;
+    f.write_all(&[1]).map_err(|e| fail(e.to_string()))
+}
+
+struct Driver {
+    tracer: Tracer,
+    pid: u32,
+    target: LiveTarget,
+    options: AcquireOptions,
+}
+
+impl Driver {
+    /// Waits for the starter's next event (events of other processes are not expected before
+    /// the ranks are attached, and are left alone).
+    fn wait_starter(&mut self) -> Result<Event, AcquireError> {
+        let deadline = std::time::Instant::now() + self.options.timeout;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let ev = self
+                .tracer
+                .wait(left)
+                .map_err(AcquireError::target("wait for the starter"))?;
+            let Some(ev) = ev else {
+                return Ok(Event::Timeout);
+            };
+            if ev.pid() != self.pid {
+                continue;
+            }
+            return Ok(match ev {
+                StopEvent::Breakpoint { tid, address, .. } => {
+                    // Libraries may have been loaded since the last look.
+                    self.target
+                        .refresh()
+                        .map_err(AcquireError::target("reload the starter's images"))?;
+                    Event::Breakpoint { tid, address }
+                }
+                StopEvent::Exec { .. } => {
+                    self.target = open_target(self.pid)?;
+                    Event::Exec {
+                        entry: entry_point(self.pid)?,
+                    }
+                }
+                StopEvent::Exited { status, .. } => Event::Ended {
+                    how: format!("exited with status {status}"),
+                },
+                StopEvent::Killed { signal, .. } => Event::Ended {
+                    how: format!("was killed by signal {signal}"),
+                },
+                _ => Event::Ended {
+                    how: "disappeared".into(),
+                },
+            });
+        }
+    }
+
+    fn run(&mut self, acq: &mut Acquisition) -> Result<Job, AcquireError> {
+        let pid = self.pid;
+        loop {
+            let Some(action) = acq.poll_action() else {
+                return Err(AcquireError::Usage("the protocol stalled".into()));
+            };
+            match action {
+                Action::InsertBreakpoint { address } => self
+                    .tracer
+                    .insert_breakpoint(pid, address)
+                    .map_err(AcquireError::target("plant a breakpoint"))?,
+                Action::RemoveBreakpoint { address } => self
+                    .tracer
+                    .remove_breakpoint(pid, address)
+                    .map_err(AcquireError::target("remove a breakpoint"))?,
+                Action::ReturnFromCall { tid } => self
+                    .tracer
+                    .return_from_call(pid, tid)
+                    .map_err(AcquireError::target("return from MPIR_Breakpoint"))?,
+                Action::Continue => {
+                    self.tracer
+                        .resume(pid)
+                        .map_err(AcquireError::target("continue the starter"))?;
+                    let ev = self.wait_starter()?;
+                    if !matches!(ev, Event::Ended { .. } | Event::Timeout) {
+                        self.tracer
+                            .stop_all(pid)
+                            .map_err(AcquireError::target("stop the starter"))?;
+                    }
+                    acq.handle(&self.target, ev);
+                }
+                Action::WriteAttachFifo { path } => write_fifo(&path)?,
+                Action::AttachRanks(ranks) => {
+                    let pids: Vec<u32> = ranks.iter().map(|&(_, p)| p).collect();
+                    let results = self
+                        .tracer
+                        .attach_many(&pids)
+                        .map_err(AcquireError::target("attach the ranks"))?;
+                    let ev = ranks
+                        .iter()
+                        .zip(results)
+                        .map(|(&(rank, _), r)| (rank, r.map_err(|e| e.to_string())))
+                        .collect();
+                    acq.handle(&self.target, Event::RanksAttached(ev));
+                }
+                Action::Finished => {
+                    return acq
+                        .take_job()
+                        .ok_or_else(|| AcquireError::Usage("finished without a job".into()));
+                }
+                Action::Failed(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// Gate, detach the ranks, undo our writes, detach the starter.
+fn release(tracer: &Tracer, starter: &LiveTarget, job: &Job) -> Result<Vec<String>, AcquireError> {
+    let mut problems = Vec::new();
+    let ranks = job.attached_pids();
+    if !job.starter.flags.partial_attach_ok.present {
+        for &pid in &ranks {
+            if let Err(e) = release_gate(tracer, pid) {
+                problems.push(format!("pid {pid}: {e}"));
+            }
+        }
+    }
+    if let Ok(results) = tracer.detach_many(&ranks) {
+        for (pid, r) in ranks.iter().zip(results) {
+            if let Err(e) = r {
+                problems.push(format!("pid {pid}: detach: {e}"));
+            }
+        }
+    }
+    let undo = undo_writes(starter, &job.starter);
+    let detached = tracer
+        .detach(job.starter.pid)
+        .map_err(AcquireError::target("detach the starter"));
+    undo.and(detached)?;
+    Ok(problems)
+}
+
+/// Writes `MPIR_debug_gate` = 1 in rank `pid` (attached), if the rank defines it.
+fn release_gate(tracer: &Tracer, pid: u32) -> Result<(), AcquireError> {
+    let rank = open_target(pid)?;
+    match rank
+        .symbol(symbols::DEBUG_GATE)
+        .map_err(AcquireError::target("look up MPIR_debug_gate"))?
+    {
+        Some(sym) => {
+            let size = rank.data_model().int_size() as usize;
+            let mut one = vec![0u8; size];
+            mpir_types::ViewMut::new(rank.data_model(), sym.address, &mut one)
+                .put_c_int(0, 1, symbols::DEBUG_GATE)
+                .map_err(|e| AcquireError::target("encode MPIR_debug_gate")(e.into()))?;
+            tracer
+                .write_memory(pid, sym.address, &one)
+                .map_err(AcquireError::target("set MPIR_debug_gate"))
+        }
+        None => Ok(()),
+    }
+}
+
+fn acquire(
+    tracer: Tracer,
+    pid: u32,
+    mode: Mode,
+    first: Event,
+    options: AcquireOptions,
+    child: Option<Child>,
+) -> Result<Acquired, AcquireError> {
+    let target = match open_target(pid) {
+        Ok(t) => t,
+        Err(e) => {
+            let _ = tracer.detach_all();
+            return Err(e);
+        }
+    };
+    let mut driver = Driver {
+        tracer,
+        pid,
+        target,
+        options: options.clone(),
+    };
+    let mut acq = Acquisition::new(pid, mode, options.clone());
+    acq.handle(&driver.target, first);
+    match driver.run(&mut acq) {
+        Ok(job) => {
+            let mut acquired = Acquired {
+                job,
+                tracer: Some(driver.tracer),
+                starter: Some(driver.target),
+                child,
+                held: true,
+            };
+            if !options.hold {
+                let problems = acquired.release()?;
+                acquired.job.notes.extend(problems);
+            }
+            Ok(acquired)
+        }
+        Err(e) => {
+            // Leave everything as found: our variable writes undone, bytes restored, all
+            // threads detached and running.
+            if let Some(s) = acq.starter() {
+                let _ = undo_writes(&driver.target, s);
+            }
+            let _ = driver.tracer.detach_all();
+            Err(e)
+        }
+    }
+}
+
+/// Launch mode: runs `command` (the starter, or a wrapper that execs it) under control and
+/// acquires the job it spawns.
+pub fn launch(command: Command, options: AcquireOptions) -> Result<Acquired, AcquireError> {
+    let tracer = Tracer::new().map_err(AcquireError::target("start the tracer"))?;
+    let child = tracer
+        .launch(command)
+        .map_err(AcquireError::target("launch the starter"))?;
+    let pid = child.id();
+    let entry = match entry_point(pid) {
+        Ok(e) => e,
+        Err(e) => {
+            let _ = tracer.detach_all();
+            return Err(e);
+        }
+    };
+    acquire(
+        tracer,
+        pid,
+        Mode::Launch,
+        Event::Exec { entry },
+        options,
+        Some(child),
+    )
+}
+
+/// Attach mode: acquires the job of the running starter `pid`.
+pub fn attach(pid: u32, options: AcquireOptions) -> Result<Acquired, AcquireError> {
+    let tracer = Tracer::new().map_err(AcquireError::target("start the tracer"))?;
+    tracer
+        .attach(pid)
+        .map_err(AcquireError::target("attach to the starter"))?;
+    acquire(tracer, pid, Mode::Attach, Event::Attached, options, None)
+}
+
+/// A rank as reported, with what the local system says of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LocalRank {
+    /// Rank.
+    pub rank: u64,
+    /// The executable the rank runs: `/proc/PID/exe` when the rank is a local process, else
+    /// the reported name made absolute against the starter's working directory.
+    pub executable: Option<PathBuf>,
+    /// Whether the host name names this machine (`localhost`, its host name, or its fully
+    /// qualified form).
+    pub local_host: bool,
+}
+
+/// This machine's host name.
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// Normalises what the starter reported, for ranks on this machine: relative executable names
+/// resolved, `localhost` recognised. Reads `/proc` only.
+pub fn normalize(job: &Job) -> Vec<LocalRank> {
+    let me = hostname();
+    let short = me.split('.').next().unwrap_or_default().to_string();
+    let cwd = std::fs::read_link(format!("/proc/{}/cwd", job.starter.pid)).ok();
+    job.ranks()
+        .map(|r| {
+            let local_host = r.host.is_some_and(|h| {
+                let h_short = h.split('.').next().unwrap_or_default();
+                h == "localhost" || h == me || (!short.is_empty() && h_short == short)
+            });
+            let from_proc = if local_host && r.pid > 0 {
+                std::fs::read_link(format!("/proc/{}/exe", r.pid)).ok()
+            } else {
+                None
+            };
+            let reported = r.executable.map(PathBuf::from);
+            let executable = from_proc.or_else(|| match (reported, &cwd) {
+                (Some(p), Some(cwd)) if p.is_relative() => Some(cwd.join(p)),
+                (p, _) => p,
+            });
+            LocalRank {
+                rank: r.rank,
+                executable,
+                local_host,
+            }
+        })
+        .collect()
+}
+
+/// Which ranks a selection attaches (for callers building a selection from a list).
+pub fn selection(ranks: impl IntoIterator<Item = u64>) -> RankSelection {
+    RankSelection::Only(ranks.into_iter().collect())
+}
+
+/// Whether rank `rank` of `job` is held by us.
+pub fn is_attached(job: &Job, rank: u64) -> bool {
+    matches!(job.control(rank), RankControl::Attached { .. })
+}

@@ -1,0 +1,107 @@
+//! What the caller chooses.
+
+use std::time::Duration;
+
+use mpir_target::proctable::ReadOptions;
+
+/// Which ranks to attach to.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum RankSelection {
+    /// Every rank.
+    #[default]
+    All,
+    /// None: only read the table. (If the starter does not define `MPIR_partial_attach_ok`,
+    /// every rank is still attached briefly, to release its `MPIR_debug_gate`, as the spec
+    /// requires.)
+    None,
+    /// These ranks (others as for `None`).
+    Only(Vec<u64>),
+}
+
+impl RankSelection {
+    /// Whether `rank` is selected.
+    pub fn contains(&self, rank: u64) -> bool {
+        match self {
+            RankSelection::All => true,
+            RankSelection::None => false,
+            RankSelection::Only(v) => v.contains(&rank),
+        }
+    }
+}
+
+/// The tool daemon launch extension (MPIR 1.1 §7.1): the starter launches this program with
+/// these arguments alongside the ranks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolDaemon {
+    /// Written to `MPIR_executable_path`.
+    pub executable: String,
+    /// Written to `MPIR_server_arguments`, NUL-separated.
+    pub arguments: Vec<String>,
+}
+
+/// Settings of an acquisition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AcquireOptions {
+    /// Longest wait for any one event (the starter reaching its entry point, spawning the
+    /// job, ranks stopping). Every wait is bounded by it.
+    pub timeout: Duration,
+    /// Ranks to attach to.
+    pub ranks: RankSelection,
+    /// Keep attached ranks stopped after acquisition (for another tool, or for the caller
+    /// to release with the gate API); otherwise they are released and detached.
+    pub hold: bool,
+    /// Table reading bounds and the `MPIR_PROCDESC` layout choice.
+    pub read: ReadOptions,
+    /// Ask the starter to launch tool daemons.
+    pub tool_daemon: Option<ToolDaemon>,
+    /// Most MPIR events accepted before the job is spawned (a starter that keeps raising
+    /// `MPIR_NULL` events would otherwise keep us forever).
+    pub max_events: u32,
+}
+
+impl Default for AcquireOptions {
+    fn default() -> Self {
+        AcquireOptions {
+            timeout: Duration::from_secs(60),
+            ranks: RankSelection::All,
+            hold: false,
+            read: ReadOptions::default(),
+            tool_daemon: None,
+            max_events: 1000,
+        }
+    }
+}
+
+impl AcquireOptions {
+    /// With this wait bound.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// With this rank selection.
+    pub fn ranks(mut self, ranks: RankSelection) -> Self {
+        self.ranks = ranks;
+        self
+    }
+
+    /// Holding the attached ranks stopped, or not.
+    pub fn hold(mut self, hold: bool) -> Self {
+        self.hold = hold;
+        self
+    }
+
+    /// With these table reading options.
+    pub fn read(mut self, read: ReadOptions) -> Self {
+        self.read = read;
+        self
+    }
+
+    /// Launching this tool daemon.
+    pub fn tool_daemon(mut self, daemon: ToolDaemon) -> Self {
+        self.tool_daemon = Some(daemon);
+        self
+    }
+}

@@ -1,0 +1,587 @@
+//! The MPIR acquisition protocol (MPIR 1.1 chapters 6–9, `mpich-attach.txt`) as a sans-IO
+//! state machine.
+//!
+//! [`Acquisition`] consumes [`Event`]s — the starter stopped at a new program, attached, a
+//! breakpoint hit, the starter gone, a wait that timed out, ranks attached — and emits
+//! [`Action`]s for a driver to carry out: plant or remove a breakpoint, return from
+//! `MPIR_Breakpoint`, continue the starter, write the attach FIFO, attach ranks. It reads and
+//! writes the starter's *variables* itself, through any [`Target`] handed to
+//! [`Acquisition::handle`] (a [`MockTarget`](mpir_target::mock::MockTarget) in tests, a
+//! [`LiveTarget`](mpir_target::live::LiveTarget) in [`crate::live`]); it never touches
+//! processes, threads or clocks. The only writes it makes are the ones the spec asks of a
+//! tool: `MPIR_being_debugged`, and, when asked for, `MPIR_executable_path` and
+//! `MPIR_server_arguments`.
+//!
+//! Launch mode: at the first stop (after `exec`) a breakpoint goes on the program's entry
+//! point; there every library the program links is mapped (Open MPI's MPIR symbols live in
+//! `libopen-rte.so`), `main` has not run, and `MPIR_being_debugged` is set before any job can
+//! be spawned. A program without `MPIR_Breakpoint` at its entry may be a wrapper
+//! (`sh -c 'exec mpiexec …'`): the machine waits for the next `exec`. Attach mode: a filled
+//! table is read at once; an empty one means waiting for the spawn event.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use mpir_target::proctable::{ProcTable, read_proctable};
+use mpir_target::{MemoryExt, SymbolLookupExt, Target};
+use mpir_types::mpir::{DebugState, Flag, MpirFlags, symbols};
+
+use crate::daemon;
+use crate::error::AcquireError;
+use crate::job::{Job, RankControl, Starter};
+use crate::options::AcquireOptions;
+use crate::quirks::{self, Quirks};
+
+/// How the starter came under control.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// The tool started it (stopped at its first instruction after `exec`).
+    Launch,
+    /// The tool attached to it while it ran.
+    Attach,
+}
+
+/// What happened to the starter (the driver's report).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Event {
+    /// Launch mode: the starter is stopped at the start of a new program (after `exec`), whose
+    /// entry point (`AT_ENTRY`) is `entry`. The target handed in now describes that program.
+    Exec {
+        /// The new program's entry point.
+        entry: u64,
+    },
+    /// Attach mode: attached, every thread stopped.
+    Attached,
+    /// Thread `tid` hit the breakpoint at `address`, one of those the machine asked for.
+    Breakpoint {
+        /// The thread.
+        tid: u32,
+        /// The breakpoint.
+        address: u64,
+    },
+    /// The starter is gone: "exited with status 3", "was killed by signal 9"…
+    Ended {
+        /// How.
+        how: String,
+    },
+    /// The wait that followed [`Action::Continue`] ended with nothing to report.
+    Timeout,
+    /// The outcome of [`Action::AttachRanks`], rank by rank: thread ids or why not.
+    RanksAttached(Vec<(u64, Result<Vec<u32>, String>)>),
+}
+
+/// What the driver must do next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Action {
+    /// Plant a breakpoint in the starter.
+    InsertBreakpoint {
+        /// Where.
+        address: u64,
+    },
+    /// Remove a breakpoint from the starter, restoring its bytes.
+    RemoveBreakpoint {
+        /// Where.
+        address: u64,
+    },
+    /// Make thread `tid`, stopped at the entry of `MPIR_Breakpoint`, return from it.
+    ReturnFromCall {
+        /// The thread.
+        tid: u32,
+    },
+    /// Let the starter run, wait for its next event (bounded by the options' timeout) and
+    /// report it.
+    Continue,
+    /// Attach FIFO extension: open the FIFO at `path` for writing, without blocking, and
+    /// write one byte of value 1.
+    WriteAttachFifo {
+        /// The FIFO.
+        path: String,
+    },
+    /// Attach to these ranks (rank, pid) and report [`Event::RanksAttached`].
+    AttachRanks(Vec<(u64, u32)>),
+    /// The job is acquired: [`Acquisition::take_job`] has it. The starter is stopped.
+    Finished,
+    /// Acquisition failed; the driver must leave every process as it found it.
+    Failed(AcquireError),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Start,
+    /// Launch: waiting for the entry-point breakpoint.
+    ToEntry(u64),
+    /// Launch: the program was not a starter; waiting for it to exec one.
+    ToExec,
+    /// Waiting for the spawn event at `MPIR_Breakpoint`.
+    ToSpawn,
+    /// Waiting for the ranks to be attached.
+    Attaching,
+    Done,
+}
+
+/// The acquisition of one job. See the [module documentation](self).
+#[derive(Debug)]
+pub struct Acquisition {
+    pid: u32,
+    mode: Mode,
+    options: AcquireOptions,
+    phase: Phase,
+    actions: VecDeque<Action>,
+    starter: Option<Starter>,
+    table: Option<ProcTable>,
+    control: BTreeMap<u64, RankControl>,
+    notes: Vec<String>,
+    events: u32,
+    job: Option<Job>,
+}
+
+fn read_flag<T: Target + ?Sized>(target: &T, names: &[&str]) -> Flag {
+    for name in names {
+        if let Ok(Some(sym)) = target.symbol(name) {
+            return Flag::present(target.read_c_int(sym.address, name).ok());
+        }
+    }
+    Flag::ABSENT
+}
+
+impl Acquisition {
+    /// A new acquisition of starter `pid`.
+    pub fn new(pid: u32, mode: Mode, options: AcquireOptions) -> Self {
+        Acquisition {
+            pid,
+            mode,
+            options,
+            phase: Phase::Start,
+            actions: VecDeque::new(),
+            starter: None,
+            table: None,
+            control: BTreeMap::new(),
+            notes: Vec::new(),
+            events: 0,
+            job: None,
+        }
+    }
+
+    /// The next thing to do, if any.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    /// The acquired job, once [`Action::Finished`] was emitted.
+    pub fn take_job(&mut self) -> Option<Job> {
+        self.job.take()
+    }
+
+    /// The starter, once found (also after a failure, so that a driver knows what to undo).
+    pub fn starter(&self) -> Option<&Starter> {
+        self.starter.as_ref()
+    }
+
+    /// What the machine is waiting for, in words.
+    pub fn waiting_for(&self) -> String {
+        match self.phase {
+            Phase::Start => "the starter to stop".into(),
+            Phase::ToEntry(a) => format!("the program's entry point ({a:#x})"),
+            Phase::ToExec => "the program to exec an MPIR starter".into(),
+            Phase::ToSpawn => {
+                let mut s = "the job spawn event (MPIR_Breakpoint with MPIR_DEBUG_SPAWNED)".into();
+                if let Some(l) = self.starter.as_ref().and_then(|s| s.launcher)
+                    && Quirks::of(l).needs_being_debugged_before_spawn
+                    && self.mode == Mode::Attach
+                {
+                    s = format!(
+                        "{s}; note: {l} raises it only if MPIR_being_debugged was set before \
+                         the job was spawned"
+                    );
+                }
+                s
+            }
+            Phase::Attaching => "the ranks to be attached".into(),
+            Phase::Done => "nothing".into(),
+        }
+    }
+
+    fn fail(&mut self, e: AcquireError) {
+        self.phase = Phase::Done;
+        self.actions.clear();
+        self.actions.push_back(Action::Failed(e));
+    }
+
+    /// Feeds one event; the starter's variables are read and written through `target`.
+    pub fn handle<T: Target + ?Sized>(&mut self, target: &T, event: Event) {
+        if let Err(e) = self.step(target, event) {
+            self.fail(e);
+        }
+    }
+
+    fn step<T: Target + ?Sized>(&mut self, target: &T, event: Event) -> Result<(), AcquireError> {
+        let pid = self.pid;
+        match (self.phase, event) {
+            (Phase::Done, _) => Err(AcquireError::Usage(
+                "the acquisition is over; no more events".into(),
+            )),
+            (_, Event::Ended { how }) => {
+                if self.phase == Phase::ToExec {
+                    return Err(AcquireError::NotAStarter {
+                        pid,
+                        symbol: symbols::BREAKPOINT,
+                        images: format!("the program it ran, which then {how}"),
+                    });
+                }
+                Err(AcquireError::StarterEnded {
+                    pid,
+                    how,
+                    waiting_for: self.waiting_for(),
+                })
+            }
+            (_, Event::Timeout) => Err(AcquireError::Timeout {
+                pid,
+                waiting_for: self.waiting_for(),
+                after: self.options.timeout,
+            }),
+            (Phase::Start | Phase::ToExec, Event::Exec { entry }) if self.mode == Mode::Launch => {
+                self.phase = Phase::ToEntry(entry);
+                self.actions
+                    .push_back(Action::InsertBreakpoint { address: entry });
+                self.actions.push_back(Action::Continue);
+                Ok(())
+            }
+            (Phase::ToEntry(entry), Event::Breakpoint { address, .. }) if address == entry => {
+                self.actions
+                    .push_back(Action::RemoveBreakpoint { address: entry });
+                if self.set_up_starter(target)? {
+                    self.phase = Phase::ToSpawn;
+                } else {
+                    self.notes.push(format!(
+                        "the first program had no {} at its entry point; waited for it to exec \
+                         a starter (a wrapper such as sh -c 'exec mpiexec …')",
+                        symbols::BREAKPOINT
+                    ));
+                    self.phase = Phase::ToExec;
+                }
+                self.actions.push_back(Action::Continue);
+                Ok(())
+            }
+            (Phase::Start, Event::Attached) if self.mode == Mode::Attach => {
+                if !self.set_up_starter(target)? {
+                    return Err(AcquireError::NotAStarter {
+                        pid,
+                        symbol: symbols::BREAKPOINT,
+                        images: "any image of the process".into(),
+                    });
+                }
+                let size_sym = target
+                    .require_symbol(symbols::PROCTABLE_SIZE)
+                    .map_err(AcquireError::target("attach: MPIR_proctable_size"))?;
+                let size = target
+                    .read_c_int(size_sym.address, symbols::PROCTABLE_SIZE)
+                    .map_err(AcquireError::target("attach: read MPIR_proctable_size"))?;
+                if size > 0 {
+                    return self.table_ready(target);
+                }
+                self.attach_fifo(target);
+                self.phase = Phase::ToSpawn;
+                self.actions.push_back(Action::Continue);
+                Ok(())
+            }
+            (Phase::ToSpawn, Event::Breakpoint { tid, address })
+                if self
+                    .starter
+                    .as_ref()
+                    .is_some_and(|s| s.breakpoint == address) =>
+            {
+                self.events += 1;
+                self.actions.push_back(Action::ReturnFromCall { tid });
+                if self.events > self.options.max_events {
+                    return Err(AcquireError::TooManyEvents {
+                        pid,
+                        events: self.events,
+                    });
+                }
+                self.mpir_event(target)
+            }
+            (Phase::Attaching, Event::RanksAttached(results)) => {
+                for (rank, r) in results {
+                    self.control.insert(
+                        rank,
+                        match r {
+                            Ok(threads) => RankControl::Attached { threads },
+                            Err(reason) => RankControl::Failed { reason },
+                        },
+                    );
+                }
+                self.finish();
+                Ok(())
+            }
+            (_, event) => Err(AcquireError::Usage(format!(
+                "unexpected event {event:?} while waiting for {}",
+                self.waiting_for()
+            ))),
+        }
+    }
+
+    /// At the point where the starter's images are loaded: find `MPIR_Breakpoint` (false if
+    /// absent), read the flags, do the tool daemon writes, set `MPIR_being_debugged`, plant
+    /// the breakpoint.
+    fn set_up_starter<T: Target + ?Sized>(&mut self, target: &T) -> Result<bool, AcquireError> {
+        let Some(bp) = target
+            .symbol(symbols::BREAKPOINT)
+            .map_err(AcquireError::target("look up MPIR_Breakpoint"))?
+        else {
+            return Ok(false);
+        };
+        let flags = MpirFlags {
+            i_am_starter: read_flag(target, &[symbols::I_AM_STARTER]),
+            acquired_pre_main: read_flag(target, &[symbols::ACQUIRED_PRE_MAIN]),
+            force_to_main: read_flag(target, &[symbols::FORCE_TO_MAIN]),
+            partial_attach_ok: read_flag(target, &[symbols::PARTIAL_ATTACH_OK]),
+            ignore_queues: read_flag(target, &symbols::IGNORE_QUEUES_SPELLINGS),
+        };
+        let image = bp.image.clone().or_else(|| bp.found_in.clone());
+        let launcher = quirks::identify(image.as_deref(), image.as_deref());
+        if let Some(l) = launcher {
+            self.notes
+                .extend(Quirks::of(l).facts.iter().map(|f| (*f).to_string()));
+        }
+        let mut starter = Starter {
+            pid: self.pid,
+            breakpoint: bp.address,
+            image,
+            flags,
+            launcher,
+            set_being_debugged: false,
+        };
+        if let Some(d) = self.options.tool_daemon.clone() {
+            self.write_tool_daemon(target, &d.executable, &d.arguments)?;
+        }
+        match target
+            .symbol(symbols::BEING_DEBUGGED)
+            .map_err(AcquireError::target("look up MPIR_being_debugged"))?
+        {
+            Some(sym) => {
+                target
+                    .write_c_int(sym.address, 1, symbols::BEING_DEBUGGED)
+                    .map_err(AcquireError::target("set MPIR_being_debugged"))?;
+                starter.set_being_debugged = true;
+            }
+            None => self.notes.push(format!(
+                "the starter defines no {}; it cannot know a tool is present",
+                symbols::BEING_DEBUGGED
+            )),
+        }
+        self.starter = Some(starter);
+        self.actions.push_back(Action::InsertBreakpoint {
+            address: bp.address,
+        });
+        Ok(true)
+    }
+
+    fn write_tool_daemon<T: Target + ?Sized>(
+        &mut self,
+        target: &T,
+        executable: &str,
+        arguments: &[String],
+    ) -> Result<(), AcquireError> {
+        let array = |name: &str, spec_size: u64, notes: &mut Vec<String>| {
+            let sym = target
+                .symbol(name)
+                .map_err(AcquireError::target(format!("look up {name}")))?
+                .ok_or_else(|| {
+                    AcquireError::ToolDaemon(format!(
+                        "the starter defines no {name}: it does not support the extension"
+                    ))
+                })?;
+            let size = if sym.size == 0 {
+                notes.push(format!(
+                    "{name} has no size in the symbol table; assumed the spec's {spec_size} bytes"
+                ));
+                spec_size
+            } else {
+                sym.size
+            };
+            Ok::<_, AcquireError>((sym.address, size))
+        };
+        let (path_at, path_size) = array(
+            symbols::EXECUTABLE_PATH,
+            daemon::SPEC_EXECUTABLE_PATH_SIZE,
+            &mut self.notes,
+        )?;
+        let (args_at, args_size) = array(
+            symbols::SERVER_ARGUMENTS,
+            daemon::SPEC_SERVER_ARGUMENTS_SIZE,
+            &mut self.notes,
+        )?;
+        // Encode both before writing either: nothing is written if one cannot be.
+        let path = daemon::executable_path(executable, path_size)?;
+        let args = daemon::server_arguments(arguments, args_size)?;
+        target
+            .write(path_at, &path)
+            .map_err(AcquireError::target("write MPIR_executable_path"))?;
+        target
+            .write(args_at, &args)
+            .map_err(AcquireError::target("write MPIR_server_arguments"))?;
+        Ok(())
+    }
+
+    /// Attach mode, table still empty: the attach FIFO extension, when the starter offers it.
+    fn attach_fifo<T: Target + ?Sized>(&mut self, target: &T) {
+        let Ok(Some(sym)) = target.symbol(symbols::ATTACH_FIFO) else {
+            return;
+        };
+        let cap = if sym.size == 0 { 512 } else { sym.size };
+        match target.read_c_string(sym.address, cap.saturating_sub(1)) {
+            Ok(bytes) if !bytes.is_empty() => {
+                let path = String::from_utf8_lossy(&bytes).into_owned();
+                self.notes.push(format!(
+                    "attach FIFO extension: wrote 1 into {path} after setting MPIR_being_debugged"
+                ));
+                self.actions.push_back(Action::WriteAttachFifo { path });
+            }
+            Ok(_) => {}
+            Err(e) => self
+                .notes
+                .push(format!("MPIR_attach_fifo could not be read: {e}")),
+        }
+    }
+
+    /// An MPIR event: the starter is stopped in `MPIR_Breakpoint`.
+    fn mpir_event<T: Target + ?Sized>(&mut self, target: &T) -> Result<(), AcquireError> {
+        let state_sym = target
+            .require_symbol(symbols::DEBUG_STATE)
+            .map_err(AcquireError::target("MPIR event: MPIR_debug_state"))?;
+        let raw = target
+            .read_c_int(state_sym.address, symbols::DEBUG_STATE)
+            .map_err(AcquireError::target("MPIR event: read MPIR_debug_state"))?;
+        match DebugState::from_raw(raw) {
+            DebugState::Spawned => {
+                let size_sym = target
+                    .require_symbol(symbols::PROCTABLE_SIZE)
+                    .map_err(AcquireError::target("spawn event: MPIR_proctable_size"))?;
+                let size = target
+                    .read_c_int(size_sym.address, symbols::PROCTABLE_SIZE)
+                    .map_err(AcquireError::target(
+                        "spawn event: read MPIR_proctable_size",
+                    ))?;
+                if size <= 0 {
+                    self.notes.push(format!(
+                        "a spawn event came with MPIR_proctable_size = {size}; waited for another"
+                    ));
+                    self.actions.push_back(Action::Continue);
+                    return Ok(());
+                }
+                self.table_ready(target)
+            }
+            DebugState::Aborting => {
+                let message = match target.symbol(symbols::DEBUG_ABORT_STRING) {
+                    Ok(Some(sym)) => match target
+                        .read_pointer(sym.address, symbols::DEBUG_ABORT_STRING)
+                        .and_then(|p| {
+                            if p == 0 {
+                                Ok(b"(MPIR_debug_abort_string is NULL)".to_vec())
+                            } else {
+                                target.read_c_string(p, 4096)
+                            }
+                        }) {
+                        Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+                        Err(e) => format!("(MPIR_debug_abort_string unreadable: {e})"),
+                    },
+                    _ => "(the starter defines no MPIR_debug_abort_string)".into(),
+                };
+                Err(AcquireError::JobAborted {
+                    pid: self.pid,
+                    message,
+                })
+            }
+            DebugState::Null => {
+                self.actions.push_back(Action::Continue);
+                Ok(())
+            }
+            other => {
+                self.notes.push(format!(
+                    "ignored an MPIR event with unknown MPIR_debug_state {}",
+                    other.to_raw()
+                ));
+                self.actions.push_back(Action::Continue);
+                Ok(())
+            }
+        }
+    }
+
+    /// The table is filled: read it and decide which ranks to attach.
+    fn table_ready<T: Target + ?Sized>(&mut self, target: &T) -> Result<(), AcquireError> {
+        let table = read_proctable(target, &self.options.read)
+            .map_err(AcquireError::target("read the process descriptor table"))?;
+        let partial_ok = self
+            .starter
+            .as_ref()
+            .is_some_and(|s| s.flags.partial_attach_ok.present);
+        if !partial_ok && self.options.ranks != crate::RankSelection::All {
+            self.notes.push(
+                "MPIR_partial_attach_ok is not defined: every rank is attached, to release its \
+                 MPIR_debug_gate (MPIR 1.1 §8 step 18)"
+                    .into(),
+            );
+        }
+        let mut attach = Vec::new();
+        for e in &table.resolved.entries {
+            if partial_ok && !self.options.ranks.contains(e.rank) {
+                continue;
+            }
+            match u32::try_from(e.pid) {
+                Ok(p) if p > 0 && p == self.pid => {
+                    self.notes
+                        .push(format!("rank {} is the starter itself (pid {p})", e.rank));
+                }
+                Ok(p) if p > 0 => attach.push((e.rank, p)),
+                _ => {
+                    self.control.insert(
+                        e.rank,
+                        RankControl::Failed {
+                            reason: format!("invalid pid {}", e.pid),
+                        },
+                    );
+                }
+            }
+        }
+        self.table = Some(table);
+        if attach.is_empty() {
+            self.finish();
+        } else {
+            self.phase = Phase::Attaching;
+            self.actions.push_back(Action::AttachRanks(attach));
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) {
+        self.phase = Phase::Done;
+        if let (Some(starter), Some(table)) = (self.starter.clone(), self.table.take()) {
+            self.job = Some(Job {
+                starter,
+                table,
+                control: std::mem::take(&mut self.control),
+                notes: std::mem::take(&mut self.notes),
+            });
+            self.actions.push_back(Action::Finished);
+        } else {
+            self.actions.push_back(Action::Failed(AcquireError::Usage(
+                "finished without a starter or a table".into(),
+            )));
+        }
+    }
+}
+
+/// Detach protocol, variable part: sets `MPIR_being_debugged` back to 0 if this tool set it.
+/// (Breakpoints come out and processes run again through the driver.)
+pub fn undo_writes<T: Target + ?Sized>(target: &T, starter: &Starter) -> Result<(), AcquireError> {
+    if !starter.set_being_debugged {
+        return Ok(());
+    }
+    let sym = target
+        .require_symbol(symbols::BEING_DEBUGGED)
+        .map_err(AcquireError::target("detach: MPIR_being_debugged"))?;
+    target
+        .write_c_int(sym.address, 0, symbols::BEING_DEBUGGED)
+        .map_err(AcquireError::target("detach: reset MPIR_being_debugged"))
+}

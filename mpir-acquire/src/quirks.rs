@@ -1,0 +1,127 @@
+//! What real launchers do that the spec does not say: a catalogue used to explain results and
+//! to adapt the protocol, never to fake a result. Facts measured on stock Debian 12 packages
+//! (`../shared/notes/real-peers.md`).
+
+use std::fmt;
+
+/// A launcher this crate knows quirks of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub enum Launcher {
+    /// Open MPI's `orterun`/`mpirun` (ORTE, 4.x).
+    OpenMpi,
+    /// MPICH's `mpiexec.hydra`.
+    Hydra,
+}
+
+impl fmt::Display for Launcher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Launcher::OpenMpi => "Open MPI (orterun)",
+            Launcher::Hydra => "MPICH hydra (mpiexec.hydra)",
+        })
+    }
+}
+
+/// How the protocol adapts to a launcher.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Quirks {
+    /// The launcher.
+    pub launcher: Launcher,
+    /// It calls `MPIR_Breakpoint` at spawn only if `MPIR_being_debugged` was set *before* the
+    /// job was spawned (so an attach to a running starter whose table is empty waits in vain).
+    pub needs_being_debugged_before_spawn: bool,
+    /// It calls `MPIR_Breakpoint` at every launch, whether a debugger is there or not.
+    pub always_breaks: bool,
+    /// Ranks wait for the starter to continue after the event (the starter must run).
+    pub ranks_wait_for_starter: bool,
+    /// What to tell a user, one fact per line.
+    pub facts: &'static [&'static str],
+}
+
+const OPEN_MPI: Quirks = Quirks {
+    launcher: Launcher::OpenMpi,
+    needs_being_debugged_before_spawn: true,
+    always_breaks: false,
+    ranks_wait_for_starter: true,
+    facts: &[
+        "Open MPI: the MPIR symbols live in libopen-rte.so (.dynsym), loaded after exec; \
+         MPIR_being_debugged is set at the program's entry point, once the library is mapped",
+        "Open MPI: MPIR_Breakpoint is called only if MPIR_being_debugged was set before the job \
+         was spawned",
+        "Open MPI: ranks wait for a PMIx release that orterun sends once MPIR_Breakpoint returns; \
+         MPIR_debug_gate exists in the ranks but is not used",
+    ],
+};
+
+const HYDRA: Quirks = Quirks {
+    launcher: Launcher::Hydra,
+    needs_being_debugged_before_spawn: false,
+    always_breaks: true,
+    ranks_wait_for_starter: true,
+    facts: &[
+        "hydra: presence-only flags (MPIR_i_am_starter, MPIR_partial_attach_ok) are defined with \
+         value 0; the interface tests presence",
+        "hydra: MPIR_Breakpoint is called through a function pointer at every launch, debugger or \
+         not; MPIR_being_debugged is never read",
+        "hydra: the stock binary is stripped; its MPIR symbols come from a separate debug file",
+    ],
+};
+
+impl Quirks {
+    /// The quirks of `launcher`.
+    pub fn of(launcher: Launcher) -> &'static Quirks {
+        match launcher {
+            Launcher::OpenMpi => &OPEN_MPI,
+            Launcher::Hydra => &HYDRA,
+        }
+    }
+}
+
+/// Which launcher defines `MPIR_Breakpoint` in `image` (the file that defines it) of a
+/// process running `executable`, if a known one.
+pub fn identify(executable: Option<&str>, image: Option<&str>) -> Option<Launcher> {
+    let file = |p: Option<&str>| {
+        p.and_then(|p| p.rsplit('/').next())
+            .unwrap_or_default()
+            .to_string()
+    };
+    let (exe, image) = (file(executable), file(image));
+    if image.starts_with("libopen-rte") || exe == "orterun" {
+        Some(Launcher::OpenMpi)
+    } else if exe.contains("hydra") || image.contains("hydra") {
+        Some(Launcher::Hydra)
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn launchers_are_told_apart_by_the_defining_image() {
+        let ompi = identify(
+            Some("/usr/bin/orterun"),
+            Some("/usr/lib/x86_64-linux-gnu/libopen-rte.so.40.30.2"),
+        );
+        assert_eq!(ompi, Some(Launcher::OpenMpi));
+        assert_eq!(
+            identify(
+                Some("/usr/bin/mpiexec.hydra"),
+                Some("/usr/bin/mpiexec.hydra")
+            ),
+            Some(Launcher::Hydra)
+        );
+        assert_eq!(
+            identify(Some("/opt/x/starter"), Some("/opt/x/starter")),
+            None
+        );
+        assert_eq!(identify(None, None), None);
+        assert!(Quirks::of(Launcher::OpenMpi).needs_being_debugged_before_spawn);
+        assert!(Quirks::of(Launcher::Hydra).always_breaks);
+    }
+}

@@ -1,0 +1,475 @@
+//! The acquisition protocol on a MockTarget: every path of the state machine without a
+//! process — launch and attach, events NULL/SPAWNED/ABORTING/unknown, partial attach, the
+//! extensions, hostile tables — and the writes it makes, checked against what the spec allows.
+
+use std::time::Duration;
+
+use mpir_acquire::{
+    AcquireError, AcquireOptions, Acquisition, Action, Event, Mode, RankControl, RankSelection,
+    ToolDaemon,
+};
+use mpir_target::mock::{MockStarter, MockTarget};
+use mpir_target::{Memory, MemoryExt, SymbolLookupExt};
+use mpir_types::DataModel;
+use mpir_types::mpir::{DebugState, symbols};
+
+fn drain(acq: &mut Acquisition) -> Vec<Action> {
+    std::iter::from_fn(|| acq.poll_action()).collect()
+}
+
+fn addr(t: &MockTarget, name: &str) -> u64 {
+    t.require_symbol(name).unwrap().address
+}
+
+/// Written symbol names, in order.
+fn written(t: &MockTarget) -> Vec<String> {
+    t.writes()
+        .into_iter()
+        .map(|w| w.symbol.unwrap_or_else(|| format!("{:#x}", w.address)))
+        .collect()
+}
+
+fn starter(n: usize, model: DataModel, edit: impl FnOnce(&mut MockStarter)) -> MockTarget {
+    let mut s = MockStarter::uniform(n, 2, "/opt/app/bin/solver", 1000);
+    edit(&mut s);
+    let mut b = MockTarget::builder(model);
+    s.place(&mut b);
+    b.function("_start");
+    b.build()
+}
+
+fn attached(n: usize) -> Vec<(u64, Result<Vec<u32>, String>)> {
+    (0..n as u64)
+        .map(|r| (r, Ok(vec![1000 + r as u32])))
+        .collect()
+}
+
+#[test]
+fn attach_to_a_filled_table_reads_it_and_attaches_every_rank() {
+    for model in [
+        DataModel::LP64,
+        DataModel::ILP32,
+        DataModel::LP64_BE,
+        DataModel::ILP32_BE,
+    ] {
+        let t = starter(4, model, |_| {});
+        let mut acq = Acquisition::new(77, Mode::Attach, AcquireOptions::default());
+        acq.handle(&t, Event::Attached);
+        let bp = addr(&t, symbols::BREAKPOINT);
+        let acts = drain(&mut acq);
+        assert_eq!(acts[0], Action::InsertBreakpoint { address: bp });
+        let Action::AttachRanks(ranks) = &acts[1] else {
+            panic!("{acts:?}")
+        };
+        assert_eq!(ranks, &[(0, 1000), (1, 1001), (2, 1002), (3, 1003)]);
+        acq.handle(&t, Event::RanksAttached(attached(4)));
+        assert_eq!(drain(&mut acq), [Action::Finished]);
+        let job = acq.take_job().unwrap();
+        let hosts: Vec<_> = job.ranks().map(|r| r.host.unwrap().to_string()).collect();
+        assert_eq!(hosts, ["node00", "node01", "node00", "node01"], "{model:?}");
+        assert!(job.starter.is_separate());
+        assert!(job.starter.set_being_debugged);
+        assert!(matches!(job.control(3), RankControl::Attached { .. }));
+        // The only write: MPIR_being_debugged = 1.
+        assert_eq!(written(&t), [symbols::BEING_DEBUGGED]);
+        assert_eq!(
+            t.read_c_int(addr(&t, symbols::BEING_DEBUGGED), "x")
+                .unwrap(),
+            1
+        );
+        mpir_acquire::protocol::undo_writes(&t, &job.starter).unwrap();
+        assert_eq!(
+            t.read_c_int(addr(&t, symbols::BEING_DEBUGGED), "x")
+                .unwrap(),
+            0
+        );
+    }
+}
+
+#[test]
+fn launch_goes_to_the_entry_point_then_waits_for_the_spawn_event() {
+    let t = starter(3, DataModel::LP64, |s| s.debug_state = DebugState::Null);
+    let entry = addr(&t, "_start");
+    let bp = addr(&t, symbols::BREAKPOINT);
+    let state = addr(&t, symbols::DEBUG_STATE);
+    let mut acq = Acquisition::new(9, Mode::Launch, AcquireOptions::default());
+    acq.handle(&t, Event::Exec { entry });
+    assert_eq!(
+        drain(&mut acq),
+        [
+            Action::InsertBreakpoint { address: entry },
+            Action::Continue
+        ]
+    );
+    assert!(
+        t.writes().is_empty(),
+        "nothing written before the entry point"
+    );
+    acq.handle(
+        &t,
+        Event::Breakpoint {
+            tid: 9,
+            address: entry,
+        },
+    );
+    assert_eq!(
+        drain(&mut acq),
+        [
+            Action::RemoveBreakpoint { address: entry },
+            Action::InsertBreakpoint { address: bp },
+            Action::Continue
+        ]
+    );
+    assert_eq!(written(&t), [symbols::BEING_DEBUGGED]);
+    // An MPIR_NULL event: return and continue.
+    acq.handle(
+        &t,
+        Event::Breakpoint {
+            tid: 11,
+            address: bp,
+        },
+    );
+    assert_eq!(
+        drain(&mut acq),
+        [Action::ReturnFromCall { tid: 11 }, Action::Continue]
+    );
+    // An unknown state: noted, ignored.
+    t.write_c_int(state, 7, "state").unwrap();
+    acq.handle(
+        &t,
+        Event::Breakpoint {
+            tid: 11,
+            address: bp,
+        },
+    );
+    assert_eq!(
+        drain(&mut acq),
+        [Action::ReturnFromCall { tid: 11 }, Action::Continue]
+    );
+    // The spawn event.
+    t.write_c_int(state, 1, "state").unwrap();
+    acq.handle(
+        &t,
+        Event::Breakpoint {
+            tid: 11,
+            address: bp,
+        },
+    );
+    let acts = drain(&mut acq);
+    assert_eq!(acts[0], Action::ReturnFromCall { tid: 11 });
+    assert!(matches!(&acts[1], Action::AttachRanks(r) if r.len() == 3));
+    let mut results = attached(3);
+    results[1].1 = Err("exited during attach".into());
+    acq.handle(&t, Event::RanksAttached(results));
+    assert_eq!(drain(&mut acq), [Action::Finished]);
+    let job = acq.take_job().unwrap();
+    assert!(matches!(job.control(1), RankControl::Failed { reason } if reason.contains("exited")));
+    assert_eq!(job.attached_pids().len(), 2);
+    assert!(
+        job.notes
+            .iter()
+            .any(|n| n.contains("unknown MPIR_debug_state 7"))
+    );
+}
+
+#[test]
+fn a_program_without_mpir_breakpoint_may_exec_one_or_is_not_a_starter() {
+    let mut b = MockTarget::builder(DataModel::LP64);
+    let entry = b.function("_start");
+    let t = b.build();
+    let mut acq = Acquisition::new(5, Mode::Launch, AcquireOptions::default());
+    acq.handle(&t, Event::Exec { entry });
+    drain(&mut acq);
+    acq.handle(
+        &t,
+        Event::Breakpoint {
+            tid: 5,
+            address: entry,
+        },
+    );
+    assert_eq!(
+        drain(&mut acq),
+        [
+            Action::RemoveBreakpoint { address: entry },
+            Action::Continue
+        ]
+    );
+    assert!(t.writes().is_empty());
+    // It ends without exec'ing anything: not a starter.
+    acq.handle(
+        &t,
+        Event::Ended {
+            how: "exited with status 0".into(),
+        },
+    );
+    let acts = drain(&mut acq);
+    let [Action::Failed(e)] = acts.as_slice() else {
+        panic!("{acts:?}")
+    };
+    assert!(matches!(e, AcquireError::NotAStarter { pid: 5, .. }), "{e}");
+    assert!(e.to_string().contains("MPIR_Breakpoint"));
+
+    // Attach mode: an immediate, clear error.
+    let mut acq = Acquisition::new(6, Mode::Attach, AcquireOptions::default());
+    acq.handle(&t, Event::Attached);
+    let acts = drain(&mut acq);
+    assert!(
+        matches!(
+            &acts[..],
+            [Action::Failed(AcquireError::NotAStarter { pid: 6, .. })]
+        ),
+        "{acts:?}"
+    );
+}
+
+#[test]
+fn an_abort_event_reports_the_abort_string() {
+    let t = starter(2, DataModel::ILP32_BE, |s| {
+        s.debug_state = DebugState::Aborting;
+        s.abort_string = Some("rank 1 called MPI_Abort(3)".into());
+        s.ranks.clear();
+    });
+    let bp = addr(&t, symbols::BREAKPOINT);
+    let mut acq = Acquisition::new(8, Mode::Attach, AcquireOptions::default());
+    acq.handle(&t, Event::Attached);
+    assert_eq!(
+        drain(&mut acq),
+        [Action::InsertBreakpoint { address: bp }, Action::Continue]
+    );
+    acq.handle(
+        &t,
+        Event::Breakpoint {
+            tid: 8,
+            address: bp,
+        },
+    );
+    let acts = drain(&mut acq);
+    let [Action::Failed(AcquireError::JobAborted { message, .. })] = acts.as_slice() else {
+        panic!("{acts:?}")
+    };
+    assert_eq!(message, "rank 1 called MPI_Abort(3)");
+}
+
+#[test]
+fn partial_attach_is_honoured_only_when_the_starter_allows_it() {
+    let only = AcquireOptions::default().ranks(RankSelection::Only(vec![1, 3]));
+    // Hydra-style: the flag is present with value 0 — presence is what counts.
+    let t = starter(4, DataModel::LP64, |s| {
+        s.flags.push((symbols::PARTIAL_ATTACH_OK.into(), 0))
+    });
+    let mut acq = Acquisition::new(1, Mode::Attach, only.clone());
+    acq.handle(&t, Event::Attached);
+    let acts = drain(&mut acq);
+    assert_eq!(acts[1], Action::AttachRanks(vec![(1, 1001), (3, 1003)]));
+    acq.handle(
+        &t,
+        Event::RanksAttached(vec![(1, Ok(vec![1001])), (3, Ok(vec![1003]))]),
+    );
+    drain(&mut acq);
+    let job = acq.take_job().unwrap();
+    assert!(job.starter.flags.partial_attach_ok.present);
+    assert_eq!(job.starter.flags.partial_attach_ok.value, Some(0));
+    assert_eq!(job.control(0), &RankControl::NotAttached);
+
+    // Without MPIR_partial_attach_ok: every rank, and a note saying why.
+    let t = starter(4, DataModel::LP64, |_| {});
+    let mut acq = Acquisition::new(1, Mode::Attach, only);
+    acq.handle(&t, Event::Attached);
+    let acts = drain(&mut acq);
+    assert!(
+        matches!(&acts[1], Action::AttachRanks(r) if r.len() == 4),
+        "{acts:?}"
+    );
+    acq.handle(&t, Event::RanksAttached(attached(4)));
+    drain(&mut acq);
+    let job = acq.take_job().unwrap();
+    assert!(job.notes.iter().any(|n| n.contains("MPIR_debug_gate")));
+}
+
+#[test]
+fn bad_pids_are_per_rank_problems_and_the_starter_is_not_attached_twice() {
+    let t = starter(4, DataModel::LP64, |s| {
+        s.ranks[1].pid = 0;
+        s.ranks[2].pid = -5;
+        s.ranks[3].pid = 4242; // the starter itself (rank 0 runs in the starter)
+    });
+    let mut acq = Acquisition::new(4242, Mode::Attach, AcquireOptions::default());
+    acq.handle(&t, Event::Attached);
+    let acts = drain(&mut acq);
+    assert_eq!(acts[1], Action::AttachRanks(vec![(0, 1000)]));
+    acq.handle(&t, Event::RanksAttached(vec![(0, Ok(vec![1000]))]));
+    drain(&mut acq);
+    let job = acq.take_job().unwrap();
+    assert!(
+        matches!(job.control(1), RankControl::Failed { reason } if reason.contains("invalid pid 0"))
+    );
+    assert!(matches!(job.control(2), RankControl::Failed { .. }));
+    assert!(
+        job.notes
+            .iter()
+            .any(|n| n.contains("rank 3 is the starter"))
+    );
+    assert_eq!(
+        job.table.resolved.problems.len(),
+        2,
+        "the table lists them too"
+    );
+}
+
+#[test]
+fn hostile_sizes_are_typed_errors() {
+    for size in [-1i64, i64::from(i32::MAX)] {
+        let t = starter(2, DataModel::LP64, |_| {});
+        t.write_c_int(addr(&t, symbols::PROCTABLE_SIZE), size, "size")
+            .unwrap();
+        let mut acq = Acquisition::new(3, Mode::Attach, AcquireOptions::default());
+        acq.handle(&t, Event::Attached);
+        let acts = drain(&mut acq);
+        match (size, acts.last()) {
+            // A negative size is an empty table: wait for the spawn event.
+            (-1, Some(Action::Continue)) => {}
+            (_, Some(Action::Failed(e))) => {
+                assert!(e.to_string().contains("MPIR_proctable_size"), "{e}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    // A NULL table with entries.
+    let t = starter(2, DataModel::LP64, |_| {});
+    t.write(addr(&t, symbols::PROCTABLE), &[0; 8]).unwrap();
+    let mut acq = Acquisition::new(3, Mode::Attach, AcquireOptions::default());
+    acq.handle(&t, Event::Attached);
+    let acts = drain(&mut acq);
+    assert!(
+        matches!(acts.last(), Some(Action::Failed(e)) if e.to_string().contains("NULL")),
+        "{acts:?}"
+    );
+}
+
+#[test]
+fn the_tool_daemon_extension_writes_bounded_arrays_or_nothing() {
+    let daemon = ToolDaemon {
+        executable: "/opt/tool/bin/toold".into(),
+        arguments: vec!["--port".into(), "4000".into()],
+    };
+    let make = |path_len: u64| {
+        let mut s = MockStarter::uniform(0, 1, "x", 1);
+        s.debug_state = DebugState::Null;
+        let mut b = MockTarget::builder(DataModel::LP64);
+        s.place(&mut b);
+        b.char_array_variable(symbols::EXECUTABLE_PATH, path_len, b"");
+        b.char_array_variable(symbols::SERVER_ARGUMENTS, 1024, b"");
+        b.build()
+    };
+    let t = make(512);
+    let mut acq = Acquisition::new(
+        2,
+        Mode::Attach,
+        AcquireOptions::default().tool_daemon(daemon.clone()),
+    );
+    acq.handle(&t, Event::Attached);
+    drain(&mut acq);
+    let path = t
+        .read_c_string(addr(&t, symbols::EXECUTABLE_PATH), 512)
+        .unwrap();
+    assert_eq!(path, b"/opt/tool/bin/toold");
+    let args = t.read_vec(addr(&t, symbols::SERVER_ARGUMENTS), 13).unwrap();
+    assert_eq!(args, b"--port\x004000\0\0");
+    assert_eq!(
+        written(&t),
+        [
+            symbols::EXECUTABLE_PATH,
+            symbols::SERVER_ARGUMENTS,
+            symbols::BEING_DEBUGGED
+        ],
+        "the daemon is described before MPIR_being_debugged tells the starter to look"
+    );
+
+    // The path does not fit a 16-byte array: refused, nothing written.
+    let t = make(16);
+    let mut acq = Acquisition::new(
+        2,
+        Mode::Attach,
+        AcquireOptions::default().tool_daemon(daemon),
+    );
+    acq.handle(&t, Event::Attached);
+    let acts = drain(&mut acq);
+    assert!(
+        matches!(&acts[..], [Action::Failed(AcquireError::ToolDaemon(m))] if m.contains("16")),
+        "{acts:?}"
+    );
+    assert!(t.writes().is_empty());
+}
+
+#[test]
+fn the_attach_fifo_is_written_after_being_debugged() {
+    let mut s = MockStarter::uniform(0, 1, "x", 1);
+    s.debug_state = DebugState::Null;
+    let mut b = MockTarget::builder(DataModel::LP64);
+    s.place(&mut b);
+    b.char_array_variable(symbols::ATTACH_FIFO, 512, b"/tmp/mpir-fifo-123");
+    let t = b.build();
+    let bp = addr(&t, symbols::BREAKPOINT);
+    let mut acq = Acquisition::new(2, Mode::Attach, AcquireOptions::default());
+    acq.handle(&t, Event::Attached);
+    assert_eq!(
+        drain(&mut acq),
+        [
+            Action::InsertBreakpoint { address: bp },
+            Action::WriteAttachFifo {
+                path: "/tmp/mpir-fifo-123".into()
+            },
+            Action::Continue
+        ]
+    );
+    assert_eq!(written(&t), [symbols::BEING_DEBUGGED]);
+}
+
+#[test]
+fn timeouts_and_endless_null_events_end_with_errors_that_say_what_was_awaited() {
+    let t = starter(0, DataModel::LP64, |s| s.debug_state = DebugState::Null);
+    let bp = addr(&t, symbols::BREAKPOINT);
+    let mut opts = AcquireOptions::default().timeout(Duration::from_millis(5));
+    opts.max_events = 3;
+    let mut acq = Acquisition::new(2, Mode::Attach, opts.clone());
+    acq.handle(&t, Event::Attached);
+    drain(&mut acq);
+    acq.handle(&t, Event::Timeout);
+    let acts = drain(&mut acq);
+    let [Action::Failed(e)] = acts.as_slice() else {
+        panic!("{acts:?}")
+    };
+    assert!(e.to_string().contains("spawn event"), "{e}");
+
+    let mut acq = Acquisition::new(2, Mode::Attach, opts);
+    acq.handle(&t, Event::Attached);
+    drain(&mut acq);
+    for _ in 0..3 {
+        acq.handle(
+            &t,
+            Event::Breakpoint {
+                tid: 2,
+                address: bp,
+            },
+        );
+        assert_eq!(drain(&mut acq).last(), Some(&Action::Continue));
+    }
+    acq.handle(
+        &t,
+        Event::Breakpoint {
+            tid: 2,
+            address: bp,
+        },
+    );
+    let acts = drain(&mut acq);
+    assert!(
+        matches!(
+            acts.last(),
+            Some(Action::Failed(AcquireError::TooManyEvents {
+                events: 4,
+                ..
+            }))
+        ),
+        "{acts:?}"
+    );
+}
