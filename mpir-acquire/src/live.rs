@@ -117,9 +117,12 @@ fn open_target(pid: u32) -> Result<LiveTarget, AcquireError> {
         .map_err(AcquireError::target(format!("open process {pid}")))
 }
 
-/// Opens the FIFO for writing without blocking (a FIFO nobody reads is an error, not a hang)
-/// and writes byte 1. Refuses anything that is not a FIFO: the path comes from the target.
-fn write_fifo(path: &str) -> Result<(), AcquireError> {
+/// Opens the FIFO read-write and without blocking (so that it works whether or not the starter
+/// has it open yet, and a FIFO nobody will read is never a hang), and writes byte 1. The file
+/// is returned to be kept open until the starter has had a chance to read: closing the last
+/// descriptor of a FIFO discards what it holds. Refuses anything that is not a FIFO: the path
+/// comes from the target.
+fn write_fifo(path: &str) -> Result<std::fs::File, AcquireError> {
     use std::io::Write;
     use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
     let fail = |reason: String| AcquireError::Usage(format!("attach FIFO {path}: {reason}"));
@@ -128,11 +131,13 @@ fn write_fifo(path: &str) -> Result<(), AcquireError> {
         return Err(fail("not a FIFO; nothing written".into()));
     }
     let mut f = std::fs::OpenOptions::new()
+        .read(true)
         .write(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(path)
         .map_err(|e| fail(e.to_string()))?;
-    f.write_all(&[1]).map_err(|e| fail(e.to_string()))
+    f.write_all(&[1]).map_err(|e| fail(e.to_string()))?;
+    Ok(f)
 }
 
 struct Driver {
@@ -140,6 +145,8 @@ struct Driver {
     pid: u32,
     target: LiveTarget,
     options: AcquireOptions,
+    /// Attach FIFOs written, kept open until acquisition ends.
+    fifos: Vec<std::fs::File>,
 }
 
 impl Driver {
@@ -217,7 +224,7 @@ impl Driver {
                     }
                     acq.handle(&self.target, ev);
                 }
-                Action::WriteAttachFifo { path } => write_fifo(&path)?,
+                Action::WriteAttachFifo { path } => self.fifos.push(write_fifo(&path)?),
                 Action::AttachRanks(ranks) => {
                     let pids: Vec<u32> = ranks.iter().map(|&(_, p)| p).collect();
                     let results = self
@@ -309,6 +316,7 @@ fn acquire(
         pid,
         target,
         options: options.clone(),
+        fifos: Vec::new(),
     };
     let mut acq = Acquisition::new(pid, mode, options.clone());
     acq.handle(&driver.target, first);
