@@ -26,6 +26,7 @@ use crate::protocol::{Acquisition, Action, Event, Mode, undo_writes};
 #[derive(Debug)]
 pub struct Acquired {
     job: Job,
+    debug: DebugOptions,
     tracer: Option<Tracer>,
     starter: Option<LiveTarget>,
     child: Option<Child>,
@@ -71,7 +72,7 @@ impl Acquired {
         let (Some(tracer), Some(starter)) = (self.tracer.take(), self.starter.take()) else {
             return Ok(Vec::new());
         };
-        release(&tracer, &starter, &self.job)
+        release(&tracer, &starter, &self.job, &self.debug)
     }
 }
 
@@ -112,8 +113,8 @@ fn entry_point(pid: u32) -> Result<u64, AcquireError> {
         })
 }
 
-fn open_target(pid: u32) -> Result<LiveTarget, AcquireError> {
-    LiveTarget::open(pid, DebugOptions::default())
+fn open_target(pid: u32, debug: &DebugOptions) -> Result<LiveTarget, AcquireError> {
+    LiveTarget::open(pid, debug.clone())
         .map_err(AcquireError::target(format!("open process {pid}")))
 }
 
@@ -175,7 +176,7 @@ impl Driver {
                     Event::Breakpoint { tid, address }
                 }
                 StopEvent::Exec { .. } => {
-                    self.target = open_target(self.pid)?;
+                    self.target = open_target(self.pid, &self.options.debug)?;
                     Event::Exec {
                         entry: entry_point(self.pid)?,
                     }
@@ -250,12 +251,17 @@ impl Driver {
 }
 
 /// Gate, detach the ranks, undo our writes, detach the starter.
-fn release(tracer: &Tracer, starter: &LiveTarget, job: &Job) -> Result<Vec<String>, AcquireError> {
+fn release(
+    tracer: &Tracer,
+    starter: &LiveTarget,
+    job: &Job,
+    debug: &DebugOptions,
+) -> Result<Vec<String>, AcquireError> {
     let mut problems = Vec::new();
     let ranks = job.attached_pids();
     if !job.starter.flags.partial_attach_ok.present {
         for &pid in &ranks {
-            if let Err(e) = release_gate(tracer, pid) {
+            if let Err(e) = release_gate(tracer, pid, debug) {
                 problems.push(format!("pid {pid}: {e}"));
             }
         }
@@ -276,8 +282,8 @@ fn release(tracer: &Tracer, starter: &LiveTarget, job: &Job) -> Result<Vec<Strin
 }
 
 /// Writes `MPIR_debug_gate` = 1 in rank `pid` (attached), if the rank defines it.
-fn release_gate(tracer: &Tracer, pid: u32) -> Result<(), AcquireError> {
-    let rank = open_target(pid)?;
+fn release_gate(tracer: &Tracer, pid: u32, debug: &DebugOptions) -> Result<(), AcquireError> {
+    let rank = open_target(pid, debug)?;
     match rank
         .symbol(symbols::DEBUG_GATE)
         .map_err(AcquireError::target("look up MPIR_debug_gate"))?
@@ -304,7 +310,7 @@ fn acquire(
     options: AcquireOptions,
     child: Option<Child>,
 ) -> Result<Acquired, AcquireError> {
-    let target = match open_target(pid) {
+    let target = match open_target(pid, &options.debug) {
         Ok(t) => t,
         Err(e) => {
             let _ = tracer.detach_all();
@@ -324,6 +330,7 @@ fn acquire(
         Ok(job) => {
             let mut acquired = Acquired {
                 job,
+                debug: options.debug.clone(),
                 tracer: Some(driver.tracer),
                 starter: Some(driver.target),
                 child,

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use mpir_target::debuginfo::DebugOptions;
 use mpir_target::proctable::ReadOptions;
 
 /// Which ranks to attach to.
@@ -59,6 +60,10 @@ pub struct AcquireOptions {
     /// Most MPIR events accepted before the job is spawned (a starter that keeps raising
     /// `MPIR_NULL` events would otherwise keep us forever).
     pub max_events: u32,
+    /// Where live drivers look for symbols and types (debug directories with build-id files,
+    /// separate symbol files, types sidecars): e.g. the rebuilt symbols of a stripped
+    /// `mpiexec.hydra`.
+    pub debug: DebugOptions,
 }
 
 impl Default for AcquireOptions {
@@ -70,6 +75,7 @@ impl Default for AcquireOptions {
             read: ReadOptions::default(),
             tool_daemon: None,
             max_events: 1000,
+            debug: DebugOptions::default(),
         }
     }
 }
@@ -96,6 +102,12 @@ impl AcquireOptions {
     /// With these table reading options.
     pub fn read(mut self, read: ReadOptions) -> Self {
         self.read = read;
+        self
+    }
+
+    /// Looking for symbols and types there.
+    pub fn debug(mut self, debug: DebugOptions) -> Self {
+        self.debug = debug;
         self
     }
 

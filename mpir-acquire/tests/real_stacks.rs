@@ -1,0 +1,214 @@
+//! Acquisition on the real, unmodified MPI stacks `.ci/run` installs: Open MPI 4.1.4's
+//! `orterun` and MPICH 4.0.2's stripped `mpiexec.hydra` (with its rebuilt symbol file), in
+//! launch and attach modes. Every proctable pid must equal the pid the rank printed itself
+//! (`getpid()` in the rank), and the job must finish normally after we let go.
+
+#![cfg(all(target_os = "linux", target_arch = "x86_64"))]
+
+mod support;
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use mpir_acquire::live;
+use mpir_acquire::quirks::Launcher;
+use mpir_acquire::{AcquireOptions, RankControl};
+use mpir_target::debuginfo::DebugOptions;
+use support::*;
+
+#[derive(Clone, Copy, Debug)]
+enum Stack {
+    OpenMpi,
+    Hydra,
+}
+
+impl Stack {
+    fn tools(self) -> (&'static str, &'static str) {
+        match self {
+            Stack::OpenMpi => ("orterun", "mpicc.openmpi"),
+            Stack::Hydra => ("mpiexec.hydra", "mpicc.mpich"),
+        }
+    }
+
+    fn launcher(self) -> Launcher {
+        match self {
+            Stack::OpenMpi => Launcher::OpenMpi,
+            Stack::Hydra => Launcher::Hydra,
+        }
+    }
+
+    /// The MPI program, compiled for this stack; `None` after a skip.
+    fn program(self, dir: &Path) -> Option<PathBuf> {
+        let (run, cc) = self.tools();
+        if !have(run) || !have(cc) {
+            skip(&format!("{run} / {cc} not installed"));
+            return None;
+        }
+        let exe = dir.join("mpi_ranks");
+        match support::run(
+            Command::new(cc)
+                .arg(fixtures().join("mpi_ranks.c"))
+                .arg("-o")
+                .arg(&exe),
+        ) {
+            Ok(_) => Some(exe),
+            Err(e) => {
+                skip(&e);
+                None
+            }
+        }
+    }
+
+    fn command(self, n: usize, program: &Path, seconds: u32) -> Command {
+        let (run, _) = self.tools();
+        let mut c = Command::new(run);
+        if let Stack::OpenMpi = self {
+            c.args(["--oversubscribe"])
+                .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+                .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+                .env("OMPI_MPIR_DO_NOT_WARN", "1");
+        }
+        c.arg("-n")
+            .arg(n.to_string())
+            .arg(program)
+            .arg(seconds.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        c
+    }
+
+    /// Acquisition options: hydra's symbols come from the rebuilt debug file.
+    fn options(self) -> Option<AcquireOptions> {
+        let o = AcquireOptions::default().timeout(Duration::from_secs(60));
+        match self {
+            Stack::OpenMpi => Some(o),
+            Stack::Hydra => {
+                let dir = std::env::var_os("MPIR_HYDRA_DEBUG_DIR")
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| PathBuf::from("/var/cache/mpir-rs/debug"));
+                if !dir.join(".build-id").is_dir() {
+                    skip("no hydra symbol file: run scripts/hydra-debug-symbols.sh");
+                    return None;
+                }
+                let mut debug = DebugOptions::default();
+                debug.debug_dirs.push(dir);
+                Some(o.debug(debug))
+            }
+        }
+    }
+}
+
+/// Reads the job's output to the end and waits: every rank said "done", exit 0.
+fn assert_completes(mut child: Child, mut seen: String, n: usize) -> String {
+    let mut rest = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut rest)
+        .unwrap();
+    seen.push_str(&rest);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "the job failed: {status}\n{seen}");
+    assert_eq!(seen.matches(" done").count(), n, "{seen}");
+    seen
+}
+
+fn check_job(stack: Stack, job: &mpir_acquire::Job, n: usize) {
+    assert_eq!(job.len(), n);
+    assert_eq!(job.starter.launcher, Some(stack.launcher()));
+    assert!(job.starter.flags.i_am_starter.present);
+    assert!(job.starter.flags.partial_attach_ok.present);
+    assert!(
+        job.table.resolved.problems.is_empty(),
+        "{:?}",
+        job.table.resolved.problems
+    );
+    for r in 0..n as u64 {
+        assert!(
+            matches!(job.control(r), RankControl::Attached { .. }),
+            "rank {r}: {:?}",
+            job.control(r)
+        );
+    }
+}
+
+fn launch(stack: Stack, n: usize) {
+    let dir = scratch(&format!("launch-{stack:?}-{n}"));
+    let (Some(program), Some(options)) = (stack.program(&dir), stack.options()) else {
+        return;
+    };
+    let mut a = live::launch(stack.command(n, &program, 1), options).unwrap();
+    let child = a.take_child().unwrap();
+    let job = a.job().clone();
+    check_job(stack, &job, n);
+    drop(a);
+    assert_untouched(child.id());
+    let out = assert_completes(child, String::new(), n);
+    let table: Vec<(u64, i64)> = job.ranks().map(|r| (r.rank, r.pid)).collect();
+    assert_eq!(
+        printed_ranks(&out),
+        table,
+        "every pid is the rank's own getpid()"
+    );
+}
+
+fn attach(stack: Stack, n: usize) {
+    let dir = scratch(&format!("attach-{stack:?}-{n}"));
+    let (Some(program), Some(options)) = (stack.program(&dir), stack.options()) else {
+        return;
+    };
+    let mut child = stack.command(n, &program, 4).spawn().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut seen = String::new();
+    while printed_ranks(&seen).len() < n {
+        if out.read_line(&mut seen).unwrap() == 0 {
+            panic!("the job ended early: {seen}");
+        }
+    }
+    let a = live::attach(child.id(), options).unwrap();
+    let job = a.job().clone();
+    check_job(stack, &job, n);
+    let table: Vec<(u64, i64)> = job.ranks().map(|r| (r.rank, r.pid)).collect();
+    assert_eq!(printed_ranks(&seen), table);
+    drop(a);
+    assert_untouched(child.id());
+    for (_, pid) in &table {
+        assert_untouched(*pid as u32);
+    }
+    child.stdout = Some(out.into_inner());
+    assert_completes(child, seen, n);
+}
+
+#[test]
+fn open_mpi_launch_4() {
+    launch(Stack::OpenMpi, 4);
+}
+
+#[test]
+fn open_mpi_launch_16() {
+    launch(Stack::OpenMpi, 16);
+}
+
+#[test]
+fn open_mpi_attach_4() {
+    attach(Stack::OpenMpi, 4);
+}
+
+#[test]
+fn open_mpi_attach_16() {
+    attach(Stack::OpenMpi, 16);
+}
+
+#[test]
+fn hydra_launch_4() {
+    launch(Stack::Hydra, 4);
+}
+
+#[test]
+fn hydra_attach_4() {
+    attach(Stack::Hydra, 4);
+}
