@@ -97,8 +97,12 @@ pub fn procdesc_layout<T: Target + ?Sized>(
         }
         LayoutChoice::Auto => {}
     }
-    let queries = std::iter::once(TypeQuery::PointeeOfVariable(symbols::PROCTABLE))
-        .chain(symbols::PROCDESC_TYPE_NAMES.map(TypeQuery::Named));
+    let queries = std::iter::once(TypeQuery::PointeeOfVariable(symbols::PROCTABLE)).chain(
+        symbols::PROCDESC_TYPE_NAMES.map(|name| TypeQuery::NamedNear {
+            name,
+            symbol: symbols::PROCTABLE,
+        }),
+    );
     for q in queries {
         if let Some(ty) = target.type_layout(q)? {
             return Ok(ProcDescLayout::from_type(&ty, &model)?);

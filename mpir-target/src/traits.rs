@@ -164,8 +164,18 @@ pub enum TypeQuery<'a> {
     /// By struct, union or typedef name.
     Named(&'a str),
     /// The type a pointer variable points to: what the MPIR spec recommends for
-    /// `MPIR_PROCDESC` (the typedef name may be missing; the variable's type is not).
+    /// `MPIR_PROCDESC` (the typedef name may be missing; the variable's type is not). Searched
+    /// in the image that defines the variable (and the types sidecars).
     PointeeOfVariable(&'a str),
+    /// A struct, union or typedef name as declared by the image that defines `symbol` (and
+    /// the types sidecars); anywhere when no image defines `symbol`. Cheaper and more precise
+    /// than [`TypeQuery::Named`] in a process with many libraries.
+    NamedNear {
+        /// The type name.
+        name: &'a str,
+        /// A symbol of the image to search.
+        symbol: &'a str,
+    },
 }
 
 /// Type layouts of a target, from its debug information.

@@ -65,7 +65,8 @@ impl std::fmt::Debug for TypeIndex {
 fn load_dwarf(elf: &ElfFile) -> Result<gimli::Dwarf<R>, DebugInfoError> {
     use object::{Object, ObjectSection};
     let path = elf.path();
-    let obj = object::File::parse(&**elf.data()).map_err(|e| DebugInfoError::Elf {
+    let data = elf.data()?;
+    let obj = object::File::parse(&**data).map_err(|e| DebugInfoError::Elf {
         path: path.to_path_buf(),
         reason: e.to_string(),
     })?;

@@ -1,13 +1,15 @@
 //! What one ELF file offers: symbols from `.symtab` and `.dynsym`, loadable segments, and the
 //! notes that lead to separate debug information (build-id, `.gnu_debuglink`,
-//! `.gnu_debugaltlink`). Parsed once into owned data; the bytes are kept for DWARF.
+//! `.gnu_debugaltlink`). Parsed once into owned data. Only the ranges parsing needs are read
+//! (headers, symbol and string tables, notes): a process maps dozens of libraries, and reading
+//! each whole would dominate an attach. The whole file is read only when its DWARF is wanted.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use mpir_types::{ByteOrder, DataModel};
-use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind as ObjKind};
+use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, ReadRef, SymbolKind as ObjKind};
 
 use super::error::DebugInfoError;
 use crate::traits::{Binding, SymbolKind};
@@ -55,7 +57,8 @@ pub struct LoadSegment {
 #[derive(Debug)]
 pub struct ElfFile {
     path: PathBuf,
-    data: Arc<[u8]>,
+    /// The whole file, read on first use (for DWARF).
+    data: OnceLock<Result<Arc<[u8]>, DebugInfoError>>,
     model: DataModel,
     position_independent: bool,
     build_id: Option<Vec<u8>>,
@@ -74,15 +77,32 @@ fn elf_err(path: &Path, e: impl std::fmt::Display) -> DebugInfoError {
 }
 
 impl ElfFile {
-    /// Reads and parses `path`.
+    /// Parses `path`, reading only what parsing needs: the headers, the symbol and string
+    /// tables, notes and small sections (a [`Sparse`] view of the file).
     pub fn open(path: &Path) -> Result<Self, DebugInfoError> {
-        let data = std::fs::read(path).map_err(|e| DebugInfoError::io(path, &e))?;
-        ElfFile::parse(path, data.into())
+        let io = |e: std::io::Error| DebugInfoError::io(path, &e);
+        let file = std::fs::File::open(path).map_err(io)?;
+        let len = file.metadata().map_err(io)?.len();
+        let ranges = {
+            let cache = object::ReadCache::new(&file);
+            wanted_ranges(&cache).map_err(|e| elf_err(path, e))?
+        };
+        let sparse = Sparse::read(&file, len, ranges).map_err(io)?;
+        ElfFile::parse_from(path, &sparse, OnceLock::new())
     }
 
     /// Parses `data`, which was read from `path`.
     pub fn parse(path: &Path, data: Arc<[u8]>) -> Result<Self, DebugInfoError> {
-        let obj = object::File::parse(&*data).map_err(|e| elf_err(path, e))?;
+        let whole = OnceLock::from(Ok(Arc::clone(&data)));
+        ElfFile::parse_from(path, &*data, whole)
+    }
+
+    fn parse_from<'d, R: ReadRef<'d>>(
+        path: &Path,
+        data: R,
+        whole: OnceLock<Result<Arc<[u8]>, DebugInfoError>>,
+    ) -> Result<Self, DebugInfoError> {
+        let obj = object::File::parse(data).map_err(|e| elf_err(path, e))?;
         if obj.format() != object::BinaryFormat::Elf {
             return Err(elf_err(path, format!("{:?} file, not ELF", obj.format())));
         }
@@ -170,7 +190,7 @@ impl ElfFile {
         }
         Ok(ElfFile {
             path: path.to_path_buf(),
-            data,
+            data: whole,
             model,
             position_independent,
             build_id,
@@ -187,9 +207,16 @@ impl ElfFile {
         &self.path
     }
 
-    /// The file's bytes.
-    pub fn data(&self) -> &Arc<[u8]> {
-        &self.data
+    /// The file's bytes (read on first use).
+    pub fn data(&self) -> Result<&Arc<[u8]>, DebugInfoError> {
+        self.data
+            .get_or_init(|| {
+                std::fs::read(&self.path)
+                    .map(Arc::from)
+                    .map_err(|e| DebugInfoError::io(&self.path, &e))
+            })
+            .as_ref()
+            .map_err(Clone::clone)
     }
 
     /// Data model implied by the ELF class and byte order (LP64 for 64-bit, ILP32 for 32-bit).
@@ -251,6 +278,146 @@ impl ElfFile {
         let vaddr_at_offset = seg.vaddr.wrapping_add(offset).wrapping_sub(seg.offset);
         Some(start.wrapping_sub(vaddr_at_offset))
     }
+}
+
+/// Some ranges of a file, read into memory; the rest is absent (reading it is an error, which
+/// the parser reports as a malformed file rather than reading garbage).
+#[derive(Debug)]
+struct Sparse {
+    len: u64,
+    /// Disjoint, sorted by start: (start, bytes).
+    chunks: Vec<(u64, Vec<u8>)>,
+}
+
+impl Sparse {
+    fn read(file: &std::fs::File, len: u64, mut ranges: Vec<(u64, u64)>) -> std::io::Result<Self> {
+        use std::os::unix::fs::FileExt;
+        ranges.sort_unstable();
+        // Merge overlapping and touching ranges, clamped to the file.
+        let mut merged: Vec<(u64, u64)> = Vec::new();
+        for (start, size) in ranges {
+            let end = start.saturating_add(size).min(len);
+            if start >= end {
+                continue;
+            }
+            match merged.last_mut() {
+                Some((_, e)) if start <= *e => *e = (*e).max(end),
+                _ => merged.push((start, end)),
+            }
+        }
+        let chunks = merged
+            .into_iter()
+            .map(|(start, end)| {
+                let mut buf = vec![0u8; (end - start) as usize];
+                file.read_exact_at(&mut buf, start)?;
+                Ok((start, buf))
+            })
+            .collect::<std::io::Result<_>>()?;
+        Ok(Sparse { len, chunks })
+    }
+
+    /// The chunk holding `offset`, and `offset`'s index in it.
+    fn chunk(&self, offset: u64) -> Option<(&[u8], usize)> {
+        let i = self
+            .chunks
+            .partition_point(|(s, _)| *s <= offset)
+            .checked_sub(1)?;
+        let (start, bytes) = self.chunks.get(i)?;
+        let at = usize::try_from(offset - start).ok()?;
+        (at < bytes.len()).then_some((bytes.as_slice(), at))
+    }
+}
+
+impl<'a> ReadRef<'a> for &'a Sparse {
+    fn len(self) -> Result<u64, ()> {
+        Ok(self.len)
+    }
+
+    fn read_bytes_at(self, offset: u64, size: u64) -> Result<&'a [u8], ()> {
+        if size == 0 {
+            return Ok(&[]);
+        }
+        let (bytes, at) = self.chunk(offset).ok_or(())?;
+        let end = at
+            .checked_add(usize::try_from(size).map_err(|_| ())?)
+            .ok_or(())?;
+        bytes.get(at..end).ok_or(())
+    }
+
+    fn read_bytes_at_until(
+        self,
+        range: std::ops::Range<u64>,
+        delimiter: u8,
+    ) -> Result<&'a [u8], ()> {
+        let (bytes, at) = self.chunk(range.start).ok_or(())?;
+        let limit = usize::try_from(range.end.saturating_sub(range.start)).unwrap_or(usize::MAX);
+        let rest = bytes.get(at..).ok_or(())?;
+        let rest = rest.get(..limit.min(rest.len())).ok_or(())?;
+        let n = rest.iter().position(|&b| b == delimiter).ok_or(())?;
+        rest.get(..n).ok_or(())
+    }
+}
+
+/// Largest section read for parsing whatever its type (`.gnu_debuglink`, `.interp`, …).
+const SMALL_SECTION: u64 = 4096;
+
+/// The file ranges [`ElfFile`]'s parse reads: headers, symbol tables, string tables, notes,
+/// small sections.
+fn wanted_ranges<'d, R: ReadRef<'d>>(data: R) -> object::Result<Vec<(u64, u64)>> {
+    use object::elf::{FileHeader32, FileHeader64};
+    // EI_CLASS: 1 for 32-bit, 2 for 64-bit. Anything else (or no ELF at all) is left to the
+    // parser, which says what is wrong.
+    match data
+        .read_bytes_at(4, 1)
+        .ok()
+        .and_then(|b| b.first().copied())
+    {
+        Some(2) => ranges_of::<FileHeader64<object::Endianness>, R>(data),
+        Some(1) => ranges_of::<FileHeader32<object::Endianness>, R>(data),
+        _ => Ok(vec![(0, 64)]),
+    }
+}
+
+fn ranges_of<'d, Elf, R>(data: R) -> object::Result<Vec<(u64, u64)>>
+where
+    Elf: object::read::elf::FileHeader<Endian = object::Endianness>,
+    R: ReadRef<'d>,
+{
+    use object::read::elf::{FileHeader, ProgramHeader, SectionHeader};
+    let header = Elf::parse(data)?;
+    let endian = header.endian()?;
+    let mut v = vec![(0, std::mem::size_of::<Elf>() as u64)];
+    let phdrs = header.program_headers(endian, data)?;
+    v.push((
+        header.e_phoff(endian).into(),
+        std::mem::size_of_val(phdrs) as u64,
+    ));
+    for ph in phdrs {
+        if ph.p_type(endian) == object::elf::PT_NOTE {
+            v.push((ph.p_offset(endian).into(), ph.p_filesz(endian).into()));
+        }
+    }
+    let shdrs = header.section_headers(endian, data)?;
+    v.push((
+        header.e_shoff(endian).into(),
+        std::mem::size_of_val(shdrs) as u64,
+    ));
+    for sh in shdrs {
+        let size: u64 = sh.sh_size(endian).into();
+        let wanted = match sh.sh_type(endian) {
+            object::elf::SHT_SYMTAB
+            | object::elf::SHT_DYNSYM
+            | object::elf::SHT_STRTAB
+            | object::elf::SHT_NOTE
+            | object::elf::SHT_SYMTAB_SHNDX => true,
+            object::elf::SHT_NOBITS => false,
+            _ => size <= SMALL_SECTION,
+        };
+        if wanted {
+            v.push((sh.sh_offset(endian).into(), size));
+        }
+    }
+    Ok(v)
 }
 
 /// CRC-32 as `.gnu_debuglink` uses it (the zlib polynomial).

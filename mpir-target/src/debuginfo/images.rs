@@ -352,6 +352,15 @@ fn load_sidecars(options: &DebugOptions, cache: &FileCache) -> Result<Vec<Arc<Ty
         .collect()
 }
 
+impl ProcessImages {
+    /// The image whose definition of `name` a symbol lookup would return.
+    fn defining_image(&self, name: &str) -> Option<&Arc<Image>> {
+        [Binding::Global, Binding::Weak, Binding::Local]
+            .into_iter()
+            .find_map(|b| self.images.iter().find(|i| i.symbol(name, b).is_some()))
+    }
+}
+
 impl SymbolLookup for ProcessImages {
     /// Global definitions first (in image order, executable first), then weak, then local.
     fn symbol(&self, name: &str) -> Result<Option<Symbol>> {
@@ -367,18 +376,30 @@ impl SymbolLookup for ProcessImages {
 impl TypeLookup for ProcessImages {
     /// Each image's DWARF in order, then the types sidecars. An image whose DWARF is corrupt is
     /// passed over; its error is returned only if no other file has the type.
+    ///
+    /// [`TypeQuery::PointeeOfVariable`] and [`TypeQuery::NamedNear`] search only the image that
+    /// defines their symbol (then the sidecars): DWARF is indexed on first use, and a process
+    /// maps dozens of libraries whose debug information has nothing to do with the query.
     fn type_layout(&self, query: TypeQuery<'_>) -> Result<Option<TypeLayout>> {
+        let home = match query {
+            TypeQuery::PointeeOfVariable(v) => self.defining_image(v),
+            TypeQuery::NamedNear { symbol, .. } => self.defining_image(symbol),
+            _ => None,
+        };
+        let images: Vec<&Arc<Image>> = match home {
+            Some(i) => vec![i],
+            None => self.images.iter().collect(),
+        };
         let mut first_error = None;
-        let indexes = self
-            .images
-            .iter()
+        let indexes = images
+            .into_iter()
             .map(|i| i.types(&self.options, &self.cache))
             .chain(self.sidecars.iter().map(|s| Ok(Some(Arc::clone(s)))));
         for index in indexes {
             let found = index.and_then(|idx| {
                 let Some(idx) = idx else { return Ok(None) };
                 Ok(match query {
-                    TypeQuery::Named(n) => idx.named(n)?,
+                    TypeQuery::Named(n) | TypeQuery::NamedNear { name: n, .. } => idx.named(n)?,
                     TypeQuery::PointeeOfVariable(v) => idx.pointee_of_variable(v)?,
                 })
             });

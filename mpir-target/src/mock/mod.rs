@@ -284,7 +284,7 @@ impl SymbolLookup for MockTarget {
 impl TypeLookup for MockTarget {
     fn type_layout(&self, query: TypeQuery<'_>) -> Result<Option<TypeLayout>> {
         let name = match query {
-            TypeQuery::Named(n) => n,
+            TypeQuery::Named(n) | TypeQuery::NamedNear { name: n, .. } => n,
             TypeQuery::PointeeOfVariable(v) => match self.variable_types.get(v) {
                 Some(t) => t.as_str(),
                 None => return Ok(None),
