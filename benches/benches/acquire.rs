@@ -1,9 +1,11 @@
 //! Acquisition on the real stacks, against a plain run and against gdb, in one run.
 //!
-//! - `launch_overhead/{plain,ours}/<stack>`: a whole 4-rank job (`mpi_ranks 0`: each rank
-//!   prints and exits) run plainly, and run under `mpir_acquire::live::launch` (exec stop,
-//!   entry point, spawn event, 4 ranks attached and released) until it exits. Target: ours ≤
-//!   plain + 10%.
+//! - `launch_overhead/{plain,ours,gdb}/<stack>`: a whole 4-rank job (`mpi_ranks 0`: each
+//!   rank prints and exits) run plainly, under `mpir_acquire::live::launch` (exec stop, entry
+//!   point, spawn event, 4 ranks attached and released), and under gdb doing the same
+//!   (`gdb/launch.py`), until it exits. Target: ours ≤ plain + 10%. For Open MPI also
+//!   `debug_mode/openmpi`: the job with `MPIR_being_debugged` set by an `LD_PRELOAD`ed
+//!   constructor and no tracer at all — what Open MPI's own debugger handshake costs.
 //! - `attach_64/ours/{table,all_ranks}`: `live::attach` on a running 64-rank Open MPI job —
 //!   attach the starter, load its symbols, read the table, (attach and release all 64 ranks),
 //!   detach. `attach_64/gdb`: `gdb -p` with `gdb/attach_table.py` reading the same table,
@@ -72,17 +74,80 @@ fn hydra_debug() -> Option<DebugOptions> {
     })
 }
 
-fn launch_overhead(c: &mut Criterion, dir: &Path) {
-    let mut stacks = Vec::new();
-    if have("orterun") && have("mpicc.openmpi") {
-        if let Some(p) = compile("mpicc.openmpi", dir, "ranks_ompi") {
-            stacks.push(("openmpi", "orterun", p, DebugOptions::default()));
+/// A preloadable library that sets `MPIR_being_debugged` before `main` (where the starter
+/// defines it) and hides itself from the starter's children.
+fn debug_mode_shim(dir: &Path) -> Option<PathBuf> {
+    let src = dir.join("shim.c");
+    std::fs::write(
+        &src,
+        "#include <stdlib.h>\n\
+         extern int MPIR_being_debugged __attribute__((weak));\n\
+         __attribute__((constructor)) static void set(void) {\n\
+             if (&MPIR_being_debugged) MPIR_being_debugged = 1;\n\
+             unsetenv(\"LD_PRELOAD\");\n\
+         }\n",
+    )
+    .ok()?;
+    let so = dir.join("shim.so");
+    Command::new("cc")
+        .args(["-shared", "-fPIC"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&so)
+        .status()
+        .ok()?
+        .success()
+        .then_some(so)
+}
+
+/// A gdb run of `gdb/launch.py` on the job, timed until the job's output ends.
+fn gdb_launch(mut job: Command, debug_dir: Option<&Path>) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("gdb/launch.py");
+    let mut gdb = Command::new("gdb");
+    gdb.args(["-nx", "-batch"]);
+    if let Some(d) = debug_dir {
+        gdb.arg("-iex").arg(format!(
+            "set debug-file-directory /usr/lib/debug:{}",
+            d.display()
+        ));
+    }
+    gdb.arg("-x")
+        .arg(&script)
+        .arg("--args")
+        .arg(job.get_program())
+        .args(job.get_args());
+    for (k, v) in job.get_envs() {
+        if let Some(v) = v {
+            gdb.env(k, v);
         }
     }
-    if have("mpiexec.hydra") && have("mpicc.mpich") {
-        if let (Some(p), Some(d)) = (compile("mpicc.mpich", dir, "ranks_mpich"), hydra_debug()) {
-            stacks.push(("hydra", "mpiexec.hydra", p, d));
-        }
+    job.stdout(Stdio::null());
+    let mut child = gdb
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The job inherits gdb's stdout: end of file when both are gone.
+    let mut out = String::new();
+    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
+    child.wait().unwrap();
+    assert_eq!(out.matches(" done").count(), 4, "{out}");
+}
+
+fn launch_overhead(c: &mut Criterion, dir: &Path) {
+    let mut stacks = Vec::new();
+    if have("orterun")
+        && have("mpicc.openmpi")
+        && let Some(p) = compile("mpicc.openmpi", dir, "ranks_ompi")
+    {
+        stacks.push(("openmpi", "orterun", p, DebugOptions::default()));
+    }
+    if have("mpiexec.hydra")
+        && have("mpicc.mpich")
+        && let (Some(p), Some(d)) = (compile("mpicc.mpich", dir, "ranks_mpich"), hydra_debug())
+    {
+        stacks.push(("hydra", "mpiexec.hydra", p, d));
     }
     let mut g = c.benchmark_group("launch_overhead");
     g.sample_size(10);
@@ -90,6 +155,29 @@ fn launch_overhead(c: &mut Criterion, dir: &Path) {
         g.bench_function(format!("plain/{name}"), |b| {
             b.iter(|| assert!(job(run, 4, program, 0).status().unwrap().success()))
         });
+        if have("gdb") {
+            let debug_dir = (*name == "hydra")
+                .then(|| debug.debug_dirs.last().cloned())
+                .flatten();
+            g.bench_function(format!("gdb/{name}"), |b| {
+                b.iter(|| {
+                    let mut j = job(run, 4, program, 0);
+                    j.stdout(Stdio::piped());
+                    gdb_launch(j, debug_dir.as_deref())
+                })
+            });
+        }
+        if *name == "openmpi"
+            && let Some(shim) = debug_mode_shim(dir)
+        {
+            g.bench_function(format!("debug_mode/{name}"), |b| {
+                b.iter(|| {
+                    let mut j = job(run, 4, program, 0);
+                    j.env("LD_PRELOAD", &shim);
+                    assert!(j.status().unwrap().success())
+                })
+            });
+        }
         g.bench_function(format!("ours/{name}"), |b| {
             b.iter(|| {
                 let o = AcquireOptions::default().debug(debug.clone());

@@ -39,5 +39,5 @@ pub mod quirks;
 
 pub use error::AcquireError;
 pub use job::{Job, RankControl, Starter};
-pub use options::{AcquireOptions, RankSelection, ToolDaemon};
+pub use options::{AcquireOptions, GateRelease, RankSelection, ToolDaemon};
 pub use protocol::{Acquisition, Action, Event, Mode};

@@ -17,7 +17,7 @@ use mpir_types::mpir::symbols;
 
 use crate::error::AcquireError;
 use crate::job::{Job, RankControl};
-use crate::options::{AcquireOptions, RankSelection};
+use crate::options::{AcquireOptions, GateRelease, RankSelection};
 use crate::protocol::{Acquisition, Action, Event, Mode, undo_writes};
 
 /// A job acquired from live processes. Unless [`AcquireOptions::hold`] was set, everything has
@@ -27,6 +27,7 @@ use crate::protocol::{Acquisition, Action, Event, Mode, undo_writes};
 pub struct Acquired {
     job: Job,
     debug: DebugOptions,
+    gate: GateRelease,
     tracer: Option<Tracer>,
     starter: Option<LiveTarget>,
     child: Option<Child>,
@@ -60,10 +61,26 @@ impl Acquired {
         self.tracer.as_ref().filter(|_| self.held)
     }
 
-    /// Releases the job: `MPIR_debug_gate` = 1 in every attached rank when the starter does not
-    /// define `MPIR_partial_attach_ok` (the gate), ranks detached (running), `MPIR_being_debugged`
-    /// back to 0, the starter's breakpoints removed and the starter detached (running). Returns
-    /// per-rank problems met while releasing (as text), which do not stop the release.
+    /// Writes `MPIR_debug_gate` = 1 now in every attached rank that defines it (whatever
+    /// [`GateRelease`] says); the ranks stay held. Returns, per rank pid, whether the rank
+    /// defines the gate.
+    pub fn release_gate(&self) -> Result<Vec<(u32, bool)>, AcquireError> {
+        let Some(tracer) = self.tracer() else {
+            return Err(AcquireError::Usage(
+                "release_gate: the job is not held (already released)".into(),
+            ));
+        };
+        self.job
+            .attached_pids()
+            .into_iter()
+            .map(|pid| Ok((pid, release_gate(tracer, pid, &self.debug)?)))
+            .collect()
+    }
+
+    /// Releases the job: `MPIR_debug_gate` = 1 in the attached ranks as [`GateRelease`] says,
+    /// ranks detached (running), `MPIR_being_debugged` back to 0, the starter's breakpoints
+    /// removed and the starter detached (running). Returns per-rank problems met while
+    /// releasing (as text), which do not stop the release.
     pub fn release(&mut self) -> Result<Vec<String>, AcquireError> {
         if !self.held {
             return Ok(Vec::new());
@@ -72,7 +89,7 @@ impl Acquired {
         let (Some(tracer), Some(starter)) = (self.tracer.take(), self.starter.take()) else {
             return Ok(Vec::new());
         };
-        release(&tracer, &starter, &self.job, &self.debug)
+        release(&tracer, &starter, &self.job, &self.debug, self.gate)
     }
 }
 
@@ -148,6 +165,8 @@ struct Driver {
     options: AcquireOptions,
     /// Attach FIFOs written, kept open until acquisition ends.
     fifos: Vec<std::fs::File>,
+    /// `MPIR_Breakpoint`, once the protocol found it.
+    starter_breakpoint: Option<u64>,
 }
 
 impl Driver {
@@ -169,10 +188,15 @@ impl Driver {
             }
             return Ok(match ev {
                 StopEvent::Breakpoint { tid, address, .. } => {
-                    // Libraries may have been loaded since the last look.
-                    self.target
-                        .refresh()
-                        .map_err(AcquireError::target("reload the starter's images"))?;
+                    // At the entry point the libraries are loaded since the exec: look again.
+                    // MPIR events use the images seen then (the MPIR symbols live in the
+                    // starter's executable or the libraries it links), which spares opening
+                    // the dozens of plugins a starter dlopens meanwhile.
+                    if self.starter_breakpoint != Some(address) {
+                        self.target
+                            .refresh()
+                            .map_err(AcquireError::target("reload the starter's images"))?;
+                    }
                     Event::Breakpoint { tid, address }
                 }
                 StopEvent::Exec { .. } => {
@@ -214,6 +238,7 @@ impl Driver {
                     .return_from_call(pid, tid)
                     .map_err(AcquireError::target("return from MPIR_Breakpoint"))?,
                 Action::Continue => {
+                    self.starter_breakpoint = acq.starter().map(|s| s.breakpoint);
                     self.tracer
                         .resume(pid)
                         .map_err(AcquireError::target("continue the starter"))?;
@@ -256,10 +281,16 @@ fn release(
     starter: &LiveTarget,
     job: &Job,
     debug: &DebugOptions,
+    gate: GateRelease,
 ) -> Result<Vec<String>, AcquireError> {
     let mut problems = Vec::new();
     let ranks = job.attached_pids();
-    if !job.starter.flags.partial_attach_ok.present {
+    let write_gate = match gate {
+        GateRelease::Auto => !job.starter.flags.partial_attach_ok.present,
+        GateRelease::Always => true,
+        GateRelease::Never => false,
+    };
+    if write_gate {
         for &pid in &ranks {
             if let Err(e) = release_gate(tracer, pid, debug) {
                 problems.push(format!("pid {pid}: {e}"));
@@ -281,8 +312,9 @@ fn release(
     Ok(problems)
 }
 
-/// Writes `MPIR_debug_gate` = 1 in rank `pid` (attached), if the rank defines it.
-fn release_gate(tracer: &Tracer, pid: u32, debug: &DebugOptions) -> Result<(), AcquireError> {
+/// Writes `MPIR_debug_gate` = 1 in rank `pid` (attached), if the rank defines it; says whether
+/// it did.
+fn release_gate(tracer: &Tracer, pid: u32, debug: &DebugOptions) -> Result<bool, AcquireError> {
     let rank = open_target(pid, debug)?;
     match rank
         .symbol(symbols::DEBUG_GATE)
@@ -296,9 +328,10 @@ fn release_gate(tracer: &Tracer, pid: u32, debug: &DebugOptions) -> Result<(), A
                 .map_err(|e| AcquireError::target("encode MPIR_debug_gate")(e.into()))?;
             tracer
                 .write_memory(pid, sym.address, &one)
-                .map_err(AcquireError::target("set MPIR_debug_gate"))
+                .map_err(AcquireError::target("set MPIR_debug_gate"))?;
+            Ok(true)
         }
-        None => Ok(()),
+        None => Ok(false),
     }
 }
 
@@ -323,6 +356,7 @@ fn acquire(
         target,
         options: options.clone(),
         fifos: Vec::new(),
+        starter_breakpoint: None,
     };
     let mut acq = Acquisition::new(pid, mode, options.clone());
     acq.handle(&driver.target, first);
@@ -331,6 +365,7 @@ fn acquire(
             let mut acquired = Acquired {
                 job,
                 debug: options.debug.clone(),
+                gate: options.gate,
                 tracer: Some(driver.tracer),
                 starter: Some(driver.target),
                 child,

@@ -31,6 +31,22 @@ impl RankSelection {
     }
 }
 
+/// When releasing a job writes `MPIR_debug_gate` = 1 in the attached ranks (those that define
+/// it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum GateRelease {
+    /// As the spec says (MPIR 1.1 §8 step 18): only when the starter does not define
+    /// `MPIR_partial_attach_ok`.
+    #[default]
+    Auto,
+    /// Always — for ranks told to wait for a debugger although the starter allows partial
+    /// attach (MPICH built with `--enable-debuginfo`, run with `MPIEXEC_DEBUG=1`).
+    Always,
+    /// Never.
+    Never,
+}
+
 /// The tool daemon launch extension (MPIR 1.1 §7.1): the starter launches this program with
 /// these arguments alongside the ranks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,6 +73,8 @@ pub struct AcquireOptions {
     pub read: ReadOptions,
     /// Ask the starter to launch tool daemons.
     pub tool_daemon: Option<ToolDaemon>,
+    /// When the release writes `MPIR_debug_gate`.
+    pub gate: GateRelease,
     /// Most MPIR events accepted before the job is spawned (a starter that keeps raising
     /// `MPIR_NULL` events would otherwise keep us forever).
     pub max_events: u32,
@@ -74,6 +92,7 @@ impl Default for AcquireOptions {
             hold: false,
             read: ReadOptions::default(),
             tool_daemon: None,
+            gate: GateRelease::Auto,
             max_events: 1000,
             debug: DebugOptions::default(),
         }
@@ -102,6 +121,12 @@ impl AcquireOptions {
     /// With these table reading options.
     pub fn read(mut self, read: ReadOptions) -> Self {
         self.read = read;
+        self
+    }
+
+    /// With this gate policy.
+    pub fn gate(mut self, gate: GateRelease) -> Self {
+        self.gate = gate;
         self
     }
 

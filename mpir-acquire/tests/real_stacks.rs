@@ -212,3 +212,111 @@ fn hydra_launch_4() {
 fn hydra_attach_4() {
     attach(Stack::Hydra, 4);
 }
+
+/// The MPICH built by `scripts/mpich-debuginfo.sh` (`MPIR_MPICH_DEBUGINFO`, default
+/// `/var/cache/mpir-rs/mpich-debuginfo`), and a program built with its mpicc.
+fn debuginfo_mpich(dir: &Path) -> Option<(PathBuf, PathBuf)> {
+    let prefix = std::env::var_os("MPIR_MPICH_DEBUGINFO")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/cache/mpir-rs/mpich-debuginfo"));
+    if !prefix.join("bin/mpiexec.hydra").exists() {
+        skip("no debugger-enabled MPICH: run scripts/mpich-debuginfo.sh");
+        return None;
+    }
+    let exe = dir.join("mpi_ranks");
+    let built = support::run(
+        Command::new(prefix.join("bin/mpicc"))
+            .arg(fixtures().join("mpi_ranks.c"))
+            .arg("-o")
+            .arg(&exe),
+    );
+    match built {
+        Ok(_) => Some((prefix, exe)),
+        Err(e) => {
+            skip(&e);
+            None
+        }
+    }
+}
+
+fn gated_job(prefix: &Path, program: &Path) -> Command {
+    let mut c = Command::new(prefix.join("bin/mpiexec.hydra"));
+    c.args(["-n", "2"])
+        .arg(program)
+        .arg("0")
+        .env("MPIEXEC_DEBUG", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    c
+}
+
+#[test]
+fn mpich_debuginfo_ranks_wait_on_the_gate_until_we_release_it() {
+    let dir = scratch("mpich-gate");
+    let Some((prefix, program)) = debuginfo_mpich(&dir) else {
+        return;
+    };
+    let o = AcquireOptions::default()
+        .timeout(Duration::from_secs(60))
+        .hold(true);
+    let mut a = live::launch(gated_job(&prefix, &program), o).unwrap();
+    let child = a.take_child().unwrap();
+    let job = a.job().clone();
+    assert_eq!(job.len(), 2);
+    assert_eq!(job.starter.launcher, Some(Launcher::Hydra));
+    // hydra allows partial attach, so the spec's rule alone would not open the gate.
+    assert!(job.starter.flags.partial_attach_ok.present);
+    let opened = a.release_gate().unwrap();
+    assert_eq!(opened.len(), 2);
+    assert!(opened.iter().all(|&(_, defined)| defined), "{opened:?}");
+    assert!(a.release().unwrap().is_empty());
+    let out = assert_completes(child, String::new(), 2);
+    let table: Vec<(u64, i64)> = job.ranks().map(|r| (r.rank, r.pid)).collect();
+    assert_eq!(printed_ranks(&out), table);
+}
+
+#[test]
+fn mpich_debuginfo_gate_policy_always_and_never() {
+    let dir = scratch("mpich-gate-policy");
+    let Some((prefix, program)) = debuginfo_mpich(&dir) else {
+        return;
+    };
+    let o = AcquireOptions::default().timeout(Duration::from_secs(60));
+    // Always: released on the way out, the job completes.
+    let mut a = live::launch(
+        gated_job(&prefix, &program),
+        o.clone().gate(mpir_acquire::GateRelease::Always),
+    )
+    .unwrap();
+    assert_completes(a.take_child().unwrap(), String::new(), 2);
+    drop(a);
+
+    // Never: the ranks spin on their gate after we let go (the control: the gate matters).
+    let mut a = live::launch(
+        gated_job(&prefix, &program),
+        o.gate(mpir_acquire::GateRelease::Never),
+    )
+    .unwrap();
+    let mut child = a.take_child().unwrap();
+    let pids: Vec<u32> = a.job().ranks().map(|r| r.pid as u32).collect();
+    drop(a);
+    std::thread::sleep(Duration::from_millis(1500));
+    for &p in &pids {
+        assert_untouched(p);
+        let state = status_field(p, "State:");
+        assert!(
+            state.starts_with('R') || state.starts_with('S'),
+            "{p}: {state}"
+        );
+    }
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the job waits for a debugger"
+    );
+    for &p in &pids {
+        let _ = Command::new("kill").arg("-9").arg(p.to_string()).status();
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}

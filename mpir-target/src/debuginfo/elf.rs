@@ -383,7 +383,7 @@ where
     Elf: object::read::elf::FileHeader<Endian = object::Endianness>,
     R: ReadRef<'d>,
 {
-    use object::read::elf::{FileHeader, ProgramHeader, SectionHeader};
+    use object::read::elf::{ProgramHeader, SectionHeader};
     let header = Elf::parse(data)?;
     let endian = header.endian()?;
     let mut v = vec![(0, std::mem::size_of::<Elf>() as u64)];

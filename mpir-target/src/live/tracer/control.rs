@@ -573,7 +573,9 @@ impl Control {
                 return Ok(None);
             }
             std::thread::sleep(pause);
-            pause = (pause * 2).min(Duration::from_millis(2));
+            // Back off to 1 ms at most: a pass costs one system call per traced thread, and a
+            // tool waiting for an event wants it soon.
+            pause = (pause * 2).min(Duration::from_millis(1));
         }
     }
 
