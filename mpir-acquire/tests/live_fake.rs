@@ -367,3 +367,27 @@ fn not_a_starter_names_what_was_looked_for() {
     assert!(matches!(e, AcquireError::NotAStarter { .. }), "{e}");
     let _ = std::io::stdout().flush();
 }
+
+#[test]
+fn ranks_that_exit_before_we_attach_are_per_rank_problems() {
+    let Some(f) = fixtures_with("exiting", &["-g"]) else {
+        return;
+    };
+    // The ranks print and exit at once: by the spawn event they are gone or going.
+    let (a, child) = launched(&f, &["-n", "4"], &[], options());
+    let job = a.job();
+    assert_eq!(job.len(), 4, "the table is complete");
+    for r in 0..4 {
+        match job.control(r) {
+            RankControl::Attached { .. } => {}
+            RankControl::Failed { reason } => {
+                assert!(reason.contains("exited"), "rank {r}: {reason}")
+            }
+            other => panic!("rank {r}: {other:?}"),
+        }
+    }
+    drop(a);
+    let (out, code) = finish(child);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(printed_ranks(&out).len(), 4);
+}
