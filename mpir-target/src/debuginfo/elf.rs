@@ -78,7 +78,7 @@ fn elf_err(path: &Path, e: impl std::fmt::Display) -> DebugInfoError {
 
 impl ElfFile {
     /// Parses `path`, reading only what parsing needs: the headers, the symbol and string
-    /// tables, notes and small sections (a [`Sparse`] view of the file).
+    /// tables, notes and small sections (a sparse view of the file).
     pub fn open(path: &Path) -> Result<Self, DebugInfoError> {
         let io = |e: std::io::Error| DebugInfoError::io(path, &e);
         let file = std::fs::File::open(path).map_err(io)?;
