@@ -72,6 +72,14 @@ pub enum AcquireError {
         #[source]
         source: TargetError,
     },
+    /// The MPI2DD side of a job could not be read from its entry process.
+    #[error("MPI2DD (pid {pid}): {reason}")]
+    Mpi2dd {
+        /// The entry process.
+        pid: u32,
+        /// Why.
+        reason: String,
+    },
     /// The caller used the session in an order it does not allow.
     #[error("{0}")]
     Usage(String),

@@ -14,6 +14,8 @@
 //! - [`quirks`]: what Open MPI's `orterun` and MPICH's hydra do that the spec does not say,
 //!   used to explain and adapt, never to fake a result.
 //! - [`daemon`]: the tool daemon launch extension's encodings.
+//! - [`interface`]: which interfaces a process exports; [`live::attach_any`] acquires a job
+//!   through MPIR, MPI2DD (with the [`mpi2dd`] crate's traversal), or both, cross-checked.
 //!
 //! ```no_run
 //! use std::process::Command;
@@ -30,6 +32,7 @@
 
 pub mod daemon;
 mod error;
+pub mod interface;
 mod job;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 pub mod live;
@@ -38,6 +41,7 @@ pub mod protocol;
 pub mod quirks;
 
 pub use error::AcquireError;
+pub use interface::Interface;
 pub use job::{Job, RankControl, Starter};
 pub use options::{AcquireOptions, GateRelease, RankSelection, ToolDaemon};
 pub use protocol::{Acquisition, Action, Event, Mode};

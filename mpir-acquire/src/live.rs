@@ -15,7 +15,11 @@ use mpir_target::live::tracer::{StopEvent, Tracer};
 use mpir_target::{Memory, SymbolLookup, TargetError};
 use mpir_types::mpir::symbols;
 
+use mpi2dd::connect::LocalConnector;
+use mpi2dd::traverse::TraverseOptions;
+
 use crate::error::AcquireError;
+use crate::interface::Interface;
 use crate::job::{Job, RankControl};
 use crate::options::{AcquireOptions, GateRelease, RankSelection};
 use crate::protocol::{Acquisition, Action, Event, Mode, undo_writes};
@@ -483,4 +487,114 @@ pub fn selection(ranks: impl IntoIterator<Item = u64>) -> RankSelection {
 /// Whether rank `rank` of `job` is held by us.
 pub fn is_attached(job: &Job, rank: u64) -> bool {
     matches!(job.control(rank), RankControl::Attached { .. })
+}
+
+/// A job acquired through whichever interface its entry process exports.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct AnyJob {
+    /// What the entry process exports.
+    pub interface: Interface,
+    /// The MPIR acquisition (MPIR or both).
+    pub mpir: Option<Acquired>,
+    /// The MPI2DD traversal (MPI2DD or both): every world, directory and spawn.
+    pub mpi2dd: Option<mpi2dd::traverse::Traversal>,
+    /// With both: where the two disagree about the starter's world (rank by rank), empty when
+    /// they agree.
+    pub mismatches: Vec<String>,
+}
+
+/// Attach mode through any interface: MPIR if the process is a starter, MPI2DD if it exports
+/// `MPI2DD_info` (from any rank, directory or metadirectory), both when it exports both — then
+/// the MPIR table is compared with the MPI2DD world(s) that no spawn created, while the
+/// starter is held.
+pub fn attach_any(pid: u32, options: AcquireOptions) -> Result<AnyJob, AcquireError> {
+    let probe = open_target(pid, &options.debug)?;
+    let interface = crate::interface::detect(&probe)?.ok_or_else(|| AcquireError::NotAStarter {
+        pid,
+        symbol: "MPIR_Breakpoint or MPI2DD_info",
+        images: "any image of the process".into(),
+    })?;
+    drop(probe);
+    let traverse_from = |pid: u32| {
+        let connector = LocalConnector::new().with_debug_options(options.debug.clone());
+        let host = connector.hostname().clone();
+        mpi2dd::traverse::traverse(&connector, &host, pid as i32, &TraverseOptions::default())
+            .map_err(|e| AcquireError::Mpi2dd {
+                pid,
+                reason: e.to_string(),
+            })
+    };
+    match interface {
+        Interface::Mpir => Ok(AnyJob {
+            interface,
+            mpir: Some(attach(pid, options)?),
+            mpi2dd: None,
+            mismatches: Vec::new(),
+        }),
+        Interface::Mpi2dd => Ok(AnyJob {
+            interface,
+            mpir: None,
+            mpi2dd: Some(traverse_from(pid)?),
+            mismatches: Vec::new(),
+        }),
+        _ => {
+            let hold = options.hold;
+            let mut acquired = attach(pid, options.clone().hold(true))?;
+            let traversal = traverse_from(pid);
+            let mismatches = match &traversal {
+                Ok(t) => cross_check(acquired.job(), &t.job),
+                Err(_) => Vec::new(),
+            };
+            if !hold {
+                let problems = acquired.release()?;
+                acquired.job.notes.extend(problems);
+            }
+            Ok(AnyJob {
+                interface,
+                mpir: Some(acquired),
+                mpi2dd: Some(traversal?),
+                mismatches,
+            })
+        }
+    }
+}
+
+/// Where MPIR's table and MPI2DD's root worlds disagree, rank by rank.
+fn cross_check(mpir: &Job, mpi2dd: &mpi2dd::job::Job) -> Vec<String> {
+    let roots: Vec<&mpi2dd::job::World> = mpi2dd
+        .roots
+        .iter()
+        .filter_map(|id| mpi2dd.world(id))
+        .collect();
+    let [world] = roots.as_slice() else {
+        return vec![format!(
+            "MPI2DD has {} worlds that no spawn created; MPIR describes one",
+            roots.len()
+        )];
+    };
+    let mut out = Vec::new();
+    if world.ranks.len() != mpir.len() {
+        out.push(format!(
+            "MPIR lists {} ranks, MPI2DD world {} has {}",
+            mpir.len(),
+            world.id,
+            world.ranks.len()
+        ));
+    }
+    for r in mpir.ranks() {
+        let other = world
+            .ranks
+            .iter()
+            .find(|w| i64::from(w.rank) == r.rank as i64);
+        match other {
+            Some(w) if i64::from(w.process.pid) == r.pid => {}
+            Some(w) => out.push(format!(
+                "rank {}: MPIR pid {}, MPI2DD pid {}",
+                r.rank, r.pid, w.process.pid
+            )),
+            None => out.push(format!("rank {}: not in MPI2DD world {}", r.rank, world.id)),
+        }
+    }
+    out
 }
