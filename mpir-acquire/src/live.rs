@@ -32,6 +32,7 @@ pub struct Acquired {
     job: Job,
     debug: DebugOptions,
     gate: GateRelease,
+    timeout: std::time::Duration,
     tracer: Option<Tracer>,
     starter: Option<LiveTarget>,
     child: Option<Child>,
@@ -77,7 +78,7 @@ impl Acquired {
         self.job
             .attached_pids()
             .into_iter()
-            .map(|pid| Ok((pid, release_gate(tracer, pid, &self.debug)?)))
+            .map(|pid| Ok((pid, open_gate(tracer, pid, &self.debug, self.timeout)?)))
             .collect()
     }
 
@@ -93,7 +94,14 @@ impl Acquired {
         let (Some(tracer), Some(starter)) = (self.tracer.take(), self.starter.take()) else {
             return Ok(Vec::new());
         };
-        release(&tracer, &starter, &self.job, &self.debug, self.gate)
+        release(
+            &tracer,
+            &starter,
+            &self.job,
+            &self.debug,
+            self.gate,
+            self.timeout,
+        )
     }
 }
 
@@ -286,6 +294,7 @@ fn release(
     job: &Job,
     debug: &DebugOptions,
     gate: GateRelease,
+    timeout: std::time::Duration,
 ) -> Result<Vec<String>, AcquireError> {
     let mut problems = Vec::new();
     let ranks = job.attached_pids();
@@ -296,8 +305,10 @@ fn release(
     };
     if write_gate {
         for &pid in &ranks {
-            if let Err(e) = release_gate(tracer, pid, debug) {
-                problems.push(format!("pid {pid}: {e}"));
+            match open_gate(tracer, pid, debug, timeout) {
+                Ok(true) => {}
+                Ok(false) => problems.push(format!("pid {pid} defines no MPIR_debug_gate")),
+                Err(e) => problems.push(format!("pid {pid}: {e}")),
             }
         }
     }
@@ -314,6 +325,112 @@ fn release(
         .map_err(AcquireError::target("detach the starter"));
     undo.and(detached)?;
     Ok(problems)
+}
+
+/// Whether `pid` still runs its parent's program: forked by the starter (or its proxy) and
+/// listed in the table before it exec'd the rank's program.
+fn not_yet_execd(pid: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let Some(ppid) = status
+        .lines()
+        .find_map(|l| l.strip_prefix("PPid:"))
+        .map(str::trim)
+    else {
+        return false;
+    };
+    match (
+        std::fs::read_link(format!("/proc/{pid}/exe")),
+        std::fs::read_link(format!("/proc/{ppid}/exe")),
+    ) {
+        (Ok(own), Ok(parent)) => own == parent,
+        _ => false,
+    }
+}
+
+/// Waits (bounded) for a stop of `pid` that `want` accepts; events of other processes are not
+/// expected here (everything else is stopped) and are passed over.
+fn wait_for_rank(
+    tracer: &Tracer,
+    pid: u32,
+    timeout: std::time::Duration,
+    what: &str,
+    want: impl Fn(&StopEvent) -> bool,
+) -> Result<(), AcquireError> {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match tracer
+            .wait(left)
+            .map_err(AcquireError::target(format!("wait for rank {pid}")))?
+        {
+            Some(ev) if ev.pid() == pid && want(&ev) => return Ok(()),
+            Some(ev) if ev.pid() == pid && ev.is_end() => {
+                return Err(AcquireError::Usage(format!(
+                    "rank {pid} ended while waiting for {what}: {ev:?}"
+                )));
+            }
+            Some(_) => {}
+            None => {
+                return Err(AcquireError::Timeout {
+                    pid,
+                    waiting_for: what.into(),
+                    after: timeout,
+                });
+            }
+        }
+    }
+}
+
+/// Lets rank `pid` (attached, stopped, not yet exec'd) exec its program and run to its entry
+/// point, where its libraries (and so `MPIR_debug_gate`) are mapped; it is left stopped there.
+fn run_to_entry(
+    tracer: &Tracer,
+    pid: u32,
+    timeout: std::time::Duration,
+) -> Result<(), AcquireError> {
+    tracer
+        .resume(pid)
+        .map_err(AcquireError::target("let a rank exec"))?;
+    wait_for_rank(tracer, pid, timeout, "its exec", |ev| {
+        matches!(ev, StopEvent::Exec { .. })
+    })?;
+    let entry = entry_point(pid)?;
+    tracer
+        .insert_breakpoint(pid, entry)
+        .map_err(AcquireError::target(
+            "plant a breakpoint at a rank's entry point",
+        ))?;
+    tracer
+        .resume(pid)
+        .map_err(AcquireError::target("run a rank to its entry point"))?;
+    wait_for_rank(
+        tracer,
+        pid,
+        timeout,
+        "its entry point",
+        |ev| matches!(ev, StopEvent::Breakpoint { address, .. } if *address == entry),
+    )?;
+    tracer
+        .remove_breakpoint(pid, entry)
+        .map_err(AcquireError::target("remove a rank's entry breakpoint"))
+}
+
+/// Opens the gate of rank `pid` (attached): a rank caught between fork and exec is first run
+/// to its program's entry point. Says whether the rank defines `MPIR_debug_gate`.
+fn open_gate(
+    tracer: &Tracer,
+    pid: u32,
+    debug: &DebugOptions,
+    timeout: std::time::Duration,
+) -> Result<bool, AcquireError> {
+    if release_gate(tracer, pid, debug)? {
+        return Ok(true);
+    }
+    if !not_yet_execd(pid) {
+        return Ok(false);
+    }
+    run_to_entry(tracer, pid, timeout)?;
+    release_gate(tracer, pid, debug)
 }
 
 /// Writes `MPIR_debug_gate` = 1 in rank `pid` (attached), if the rank defines it; says whether
@@ -370,6 +487,7 @@ fn acquire(
                 job,
                 debug: options.debug.clone(),
                 gate: options.gate,
+                timeout: options.timeout,
                 tracer: Some(driver.tracer),
                 starter: Some(driver.target),
                 child,

@@ -391,3 +391,19 @@ fn ranks_that_exit_before_we_attach_are_per_rank_problems() {
     assert_eq!(code, 0, "{out}");
     assert_eq!(printed_ranks(&out).len(), 4);
 }
+
+#[test]
+fn the_gate_is_opened_even_for_ranks_listed_before_their_exec() {
+    // The table lists the ranks while they are still forks of the starter: their gate lives
+    // in the program they are about to exec.
+    let Some(f) = fixtures_with("late-exec", &["-g", "-DMINIMAL"]) else {
+        return;
+    };
+    let (a, child) = launched(&f, &["-n", "3", "-e"], &["gate"], options());
+    assert_eq!(a.job().len(), 3);
+    assert!(a.job().notes.iter().all(|n| !n.contains("defines no")), "{:?}", a.job().notes);
+    drop(a);
+    let (out, code) = finish(child);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(out.matches("released").count(), 3, "{out}");
+}

@@ -49,6 +49,7 @@ pub mod live;
 pub mod mock;
 pub mod proctable;
 mod strings;
+pub mod testkit;
 mod traits;
 
 pub use error::{Fault, Result, TargetError};

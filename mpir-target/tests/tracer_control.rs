@@ -26,40 +26,6 @@ fn build(dir: &Path, name: &str) -> Option<PathBuf> {
         .ok()
 }
 
-/// Field `name` of /proc/PID/status.
-fn status_field(pid: u32, name: &str) -> String {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_string()))
-        .unwrap_or_default()
-}
-
-/// Every thread untraced and not stopped.
-fn assert_untouched(pid: u32) {
-    let tasks: Vec<u32> = std::fs::read_dir(format!("/proc/{pid}/task"))
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .collect();
-    assert!(!tasks.is_empty());
-    for t in tasks {
-        let status =
-            std::fs::read_to_string(format!("/proc/{pid}/task/{t}/status")).unwrap_or_default();
-        assert!(
-            status.contains("TracerPid:\t0\n"),
-            "thread {t} still traced:\n{status}"
-        );
-        let state = status
-            .lines()
-            .find(|l| l.starts_with("State:"))
-            .unwrap_or("");
-        assert!(
-            !state.contains("stopped"),
-            "thread {t} left stopped: {state}"
-        );
-    }
-}
-
 /// Whether `pid` is traced by a thread of this test process.
 fn traced_by_us(pid: u32) -> bool {
     let tracer = status_field(pid, "TracerPid:");

@@ -2,60 +2,19 @@
 //! reference provider and fixtures compiled at test time, scratch directories, children that
 //! are killed with their process group, gdb's `ptype/o` as the layout oracle, and
 //! skip-or-fail for missing tools.
-#![allow(dead_code, unreachable_pub, missing_docs)]
+#![allow(dead_code, unused_imports, unreachable_pub, missing_docs)]
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-/// Skips the calling test with a printed reason, or fails it under `MPIR_REQUIRE_PEERS=1`.
-pub fn skip(reason: &str) {
-    if std::env::var("MPIR_REQUIRE_PEERS").as_deref() == Ok("1") {
-        panic!("required by MPIR_REQUIRE_PEERS=1: {reason}");
-    }
-    eprintln!("SKIPPED: {reason}");
-}
-
-/// A fresh directory for one test's build products, removed when dropped.
-pub struct Scratch(PathBuf);
-
-impl std::ops::Deref for Scratch {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-pub fn scratch(name: &str) -> Scratch {
-    let dir = std::env::temp_dir().join(format!("mpi2dd-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    Scratch(dir)
-}
+pub use mpir_target::testkit::{
+    Scratch, assert_untouched, have, run, scratch, skip, status_field, wait_for,
+};
 
 pub fn crate_dir() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// Runs a command, returning stdout or an error with stderr.
-pub fn run(cmd: &mut Command) -> Result<String, String> {
-    let out = cmd
-        .output()
-        .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "{cmd:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// Compiles `sources` (relative to the crate) with `cc`, the provider's directory on the

@@ -1,6 +1,6 @@
 //! Test support shared by mpir-target's integration tests: C fixtures compiled at test time,
 //! gdb as the layout oracle, and skip-or-fail for missing tools.
-#![allow(dead_code, unreachable_pub, missing_docs)]
+#![allow(dead_code, unused_imports, unreachable_pub, missing_docs)]
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -9,59 +9,12 @@ use std::process::{Child, Command, Stdio};
 
 use mpir_types::FieldLayout;
 
-/// Skips the calling test with a printed reason, or fails it under `MPIR_REQUIRE_PEERS=1`.
-pub fn skip(reason: &str) {
-    if std::env::var("MPIR_REQUIRE_PEERS").as_deref() == Ok("1") {
-        panic!("required by MPIR_REQUIRE_PEERS=1: {reason}");
-    }
-    eprintln!("SKIPPED: {reason}");
-}
-
-/// A fresh directory for one test's build products, removed when dropped.
-pub struct Scratch(PathBuf);
-
-impl std::ops::Deref for Scratch {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl AsRef<Path> for Scratch {
-    fn as_ref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-pub fn scratch(name: &str) -> Scratch {
-    let dir = std::env::temp_dir().join(format!("mpir-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    Scratch(dir)
-}
+pub use mpir_target::testkit::{
+    Scratch, assert_untouched, have, run, scratch, skip, status_field, wait_for,
+};
 
 pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
-}
-
-/// Runs a command, returning stdout or an error with stderr.
-pub fn run(cmd: &mut Command) -> Result<String, String> {
-    let out = cmd
-        .output()
-        .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "{cmd:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// Compiles `args` with the system C compiler (`cc`), with the fixtures directory on the
@@ -73,13 +26,6 @@ pub fn cc(out: &Path, args: &[&str]) -> Result<PathBuf, String> {
         .arg("-o")
         .arg(out))?;
     Ok(out.to_path_buf())
-}
-
-pub fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
 }
 
 /// A child with piped stdin and stdout, killed when dropped (a failed test leaves nothing
@@ -360,18 +306,6 @@ pub fn gdb_addresses(
         }
     }
     Ok(out)
-}
-
-/// Polls `cond` every 50 ms for up to `secs` seconds.
-pub fn wait_for(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
-    while std::time::Instant::now() < deadline {
-        if cond() {
-            return true;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    false
 }
 
 /// A child process killed (with its process group) when dropped.
