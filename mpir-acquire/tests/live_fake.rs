@@ -401,7 +401,11 @@ fn the_gate_is_opened_even_for_ranks_listed_before_their_exec() {
     };
     let (a, child) = launched(&f, &["-n", "3", "-e"], &["gate"], options());
     assert_eq!(a.job().len(), 3);
-    assert!(a.job().notes.iter().all(|n| !n.contains("defines no")), "{:?}", a.job().notes);
+    assert!(
+        a.job().notes.iter().all(|n| !n.contains("defines no")),
+        "{:?}",
+        a.job().notes
+    );
     drop(a);
     let (out, code) = finish(child);
     assert_eq!(code, 0, "{out}");
