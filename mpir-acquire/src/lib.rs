@@ -16,6 +16,8 @@
 //! - [`daemon`]: the tool daemon launch extension's encodings.
 //! - [`interface`]: which interfaces a process exports; [`live::attach_any`] acquires a job
 //!   through MPIR, MPI2DD (with the [`mpi2dd`] crate's traversal), or both, cross-checked.
+//! - [`mpi2dd_watch`]: MPI2DD events (START, SPAWN, CONNECT, ACCEPT, JOIN, directory changes,
+//!   ABORT) as a sans-IO state machine; [`live::Watcher`] runs it over live processes.
 //!
 //! ```no_run
 //! use std::process::Command;
@@ -36,6 +38,7 @@ pub mod interface;
 mod job;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 pub mod live;
+pub mod mpi2dd_watch;
 mod options;
 pub mod protocol;
 pub mod quirks;

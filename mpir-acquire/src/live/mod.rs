@@ -15,6 +15,10 @@ use mpir_target::live::tracer::{StopEvent, Tracer};
 use mpir_target::{Memory, SymbolLookup, TargetError};
 use mpir_types::mpir::symbols;
 
+mod watch;
+
+pub use watch::Watcher;
+
 use mpi2dd::connect::LocalConnector;
 use mpi2dd::traverse::TraverseOptions;
 

@@ -1,0 +1,210 @@
+//! [`Watcher`]: the MPI2DD event watch ([`crate::mpi2dd_watch::Watch`]) over live processes.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use mpi2dd::connect::{LocalConnector, ProcessKey};
+use mpi2dd::events::{breakpoint_address, read_event, update_debugger_flags};
+use mpi2dd::flags::DebuggerFlags;
+use mpi2dd::traverse::{TraverseOptions, traverse};
+use mpir_target::SymbolLookup;
+use mpir_target::live::LiveTarget;
+use mpir_target::live::tracer::{StopEvent, Tracer};
+
+use super::open_target;
+use crate::error::AcquireError;
+use crate::mpi2dd_watch::{Watch, WatchAction, WatchInput, WatchReport};
+use crate::options::AcquireOptions;
+
+/// One process held by the watcher.
+#[derive(Debug)]
+struct Held {
+    target: LiveTarget,
+    breakpoint: u64,
+    info: u64,
+}
+
+/// Holds every process of an MPI2DD job and reports its events (spawns, connects, directory
+/// changes, aborts) as they come; new processes are held as they appear. Dropping it (or
+/// [`Watcher::release`]) detaches from everything; the `debugger_flags` it set stay set, as
+/// the draft has the debugger write them.
+#[derive(Debug)]
+pub struct Watcher {
+    tracer: Tracer,
+    watch: Watch,
+    connector: LocalConnector,
+    held: HashMap<i32, (ProcessKey, Held)>,
+    options: AcquireOptions,
+    /// Processes that could not be held, and why.
+    pub not_held: Vec<(ProcessKey, String)>,
+}
+
+impl Watcher {
+    /// Traverses the job from local process `pid` (a rank, directory or metadirectory) and
+    /// holds every process of it.
+    pub fn attach(pid: u32, options: AcquireOptions) -> Result<Watcher, AcquireError> {
+        let connector = LocalConnector::new().with_debug_options(options.debug.clone());
+        let host = connector.hostname().clone();
+        let job = traverse(&connector, &host, pid as i32, &TraverseOptions::default())
+            .map_err(|e| AcquireError::Mpi2dd {
+                pid,
+                reason: e.to_string(),
+            })?
+            .job;
+        let tracer = Tracer::new().map_err(AcquireError::target("start the tracer"))?;
+        let mut w = Watcher {
+            tracer,
+            watch: Watch::new(job),
+            connector,
+            held: HashMap::new(),
+            options,
+            not_held: Vec::new(),
+        };
+        let mut reports = Vec::new();
+        w.run(&mut reports)?;
+        Ok(w)
+    }
+
+    /// The job as last traversed.
+    pub fn job(&self) -> &mpi2dd::job::Job {
+        self.watch.job()
+    }
+
+    /// Pids of the processes held.
+    pub fn held_pids(&self) -> Vec<u32> {
+        let mut v: Vec<u32> = self.held.keys().map(|&p| p as u32).collect();
+        v.sort_unstable();
+        v
+    }
+
+    fn hold(&mut self, process: &ProcessKey, flags: DebuggerFlags) -> Result<(), String> {
+        if process.host != *self.connector.hostname() {
+            return Err(format!("{process} is not on this machine"));
+        }
+        let pid = u32::try_from(process.pid).map_err(|_| "invalid pid".to_string())?;
+        self.tracer.attach(pid).map_err(|e| e.to_string())?;
+        let held = (|| {
+            let target = open_target(pid, &self.options.debug).map_err(|e| e.to_string())?;
+            let breakpoint = breakpoint_address(&target).map_err(|e| e.to_string())?;
+            let info = target
+                .symbol(mpi2dd::abi::INFO_SYMBOL)
+                .map_err(|e| e.to_string())?
+                .ok_or("no MPI2DD_info")?
+                .address;
+            self.tracer
+                .insert_breakpoint(pid, breakpoint)
+                .map_err(|e| e.to_string())?;
+            update_debugger_flags(&target, info, flags, DebuggerFlags::EMPTY)
+                .map_err(|e| e.to_string())?;
+            Ok::<_, String>(Held {
+                target,
+                breakpoint,
+                info,
+            })
+        })();
+        match held {
+            Ok(h) => {
+                self.held.insert(process.pid, (process.clone(), h));
+                self.tracer.resume(pid).map_err(|e| e.to_string())
+            }
+            Err(e) => {
+                let _ = self.tracer.detach(pid);
+                Err(e)
+            }
+        }
+    }
+
+    /// Carries out the watch's actions; reports go to `reports`.
+    fn run(&mut self, reports: &mut Vec<WatchReport>) -> Result<(), AcquireError> {
+        while let Some(action) = self.watch.poll_action() {
+            match action {
+                WatchAction::Hold { process, flags } => {
+                    if let Err(e) = self.hold(&process, flags) {
+                        self.not_held.push((process, e));
+                    }
+                }
+                WatchAction::Traverse { from } => {
+                    let host = self.connector.hostname().clone();
+                    let r = traverse(
+                        &self.connector,
+                        &host,
+                        from.pid,
+                        &TraverseOptions::default(),
+                    )
+                    .map(|t| t.job)
+                    .map_err(|e| e.to_string());
+                    self.watch.handle(WatchInput::Traversed(r));
+                }
+                WatchAction::Resume { process, tid } => {
+                    let pid = process.pid as u32;
+                    self.tracer
+                        .return_from_call(pid, tid)
+                        .and_then(|()| self.tracer.resume(pid))
+                        .map_err(AcquireError::target("resume after an MPI2DD event"))?;
+                }
+                WatchAction::Report(r) => reports.push(r),
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits up to `timeout` for the next MPI2DD event of a held process and handles it:
+    /// returns what the caller must hear of it (`None` on timeout). Processes that end are
+    /// let go of silently.
+    pub fn next_event(&mut self, timeout: Duration) -> Result<Option<WatchReport>, AcquireError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Some(ev) = self
+                .tracer
+                .wait(left)
+                .map_err(AcquireError::target("wait for an MPI2DD event"))?
+            else {
+                return Ok(None);
+            };
+            let pid = ev.pid() as i32;
+            match ev {
+                StopEvent::Breakpoint { tid, address, .. } => {
+                    let Some((process, held)) = self.held.get(&pid) else {
+                        continue;
+                    };
+                    if address != held.breakpoint {
+                        continue;
+                    }
+                    let process = process.clone();
+                    self.tracer
+                        .stop_all(pid as u32)
+                        .map_err(AcquireError::target("stop a process at an MPI2DD event"))?;
+                    let event = read_event(&held.target, held.info, 4096).map_err(|e| {
+                        AcquireError::Mpi2dd {
+                            pid: pid as u32,
+                            reason: e.to_string(),
+                        }
+                    })?;
+                    self.watch.handle(WatchInput::Stopped {
+                        process,
+                        tid,
+                        event,
+                    });
+                    let mut reports = Vec::new();
+                    self.run(&mut reports)?;
+                    if let Some(r) = reports.into_iter().next() {
+                        return Ok(Some(r));
+                    }
+                }
+                e if e.is_end() => {
+                    self.held.remove(&pid);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Detaches from every held process (breakpoints removed, all running).
+    pub fn release(self) -> Result<(), AcquireError> {
+        self.tracer
+            .detach_all()
+            .map(drop)
+            .map_err(AcquireError::target("detach from the MPI2DD job"))
+    }
+}
