@@ -114,3 +114,40 @@ fn a_spawn_is_reported_and_its_ranks_are_held_with_their_parentage() {
     assert!(rest.contains("spawned"), "{rest}");
     assert!(child.wait().unwrap().success(), "{rest}");
 }
+
+#[test]
+fn launch_mode_acquires_the_job_at_its_start_event() {
+    let dir = scratch("mpi2dd-launch");
+    let Some(job) = build_job(&dir) else {
+        return;
+    };
+    let mut cmd = Command::new(&job);
+    cmd.args(["meta", "2", "3"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    let (w, mut child, state) = Watcher::launch(cmd, AcquireOptions::default()).unwrap();
+    assert_eq!(state, mpi2dd::flags::DebugState::Start);
+    assert!(w.not_held.is_empty(), "{:?}", w.not_held);
+    assert_eq!(w.job().ranks().count(), 6, "2 directories x 3 ranks");
+    let held = w.held_pids();
+    assert_eq!(
+        held.len(),
+        9,
+        "the metadirectory, 2 directories, 6 ranks: {held:?}"
+    );
+    for &p in &held {
+        assert!(traced(p), "{p} held");
+    }
+    w.release().unwrap();
+    for p in held {
+        assert_untouched(p);
+    }
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert!(line.starts_with("ready meta="), "{line}");
+    drop(child.stdin.take());
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    assert!(child.wait().unwrap().success(), "{rest}");
+}

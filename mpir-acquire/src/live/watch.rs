@@ -1,17 +1,18 @@
 //! [`Watcher`]: the MPI2DD event watch ([`crate::mpi2dd_watch::Watch`]) over live processes.
 
 use std::collections::HashMap;
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use mpi2dd::connect::{LocalConnector, ProcessKey};
 use mpi2dd::events::{breakpoint_address, read_event, update_debugger_flags};
-use mpi2dd::flags::DebuggerFlags;
+use mpi2dd::flags::{DebugState, DebuggerFlags};
 use mpi2dd::traverse::{TraverseOptions, traverse};
 use mpir_target::SymbolLookup;
 use mpir_target::live::LiveTarget;
 use mpir_target::live::tracer::{StopEvent, Tracer};
 
-use super::open_target;
+use super::{entry_point, open_target};
 use crate::error::AcquireError;
 use crate::mpi2dd_watch::{Watch, WatchAction, WatchInput, WatchReport};
 use crate::options::AcquireOptions;
@@ -35,8 +36,45 @@ pub struct Watcher {
     connector: LocalConnector,
     held: HashMap<i32, (ProcessKey, Held)>,
     options: AcquireOptions,
+    /// A process held stopped in `MPI2DD_breakpoint` while the first holds are made (launch).
+    in_event: Option<i32>,
     /// Processes that could not be held, and why.
     pub not_held: Vec<(ProcessKey, String)>,
+}
+
+/// Waits (bounded) for a stop of `pid` that `want` accepts.
+fn wait_for(
+    tracer: &Tracer,
+    pid: u32,
+    timeout: Duration,
+    what: &str,
+    want: impl Fn(&StopEvent) -> bool,
+) -> Result<StopEvent, AcquireError> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tracer
+            .wait(left)
+            .map_err(AcquireError::target("wait for the starter"))?
+        {
+            Some(ev) if ev.pid() == pid && want(&ev) => return Ok(ev),
+            Some(ev) if ev.pid() == pid && ev.is_end() => {
+                return Err(AcquireError::StarterEnded {
+                    pid,
+                    how: format!("{ev:?}"),
+                    waiting_for: what.into(),
+                });
+            }
+            Some(_) => {}
+            None => {
+                return Err(AcquireError::Timeout {
+                    pid,
+                    waiting_for: what.into(),
+                    after: timeout,
+                });
+            }
+        }
+    }
 }
 
 impl Watcher {
@@ -58,11 +96,127 @@ impl Watcher {
             connector,
             held: HashMap::new(),
             options,
+            in_event: None,
             not_held: Vec::new(),
         };
         let mut reports = Vec::new();
         w.run(&mut reports)?;
         Ok(w)
+    }
+
+    /// Launch mode: runs `command` — a starter that is an MPI2DD metadirectory or directory —
+    /// under control, stops it at its program's entry point to plant a breakpoint on
+    /// `MPI2DD_breakpoint`, lets it run to its first event (START, once its job exists), and
+    /// holds the whole job from there. Returns the watcher, the starter process and the state
+    /// of that first event. On failure everything is detached.
+    pub fn launch(
+        command: Command,
+        options: AcquireOptions,
+    ) -> Result<(Watcher, Child, DebugState), AcquireError> {
+        let tracer = Tracer::new().map_err(AcquireError::target("start the tracer"))?;
+        let child = tracer
+            .launch(command)
+            .map_err(AcquireError::target("launch the starter"))?;
+        let pid = child.id();
+        let first = (|| {
+            let timeout = options.timeout;
+            let entry = entry_point(pid)?;
+            tracer
+                .insert_breakpoint(pid, entry)
+                .and_then(|()| tracer.resume(pid))
+                .map_err(AcquireError::target("run to the entry point"))?;
+            wait_for(
+                &tracer,
+                pid,
+                timeout,
+                "the entry point",
+                |ev| matches!(ev, StopEvent::Breakpoint { address, .. } if *address == entry),
+            )?;
+            tracer
+                .remove_breakpoint(pid, entry)
+                .map_err(AcquireError::target("remove the entry breakpoint"))?;
+            let target = open_target(pid, &options.debug)?;
+            let bp = breakpoint_address(&target).map_err(|e| AcquireError::NotAStarter {
+                pid,
+                symbol: mpi2dd::abi::BREAKPOINT_SYMBOL,
+                images: format!("any image of the process ({e})"),
+            })?;
+            let info = target
+                .symbol(mpi2dd::abi::INFO_SYMBOL)
+                .map_err(AcquireError::target("look up MPI2DD_info"))?
+                .ok_or(AcquireError::NotAStarter {
+                    pid,
+                    symbol: mpi2dd::abi::INFO_SYMBOL,
+                    images: "any image of the process".into(),
+                })?
+                .address;
+            tracer
+                .insert_breakpoint(pid, bp)
+                .and_then(|()| tracer.resume(pid))
+                .map_err(AcquireError::target("plant the MPI2DD breakpoint"))?;
+            let ev = wait_for(
+                &tracer,
+                pid,
+                timeout,
+                "the first MPI2DD event",
+                |ev| matches!(ev, StopEvent::Breakpoint { address, .. } if *address == bp),
+            )?;
+            let StopEvent::Breakpoint { tid, .. } = ev else {
+                return Err(AcquireError::Usage("not a breakpoint".into()));
+            };
+            tracer
+                .stop_all(pid)
+                .map_err(AcquireError::target("stop the starter"))?;
+            let event = read_event(&target, info, 4096).map_err(|e| AcquireError::Mpi2dd {
+                pid,
+                reason: e.to_string(),
+            })?;
+            if let DebugState::Abort = event.state {
+                return Err(AcquireError::JobAborted {
+                    pid,
+                    message: event.abort_message.unwrap_or_default(),
+                });
+            }
+            Ok((tid, event.state))
+        })();
+        let (tid, state) = match first {
+            Ok(v) => v,
+            Err(e) => {
+                let _ = tracer.detach_all();
+                return Err(e);
+            }
+        };
+        let connector = LocalConnector::new().with_debug_options(options.debug.clone());
+        let host = connector.hostname().clone();
+        let job = match traverse(&connector, &host, pid as i32, &TraverseOptions::default()) {
+            Ok(t) => t.job,
+            Err(e) => {
+                let _ = tracer.detach_all();
+                return Err(AcquireError::Mpi2dd {
+                    pid,
+                    reason: e.to_string(),
+                });
+            }
+        };
+        let mut w = Watcher {
+            tracer,
+            watch: Watch::new(job),
+            connector,
+            held: HashMap::new(),
+            options,
+            in_event: Some(pid as i32),
+            not_held: Vec::new(),
+        };
+        let mut reports = Vec::new();
+        let held = w.run(&mut reports);
+        w.in_event = None;
+        held.and_then(|()| {
+            w.tracer
+                .return_from_call(pid, tid)
+                .and_then(|()| w.tracer.resume(pid))
+                .map_err(AcquireError::target("resume the starter after its event"))
+        })?;
+        Ok((w, child, state))
     }
 
     /// The job as last traversed.
@@ -82,7 +236,11 @@ impl Watcher {
             return Err(format!("{process} is not on this machine"));
         }
         let pid = u32::try_from(process.pid).map_err(|_| "invalid pid".to_string())?;
-        self.tracer.attach(pid).map_err(|e| e.to_string())?;
+        // The launched starter is attached already, and stopped in its event.
+        let in_event = self.in_event == Some(process.pid);
+        if !in_event {
+            self.tracer.attach(pid).map_err(|e| e.to_string())?;
+        }
         let held = (|| {
             let target = open_target(pid, &self.options.debug).map_err(|e| e.to_string())?;
             let breakpoint = breakpoint_address(&target).map_err(|e| e.to_string())?;
@@ -105,10 +263,15 @@ impl Watcher {
         match held {
             Ok(h) => {
                 self.held.insert(process.pid, (process.clone(), h));
+                if in_event {
+                    return Ok(());
+                }
                 self.tracer.resume(pid).map_err(|e| e.to_string())
             }
             Err(e) => {
-                let _ = self.tracer.detach(pid);
+                if !in_event {
+                    let _ = self.tracer.detach(pid);
+                }
                 Err(e)
             }
         }
