@@ -138,6 +138,23 @@ fn launch_mode_acquires_the_job_at_its_start_event() {
     for &p in &held {
         assert!(traced(p), "{p} held");
     }
+    // The flags the draft has the debugger write, as the processes themselves hold them.
+    let flags = |pid: u32| {
+        let t = mpir_target::live::LiveTarget::open(pid, Default::default()).unwrap();
+        mpi2dd::read::read_info(&t).unwrap().1.debugger_flags
+    };
+    use mpi2dd::flags::DebuggerFlags as F;
+    let starter = flags(child.id());
+    assert!(
+        starter.contains(F::BEING_DEBUGGED.union(F::REQUEST_DIRECTORY_EVENTS)),
+        "{starter:?}"
+    );
+    for (_, rank) in w.job().ranks() {
+        assert!(
+            flags(rank.process.pid as u32).contains(F::GATE),
+            "rank {rank:?}"
+        );
+    }
     w.release().unwrap();
     for p in held {
         assert_untouched(p);

@@ -149,3 +149,38 @@ fn aborts_unknown_states_and_failed_traversals_are_reported_and_resumed() {
     ));
     assert!(matches!(acts[1], WatchAction::Resume { .. }));
 }
+
+#[test]
+fn every_event_that_can_change_the_job_asks_for_a_traversal() {
+    for state in [
+        DebugState::Start,
+        DebugState::Spawn,
+        DebugState::Connect,
+        DebugState::Accept,
+        DebugState::Join,
+        DebugState::DirectoryChanged,
+        DebugState::MetadirectoryChanged,
+    ] {
+        let mut w = Watch::new(job(&[]));
+        drain(&mut w);
+        w.handle(WatchInput::Stopped {
+            process: key(10),
+            tid: 10,
+            event: Event {
+                state,
+                abort_message: None,
+            },
+        });
+        assert_eq!(
+            drain(&mut w),
+            [WatchAction::Traverse { from: key(10) }],
+            "{state:?}"
+        );
+        w.handle(WatchInput::Traversed(Ok(job(&[]))));
+        let acts = drain(&mut w);
+        assert!(
+            matches!(&acts[0], WatchAction::Report(WatchReport::Changed { state: s, delta, .. }) if *s == state && delta.is_empty()),
+            "{acts:?}"
+        );
+    }
+}
