@@ -118,3 +118,21 @@ pub(super) fn emulate_return(
 ) -> Result<()> {
     imp::emulate_return(tid, read_pointer)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_unsupported_error_names_the_instruction_set() {
+        let e = unsupported("a software breakpoint").to_string();
+        assert!(e.contains("a software breakpoint"), "{e}");
+        assert!(e.contains(std::env::consts::ARCH), "{e}");
+        assert!(e.contains("x86_64"), "{e}");
+        // Here, breakpoints are supported: the instruction is int3.
+        #[cfg(target_arch = "x86_64")]
+        assert_eq!(breakpoint_instruction().unwrap(), [0xcc]);
+        #[cfg(not(target_arch = "x86_64"))]
+        assert!(breakpoint_instruction().is_err());
+    }
+}
