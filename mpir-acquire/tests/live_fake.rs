@@ -411,3 +411,35 @@ fn the_gate_is_opened_even_for_ranks_listed_before_their_exec() {
     assert_eq!(code, 0, "{out}");
     assert_eq!(out.matches("released").count(), 3, "{out}");
 }
+
+#[test]
+fn a_held_job_is_handed_over_stopped_to_another_tool() {
+    let Some(f) = fixtures_with("handover", &["-g"]) else {
+        return;
+    };
+    let (mut a, child) = launched(&f, &["-n", "2"], &["stdin"], options().hold(true));
+    let stopped = a.hand_over().unwrap();
+    assert_eq!(stopped.len(), 2);
+    assert!(a.release().unwrap().is_empty(), "nothing left to release");
+    assert_untouched(child.id());
+    for &p in &stopped {
+        assert_eq!(status_field(p, "TracerPid:"), "0");
+        assert!(
+            wait_for(5, || status_field(p, "State:").starts_with('T')),
+            "{p}: {}",
+            status_field(p, "State:")
+        );
+    }
+    // The other tool's part, done here: let them run.
+    for &p in &stopped {
+        assert!(
+            Command::new("kill")
+                .args(["-CONT", &p.to_string()])
+                .status()
+                .unwrap()
+                .success()
+        );
+    }
+    let (out, code) = finish(child);
+    assert_eq!(code, 0, "{out}");
+}

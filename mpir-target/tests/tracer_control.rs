@@ -325,3 +325,38 @@ fn launch_failures_are_errors_and_short_programs_end() {
     // As documented: the tracer collected the exit, no zombie is left for the Child.
     assert!(child.wait().is_err());
 }
+
+#[test]
+fn a_process_can_be_handed_over_stopped_to_another_tool() {
+    let dir = scratch("handover");
+    let Some(exe) = build(&dir, "signals") else {
+        return;
+    };
+    let mut child = Spawned::new(&mut Command::new(&exe));
+    assert_eq!(child.line(), "ready");
+    let pid = child.pid();
+    let first = Tracer::new().unwrap();
+    first.attach(pid).unwrap();
+    let target = LiveTarget::open(pid, DebugOptions::default()).unwrap();
+    let main = target.require_symbol("main").unwrap().address;
+    let text = target.read_vec(main, 8).unwrap();
+    first.insert_breakpoint(pid, main).unwrap();
+    first.detach_leaving_stopped(pid).unwrap();
+    assert_eq!(target.read_vec(main, 8).unwrap(), text, "bytes restored");
+    assert!(
+        wait_for(5, || status_field(pid, "State:").starts_with('T')),
+        "stopped by job control: {}",
+        status_field(pid, "State:")
+    );
+    assert_eq!(status_field(pid, "TracerPid:"), "0");
+    // Another tool takes it over, then lets it go as found (still stopped).
+    let second = Tracer::new().unwrap();
+    second.attach(pid).unwrap();
+    second.detach(pid).unwrap();
+    assert!(status_field(pid, "State:").starts_with('T'));
+    send_signal(pid, "CONT");
+    child.send("report");
+    assert_eq!(child.line(), "usr1=0 rt=0");
+    assert_untouched(pid);
+    assert!(child.finish().success());
+}

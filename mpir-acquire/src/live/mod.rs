@@ -86,6 +86,36 @@ impl Acquired {
             .collect()
     }
 
+    /// Hands the held job over to another tool: the attached ranks are detached but left
+    /// stopped (a job-control stop, as after `SIGSTOP`: the other tool attaches, and `SIGCONT`
+    /// lets them run), `MPIR_being_debugged` goes back to 0 and the starter is detached,
+    /// running. The gate is left to the other tool. Returns the pids left stopped.
+    pub fn hand_over(&mut self) -> Result<Vec<u32>, AcquireError> {
+        if !self.held {
+            return Err(AcquireError::Usage(
+                "hand_over: the job is not held (already released)".into(),
+            ));
+        }
+        self.held = false;
+        let (Some(tracer), Some(starter)) = (self.tracer.take(), self.starter.take()) else {
+            return Ok(Vec::new());
+        };
+        let ranks = self.job.attached_pids();
+        let mut stopped = Vec::new();
+        for &pid in &ranks {
+            match tracer.detach_leaving_stopped(pid) {
+                Ok(()) => stopped.push(pid),
+                Err(e) => self.job.notes.push(format!("pid {pid}: hand over: {e}")),
+            }
+        }
+        let undo = undo_writes(&starter, &self.job.starter);
+        let detached = tracer
+            .detach(self.job.starter.pid)
+            .map_err(AcquireError::target("detach the starter"));
+        undo.and(detached)?;
+        Ok(stopped)
+    }
+
     /// Releases the job: `MPIR_debug_gate` = 1 in the attached ranks as [`GateRelease`] says,
     /// ranks detached (running), `MPIR_being_debugged` back to 0, the starter's breakpoints
     /// removed and the starter detached (running). Returns per-rank problems met while

@@ -305,6 +305,13 @@ impl Tracer {
         self.call(move |c| c.detach(pid as i32))?
     }
 
+    /// Restores every byte changed in `pid` and detaches from all its threads, leaving the
+    /// process stopped (a job-control stop, as after `SIGSTOP`) for another tool to attach to;
+    /// `SIGCONT` lets it run.
+    pub fn detach_leaving_stopped(&self, pid: u32) -> Result<()> {
+        self.call(move |c| c.detach_leaving_stopped(pid as i32))?
+    }
+
     /// Detaches from every process of `pids` (pipelined like [`Tracer::attach_many`]); one
     /// result per pid.
     pub fn detach_many(&self, pids: &[u32]) -> Result<Vec<Result<()>>> {

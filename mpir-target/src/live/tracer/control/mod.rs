@@ -9,12 +9,14 @@ use nix::errno::Errno;
 use nix::sys::ptrace::{self, Options};
 use nix::unistd::Pid;
 
+mod detach;
+mod memory;
+
 use super::sys::{self, Status};
-use super::{StopEvent, TracerOptions, WriteMode, arch, control_err, launch};
-use crate::error::{Fault, Result, TargetError};
+use super::{StopEvent, TracerOptions, arch, control_err, launch};
+use crate::error::Result;
 use crate::ext::MemoryExt;
 use crate::live::LiveMemory;
-use crate::traits::Memory;
 
 /// Most rounds of "seize the threads that appeared meanwhile" during an attach.
 const ATTACH_ROUNDS: usize = 64;
@@ -712,176 +714,4 @@ impl Control {
             "the program counter did not move",
         ))
     }
-
-    // ---- memory and breakpoints ----
-
-    /// Writes through `/proc/PID/mem`, falling back to `PTRACE_POKEDATA` (which some kernels
-    /// require for read-only text: `proc_mem.force_override`).
-    fn write_bytes(&mut self, pid: i32, address: u64, data: &[u8]) -> Result<()> {
-        let mode = self.options.write_mode;
-        let mut proc_error = None;
-        if mode != WriteMode::Ptrace {
-            match self.traced(pid)?.memory.write(address, data) {
-                Ok(()) => return Ok(()),
-                Err(e) if mode == WriteMode::ProcMem => return Err(e),
-                Err(e) => proc_error = Some(e),
-            }
-        }
-        match self.poke(pid, address, data) {
-            Ok(()) => Ok(()),
-            Err(e) => Err(proc_error.unwrap_or(e)),
-        }
-    }
-
-    pub(super) fn write_memory(&mut self, pid: i32, address: u64, data: &[u8]) -> Result<()> {
-        self.traced(pid)?;
-        self.write_bytes(pid, address, data)
-    }
-
-    /// `PTRACE_PEEKDATA`/`POKEDATA`, word by word, through a stopped thread (the leader is
-    /// stopped for the moment if none is).
-    fn poke(&mut self, pid: i32, address: u64, data: &[u8]) -> Result<()> {
-        let stopped = self
-            .traced(pid)?
-            .threads
-            .iter()
-            .find(|(_, s)| s.stopped)
-            .map(|(&t, _)| t);
-        let (t, borrowed) = match stopped {
-            Some(t) => (t, false),
-            None => {
-                let _ = ptrace::interrupt(Pid::from_raw(pid));
-                self.collect_stops(vec![(pid, pid)])?;
-                (pid, true)
-            }
-        };
-        let result = poke_words(Pid::from_raw(t), address, data);
-        if borrowed && let Some(s) = self.thread(pid, t) {
-            let _ = sys::cont(Pid::from_raw(t), std::mem::take(&mut s.pending));
-            s.stopped = false;
-        }
-        result
-    }
-
-    pub(super) fn insert_breakpoint(&mut self, pid: i32, address: u64) -> Result<()> {
-        let insn = arch::breakpoint_instruction()?;
-        let traced = self.traced(pid)?;
-        if traced.breakpoints.contains_key(&address) {
-            return Ok(());
-        }
-        let mut original = vec![0u8; insn.len()];
-        traced.memory.read_exact(address, &mut original)?;
-        self.write_bytes(pid, address, insn)?;
-        self.traced(pid)?.breakpoints.insert(address, original);
-        Ok(())
-    }
-
-    pub(super) fn remove_breakpoint(&mut self, pid: i32, address: u64) -> Result<()> {
-        let Some(original) = self.traced(pid)?.breakpoints.remove(&address) else {
-            return Ok(());
-        };
-        if let Err(e) = self.write_bytes(pid, address, &original) {
-            // Still planted: remember it, so that a later detach tries again.
-            self.traced(pid)?.breakpoints.insert(address, original);
-            return Err(e);
-        }
-        Ok(())
-    }
-
-    // ---- detach ----
-
-    /// Detaches from many processes: all are stopped (pipelined), their bytes restored, and
-    /// every thread detached, running (or stopped, if it was in a job-control stop).
-    pub(super) fn detach_many(&mut self, pids: &[u32]) -> Vec<Result<()>> {
-        let held: Vec<i32> = pids
-            .iter()
-            .map(|&p| p as i32)
-            .filter(|p| self.procs.contains_key(p))
-            .collect();
-        let stopped = self.stop_processes(&held);
-        pids.iter()
-            .map(|&pid| {
-                stopped.clone()?;
-                self.detach_stopped(pid as i32)
-            })
-            .collect()
-    }
-
-    pub(super) fn detach(&mut self, pid: i32) -> Result<()> {
-        self.traced(pid)?;
-        self.stop_processes(&[pid])?;
-        self.detach_stopped(pid)
-    }
-
-    fn detach_stopped(&mut self, pid: i32) -> Result<()> {
-        let addresses: Vec<u64> = self.traced(pid)?.breakpoints.keys().copied().collect();
-        let mut first_error = None;
-        for a in addresses {
-            if let Err(e) = self.remove_breakpoint(pid, a) {
-                first_error.get_or_insert(e);
-            }
-        }
-        let traced = self
-            .procs
-            .remove(&pid)
-            .ok_or_else(|| control_err(Pid::from_raw(pid), "detach", "not attached"))?;
-        for (t, s) in traced.threads {
-            self.owner.remove(&t);
-            match sys::detach(Pid::from_raw(t), s.pending) {
-                Ok(()) | Err(Errno::ESRCH) => {}
-                Err(e) => {
-                    first_error.get_or_insert(control_err(Pid::from_raw(t), "PTRACE_DETACH", e));
-                }
-            }
-        }
-        self.queued.retain(|ev| ev.pid() as i32 != pid);
-        first_error.map_or(Ok(()), Err)
-    }
-
-    /// Detaches from every process; returns their pids, or the first error after trying all.
-    pub(super) fn detach_all(&mut self) -> Result<Vec<u32>> {
-        let pids = self.pids();
-        let results = self.detach_many(&pids);
-        match results.into_iter().find_map(Result::err) {
-            Some(e) => Err(e),
-            None => Ok(pids),
-        }
-    }
-}
-
-/// Writes `data` at `address` of stopped thread `tid`, one aligned word at a time.
-fn poke_words(tid: Pid, address: u64, data: &[u8]) -> Result<()> {
-    const WORD: u64 = std::mem::size_of::<libc::c_long>() as u64;
-    let unwritable = |e: Errno| TargetError::Unwritable {
-        address,
-        len: data.len() as u64,
-        fault: match e {
-            Errno::ESRCH => Fault::ProcessGone,
-            Errno::EIO | Errno::EFAULT => Fault::Unmapped,
-            e => Fault::Os(format!("PTRACE_POKEDATA: {}", e.desc())),
-        },
-    };
-    let end = address
-        .checked_add(data.len() as u64)
-        .ok_or(TargetError::Unwritable {
-            address,
-            len: data.len() as u64,
-            fault: Fault::Unmapped,
-        })?;
-    let mut word_at = address - address % WORD;
-    while word_at < end {
-        let at = word_at as usize as ptrace::AddressType;
-        let mut word = ptrace::read(tid, at).map_err(unwritable)?.to_ne_bytes();
-        for (i, byte) in word.iter_mut().enumerate() {
-            let a = word_at + i as u64;
-            if (address..end).contains(&a)
-                && let Some(&b) = data.get((a - address) as usize)
-            {
-                *byte = b;
-            }
-        }
-        ptrace::write(tid, at, libc::c_long::from_ne_bytes(word)).map_err(unwritable)?;
-        word_at += WORD;
-    }
-    Ok(())
 }

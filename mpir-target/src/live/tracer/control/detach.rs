@@ -1,0 +1,89 @@
+//! Detaching: every byte restored, every thread let go (running, or in the job-control stop
+//! it was in).
+
+use nix::errno::Errno;
+use nix::unistd::Pid;
+
+use super::super::{control_err, sys};
+use super::Control;
+use crate::error::Result;
+
+impl Control {
+    /// Detaches from many processes: all are stopped (pipelined), their bytes restored, and
+    /// every thread detached, running (or stopped, if it was in a job-control stop).
+    pub(in crate::live::tracer) fn detach_many(&mut self, pids: &[u32]) -> Vec<Result<()>> {
+        let held: Vec<i32> = pids
+            .iter()
+            .map(|&p| p as i32)
+            .filter(|p| self.procs.contains_key(p))
+            .collect();
+        let stopped = self.stop_processes(&held);
+        pids.iter()
+            .map(|&pid| {
+                stopped.clone()?;
+                self.detach_stopped(pid as i32, false)
+            })
+            .collect()
+    }
+
+    pub(in crate::live::tracer) fn detach(&mut self, pid: i32) -> Result<()> {
+        self.traced(pid)?;
+        self.stop_processes(&[pid])?;
+        self.detach_stopped(pid, false)
+    }
+
+    /// Detaches from `pid` as [`Control::detach`] does, but leaves it in a job-control stop
+    /// (`SIGSTOP`), for another tool to attach to; `SIGCONT` lets it run.
+    pub(in crate::live::tracer) fn detach_leaving_stopped(&mut self, pid: i32) -> Result<()> {
+        self.traced(pid)?;
+        self.stop_processes(&[pid])?;
+        self.detach_stopped(pid, true)
+    }
+
+    /// Restores the bytes of `pid` (all threads stopped) and detaches every thread; with
+    /// `leave_stopped`, a process-directed `SIGSTOP` is queued first, so the threads enter a
+    /// job-control stop as they leave their ptrace-stops (signals held for them are kept).
+    pub(in crate::live::tracer) fn detach_stopped(
+        &mut self,
+        pid: i32,
+        leave_stopped: bool,
+    ) -> Result<()> {
+        let addresses: Vec<u64> = self.traced(pid)?.breakpoints.keys().copied().collect();
+        let mut first_error = None;
+        for a in addresses {
+            if let Err(e) = self.remove_breakpoint(pid, a) {
+                first_error.get_or_insert(e);
+            }
+        }
+        if leave_stopped
+            && let Err(e) = nix::sys::signal::kill(Pid::from_raw(pid), nix::sys::signal::SIGSTOP)
+        {
+            first_error.get_or_insert(control_err(Pid::from_raw(pid), "kill(SIGSTOP)", e));
+        }
+        let traced = self
+            .procs
+            .remove(&pid)
+            .ok_or_else(|| control_err(Pid::from_raw(pid), "detach", "not attached"))?;
+        for (t, s) in traced.threads {
+            self.owner.remove(&t);
+            match sys::detach(Pid::from_raw(t), s.pending) {
+                Ok(()) | Err(Errno::ESRCH) => {}
+                Err(e) => {
+                    first_error.get_or_insert(control_err(Pid::from_raw(t), "PTRACE_DETACH", e));
+                }
+            }
+        }
+        self.queued.retain(|ev| ev.pid() as i32 != pid);
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Detaches from every process; returns their pids, or the first error after trying all.
+    pub(in crate::live::tracer) fn detach_all(&mut self) -> Result<Vec<u32>> {
+        let pids = self.pids();
+        let results = self.detach_many(&pids);
+        match results.into_iter().find_map(Result::err) {
+            Some(e) => Err(e),
+            None => Ok(pids),
+        }
+    }
+}
