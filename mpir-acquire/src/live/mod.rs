@@ -570,8 +570,17 @@ pub fn launch(command: Command, options: AcquireOptions) -> Result<Acquired, Acq
     )
 }
 
+/// A clear error for a pid that names no process.
+fn exists(pid: u32) -> Result<(), AcquireError> {
+    if pid == 0 || !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        return Err(AcquireError::Usage(format!("no process with pid {pid}")));
+    }
+    Ok(())
+}
+
 /// Attach mode: acquires the job of the running starter `pid`.
 pub fn attach(pid: u32, options: AcquireOptions) -> Result<Acquired, AcquireError> {
+    exists(pid)?;
     let tracer = Tracer::new().map_err(AcquireError::target("start the tracer"))?;
     tracer
         .attach(pid)
@@ -661,6 +670,7 @@ pub struct AnyJob {
 /// the MPIR table is compared with the MPI2DD world(s) that no spawn created, while the
 /// starter is held.
 pub fn attach_any(pid: u32, options: AcquireOptions) -> Result<AnyJob, AcquireError> {
+    exists(pid)?;
     let probe = open_target(pid, &options.debug)?;
     let interface = crate::interface::detect(&probe)?.ok_or_else(|| AcquireError::NotAStarter {
         pid,

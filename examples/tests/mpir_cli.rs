@@ -1,0 +1,316 @@
+//! The reference tool `mpir` as a user runs it: launch, attach and core on fake starters
+//! (C fixtures of mpir-acquire) and on the real Open MPI, in table and JSON form, and its
+//! one-line errors.
+
+#![cfg(all(target_os = "linux", target_arch = "x86_64"))]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use mpir_target::testkit::{
+    Scratch, assert_untouched, have, run, scratch, skip, status_field, wait_for,
+};
+
+fn mpir() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_mpir"))
+}
+
+struct Fixtures {
+    dir: Scratch,
+    starter: PathBuf,
+    rank: PathBuf,
+}
+
+fn fixtures(name: &str) -> Option<Fixtures> {
+    let dir = scratch(name);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../mpir-acquire/tests/fixtures");
+    let build = |file: &str, out: &str| -> Option<PathBuf> {
+        let exe = dir.join(out);
+        match run(Command::new("cc")
+            .args(["-g", "-pthread"])
+            .arg(src.join(file))
+            .arg("-o")
+            .arg(&exe))
+        {
+            Ok(_) => Some(exe),
+            Err(e) => {
+                skip(&e);
+                None
+            }
+        }
+    };
+    let starter = build("starter.c", "starter")?;
+    let rank = build("rank.c", "rank")?;
+    Some(Fixtures { dir, starter, rank })
+}
+
+/// "rank R pid P" lines, sorted.
+fn printed(text: &str) -> Vec<(u64, i64)> {
+    let mut v: Vec<(u64, i64)> = text
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            match w.as_slice() {
+                ["rank", r, "pid", p] => Some((r.parse().ok()?, p.parse().ok()?)),
+                _ => None,
+            }
+        })
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+fn ranks_of(v: &serde_json::Value) -> Vec<(u64, i64)> {
+    let mut r: Vec<(u64, i64)> = v["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["rank"].as_u64().unwrap(), r["pid"].as_i64().unwrap()))
+        .collect();
+    r.sort_unstable();
+    r
+}
+
+#[test]
+fn launch_json_lists_every_rank_and_the_job_completes() {
+    let Some(f) = fixtures("cli-launch") else {
+        return;
+    };
+    let out = mpir()
+        .args(["launch", "--json", "--"])
+        .arg(&f.starter)
+        .args(["-n", "3", "-t", "--"])
+        .arg(&f.rank)
+        .arg("linger")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json(&out);
+    assert_eq!(v["interface"], "mpir");
+    assert_eq!(v["layout"], "debug_info");
+    assert_eq!(v["flags"]["i_am_starter"]["present"], true);
+    let ranks = ranks_of(&v);
+    assert_eq!(ranks.len(), 3);
+    for r in v["ranks"].as_array().unwrap() {
+        assert_eq!(r["control"], "attached", "{r}");
+        assert_eq!(r["executable"], f.rank.to_str().unwrap());
+    }
+    // The job's own output went to stderr: the ranks' pids are theirs.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(printed(&stderr), ranks, "{stderr}");
+    assert!(stderr.contains("starter done failed=0"), "{stderr}");
+}
+
+#[test]
+fn launch_hold_hands_the_ranks_over_stopped() {
+    let Some(f) = fixtures("cli-hold") else {
+        return;
+    };
+    let out = mpir()
+        .args(["launch", "--json", "--hold", "--"])
+        .arg(&f.starter)
+        .args(["-n", "2", "--"])
+        .arg(&f.rank)
+        .arg("linger")
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v = json(&out);
+    let starter = v["starter"]["pid"].as_u64().unwrap() as u32;
+    let ranks = ranks_of(&v);
+    assert_eq!(ranks.len(), 2);
+    for &(_, pid) in &ranks {
+        let pid = pid as u32;
+        assert!(wait_for(5, || status_field(pid, "State:").starts_with('T')));
+        assert_eq!(status_field(pid, "TracerPid:"), "0");
+        assert!(
+            Command::new("kill")
+                .args(["-CONT", &pid.to_string()])
+                .status()
+                .unwrap()
+                .success()
+        );
+    }
+    // Once the ranks run, the (orphaned) starter finishes.
+    assert!(wait_for(20, || status_field(starter, "State:").is_empty()
+        || status_field(starter, "State:").starts_with('Z')));
+}
+
+#[test]
+fn attach_prints_a_running_job_and_leaves_it_running() {
+    let Some(f) = fixtures("cli-attach") else {
+        return;
+    };
+    let mut child = Command::new(&f.starter)
+        .args(["-n", "2", "--"])
+        .arg(&f.rank)
+        .arg("stdin")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut seen = String::new();
+    while printed(&seen).len() < 2 {
+        assert_ne!(out.read_line(&mut seen).unwrap(), 0);
+    }
+    let o = mpir()
+        .args(["attach", &child.id().to_string()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.starts_with(&format!("starter pid {}", child.id())),
+        "{text}"
+    );
+    for (rank, pid) in printed(&seen) {
+        assert!(
+            text.lines().any(|l| {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                w.first() == Some(&rank.to_string().as_str())
+                    && w.get(2) == Some(&pid.to_string().as_str())
+                    && w.get(3) == Some(&"attached")
+            }),
+            "rank {rank} pid {pid} in:\n{text}"
+        );
+    }
+    assert_untouched(child.id());
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn core_reads_the_table_of_a_starter_core() {
+    if !have("gcore") {
+        return skip("gcore (gdb) is not installed");
+    }
+    let Some(f) = fixtures("cli-core") else {
+        return;
+    };
+    let mut child = Command::new(&f.starter)
+        .args(["-n", "2", "--"])
+        .arg(&f.rank)
+        .arg("stdin")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut seen = String::new();
+    while printed(&seen).len() < 2 {
+        assert_ne!(out.read_line(&mut seen).unwrap(), 0);
+    }
+    let prefix = f.dir.join("core");
+    run(Command::new("gcore")
+        .arg("-o")
+        .arg(&prefix)
+        .arg(child.id().to_string()))
+    .unwrap();
+    let core = PathBuf::from(format!("{}.{}", prefix.display(), child.id()));
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+    let o = mpir()
+        .arg("core")
+        .arg("--json")
+        .arg(&core)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(ranks_of(&json(&o)), printed(&seen));
+}
+
+#[test]
+fn errors_are_one_line_and_exit_non_zero() {
+    let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec!["attach".into(), sleeper.id().to_string()],
+            "MPIR_Breakpoint",
+        ),
+        (
+            vec!["attach".into(), "999999999".into()],
+            "no process with pid 999999999",
+        ),
+        (
+            vec!["launch".into(), "--".into(), "/nonexistent/mpiexec".into()],
+            "launch",
+        ),
+        (
+            vec!["core".into(), "/nonexistent/core".into()],
+            "/nonexistent/core",
+        ),
+    ];
+    for (args, expect) in cases {
+        let o = mpir().args(&args).output().unwrap();
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.starts_with("mpir: error: ") && err.contains(expect),
+            "{args:?}: {err}"
+        );
+    }
+    assert_untouched(sleeper.id());
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+}
+
+#[test]
+fn launch_on_open_mpi() {
+    if !have("orterun") || !have("mpicc.openmpi") {
+        return skip("Open MPI (orterun, mpicc.openmpi) is not installed");
+    }
+    let dir = scratch("cli-ompi");
+    let app = dir.join("mpi_ranks");
+    let src =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../mpir-acquire/tests/fixtures/mpi_ranks.c");
+    if let Err(e) = run(Command::new("mpicc.openmpi").arg(src).arg("-o").arg(&app)) {
+        return skip(&e);
+    }
+    let out = mpir()
+        .args([
+            "launch",
+            "--json",
+            "--",
+            "orterun",
+            "--oversubscribe",
+            "-n",
+            "2",
+        ])
+        .arg(&app)
+        .arg("0")
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("OMPI_MPIR_DO_NOT_WARN", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json(&out);
+    assert_eq!(v["starter"]["launcher"], "Open MPI (orterun)");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(printed(&stderr), ranks_of(&v), "{stderr}");
+}
