@@ -1,14 +1,57 @@
-//! # mpir-mqd (not yet implemented)
+//! # mpir-mqd
 //!
-//! This crate will hold message-queue access (`../shared/spec/message-queue-dumping.txt`,
-//! `mpich-debugger-queues.md`):
+//! Message-queue dumping (`../shared/spec/message-queue-dumping.txt`): hosting the vendor
+//! "MQD DLLs" (`libompi_dbg_msgq.so`, MPICH's `libtvmpich.so`) that a debugger loads to show
+//! an MPI process's pending sends, receives and unexpected messages.
 //!
-//! - a host for vendor MQD DLLs (`libompi_dbg_msgq.so`, `libtvmpich.so`): Rust bindings written
-//!   from `mpi_interface.h`, the callback tables implemented over any `mpir_target` target, and
-//!   two hosting modes behind one API (in-process; out-of-process through a helper executable,
-//!   so that a crashing or looping DLL becomes an error);
-//! - native walkers for MPICH and Open MPI queues that read the MPI's own structures from debug
-//!   information or a types sidecar, on live processes and core files;
-//! - deadlock analysis: a wait-for graph across ranks, cycle detection, JSON and DOT reports.
+//! Layers, bottom up:
 //!
-//! Results use the model of `mpir_types::mqd`.
+//! 1. `ffi` (private): `#[repr(C)]` bindings written from `mpi_interface.h`, loading with
+//!    `libloading` (versions checked first, then exports), the static callback tables, and
+//!    every callback. The only module with `unsafe`.
+//! 2. `state` (private): the host's registry of images, processes and types. The DLL holds
+//!    only *tokens* for them, looked up in the registry of the host that is calling it on this
+//!    thread, so a callback can never reach a freed object.
+//! 3. [`Host`]: attach processes (any [`mpir_target::Target`]: live, core file, mock) and
+//!    iterate communicators and their three queues, as [`mpir_types::mqd`] operations,
+//!    normalised.
+//!
+//! Not yet here (issue 7): the out-of-process host, DLL discovery from `MPIR_dll_name`, the
+//! Open MPI types sidecar, the MPI-2 job functions.
+//!
+//! ## Example
+//!
+//! ```no_run
+//! use std::rc::Rc;
+//! use mpir_mqd::{Host, HostOptions, ProcessSpec};
+//! use mpir_target::live::LiveTarget;
+//!
+//! let target = LiveTarget::open(4242, Default::default())?;
+//! // SAFETY: the vendor's MQD DLL for this machine's ABI.
+//! let mut host = unsafe {
+//!     Host::load("/usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/libompi_dbg_msgq.so",
+//!                HostOptions::default())?
+//! };
+//! let rank = host.attach(ProcessSpec {
+//!     image_name: "/path/to/app".into(),
+//!     target: Rc::new(target),
+//!     global_rank: 0,
+//! })?;
+//! for comm in host.queues(rank)? {
+//!     println!("{}: {} receives", comm.communicator.name, comm.receives.operations().len());
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![deny(missing_docs)]
+#![deny(unsafe_code)]
+
+mod error;
+mod ffi;
+mod host;
+mod state;
+
+pub use error::{MqdError, Result};
+pub use host::{
+    CommunicatorQueues, Host, HostOptions, ProcessId, ProcessSpec, Queue, callback_error_text,
+    format_queue_message,
+};

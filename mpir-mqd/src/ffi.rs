@@ -1,0 +1,1076 @@
+//! The C side of the MQD interface: bindings written from the definitions of `mpi_interface.h`
+//! (MPICH) / `msgq_interface.h` (Open MPI), loading a DLL, calling into it, and the callbacks
+//! it calls back.
+//!
+//! This is the only module with `unsafe`. Its invariants:
+//!
+//! - **Handles are tokens, never pointers.** The `mqs_image *`, `mqs_process *` and
+//!   `mqs_type *` values the DLL receives are numbers from one process-wide counter, disguised
+//!   as pointers ([`Handle`]). A callback looks the number up in the registry of the host that
+//!   is calling the DLL on this thread ([`Active`]); a stale, foreign or garbage handle misses
+//!   and the callback returns an error code. No callback ever dereferences memory of ours
+//!   through a pointer the DLL handed back, so none can reach a freed object.
+//! - **The callback tables are `static`.** The header says the debugger keeps them alive for as
+//!   long as the DLL needs them; a `static` lives as long as the process.
+//! - **A DLL is never unloaded** (the spec: "once loaded, the DLL itself is never unloaded"),
+//!   so the function pointers copied out of it stay valid.
+//! - **Callbacks never unwind into C.** Each body runs under `catch_unwind`; a panic (a bug in
+//!   this crate or in a `Target`) becomes an error code.
+//! - Pointers the DLL passes *in* (names, out-parameters, buffers) are trusted as the C
+//!   contract says they must be; that trust is why [`crate::Host::load`] is `unsafe`.
+#![allow(unsafe_code)]
+// `c_long`/`c_ulong` are 64-bit here but 32-bit on other hosts: the widening conversions
+// are needed there.
+#![allow(clippy::useless_conversion)]
+
+use std::cell::RefCell;
+use std::ffi::{CStr, c_char, c_int, c_long, c_ulong, c_void};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::Path;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use mpir_target::TypeQuery;
+
+use crate::error::MqdError;
+use crate::state::Shared;
+
+// ---------------------------------------------------------------------------------------------
+// Types of the interface.
+
+/// `mqs_taddr_t`: C `unsigned long` on every platform we host on.
+pub(crate) type TAddr = c_ulong;
+/// `mqs_tword_t`: C `long`.
+pub(crate) type TWord = c_long;
+
+/// Opaque pointer type used for `mqs_image *`, `mqs_process *`, `mqs_type *` and the DLL's
+/// `mqs_image_info *` / `mqs_process_info *`.
+pub(crate) type Opaque = *mut c_void;
+
+/// `mqs_target_type_sizes` as MPICH declares it: the five ints every DLL has. Open MPI's
+/// declaration appends two more (`bool_size`, `size_t_size`) that the debugger must not write.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct TargetTypeSizes {
+    pub(crate) short_size: c_int,
+    pub(crate) int_size: c_int,
+    pub(crate) long_size: c_int,
+    pub(crate) long_long_size: c_int,
+    pub(crate) pointer_size: c_int,
+}
+
+/// Length of `mqs_communicator.name`.
+pub(crate) const NAME_LEN: usize = 64;
+/// Lines and line length of `mqs_pending_operation.extra_text`.
+pub(crate) const EXTRA_LINES: usize = 5;
+pub(crate) const EXTRA_LEN: usize = 64;
+
+/// `mqs_communicator`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RawCommunicator {
+    pub(crate) unique_id: TAddr,
+    pub(crate) local_rank: TWord,
+    pub(crate) size: TWord,
+    pub(crate) name: [c_char; NAME_LEN],
+}
+
+/// `mqs_pending_operation`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RawPendingOperation {
+    pub(crate) status: c_int,
+    pub(crate) desired_local_rank: TWord,
+    pub(crate) desired_global_rank: TWord,
+    pub(crate) tag_wild: c_int,
+    pub(crate) desired_tag: TWord,
+    pub(crate) desired_length: TWord,
+    pub(crate) system_buffer: c_int,
+    pub(crate) buffer: TAddr,
+    pub(crate) actual_local_rank: TWord,
+    pub(crate) actual_global_rank: TWord,
+    pub(crate) actual_tag: TWord,
+    pub(crate) actual_length: TWord,
+    pub(crate) extra_text: [[c_char; EXTRA_LEN]; EXTRA_LINES],
+}
+
+impl RawCommunicator {
+    pub(crate) const fn zeroed() -> Self {
+        RawCommunicator {
+            unique_id: 0,
+            local_rank: 0,
+            size: 0,
+            name: [0; NAME_LEN],
+        }
+    }
+}
+
+impl RawPendingOperation {
+    pub(crate) const fn zeroed() -> Self {
+        RawPendingOperation {
+            status: 0,
+            desired_local_rank: 0,
+            desired_global_rank: 0,
+            tag_wild: 0,
+            desired_tag: 0,
+            desired_length: 0,
+            system_buffer: 0,
+            buffer: 0,
+            actual_local_rank: 0,
+            actual_global_rank: 0,
+            actual_tag: 0,
+            actual_length: 0,
+            extra_text: [[0; EXTRA_LEN]; EXTRA_LINES],
+        }
+    }
+}
+
+/// The bytes of a fixed-size C char array up to its first NUL (all of it when there is none).
+pub(crate) fn char_array_bytes(a: &[c_char]) -> Vec<u8> {
+    a.iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c.to_ne_bytes()[0])
+        .collect()
+}
+
+// Callback function types, as the header declares them.
+type MallocFt = unsafe extern "C" fn(usize) -> *mut c_void;
+type FreeFt = unsafe extern "C" fn(*mut c_void);
+type DprintsFt = unsafe extern "C" fn(*const c_char);
+type ErrorStringFt = unsafe extern "C" fn(c_int) -> *mut c_char;
+type PutInfoFt = unsafe extern "C" fn(Opaque, Opaque);
+type GetInfoFt = unsafe extern "C" fn(Opaque) -> Opaque;
+type GetTypeSizesFt = unsafe extern "C" fn(Opaque, *mut TargetTypeSizes);
+type FindFunctionFt = unsafe extern "C" fn(Opaque, *mut c_char, c_int, *mut TAddr) -> c_int;
+type FindSymbolFt = unsafe extern "C" fn(Opaque, *mut c_char, *mut TAddr) -> c_int;
+type FindTypeFt = unsafe extern "C" fn(Opaque, *mut c_char, c_int) -> Opaque;
+type FieldOffsetFt = unsafe extern "C" fn(Opaque, *mut c_char) -> c_int;
+type SizeofFt = unsafe extern "C" fn(Opaque) -> c_int;
+type GetGlobalRankFt = unsafe extern "C" fn(Opaque) -> c_int;
+type GetImageFt = unsafe extern "C" fn(Opaque) -> Opaque;
+type FetchDataFt = unsafe extern "C" fn(Opaque, TAddr, c_int, *mut c_void) -> c_int;
+type TargetToHostFt = unsafe extern "C" fn(Opaque, *const c_void, *mut c_void, c_int);
+
+/// `mqs_basic_callbacks`, MPI-1 fields then the two MPI-2 ones (an MPI-1 DLL reads only the
+/// prefix; we leave the MPI-2 ones empty and refuse MPI-2 DLLs for now).
+#[repr(C)]
+pub(crate) struct BasicCallbacks {
+    malloc: Option<MallocFt>,
+    free: Option<FreeFt>,
+    dprints: Option<DprintsFt>,
+    errorstring: Option<ErrorStringFt>,
+    put_image_info: Option<PutInfoFt>,
+    get_image_info: Option<GetInfoFt>,
+    put_process_info: Option<PutInfoFt>,
+    get_process_info: Option<GetInfoFt>,
+    put_job_info: Option<PutInfoFt>,
+    get_job_info: Option<GetInfoFt>,
+}
+
+/// `mqs_image_callbacks`.
+#[repr(C)]
+pub(crate) struct ImageCallbacks {
+    get_type_sizes: Option<GetTypeSizesFt>,
+    find_function: Option<FindFunctionFt>,
+    find_symbol: Option<FindSymbolFt>,
+    find_type: Option<FindTypeFt>,
+    field_offset: Option<FieldOffsetFt>,
+    sizeof: Option<SizeofFt>,
+}
+
+/// `mqs_process_callbacks`, MPI-1 fields then the two MPI-2 ones (left empty).
+#[repr(C)]
+pub(crate) struct ProcessCallbacks {
+    get_global_rank: Option<GetGlobalRankFt>,
+    get_image: Option<GetImageFt>,
+    fetch_data: Option<FetchDataFt>,
+    target_to_host: Option<TargetToHostFt>,
+    get_process_job: Option<GetImageFt>,
+    get_process_identity: Option<GetGlobalRankFt>,
+}
+
+static BASIC_CALLBACKS: BasicCallbacks = BasicCallbacks {
+    malloc: Some(cb_malloc),
+    free: Some(cb_free),
+    dprints: Some(cb_dprints),
+    errorstring: Some(cb_errorstring),
+    put_image_info: Some(cb_put_image_info),
+    get_image_info: Some(cb_get_image_info),
+    put_process_info: Some(cb_put_process_info),
+    get_process_info: Some(cb_get_process_info),
+    put_job_info: None,
+    get_job_info: None,
+};
+
+static IMAGE_CALLBACKS: ImageCallbacks = ImageCallbacks {
+    get_type_sizes: Some(cb_get_type_sizes),
+    find_function: Some(cb_find_function),
+    find_symbol: Some(cb_find_symbol),
+    find_type: Some(cb_find_type),
+    field_offset: Some(cb_field_offset),
+    sizeof: Some(cb_sizeof),
+};
+
+static PROCESS_CALLBACKS: ProcessCallbacks = ProcessCallbacks {
+    get_global_rank: Some(cb_get_global_rank),
+    get_image: Some(cb_get_image),
+    fetch_data: Some(cb_fetch_data),
+    target_to_host: Some(cb_target_to_host),
+    get_process_job: None,
+    get_process_identity: None,
+};
+
+// ---------------------------------------------------------------------------------------------
+// Handles.
+
+/// A token the DLL sees as `mqs_image *`, `mqs_process *` or `mqs_type *`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct Handle(pub(crate) usize);
+
+static NEXT_HANDLE: AtomicUsize = AtomicUsize::new(0x1000);
+
+impl Handle {
+    /// A handle never handed out before in this process (16-aligned, never null).
+    pub(crate) fn fresh() -> Self {
+        Handle(NEXT_HANDLE.fetch_add(16, Ordering::Relaxed))
+    }
+
+    fn as_ptr(self) -> Opaque {
+        std::ptr::without_provenance_mut(self.0)
+    }
+
+    fn from_ptr(p: Opaque) -> Self {
+        Handle(p.addr())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The host active on this thread.
+
+thread_local! {
+    static ACTIVE: RefCell<Option<Rc<Shared>>> = const { RefCell::new(None) };
+}
+
+/// Makes `shared` the host that callbacks on this thread see, until dropped (then the previous
+/// one, if any, is restored).
+pub(crate) struct Active {
+    previous: Option<Rc<Shared>>,
+}
+
+impl Active {
+    pub(crate) fn enter(shared: &Rc<Shared>) -> Self {
+        let previous = ACTIVE.with(|a| a.replace(Some(Rc::clone(shared))));
+        Active { previous }
+    }
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        let previous = self.previous.take();
+        ACTIVE.with(|a| *a.borrow_mut() = previous);
+    }
+}
+
+fn active() -> Option<Rc<Shared>> {
+    ACTIVE
+        .try_with(|a| a.try_borrow().ok().and_then(|a| a.clone()))
+        .ok()
+        .flatten()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Codes our callbacks return (the DLL renders them through `mqs_errorstring_fp`).
+
+const CB_NO_HOST: c_int = 100;
+const CB_BAD_HANDLE: c_int = 101;
+const CB_NOT_FOUND: c_int = 102;
+const CB_READ_FAILED: c_int = 103;
+const CB_BAD_ARGUMENT: c_int = 104;
+const CB_LOOKUP_FAILED: c_int = 105;
+const CB_PANIC: c_int = 106;
+
+/// What our callback code `code` means.
+pub(crate) fn callback_code_text(code: c_int) -> &'static CStr {
+    match code {
+        0 => c"ok",
+        1 => c"no information",
+        2 => c"end of list",
+        CB_NO_HOST => c"mpir-mqd: no MQD host is active on this thread",
+        CB_BAD_HANDLE => c"mpir-mqd: unknown image, process or type handle",
+        CB_NOT_FOUND => c"mpir-mqd: symbol not found in the target",
+        CB_READ_FAILED => c"mpir-mqd: target memory could not be read",
+        CB_BAD_ARGUMENT => c"mpir-mqd: invalid argument (null pointer or bad length)",
+        CB_LOOKUP_FAILED => c"mpir-mqd: symbol lookup failed in the target",
+        CB_PANIC => c"mpir-mqd: internal error in a callback",
+        _ => c"mpir-mqd: unknown debugger error code",
+    }
+}
+
+/// Largest single `fetch_data` we serve (a DLL asking for more is passing garbage).
+const MAX_FETCH: c_int = 64 << 20;
+/// Largest `target_to_host` conversion we serve.
+const MAX_CONVERT: c_int = 4096;
+/// Longest name (symbol, type, field) we read from the DLL.
+const MAX_NAME: usize = 4096;
+/// Longest message we read from the DLL.
+const MAX_MESSAGE: usize = 16 * 1024;
+
+/// Reads a NUL-terminated string the DLL passed, at most `max` bytes.
+///
+/// # Safety
+/// `p` is null or points to a NUL-terminated string, or to at least `max` readable bytes.
+unsafe fn read_c_str(p: *const c_char, max: usize) -> Option<Vec<u8>> {
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: the caller guarantees a readable string (terminated within `max`, or `max`
+    // readable bytes); strnlen reads no further than either.
+    let len = unsafe { libc::strnlen(p, max) };
+    // SAFETY: `len` bytes from `p` were just scanned, so they are readable.
+    let bytes = unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) };
+    Some(bytes.to_vec())
+}
+
+/// A string the DLL returned (version, error string, queue message), lossily decoded.
+pub(crate) fn dll_string(p: *const c_char) -> Option<String> {
+    // SAFETY: the interface returns NUL-terminated strings (or null); the scan is bounded.
+    unsafe { read_c_str(p, MAX_MESSAGE) }.map(|b| String::from_utf8_lossy(&b).into_owned())
+}
+
+/// Runs a callback body: no host → `CB_NO_HOST`, a panic → `CB_PANIC`.
+fn guarded<R>(fallback: R, panic_value: R, f: impl FnOnce(&Shared) -> R) -> R {
+    let Some(shared) = active() else {
+        return fallback;
+    };
+    match catch_unwind(AssertUnwindSafe(|| f(&shared))) {
+        Ok(r) => r,
+        Err(_) => {
+            shared.fault("a callback panicked".into());
+            panic_value
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Basic callbacks.
+
+extern "C" fn cb_malloc(size: usize) -> *mut c_void {
+    // SAFETY: plain C allocation; the DLL frees it with `cb_free`.
+    unsafe { libc::malloc(size) }
+}
+
+extern "C" fn cb_free(p: *mut c_void) {
+    // SAFETY: `p` came from `cb_malloc` (libc::malloc) or is null, per the interface.
+    unsafe { libc::free(p) }
+}
+
+extern "C" fn cb_dprints(msg: *const c_char) {
+    // SAFETY: the DLL passes a NUL-terminated string (or null); the scan is bounded.
+    let text = unsafe { read_c_str(msg, MAX_MESSAGE) };
+    guarded((), (), |s| {
+        if let Some(t) = text {
+            s.dprint(String::from_utf8_lossy(&t).into_owned());
+        }
+    });
+}
+
+extern "C" fn cb_errorstring(code: c_int) -> *mut c_char {
+    // The DLL only reads the string; the header's `char *` predates `const`.
+    callback_code_text(code).as_ptr().cast_mut()
+}
+
+extern "C" fn cb_put_image_info(image: Opaque, info: Opaque) {
+    guarded((), (), |s| {
+        if !s.set_image_info(Handle::from_ptr(image), info) {
+            s.fault(format!("put_image_info: unknown image {:#x}", image.addr()));
+        }
+    });
+}
+
+extern "C" fn cb_get_image_info(image: Opaque) -> Opaque {
+    guarded(std::ptr::null_mut(), std::ptr::null_mut(), |s| {
+        match s.image_info(Handle::from_ptr(image)) {
+            Some(info) => info,
+            None => {
+                s.fault(format!("get_image_info: unknown image {:#x}", image.addr()));
+                std::ptr::null_mut()
+            }
+        }
+    })
+}
+
+extern "C" fn cb_put_process_info(process: Opaque, info: Opaque) {
+    guarded((), (), |s| {
+        if !s.set_process_info(Handle::from_ptr(process), info) {
+            s.fault(format!(
+                "put_process_info: unknown process {:#x}",
+                process.addr()
+            ));
+        }
+    });
+}
+
+extern "C" fn cb_get_process_info(process: Opaque) -> Opaque {
+    guarded(std::ptr::null_mut(), std::ptr::null_mut(), |s| {
+        match s.process_info(Handle::from_ptr(process)) {
+            Some(info) => info,
+            None => {
+                s.fault(format!(
+                    "get_process_info: unknown process {:#x}",
+                    process.addr()
+                ));
+                std::ptr::null_mut()
+            }
+        }
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Image callbacks.
+
+extern "C" fn cb_get_type_sizes(process: Opaque, out: *mut TargetTypeSizes) {
+    guarded((), (), |s| {
+        // The header passes a process; accept an image too (both name one target).
+        let Some(target) = s.target_of(Handle::from_ptr(process)) else {
+            s.fault(format!(
+                "get_type_sizes: unknown handle {:#x}",
+                process.addr()
+            ));
+            return;
+        };
+        if out.is_null() {
+            s.fault("get_type_sizes: null output".into());
+            return;
+        }
+        let z = target.data_model().sizes();
+        let sizes = TargetTypeSizes {
+            short_size: z.short.into(),
+            int_size: z.int.into(),
+            long_size: z.long.into(),
+            long_long_size: z.long_long.into(),
+            pointer_size: z.pointer.into(),
+        };
+        // SAFETY: `out` points to the DLL's `mqs_target_type_sizes`, which has at least these
+        // five ints (Open MPI's has seven: we write only the first five, as MPICH's has only
+        // five). `write_unaligned` makes no alignment assumption.
+        unsafe { out.write_unaligned(sizes) };
+    });
+}
+
+fn lookup_symbol(
+    s: &Shared,
+    handle: Opaque,
+    name: *mut c_char,
+    out: *mut TAddr,
+    function: bool,
+) -> c_int {
+    let what = if function {
+        "find_function"
+    } else {
+        "find_symbol"
+    };
+    let Some(target) = s.target_of(Handle::from_ptr(handle)) else {
+        s.fault(format!("{what}: unknown image {:#x}", handle.addr()));
+        return CB_BAD_HANDLE;
+    };
+    // SAFETY: the DLL passes a NUL-terminated name; the scan is bounded.
+    let Some(name) = (unsafe { read_c_str(name, MAX_NAME) }) else {
+        s.fault(format!("{what}: null name"));
+        return CB_BAD_ARGUMENT;
+    };
+    let name = String::from_utf8_lossy(&name).into_owned();
+    match crate::state::find_symbol(&*target, &name, function) {
+        Ok(Some(address)) => {
+            if address > u64::from(TAddr::MAX) {
+                s.fault(format!("{what}({name}): address {address:#x} too wide"));
+                return CB_LOOKUP_FAILED;
+            }
+            let address = address as TAddr;
+            if !out.is_null() {
+                // SAFETY: a non-null `out` points to the DLL's `mqs_taddr_t`; a null one is
+                // the presence probe real DLLs use, and is not written.
+                unsafe { out.write_unaligned(address) };
+            }
+            0
+        }
+        Ok(None) => CB_NOT_FOUND,
+        Err(e) => {
+            s.fault(format!("{what}({name}): {e}"));
+            CB_LOOKUP_FAILED
+        }
+    }
+}
+
+extern "C" fn cb_find_function(
+    image: Opaque,
+    name: *mut c_char,
+    _lang: c_int,
+    out: *mut TAddr,
+) -> c_int {
+    guarded(CB_NO_HOST, CB_PANIC, |s| {
+        lookup_symbol(s, image, name, out, true)
+    })
+}
+
+extern "C" fn cb_find_symbol(image: Opaque, name: *mut c_char, out: *mut TAddr) -> c_int {
+    guarded(CB_NO_HOST, CB_PANIC, |s| {
+        lookup_symbol(s, image, name, out, false)
+    })
+}
+
+extern "C" fn cb_find_type(image: Opaque, name: *mut c_char, _lang: c_int) -> Opaque {
+    guarded(std::ptr::null_mut(), std::ptr::null_mut(), |s| {
+        // SAFETY: the DLL passes a NUL-terminated name; the scan is bounded.
+        let Some(name) = (unsafe { read_c_str(name, MAX_NAME) }) else {
+            s.fault("find_type: null name".into());
+            return std::ptr::null_mut();
+        };
+        let name = String::from_utf8_lossy(&name).into_owned();
+        match s.find_type(Handle::from_ptr(image), &name, |t, n| {
+            t.type_layout(TypeQuery::Named(n))
+        }) {
+            Some(h) => h.as_ptr(),
+            None => std::ptr::null_mut(),
+        }
+    })
+}
+
+extern "C" fn cb_field_offset(ty: Opaque, field: *mut c_char) -> c_int {
+    guarded(-1, -1, |s| {
+        // SAFETY: the DLL passes a NUL-terminated name; the scan is bounded.
+        let Some(field) = (unsafe { read_c_str(field, MAX_NAME) }) else {
+            s.fault("field_offset: null field name".into());
+            return -1;
+        };
+        let field = String::from_utf8_lossy(&field);
+        s.field_offset(Handle::from_ptr(ty), &field)
+            .and_then(|o| c_int::try_from(o).ok())
+            .unwrap_or(-1)
+    })
+}
+
+extern "C" fn cb_sizeof(ty: Opaque) -> c_int {
+    guarded(0, 0, |s| {
+        s.type_size(Handle::from_ptr(ty))
+            .and_then(|n| c_int::try_from(n).ok())
+            .unwrap_or_else(|| {
+                s.fault(format!("sizeof: unknown type {:#x}", ty.addr()));
+                0
+            })
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Process callbacks.
+
+extern "C" fn cb_get_global_rank(process: Opaque) -> c_int {
+    guarded(-1, -1, |s| {
+        s.global_rank(Handle::from_ptr(process)).unwrap_or_else(|| {
+            s.fault(format!(
+                "get_global_rank: unknown process {:#x}",
+                process.addr()
+            ));
+            -1
+        })
+    })
+}
+
+extern "C" fn cb_get_image(process: Opaque) -> Opaque {
+    guarded(std::ptr::null_mut(), std::ptr::null_mut(), |s| {
+        match s.image_of(Handle::from_ptr(process)) {
+            Some(h) => h.as_ptr(),
+            None => {
+                s.fault(format!("get_image: unknown process {:#x}", process.addr()));
+                std::ptr::null_mut()
+            }
+        }
+    })
+}
+
+extern "C" fn cb_fetch_data(
+    process: Opaque,
+    address: TAddr,
+    len: c_int,
+    buf: *mut c_void,
+) -> c_int {
+    guarded(CB_NO_HOST, CB_PANIC, |s| {
+        let Some(target) = s.target_of(Handle::from_ptr(process)) else {
+            s.fault(format!("fetch_data: unknown process {:#x}", process.addr()));
+            return CB_BAD_HANDLE;
+        };
+        if len == 0 {
+            return 0;
+        }
+        if buf.is_null() || !(1..=MAX_FETCH).contains(&len) {
+            s.fault(format!(
+                "fetch_data({address:#x}, {len}): bad length or null buffer"
+            ));
+            return CB_BAD_ARGUMENT;
+        }
+        let mut tmp = vec![0u8; len as usize];
+        match target.read_exact(u64::from(address), &mut tmp) {
+            Ok(()) => {
+                // SAFETY: the DLL's buffer holds `len` bytes (the interface's contract); `tmp`
+                // has exactly `len` bytes and does not overlap it.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(tmp.as_ptr(), buf.cast::<u8>(), tmp.len());
+                }
+                0
+            }
+            Err(e) => {
+                s.fault(format!("fetch_data({address:#x}, {len}): {e}"));
+                CB_READ_FAILED
+            }
+        }
+    })
+}
+
+extern "C" fn cb_target_to_host(process: Opaque, src: *const c_void, dst: *mut c_void, len: c_int) {
+    guarded((), (), |s| {
+        let Some(target) = s.target_of(Handle::from_ptr(process)) else {
+            s.fault(format!(
+                "target_to_host: unknown process {:#x}",
+                process.addr()
+            ));
+            return;
+        };
+        if len <= 0 {
+            return;
+        }
+        if src.is_null() || dst.is_null() || len > MAX_CONVERT {
+            s.fault(format!("target_to_host: bad length {len} or null buffer"));
+            return;
+        }
+        // SAFETY: `src` holds `len` bytes (the interface's contract); we copy them out before
+        // writing `dst`, so the two may even overlap.
+        let mut bytes =
+            unsafe { std::slice::from_raw_parts(src.cast::<u8>(), len as usize) }.to_vec();
+        crate::state::to_host_order(target.data_model().byte_order(), &mut bytes);
+        // SAFETY: `dst` holds `len` bytes (the interface's contract); `bytes` is our own buffer.
+        unsafe { std::ptr::copy(bytes.as_ptr(), dst.cast::<u8>(), bytes.len()) };
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Loading (the public, unsafe entry point lives here with the rest of the unsafe code).
+
+impl crate::Host {
+    /// Loads the DLL at `path` into this process: checks `mqs_version_compatibility` and
+    /// `mqs_dll_taddr_width` first, then the required exports, then hands it the callbacks.
+    ///
+    /// # Safety
+    /// The DLL's code runs inside this process with full access to it. `path` must name an
+    /// MQD DLL built for this host's ABI that keeps the interface's contract (valid
+    /// NUL-terminated strings, out-parameters and buffers of the sizes it passes). A DLL that
+    /// crashes takes the process with it.
+    pub unsafe fn load(
+        path: impl AsRef<Path>,
+        options: crate::HostOptions,
+    ) -> Result<crate::Host, MqdError> {
+        crate::Host::open_with(path.as_ref(), options, |p| {
+            // SAFETY: this function's contract, passed on to the caller.
+            unsafe { Dll::load(p) }
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The DLL's exports.
+
+/// Every function of a loaded DLL, copied out of it (it is never unloaded).
+pub(crate) struct Dll {
+    setup_basic_callbacks: unsafe extern "C" fn(*const BasicCallbacks),
+    version_string: unsafe extern "C" fn() -> *mut c_char,
+    dll_error_string: unsafe extern "C" fn(c_int) -> *mut c_char,
+    setup_image: unsafe extern "C" fn(Opaque, *const ImageCallbacks) -> c_int,
+    image_has_queues: unsafe extern "C" fn(Opaque, *mut *mut c_char) -> c_int,
+    destroy_image_info: unsafe extern "C" fn(Opaque),
+    setup_process: unsafe extern "C" fn(Opaque, *const ProcessCallbacks) -> c_int,
+    destroy_process_info: unsafe extern "C" fn(Opaque),
+    process_has_queues: unsafe extern "C" fn(Opaque, *mut *mut c_char) -> c_int,
+    update_communicator_list: unsafe extern "C" fn(Opaque) -> c_int,
+    setup_communicator_iterator: unsafe extern "C" fn(Opaque) -> c_int,
+    get_communicator: unsafe extern "C" fn(Opaque, *mut RawCommunicator) -> c_int,
+    get_comm_group: Option<unsafe extern "C" fn(Opaque, *mut c_int) -> c_int>,
+    next_communicator: unsafe extern "C" fn(Opaque) -> c_int,
+    setup_operation_iterator: unsafe extern "C" fn(Opaque, c_int) -> c_int,
+    next_operation: unsafe extern "C" fn(Opaque, *mut RawPendingOperation) -> c_int,
+    /// `mqs_version_compatibility()`.
+    pub(crate) compatibility: i32,
+    /// `mqs_dll_taddr_width()`, when exported.
+    pub(crate) taddr_width: Option<i32>,
+    /// Which optional exports exist.
+    pub(crate) optional: Vec<&'static str>,
+}
+
+/// The exports every MPI-1 DLL must have, besides the two version checks.
+pub(crate) const REQUIRED: [&str; 16] = [
+    "mqs_setup_basic_callbacks",
+    "mqs_version_string",
+    "mqs_dll_error_string",
+    "mqs_setup_image",
+    "mqs_image_has_queues",
+    "mqs_destroy_image_info",
+    "mqs_setup_process",
+    "mqs_destroy_process_info",
+    "mqs_process_has_queues",
+    "mqs_update_communicator_list",
+    "mqs_setup_communicator_iterator",
+    "mqs_get_communicator",
+    "mqs_next_communicator",
+    "mqs_setup_operation_iterator",
+    "mqs_next_operation",
+    "mqs_version_compatibility",
+];
+
+/// Optional exports we know of.
+pub(crate) const OPTIONAL: [&str; 7] = [
+    "mqs_dll_taddr_width",
+    "mqs_get_comm_group",
+    "mqs_setup_job",
+    "mqs_destroy_job_info",
+    "mqs_setup_new_process_iterator",
+    "mqs_next_new_process",
+    "mqs_set_process_identity",
+];
+
+/// Copies export `name` of `lib` as a `T` (a function pointer type), if present.
+///
+/// # Safety
+/// `T` must be the C prototype the interface gives `name`.
+unsafe fn export<T: Copy>(lib: &libloading::os::unix::Library, name: &str) -> Option<T> {
+    let mut z = name.as_bytes().to_vec();
+    z.push(0);
+    // SAFETY: the caller guarantees `T` is the export's prototype; the pointer is copied out
+    // and stays valid because the library is never unloaded.
+    unsafe { lib.get::<T>(&z).ok().map(|s| *s) }
+}
+
+impl Dll {
+    /// Loads the DLL at `path`, checks its versions first and then its exports, and hands it
+    /// our basic callbacks.
+    ///
+    /// # Safety
+    /// `path` must name an MQD DLL built for this host's ABI: its initialisers run now, and its
+    /// functions are later called with the header's prototypes.
+    pub(crate) unsafe fn load(path: &Path) -> Result<Dll, MqdError> {
+        use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
+        let shown = path.display().to_string();
+        // SAFETY: loading runs the DLL's initialisers: the caller vouches for the file.
+        let lib = unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL) }.map_err(|e| {
+            MqdError::Load {
+                path: shown.clone(),
+                reason: e.to_string(),
+            }
+        })?;
+        // SAFETY: the prototypes below are the header's.
+        let compat_fn =
+            unsafe { export::<unsafe extern "C" fn() -> c_int>(&lib, "mqs_version_compatibility") };
+        // SAFETY: as above.
+        let width_fn =
+            unsafe { export::<unsafe extern "C" fn() -> c_int>(&lib, "mqs_dll_taddr_width") };
+        let Some(compat_fn) = compat_fn else {
+            return Err(MqdError::MissingExports {
+                path: shown,
+                names: vec!["mqs_version_compatibility".into()],
+            });
+        };
+        // SAFETY: a no-argument function of the DLL returning an int.
+        let compatibility = unsafe { compat_fn() };
+        if compatibility != mpir_types::mqd::INTERFACE_COMPATIBILITY {
+            return Err(MqdError::Incompatible {
+                path: shown,
+                found: compatibility,
+                supported: mpir_types::mqd::INTERFACE_COMPATIBILITY,
+            });
+        }
+        // SAFETY: as above. A DLL without it predates it and uses `unsigned long` (header).
+        let taddr_width = width_fn.map(|f| unsafe { f() });
+        let host_width = std::mem::size_of::<TAddr>();
+        if let Some(w) = taddr_width
+            && usize::try_from(w).ok() != Some(host_width)
+        {
+            return Err(MqdError::TaddrWidth {
+                path: shown,
+                found: w,
+                host: host_width,
+            });
+        }
+        let missing: Vec<String> = REQUIRED
+            .iter()
+            .filter(|n| {
+                // SAFETY: only presence is tested; the type is a placeholder never called.
+                unsafe { export::<unsafe extern "C" fn()>(&lib, n) }.is_none()
+            })
+            .map(|n| (*n).to_string())
+            .collect();
+        if !missing.is_empty() {
+            return Err(MqdError::MissingExports {
+                path: shown,
+                names: missing,
+            });
+        }
+        let optional: Vec<&'static str> = OPTIONAL
+            .iter()
+            .copied()
+            // SAFETY: presence test only, as above.
+            .filter(|n| unsafe { export::<unsafe extern "C" fn()>(&lib, n) }.is_some())
+            .collect();
+        macro_rules! req {
+            ($name:literal) => {
+                // SAFETY: presence was checked above; the field's type is the header's
+                // prototype for this export.
+                match unsafe { export(&lib, $name) } {
+                    Some(f) => f,
+                    None => {
+                        return Err(MqdError::MissingExports {
+                            path: shown,
+                            names: vec![$name.into()],
+                        });
+                    }
+                }
+            };
+        }
+        let dll = Dll {
+            setup_basic_callbacks: req!("mqs_setup_basic_callbacks"),
+            version_string: req!("mqs_version_string"),
+            dll_error_string: req!("mqs_dll_error_string"),
+            setup_image: req!("mqs_setup_image"),
+            image_has_queues: req!("mqs_image_has_queues"),
+            destroy_image_info: req!("mqs_destroy_image_info"),
+            setup_process: req!("mqs_setup_process"),
+            destroy_process_info: req!("mqs_destroy_process_info"),
+            process_has_queues: req!("mqs_process_has_queues"),
+            update_communicator_list: req!("mqs_update_communicator_list"),
+            setup_communicator_iterator: req!("mqs_setup_communicator_iterator"),
+            get_communicator: req!("mqs_get_communicator"),
+            // SAFETY: the header's prototype of mqs_get_comm_group.
+            get_comm_group: unsafe { export(&lib, "mqs_get_comm_group") },
+            next_communicator: req!("mqs_next_communicator"),
+            setup_operation_iterator: req!("mqs_setup_operation_iterator"),
+            next_operation: req!("mqs_next_operation"),
+            compatibility,
+            taddr_width,
+            optional,
+        };
+        // Never unloaded: the function pointers above, and anything the DLL keeps of ours,
+        // stay valid for the life of the process.
+        std::mem::forget(lib);
+        // SAFETY: the DLL keeps the pointer; the table is a static.
+        unsafe { (dll.setup_basic_callbacks)(&BASIC_CALLBACKS) };
+        Ok(dll)
+    }
+
+    /// Whether `mqs_get_comm_group` is exported.
+    pub(crate) fn has_comm_group(&self) -> bool {
+        self.get_comm_group.is_some()
+    }
+
+    /// `mqs_version_string()`.
+    pub(crate) fn version_string(&self) -> String {
+        // SAFETY: a no-argument export returning a string (or null).
+        let p = unsafe { (self.version_string)() };
+        dll_string(p).unwrap_or_default()
+    }
+
+    /// `mqs_dll_error_string(code)`.
+    pub(crate) fn error_string(&self, code: c_int) -> String {
+        // SAFETY: the export takes any int and returns a string (or null).
+        let p = unsafe { (self.dll_error_string)(code) };
+        dll_string(p).unwrap_or_else(|| format!("error code {code}"))
+    }
+
+    // The calls below pass only handles (tokens), our static callback tables, and pointers to
+    // our own live locals: the DLL's prototypes are the header's (checked at load).
+
+    pub(crate) fn setup_image(&self, image: Handle) -> c_int {
+        // SAFETY: see the comment above the calls.
+        unsafe { (self.setup_image)(image.as_ptr(), &IMAGE_CALLBACKS) }
+    }
+
+    /// `mqs_image_has_queues`: the code and the message (still a printf format).
+    pub(crate) fn image_has_queues(&self, image: Handle) -> (c_int, Option<String>) {
+        let mut msg: *mut c_char = std::ptr::null_mut();
+        // SAFETY: see the comment above the calls; `msg` is our local.
+        let rc = unsafe { (self.image_has_queues)(image.as_ptr(), &mut msg) };
+        (rc, dll_string(msg))
+    }
+
+    pub(crate) fn destroy_image_info(&self, info: Opaque) {
+        // SAFETY: `info` is what the DLL stored with put_image_info, handed back once.
+        unsafe { (self.destroy_image_info)(info) }
+    }
+
+    pub(crate) fn setup_process(&self, process: Handle) -> c_int {
+        // SAFETY: see the comment above the calls.
+        unsafe { (self.setup_process)(process.as_ptr(), &PROCESS_CALLBACKS) }
+    }
+
+    pub(crate) fn process_has_queues(&self, process: Handle) -> (c_int, Option<String>) {
+        let mut msg: *mut c_char = std::ptr::null_mut();
+        // SAFETY: see the comment above the calls; `msg` is our local.
+        let rc = unsafe { (self.process_has_queues)(process.as_ptr(), &mut msg) };
+        (rc, dll_string(msg))
+    }
+
+    pub(crate) fn destroy_process_info(&self, info: Opaque) {
+        // SAFETY: `info` is what the DLL stored with put_process_info, handed back once.
+        unsafe { (self.destroy_process_info)(info) }
+    }
+
+    pub(crate) fn update_communicator_list(&self, process: Handle) -> c_int {
+        // SAFETY: see the comment above the calls.
+        unsafe { (self.update_communicator_list)(process.as_ptr()) }
+    }
+
+    pub(crate) fn setup_communicator_iterator(&self, process: Handle) -> c_int {
+        // SAFETY: see the comment above the calls.
+        unsafe { (self.setup_communicator_iterator)(process.as_ptr()) }
+    }
+
+    pub(crate) fn get_communicator(&self, process: Handle, out: &mut RawCommunicator) -> c_int {
+        // SAFETY: see the comment above the calls; `out` is a full `mqs_communicator`.
+        unsafe { (self.get_communicator)(process.as_ptr(), out) }
+    }
+
+    /// `mqs_get_comm_group` into `out` (one int per member), if exported.
+    pub(crate) fn get_comm_group(&self, process: Handle, out: &mut [c_int]) -> Option<c_int> {
+        let f = self.get_comm_group?;
+        // SAFETY: see the comment above the calls; `out` has one int per member of the
+        // current communicator, whose size the DLL just reported.
+        Some(unsafe { f(process.as_ptr(), out.as_mut_ptr()) })
+    }
+
+    pub(crate) fn next_communicator(&self, process: Handle) -> c_int {
+        // SAFETY: see the comment above the calls.
+        unsafe { (self.next_communicator)(process.as_ptr()) }
+    }
+
+    pub(crate) fn setup_operation_iterator(&self, process: Handle, class: c_int) -> c_int {
+        // SAFETY: see the comment above the calls.
+        unsafe { (self.setup_operation_iterator)(process.as_ptr(), class) }
+    }
+
+    pub(crate) fn next_operation(&self, process: Handle, out: &mut RawPendingOperation) -> c_int {
+        // SAFETY: see the comment above the calls; `out` is a full `mqs_pending_operation`.
+        unsafe { (self.next_operation)(process.as_ptr(), out) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mpir_types::DataModel;
+    use mpir_types::mqd::{CommunicatorLayout, PendingOperationLayout};
+    use std::mem::{offset_of, size_of};
+
+    #[test]
+    fn bindings_match_the_abi_layouts_computed_independently() {
+        // mpir-types lays the header's structs out from the data model alone; the repr(C)
+        // bindings must agree on this host.
+        let host = DataModel::host();
+        let c = CommunicatorLayout::abi(&host);
+        assert_eq!(size_of::<RawCommunicator>() as u64, c.size);
+        assert_eq!(offset_of!(RawCommunicator, name) as u64, c.name.offset);
+        let o = PendingOperationLayout::abi(&host);
+        assert_eq!(size_of::<RawPendingOperation>() as u64, o.size);
+        assert_eq!(
+            offset_of!(RawPendingOperation, tag_wild) as u64,
+            o.tag_wild.offset
+        );
+        assert_eq!(
+            offset_of!(RawPendingOperation, buffer) as u64,
+            o.buffer.offset
+        );
+        assert_eq!(
+            offset_of!(RawPendingOperation, extra_text) as u64,
+            o.extra_text.offset
+        );
+        assert_eq!(size_of::<TargetTypeSizes>(), 5 * size_of::<c_int>());
+        // The tables are arrays of function pointers in the header's order.
+        let fp = size_of::<usize>();
+        assert_eq!(size_of::<BasicCallbacks>(), 10 * fp);
+        assert_eq!(size_of::<ImageCallbacks>(), 6 * fp);
+        assert_eq!(size_of::<ProcessCallbacks>(), 6 * fp);
+        assert_eq!(offset_of!(ImageCallbacks, sizeof), 5 * fp);
+        assert_eq!(offset_of!(ProcessCallbacks, target_to_host), 3 * fp);
+    }
+
+    #[test]
+    fn handles_are_fresh_aligned_and_round_trip() {
+        let a = Handle::fresh();
+        let b = Handle::fresh();
+        assert_ne!(a, b);
+        assert_eq!(a.0 % 16, 0);
+        assert_eq!(Handle::from_ptr(a.as_ptr()), a);
+    }
+
+    #[test]
+    fn callbacks_without_an_active_host_return_errors_not_crashes() {
+        let mut out: TAddr = 7;
+        let rc = cb_find_symbol(Handle(0x10).as_ptr(), c"x".as_ptr().cast_mut(), &mut out);
+        assert_eq!(rc, CB_NO_HOST);
+        assert_eq!(out, 7, "nothing written");
+        assert_eq!(cb_get_global_rank(Handle(0x10).as_ptr()), -1);
+        assert!(cb_get_image_info(Handle(0x10).as_ptr()).is_null());
+    }
+
+    /// The real header as oracle: Open MPI's installed `msgq_interface.h` (libopenmpi-dev),
+    /// compiled by the C compiler, must give our bindings' sizes and offsets. Our callback
+    /// tables add the MPI-2 fields after the header's MPI-1 end.
+    #[test]
+    fn bindings_match_the_installed_open_mpi_header() {
+        use mpir_target::testkit;
+        let inc = std::path::Path::new("/usr/lib/x86_64-linux-gnu/openmpi/include");
+        let dbg = inc.join("openmpi/ompi/debuggers/msgq_interface.h");
+        if !dbg.is_file() || !testkit::have("cc") {
+            testkit::skip("needs libopenmpi-dev's msgq_interface.h and cc");
+            return;
+        }
+        let dir = testkit::scratch("mqd-header-oracle");
+        let src = dir.join("oracle.c");
+        std::fs::write(
+            &src,
+            "#include <stddef.h>\n#include <stdio.h>\n#include \"msgq_interface.h\"\n\
+             int main(void) { printf(\"%zu %zu %zu %zu %zu %zu %zu %zu %zu %zu\", \
+             sizeof(mqs_communicator), offsetof(mqs_communicator, name), \
+             sizeof(mqs_pending_operation), offsetof(mqs_pending_operation, tag_wild), \
+             offsetof(mqs_pending_operation, buffer), \
+             offsetof(mqs_pending_operation, extra_text), \
+             sizeof(mqs_basic_callbacks), sizeof(mqs_image_callbacks), \
+             sizeof(mqs_process_callbacks), offsetof(mqs_target_type_sizes, pointer_size)); \
+             return 0; }\n",
+        )
+        .expect("write oracle");
+        let exe = dir.join("oracle");
+        let mut cc = std::process::Command::new("cc");
+        cc.arg("-I")
+            .arg(dbg.parent().expect("dir"))
+            .arg("-I")
+            .arg(inc.join("openmpi"))
+            .arg("-I")
+            .arg(inc)
+            .arg("-o")
+            .arg(&exe)
+            .arg(&src);
+        testkit::run(&mut cc).unwrap_or_else(|e| panic!("{e}"));
+        let out = testkit::run(&mut std::process::Command::new(&exe)).expect("run oracle");
+        let got: Vec<usize> = out
+            .split_whitespace()
+            .map(|n| n.parse().expect("number"))
+            .collect();
+        let ours = [
+            size_of::<RawCommunicator>(),
+            offset_of!(RawCommunicator, name),
+            size_of::<RawPendingOperation>(),
+            offset_of!(RawPendingOperation, tag_wild),
+            offset_of!(RawPendingOperation, buffer),
+            offset_of!(RawPendingOperation, extra_text),
+            offset_of!(BasicCallbacks, put_job_info),
+            size_of::<ImageCallbacks>(),
+            offset_of!(ProcessCallbacks, get_process_job),
+            offset_of!(TargetTypeSizes, pointer_size),
+        ];
+        assert_eq!(got, ours);
+    }
+}

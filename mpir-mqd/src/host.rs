@@ -1,0 +1,606 @@
+//! The in-process host: one loaded DLL, the processes attached to it, and the iteration over
+//! their communicators and queues.
+
+// `c_long`/`c_ulong` are 64-bit here but 32-bit on other hosts: the widening conversions
+// are needed there.
+#![allow(clippy::useless_conversion)]
+use std::ffi::c_int;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::Mutex;
+
+use mpir_target::Target;
+use mpir_types::mqd::{self, LengthUnit, OpClass, OpStatus, Operation, Peer, result};
+
+use crate::error::{MqdError, Result};
+use crate::ffi::{
+    self, Active, Dll, EXTRA_LINES, Handle, RawCommunicator, RawPendingOperation, char_array_bytes,
+};
+use crate::state::Shared;
+
+/// DLLs hosted in this process (canonical paths): one host per DLL.
+static HOSTED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+fn hosted() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    HOSTED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// How a [`Host`] interprets and bounds what a DLL returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HostOptions {
+    /// Units of the DLL's lengths; `None` infers them from `mqs_version_string` (Open MPI's
+    /// DLL counts bytes, MPICH's counts elements).
+    pub length_unit: Option<LengthUnit>,
+    /// Most communicators one process may report.
+    pub max_communicators: usize,
+    /// Most operations one queue of one communicator may report.
+    pub max_operations: usize,
+    /// Largest communicator whose group is fetched with `mqs_get_comm_group`.
+    pub max_group_size: usize,
+}
+
+impl Default for HostOptions {
+    fn default() -> Self {
+        HostOptions {
+            length_unit: None,
+            max_communicators: 1 << 16,
+            max_operations: 1 << 20,
+            max_group_size: 1 << 22,
+        }
+    }
+}
+
+impl HostOptions {
+    /// The defaults with lengths in `unit`.
+    pub fn with_length_unit(mut self, unit: LengthUnit) -> Self {
+        self.length_unit = Some(unit);
+        self
+    }
+
+    /// The defaults with other iteration bounds.
+    pub fn with_bounds(mut self, communicators: usize, operations: usize) -> Self {
+        self.max_communicators = communicators;
+        self.max_operations = operations;
+        self
+    }
+}
+
+/// One process to attach: its image name (for messages), its target, and its rank in
+/// `MPI_COMM_WORLD` (from the acquired job).
+pub struct ProcessSpec {
+    /// The executable image's name (used in the DLL's has-queues messages).
+    pub image_name: String,
+    /// The process: memory, symbols of all its images, types (DWARF or a types sidecar).
+    pub target: Rc<dyn Target>,
+    /// Rank in `MPI_COMM_WORLD`.
+    pub global_rank: i32,
+}
+
+impl std::fmt::Debug for ProcessSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProcessSpec")
+            .field("image_name", &self.image_name)
+            .field("global_rank", &self.global_rank)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A process attached to a [`Host`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ProcessId {
+    process: Handle,
+    image: Handle,
+}
+
+/// One queue of one communicator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Queue {
+    /// The DLL has no information about this queue (`mqs_no_information`).
+    NoInformation,
+    /// The operations, in the order the DLL gave them (MPI's matching order).
+    Operations(Vec<Operation>),
+    /// The DLL failed part way: what it returned before, and why it stopped.
+    Failed {
+        /// Operations returned before the failure.
+        partial: Vec<Operation>,
+        /// The failure.
+        error: MqdError,
+    },
+}
+
+impl Queue {
+    /// The operations obtained (also the partial ones of a failed queue).
+    pub fn operations(&self) -> &[Operation] {
+        match self {
+            Queue::NoInformation => &[],
+            Queue::Operations(ops) | Queue::Failed { partial: ops, .. } => ops,
+        }
+    }
+}
+
+/// A communicator and its three queues.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CommunicatorQueues {
+    /// The communicator as the DLL describes it.
+    pub communicator: mqd::Communicator,
+    /// `MPI_COMM_WORLD` rank of each member, when the DLL exports `mqs_get_comm_group`.
+    pub group: Option<Vec<i64>>,
+    /// Pending sends.
+    pub sends: Queue,
+    /// Pending receives.
+    pub receives: Queue,
+    /// Unexpected messages.
+    pub unexpected: Queue,
+}
+
+impl CommunicatorQueues {
+    /// The queue of `class`.
+    pub fn queue(&self, class: OpClass) -> &Queue {
+        match class {
+            OpClass::Send => &self.sends,
+            OpClass::Receive => &self.receives,
+            OpClass::Unexpected => &self.unexpected,
+        }
+    }
+}
+
+/// Formats a has-queues message, which the interface defines as a printf format taking the
+/// image name: `%s` becomes `image`, `%%` a percent sign; anything else is kept as written
+/// (never handed to a real printf).
+pub fn format_queue_message(format: &str, image: &str) -> String {
+    let mut out = String::with_capacity(format.len() + image.len());
+    let mut chars = format.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '%' {
+            match chars.peek() {
+                Some('s') => {
+                    chars.next();
+                    out.push_str(image);
+                    continue;
+                }
+                Some('%') => {
+                    chars.next();
+                    out.push('%');
+                    continue;
+                }
+                _ => {}
+            }
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// An MQD DLL loaded into this process, with the processes attached to it.
+///
+/// A host is bound to the thread that created it (it is neither `Send` nor `Sync`): the DLL
+/// is called from that thread only, as real DLLs require, and only one host per DLL may exist
+/// in the process at a time.
+pub struct Host {
+    dll: Dll,
+    shared: Rc<Shared>,
+    path: String,
+    canonical: PathBuf,
+    version: String,
+    unit: LengthUnit,
+    options: HostOptions,
+    messages: Vec<(ProcessId, Option<String>, Option<String>)>,
+}
+
+impl std::fmt::Debug for Host {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Host")
+            .field("path", &self.path)
+            .field("version", &self.version)
+            .field("unit", &self.unit)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Host {
+    /// The shared part of [`Host::load`]: one host per DLL, `loader` does the loading.
+    pub(crate) fn open_with(
+        path: &Path,
+        options: HostOptions,
+        loader: impl FnOnce(&Path) -> Result<Dll>,
+    ) -> Result<Host> {
+        let shown = path.display().to_string();
+        let canonical = std::fs::canonicalize(path).map_err(|e| MqdError::Load {
+            path: shown.clone(),
+            reason: e.to_string(),
+        })?;
+        {
+            let mut hosted = hosted();
+            if hosted.contains(&canonical) {
+                return Err(MqdError::AlreadyHosted {
+                    path: canonical.display().to_string(),
+                });
+            }
+            hosted.push(canonical.clone());
+        }
+        let shared = Rc::new(Shared::default());
+        let loaded = {
+            let _active = Active::enter(&shared);
+            loader(&canonical)
+        };
+        let dll = match loaded {
+            Ok(dll) => dll,
+            Err(e) => {
+                hosted().retain(|p| p != &canonical);
+                return Err(e);
+            }
+        };
+        let version = {
+            let _active = Active::enter(&shared);
+            dll.version_string()
+        };
+        let unit = options
+            .length_unit
+            .unwrap_or(if version.contains("Open MPI") {
+                LengthUnit::Bytes
+            } else {
+                LengthUnit::Elements { element_size: None }
+            });
+        Ok(Host {
+            dll,
+            shared,
+            path: shown,
+            canonical,
+            version,
+            unit,
+            options,
+            messages: Vec::new(),
+        })
+    }
+
+    /// The DLL's path as given.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// `mqs_version_string()`.
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    /// `mqs_version_compatibility()`.
+    pub fn compatibility(&self) -> i32 {
+        self.dll.compatibility
+    }
+
+    /// `mqs_dll_taddr_width()`, when the DLL exports it.
+    pub fn taddr_width(&self) -> Option<i32> {
+        self.dll.taddr_width
+    }
+
+    /// The optional exports the DLL has (e.g. `mqs_get_comm_group`).
+    pub fn optional_exports(&self) -> &[&'static str] {
+        &self.dll.optional
+    }
+
+    /// The units lengths are reported in.
+    pub fn length_unit(&self) -> LengthUnit {
+        self.unit
+    }
+
+    /// Messages the DLL printed through `dprints` (most recent last, bounded).
+    pub fn dll_messages(&self) -> Vec<String> {
+        self.shared.messages()
+    }
+
+    /// The has-queues messages for `process` (image, process), formatted with the image name.
+    /// MPICH's DLL sets one even on success.
+    pub fn queue_messages(&self, process: ProcessId) -> (Option<&str>, Option<&str>) {
+        self.messages
+            .iter()
+            .find(|(p, _, _)| *p == process)
+            .map_or((None, None), |(_, i, p)| (i.as_deref(), p.as_deref()))
+    }
+
+    fn call<R>(&self, f: impl FnOnce(&Dll) -> R) -> R {
+        let _active = Active::enter(&self.shared);
+        f(&self.dll)
+    }
+
+    fn dll_error(
+        &self,
+        call: &'static str,
+        image: Option<String>,
+        code: c_int,
+        message: Option<String>,
+    ) -> MqdError {
+        let message = message.unwrap_or_else(|| self.call(|d| d.error_string(code)));
+        MqdError::Dll {
+            path: self.path.clone(),
+            call,
+            image,
+            code,
+            message,
+            faults: self.shared.take_faults(),
+        }
+    }
+
+    /// Attaches a process: `mqs_setup_image` and `mqs_image_has_queues` on its image, then
+    /// `mqs_setup_process` and `mqs_process_has_queues`. Each process gets its own image
+    /// object, so symbol addresses are the process's own (shared libraries load at different
+    /// addresses in different ranks).
+    pub fn attach(&mut self, spec: ProcessSpec) -> Result<ProcessId> {
+        let image = Handle::fresh();
+        let process = Handle::fresh();
+        let id = ProcessId { process, image };
+        let name = spec.image_name.clone();
+        self.shared
+            .add_image(image, spec.image_name, Rc::clone(&spec.target));
+        self.shared.take_faults();
+        let rc = self.call(|d| d.setup_image(image));
+        if rc != result::OK {
+            let e = self.dll_error("mqs_setup_image", Some(name), rc, None);
+            self.teardown(id);
+            return Err(e);
+        }
+        let (rc, msg) = self.call(|d| d.image_has_queues(image));
+        let image_msg = msg.map(|m| format_queue_message(&m, &name));
+        if rc != result::OK {
+            let e = self.dll_error("mqs_image_has_queues", Some(name), rc, image_msg);
+            self.teardown(id);
+            return Err(e);
+        }
+        self.shared
+            .add_process(process, image, spec.target, spec.global_rank);
+        let rc = self.call(|d| d.setup_process(process));
+        if rc != result::OK {
+            let e = self.dll_error("mqs_setup_process", Some(name), rc, None);
+            self.teardown(id);
+            return Err(e);
+        }
+        let (rc, msg) = self.call(|d| d.process_has_queues(process));
+        let process_msg = msg.map(|m| format_queue_message(&m, &name));
+        if rc != result::OK {
+            let e = self.dll_error("mqs_process_has_queues", Some(name), rc, process_msg);
+            self.teardown(id);
+            return Err(e);
+        }
+        self.messages.push((id, image_msg, process_msg));
+        Ok(id)
+    }
+
+    /// Detaches a process: the DLL destroys what it kept on it and on its image.
+    pub fn detach(&mut self, process: ProcessId) -> Result<()> {
+        if self.shared.image_of(process.process).is_none() {
+            return Err(MqdError::UnknownProcess {
+                handle: process.process.0,
+            });
+        }
+        self.teardown(process);
+        Ok(())
+    }
+
+    fn teardown(&mut self, id: ProcessId) {
+        if let Some(p) = self.shared.remove_process(id.process)
+            && !p.info.is_null()
+        {
+            self.call(|d| d.destroy_process_info(p.info));
+        }
+        if let Some(i) = self.shared.remove_image(id.image)
+            && !i.info.is_null()
+        {
+            self.call(|d| d.destroy_image_info(i.info));
+        }
+        self.messages.retain(|(p, _, _)| *p != id);
+        self.shared.take_faults();
+    }
+
+    /// Every communicator of `process` with its three queues, normalised: lengths in bytes
+    /// where known, global ranks filled from the communicator's group when the DLL gives -1.
+    pub fn queues(&mut self, process: ProcessId) -> Result<Vec<CommunicatorQueues>> {
+        let p = process.process;
+        let name = self
+            .shared
+            .image_name(process.image)
+            .ok_or(MqdError::UnknownProcess { handle: p.0 })?;
+        self.shared.take_faults();
+        let rc = self.call(|d| d.update_communicator_list(p));
+        if rc != result::OK {
+            return Err(self.dll_error("mqs_update_communicator_list", Some(name), rc, None));
+        }
+        let rc = self.call(|d| d.setup_communicator_iterator(p));
+        match rc {
+            result::OK => {}
+            result::END_OF_LIST | result::NO_INFORMATION => return Ok(Vec::new()),
+            _ => {
+                return Err(self.dll_error(
+                    "mqs_setup_communicator_iterator",
+                    Some(name),
+                    rc,
+                    None,
+                ));
+            }
+        }
+        let mut out = Vec::new();
+        loop {
+            if out.len() >= self.options.max_communicators {
+                return Err(MqdError::Unbounded {
+                    path: self.path.clone(),
+                    what: "communicators".into(),
+                    limit: self.options.max_communicators,
+                });
+            }
+            let mut raw = RawCommunicator::zeroed();
+            let rc = self.call(|d| d.get_communicator(p, &mut raw));
+            match rc {
+                result::OK => {}
+                result::END_OF_LIST => break,
+                _ => return Err(self.dll_error("mqs_get_communicator", Some(name), rc, None)),
+            }
+            let communicator = mqd::Communicator {
+                unique_id: u64::from(raw.unique_id),
+                local_rank: i64::from(raw.local_rank),
+                size: i64::from(raw.size),
+                name: String::from_utf8_lossy(&char_array_bytes(&raw.name)).into_owned(),
+            };
+            let group = self.comm_group(p, communicator.size);
+            let [sends, receives, unexpected] =
+                OpClass::ALL.map(|class| self.queue(p, class, group.as_deref()));
+            out.push(CommunicatorQueues {
+                communicator,
+                group,
+                sends,
+                receives,
+                unexpected,
+            });
+            let rc = self.call(|d| d.next_communicator(p));
+            match rc {
+                result::OK => {}
+                result::END_OF_LIST => break,
+                _ => return Err(self.dll_error("mqs_next_communicator", Some(name), rc, None)),
+            }
+        }
+        Ok(out)
+    }
+
+    fn comm_group(&self, p: Handle, size: i64) -> Option<Vec<i64>> {
+        let n = usize::try_from(size).ok()?;
+        if n == 0 || n > self.options.max_group_size || !self.dll.has_comm_group() {
+            return None;
+        }
+        let mut ranks: Vec<c_int> = vec![-1; n];
+        let rc = self.call(|d| d.get_comm_group(p, &mut ranks))?;
+        (rc == result::OK).then(|| ranks.into_iter().map(i64::from).collect())
+    }
+
+    fn queue(&self, p: Handle, class: OpClass, group: Option<&[i64]>) -> Queue {
+        let rc = self.call(|d| d.setup_operation_iterator(p, class.to_raw()));
+        match rc {
+            result::OK => {}
+            result::NO_INFORMATION => return Queue::NoInformation,
+            result::END_OF_LIST => return Queue::Operations(Vec::new()),
+            _ => {
+                return Queue::Failed {
+                    partial: Vec::new(),
+                    error: self.dll_error("mqs_setup_operation_iterator", None, rc, None),
+                };
+            }
+        }
+        let mut ops = Vec::new();
+        loop {
+            if ops.len() >= self.options.max_operations {
+                return Queue::Failed {
+                    partial: ops,
+                    error: MqdError::Unbounded {
+                        path: self.path.clone(),
+                        what: format!("{class:?} operations"),
+                        limit: self.options.max_operations,
+                    },
+                };
+            }
+            let mut raw = RawPendingOperation::zeroed();
+            let rc = self.call(|d| d.next_operation(p, &mut raw));
+            match rc {
+                result::OK => ops.push(self.normalize(&raw, class, group)),
+                result::END_OF_LIST => return Queue::Operations(ops),
+                _ => {
+                    return Queue::Failed {
+                        partial: ops,
+                        error: self.dll_error("mqs_next_operation", None, rc, None),
+                    };
+                }
+            }
+        }
+    }
+
+    fn normalize(
+        &self,
+        raw: &RawPendingOperation,
+        class: OpClass,
+        group: Option<&[i64]>,
+    ) -> Operation {
+        let extra_text = raw
+            .extra_text
+            .iter()
+            .take(EXTRA_LINES)
+            .map(|l| char_array_bytes(l))
+            .take_while(|l| !l.is_empty())
+            .map(|l| String::from_utf8_lossy(&l).into_owned())
+            .collect();
+        let op = mqd::PendingOperation {
+            status: OpStatus::from_raw(raw.status.into()),
+            desired_local_rank: i64::from(raw.desired_local_rank),
+            desired_global_rank: i64::from(raw.desired_global_rank),
+            tag_wild: raw.tag_wild != 0,
+            desired_tag: i64::from(raw.desired_tag),
+            desired_length: i64::from(raw.desired_length),
+            system_buffer: raw.system_buffer != 0,
+            buffer: u64::from(raw.buffer),
+            actual_local_rank: i64::from(raw.actual_local_rank),
+            actual_global_rank: i64::from(raw.actual_global_rank),
+            actual_tag: i64::from(raw.actual_tag),
+            actual_length: i64::from(raw.actual_length),
+            extra_text,
+        };
+        let mut n = mqd::normalize(&op, class, self.unit);
+        if let Some(group) = group {
+            let global = |local: u64| {
+                usize::try_from(local)
+                    .ok()
+                    .and_then(|i| group.get(i))
+                    .and_then(|&g| u64::try_from(g).ok())
+            };
+            if n.peer_global.is_none()
+                && let Peer::Rank(r) = n.peer_local
+            {
+                n.peer_global = global(r);
+            }
+            if let Some(a) = n.actual.as_mut()
+                && a.global_rank.is_none()
+            {
+                a.global_rank = a.local_rank.and_then(global);
+            }
+        }
+        n
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let (processes, images) = self.shared.handles();
+        for p in processes {
+            if let Some(e) = self.shared.remove_process(p)
+                && !e.info.is_null()
+            {
+                self.call(|d| d.destroy_process_info(e.info));
+            }
+        }
+        for i in images {
+            if let Some(e) = self.shared.remove_image(i)
+                && !e.info.is_null()
+            {
+                self.call(|d| d.destroy_image_info(e.info));
+            }
+        }
+        hosted().retain(|p| p != &self.canonical);
+    }
+}
+
+/// Text of a code our callbacks return to the DLL (for diagnostics).
+pub fn callback_error_text(code: i32) -> String {
+    ffi::callback_code_text(code).to_string_lossy().into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_messages_are_formatted_without_printf() {
+        assert_eq!(
+            format_queue_message("%s has no queues (100%%)", "/bin/app"),
+            "/bin/app has no queues (100%)"
+        );
+        // Conversions other than %s are shown as written, never interpreted.
+        assert_eq!(format_queue_message("%d %n %", "x"), "%d %n %");
+        assert_eq!(format_queue_message("", "x"), "");
+    }
+}

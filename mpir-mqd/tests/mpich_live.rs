@@ -1,0 +1,139 @@
+//! MPICH's own MQD DLL (`libtvmpich.so` from the `--enable-debuginfo` build) hosted in-process
+//! against live ranks of a program that posts known operations (`fixtures/mpich_pending.c`).
+//! Needs `$MPIR_MPICH_DEBUGINFO` (default `/var/cache/mpir-rs/mpich-debuginfo`); skipped
+//! without it, failed under `MPIR_REQUIRE_PEERS=1`.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::rc::Rc;
+
+use mpir_mqd::{CommunicatorQueues, Host, HostOptions, ProcessSpec};
+use mpir_target::debuginfo::DebugOptions;
+use mpir_target::live::LiveTarget;
+use mpir_target::testkit;
+use mpir_types::mqd::{OpClass, Peer};
+
+struct Job {
+    mpiexec: Child,
+    pids: Vec<u32>,
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        // Only processes this test started: the launcher and the ranks it reported.
+        for &pid in &self.pids {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        let _ = self.mpiexec.kill();
+        let _ = self.mpiexec.wait();
+    }
+}
+
+fn comm<'a>(comms: &'a [CommunicatorQueues], name: &str) -> &'a CommunicatorQueues {
+    comms
+        .iter()
+        .find(|c| c.communicator.name == name)
+        .unwrap_or_else(|| panic!("no communicator {name} in {comms:#?}"))
+}
+
+#[test]
+fn mpich_dll_reports_posted_operations_of_live_ranks() {
+    let root = PathBuf::from(
+        std::env::var("MPIR_MPICH_DEBUGINFO")
+            .unwrap_or_else(|_| "/var/cache/mpir-rs/mpich-debuginfo".into()),
+    );
+    let dll = root.join("lib/libtvmpich.so");
+    if !dll.is_file() || !root.join("bin/mpicc").is_file() {
+        testkit::skip(&format!("no debugger-enabled MPICH at {}", root.display()));
+        return;
+    }
+    let dir = testkit::scratch("mqd-mpich");
+    let app = dir.join("pending");
+    testkit::run(
+        Command::new(root.join("bin/mpicc"))
+            .args(["-g", "-o"])
+            .arg(&app)
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/fixtures/mpich_pending.c"
+            )),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mpiexec = Command::new(root.join("bin/mpiexec.hydra"))
+        .args(["-n", "2"])
+        .arg(&app)
+        .arg(&*dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start mpiexec.hydra");
+    let mut job = Job {
+        mpiexec,
+        pids: Vec::new(),
+    };
+    let pid_file = |r: usize| dir.join(format!("{r}.pid"));
+    assert!(
+        testkit::wait_for(60, || (0..2).all(|r| pid_file(r).is_file())),
+        "ranks did not post their operations in time"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    job.pids = (0..2)
+        .map(|r| {
+            std::fs::read_to_string(pid_file(r))
+                .expect("pid file")
+                .trim()
+                .parse()
+                .expect("pid")
+        })
+        .collect();
+
+    // SAFETY: MPICH's own MQD DLL, built for this machine with the MPI under test.
+    let mut host = unsafe { Host::load(&dll, HostOptions::default()) }.expect("load libtvmpich");
+    assert_eq!(host.compatibility(), 2);
+    for (rank, &pid) in job.pids.iter().enumerate() {
+        let peer = (rank as u64 + 1) % 2;
+        let target = LiveTarget::open(pid, DebugOptions::default()).expect("open rank");
+        let p = host
+            .attach(ProcessSpec {
+                image_name: app.display().to_string(),
+                target: Rc::new(target),
+                global_rank: rank as i32,
+            })
+            .unwrap_or_else(|e| panic!("attach rank {rank}: {e}"));
+        let comms = host
+            .queues(p)
+            .unwrap_or_else(|e| panic!("queues rank {rank}: {e}"));
+
+        let world = comm(&comms, "MPI_COMM_WORLD");
+        let recv = world
+            .queue(OpClass::Receive)
+            .operations()
+            .iter()
+            .find(|o| o.tag == Some(77))
+            .unwrap_or_else(|| panic!("rank {rank}: no tag-77 receive in {world:#?}"));
+        assert_eq!(recv.peer_local, Peer::Rank(peer));
+        assert_eq!(recv.length.elements, Some(4), "MPICH counts elements");
+
+        let dup = comm(&comms, "mpir_dup");
+        let send = dup
+            .queue(OpClass::Send)
+            .operations()
+            .iter()
+            .find(|o| o.tag == Some(55))
+            .unwrap_or_else(|| panic!("rank {rank}: no tag-55 send in {dup:#?}"));
+        assert_eq!(send.peer_local, Peer::Rank(peer));
+        assert_eq!(send.length.elements, Some(1 << 18));
+        let unexpected = dup.queue(OpClass::Unexpected).operations();
+        assert!(
+            unexpected
+                .iter()
+                .any(|o| o.tag == Some(55) && o.peer_local == Peer::Rank(peer)),
+            "rank {rank}: the peer's rendezvous send is unexpected here: {dup:#?}"
+        );
+        host.detach(p).expect("detach");
+        testkit::assert_untouched(pid);
+    }
+}
