@@ -314,3 +314,62 @@ fn launch_on_open_mpi() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(printed(&stderr), ranks_of(&v), "{stderr}");
 }
+
+#[test]
+fn interrupted_mid_acquisition_it_lets_go_of_the_starter() {
+    let Some(f) = fixtures("cli-sigterm") else {
+        return;
+    };
+    // -z: the starter never spawns, so mpir waits for the spawn event with its breakpoint in.
+    let mut tool = mpir()
+        .args(["launch", "--timeout", "60", "--"])
+        .arg(&f.starter)
+        .args(["-z", "--"])
+        .arg(&f.rank)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(tool.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap(); // the starter's own first line: it runs
+    let starter: u32 = line
+        .trim()
+        .trim_start_matches("starter pid=")
+        .parse()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let bp = {
+        let t = mpir_target::live::LiveTarget::open(starter, Default::default()).unwrap();
+        mpir_target::SymbolLookupExt::require_symbol(&t, "MPIR_Breakpoint")
+            .unwrap()
+            .address
+    };
+    let read_bp = || {
+        let t = mpir_target::live::LiveTarget::open(starter, Default::default()).unwrap();
+        mpir_target::MemoryExt::read_vec(&t, bp, 1).unwrap()[0]
+    };
+    assert_eq!(read_bp(), 0xcc, "mpir holds a breakpoint there now");
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &tool.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    // Keep the starter's stdin open: Child::wait would close it first.
+    let stdin = tool.stdin.take();
+    let status = tool.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(15),
+        "mpir dies of SIGTERM, after letting go"
+    );
+    assert_ne!(read_bp(), 0xcc, "the breakpoint byte was restored");
+    assert_untouched(starter);
+    // The starter runs on; closing its stdin ends it.
+    drop(stdin);
+    assert!(wait_for(10, || status_field(starter, "State:").is_empty()
+        || status_field(starter, "State:").starts_with('Z')));
+}

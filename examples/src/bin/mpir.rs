@@ -367,6 +367,11 @@ fn core(
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Told to stop (Ctrl-C, SIGTERM, a lost terminal): every process we hold is released
+    // first — breakpoints out, threads running — then the signal takes its course.
+    if let Err(e) = mpir_target::live::tracer::detach_on_signals() {
+        eprintln!("mpir: warning: {}", chain(&e));
+    }
     let result = match &cli.command {
         Cmd::Launch {
             common,

@@ -28,9 +28,12 @@
 //! for other reasons.
 
 mod arch;
+mod cleanup;
 mod control;
 mod launch;
 mod sys;
+
+pub use cleanup::{detach_everything, detach_on_signals};
 
 use std::process::{Child, Command};
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -153,6 +156,7 @@ const IDLE_POLL: (Duration, Duration) = (Duration::from_millis(1), Duration::fro
 /// A ptrace tracer on its own thread. See the [module documentation](self).
 #[derive(Debug)]
 pub struct Tracer {
+    id: u64,
     jobs: Option<mpsc::Sender<Job>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -166,10 +170,12 @@ impl Tracer {
     /// Starts the tracer thread.
     pub fn with_options(options: TracerOptions) -> Result<Self> {
         let (jobs, rx) = mpsc::channel::<Job>();
+        let interrupted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = std::sync::Arc::clone(&interrupted);
         let thread = std::thread::Builder::new()
             .name("mpir-tracer".into())
             .spawn(move || {
-                let mut control = Control::new(options);
+                let mut control = Control::new(options, flag);
                 let mut pause = IDLE_POLL.0;
                 loop {
                     let job = if control.has_tracees() {
@@ -194,7 +200,9 @@ impl Tracer {
                 let _ = control.detach_all();
             })
             .map_err(|e| control_err(Pid::from_raw(0), "start the tracer thread", e))?;
+        let id = cleanup::register(jobs.clone(), interrupted);
         Ok(Tracer {
+            id,
             jobs: Some(jobs),
             thread: Some(thread),
         })
@@ -330,6 +338,7 @@ impl Tracer {
 
 impl Drop for Tracer {
     fn drop(&mut self) {
+        cleanup::unregister(self.id);
         drop(self.jobs.take()); // the thread detaches from everything, then ends
         if let Some(t) = self.thread.take() {
             let _ = t.join();

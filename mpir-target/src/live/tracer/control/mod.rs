@@ -65,6 +65,8 @@ pub(super) struct Control {
     queued: VecDeque<StopEvent>,
     /// Threads that an exec killed, whose exit is still to be collected.
     reap: Vec<i32>,
+    /// Set by [`super::detach_everything`]: waits end early, nothing new is attached.
+    interrupted: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 fn tasks(pid: i32) -> Vec<i32> {
@@ -104,11 +106,30 @@ fn is_stop_signal(signal: i32) -> bool {
 }
 
 impl Control {
-    pub(super) fn new(options: TracerOptions) -> Self {
+    pub(super) fn new(
+        options: TracerOptions,
+        interrupted: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    ) -> Self {
         Control {
             options,
+            interrupted,
             ..Control::default()
         }
+    }
+
+    fn is_interrupted(&self) -> bool {
+        self.interrupted.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn refuse_if_interrupted(&self, pid: i32) -> Result<()> {
+        if self.is_interrupted() {
+            return Err(control_err(
+                Pid::from_raw(pid),
+                "trace",
+                "the tracer was told to let go of everything (detach_everything)",
+            ));
+        }
+        Ok(())
     }
 
     fn traced(&mut self, pid: i32) -> Result<&mut Traced> {
@@ -136,6 +157,7 @@ impl Control {
     // ---- launch and attach ----
 
     pub(super) fn launch(&mut self, command: Command) -> Result<Child> {
+        self.refuse_if_interrupted(0)?;
         let child = launch::spawn_seized(command, |pid| {
             ptrace::seize(pid, OPTIONS).map_err(|e| {
                 control_err(
@@ -224,6 +246,12 @@ impl Control {
     /// Attaches to many processes at once: every thread of every process is seized, then all
     /// are interrupted, then all stops are collected — the round trips overlap.
     pub(super) fn attach_many(&mut self, pids: &[u32]) -> Vec<Result<Vec<u32>>> {
+        if self.is_interrupted() {
+            return pids
+                .iter()
+                .map(|&p| self.refuse_if_interrupted(p as i32).map(|()| Vec::new()))
+                .collect();
+        }
         let mut results: Vec<Result<()>> = pids
             .iter()
             .map(|&pid| self.seize_all_threads(pid as i32))
@@ -571,7 +599,7 @@ impl Control {
                 pause = Duration::from_micros(20);
                 continue;
             }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
+            if deadline.is_some_and(|d| Instant::now() >= d) || self.is_interrupted() {
                 return Ok(None);
             }
             std::thread::sleep(pause);
