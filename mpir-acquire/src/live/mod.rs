@@ -11,7 +11,7 @@ use std::process::{Child, Command};
 
 use mpir_target::debuginfo::DebugOptions;
 use mpir_target::live::LiveTarget;
-use mpir_target::live::tracer::{StopEvent, Tracer};
+use mpir_target::live::tracer::{StopEvent, Tracer, TracerOptions};
 use mpir_target::{Memory, SymbolLookup, TargetError};
 use mpir_types::mpir::symbols;
 
@@ -548,7 +548,8 @@ fn acquire(
 /// Launch mode: runs `command` (the starter, or a wrapper that execs it) under control and
 /// acquires the job it spawns.
 pub fn launch(command: Command, options: AcquireOptions) -> Result<Acquired, AcquireError> {
-    let tracer = Tracer::new().map_err(AcquireError::target("start the tracer"))?;
+    let tracer = Tracer::with_options(TracerOptions::default().stop_timeout(options.timeout))
+        .map_err(AcquireError::target("start the tracer"))?;
     let child = tracer
         .launch(command)
         .map_err(AcquireError::target("launch the starter"))?;
@@ -581,7 +582,8 @@ fn exists(pid: u32) -> Result<(), AcquireError> {
 /// Attach mode: acquires the job of the running starter `pid`.
 pub fn attach(pid: u32, options: AcquireOptions) -> Result<Acquired, AcquireError> {
     exists(pid)?;
-    let tracer = Tracer::new().map_err(AcquireError::target("start the tracer"))?;
+    let tracer = Tracer::with_options(TracerOptions::default().stop_timeout(options.timeout))
+        .map_err(AcquireError::target("start the tracer"))?;
     tracer
         .attach(pid)
         .map_err(AcquireError::target("attach to the starter"))?;

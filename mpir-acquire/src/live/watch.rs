@@ -10,7 +10,7 @@ use mpi2dd::flags::{DebugState, DebuggerFlags};
 use mpi2dd::traverse::{TraverseOptions, traverse};
 use mpir_target::SymbolLookup;
 use mpir_target::live::LiveTarget;
-use mpir_target::live::tracer::{StopEvent, Tracer};
+use mpir_target::live::tracer::{StopEvent, Tracer, TracerOptions};
 
 use super::{entry_point, open_target};
 use crate::error::AcquireError;
@@ -89,7 +89,8 @@ impl Watcher {
                 reason: e.to_string(),
             })?
             .job;
-        let tracer = Tracer::new().map_err(AcquireError::target("start the tracer"))?;
+        let tracer = Tracer::with_options(TracerOptions::default().stop_timeout(options.timeout))
+            .map_err(AcquireError::target("start the tracer"))?;
         let mut w = Watcher {
             tracer,
             watch: Watch::new(job),
@@ -113,7 +114,8 @@ impl Watcher {
         command: Command,
         options: AcquireOptions,
     ) -> Result<(Watcher, Child, DebugState), AcquireError> {
-        let tracer = Tracer::new().map_err(AcquireError::target("start the tracer"))?;
+        let tracer = Tracer::with_options(TracerOptions::default().stop_timeout(options.timeout))
+            .map_err(AcquireError::target("start the tracer"))?;
         let child = tracer
             .launch(command)
             .map_err(AcquireError::target("launch the starter"))?;

@@ -125,14 +125,33 @@ pub enum WriteMode {
 }
 
 /// Settings of a [`Tracer`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct TracerOptions {
     /// How breakpoints and [`Tracer::write_memory`] write.
     pub write_mode: WriteMode,
+    /// How long interrupted threads get to report their stop (attach, stop-all, detach)
+    /// before the request fails naming them; a thread in uninterruptible sleep (a hung NFS
+    /// read) can take arbitrarily long. Default 10 s.
+    pub stop_timeout: Duration,
+}
+
+impl Default for TracerOptions {
+    fn default() -> Self {
+        TracerOptions {
+            write_mode: WriteMode::default(),
+            stop_timeout: Duration::from_secs(10),
+        }
+    }
 }
 
 impl TracerOptions {
+    /// With this stop timeout.
+    pub fn stop_timeout(mut self, stop_timeout: Duration) -> Self {
+        self.stop_timeout = stop_timeout;
+        self
+    }
+
     /// With `write_mode`.
     pub fn write_mode(mut self, write_mode: WriteMode) -> Self {
         self.write_mode = write_mode;

@@ -20,8 +20,6 @@ use crate::live::LiveMemory;
 
 /// Most rounds of "seize the threads that appeared meanwhile" during an attach.
 const ATTACH_ROUNDS: usize = 64;
-/// How long interrupted threads get to report their stop before we give up on them.
-const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Options of every tracee: follow new threads, report execs.
 const OPTIONS: Options = Options::PTRACE_O_TRACECLONE.union(Options::PTRACE_O_TRACEEXEC);
 
@@ -322,7 +320,8 @@ impl Control {
 
     /// Waits until every listed (interrupted) thread is stopped or gone.
     fn collect_stops(&mut self, mut left: Vec<(i32, i32)>) -> Result<()> {
-        let deadline = Instant::now() + STOP_TIMEOUT;
+        let timeout = self.options.stop_timeout;
+        let deadline = Instant::now() + timeout;
         while !left.is_empty() {
             let mut still = Vec::new();
             for (pid, t) in std::mem::take(&mut left) {
@@ -349,7 +348,7 @@ impl Control {
                 return Err(control_err(
                     Pid::from_raw(left.first().map_or(0, |&(p, _)| p)),
                     "stop",
-                    format!("threads {tids:?} did not stop within {STOP_TIMEOUT:?}"),
+                    format!("threads {tids:?} did not stop within {timeout:?}"),
                 ));
             }
             std::thread::sleep(Duration::from_micros(50));
