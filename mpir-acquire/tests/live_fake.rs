@@ -443,3 +443,56 @@ fn a_held_job_is_handed_over_stopped_to_another_tool() {
     let (out, code) = finish(child);
     assert_eq!(code, 0, "{out}");
 }
+
+#[test]
+fn a_starter_killed_while_held_leaves_the_ranks_running() {
+    let Some(f) = fixtures_with("killed", &["-g"]) else {
+        return;
+    };
+    let (mut a, mut child) = launched(&f, &["-n", "2"], &["stdin"], options().hold(true));
+    let ranks = a.job().attached_pids();
+    assert_eq!(ranks.len(), 2);
+    child.kill().unwrap(); // SIGKILL while stopped under our control
+    // The release copes: the starter is gone, the ranks are let go of.
+    let _ = a.release();
+    for &p in &ranks {
+        assert_untouched(p);
+        assert_eq!(status_field(p, "TracerPid:"), "0");
+    }
+    let _ = child.wait();
+    // The ranks wait for their stdin, which `wait` just closed: they end.
+    for &p in &ranks {
+        assert!(wait_for(10, || {
+            let s = status_field(p, "State:");
+            s.is_empty() || s.starts_with('Z')
+        }));
+    }
+}
+
+#[test]
+fn a_rank_killed_while_held_does_not_stop_the_release() {
+    let Some(f) = fixtures_with("rank-killed", &["-g"]) else {
+        return;
+    };
+    let (mut a, child) = launched(&f, &["-n", "3"], &["stdin"], options().hold(true));
+    let ranks = a.job().attached_pids();
+    assert_eq!(ranks.len(), 3);
+    let victim = ranks[1];
+    assert!(
+        Command::new("kill")
+            .args(["-9", &victim.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    assert!(wait_for(10, || !status_field(victim, "State:").starts_with('t')));
+    let problems = a.release().unwrap();
+    for &p in ranks.iter().filter(|&&p| p != victim) {
+        assert_untouched(p);
+    }
+    drop(problems);
+    let (out, code) = finish(child);
+    // The starter saw one rank die (killed): it reports the failure, nothing hangs.
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(printed_ranks(&out).len(), 3);
+}
