@@ -494,5 +494,9 @@ fn a_rank_killed_while_held_does_not_stop_the_release() {
     let (out, code) = finish(child);
     // The starter saw one rank die (killed): it reports the failure, nothing hangs.
     assert_eq!(code, 1, "{out}");
-    assert_eq!(printed_ranks(&out).len(), 3);
+    // The survivors ran on (the victim may have died before printing).
+    let printed: Vec<i64> = printed_ranks(&out).into_iter().map(|(_, p)| p).collect();
+    for &p in ranks.iter().filter(|&&p| p != victim) {
+        assert!(printed.contains(&i64::from(p)), "{p} in {out}");
+    }
 }
