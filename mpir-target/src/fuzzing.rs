@@ -24,3 +24,16 @@ pub fn elf_types(data: &[u8]) {
     let _ = index.named("MPIR_PROCDESC");
     let _ = index.pointee_of_variable("MPIR_proctable");
 }
+
+/// Parses arbitrary bytes as [`ElfFile::open`] parses a file: the header-driven choice of
+/// ranges, the sparse reader, then symbols. Must never panic, hang, or allocate more than the
+/// input's size.
+pub fn elf_sparse(data: &[u8]) {
+    let Ok(elf) = ElfFile::parse_sparse(Path::new("fuzz-input"), data) else {
+        return;
+    };
+    let _ = elf.symbols("MPIR_Breakpoint");
+    let _ = elf.build_id();
+    let _ = elf.debuglink();
+    let _ = elf.has_dwarf();
+}

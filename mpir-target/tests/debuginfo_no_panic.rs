@@ -54,6 +54,31 @@ proptest! {
         }
         mpir_target::fuzzing::elf_types(&data);
     }
+
+    /// The path `ElfFile::open` takes (ranges chosen from the headers, a sparse reader) on
+    /// headers, program headers and section headers corrupted anywhere.
+    #[test]
+    fn corrupted_headers_through_the_sparse_reader(
+        flips in prop::collection::vec((any::<prop::sample::Index>(), 1u8..=255), 1..16),
+        in_section_headers in any::<bool>(),
+        cut in prop::option::of(any::<prop::sample::Index>()),
+    ) {
+        let Some((bytes, _)) = seed() else { return Ok(()) };
+        let mut data = bytes.clone();
+        // The ELF header, program headers (start of file), or the section header table (end).
+        let (start, len) = if in_section_headers {
+            (data.len().saturating_sub(4096), 4096.min(data.len()))
+        } else {
+            (0, 1024.min(data.len()))
+        };
+        for (at, x) in flips {
+            data[start + at.index(len)] ^= x;
+        }
+        if let Some(cut) = cut {
+            data.truncate(cut.index(data.len()));
+        }
+        mpir_target::fuzzing::elf_sparse(&data);
+    }
 }
 
 #[test]
@@ -65,4 +90,20 @@ fn the_seed_itself_resolves_types() {
     let index = mpir_target::debuginfo::TypeIndex::load(&elf, None).unwrap();
     assert_eq!(index.named("zoo_t").unwrap().unwrap().byte_size, 128);
     mpir_target::fuzzing::elf_types(bytes);
+}
+
+#[test]
+fn the_sparse_reader_sees_what_the_whole_file_shows() {
+    let Some((bytes, _)) = seed() else { return };
+    let path = std::path::Path::new("seed");
+    let whole = mpir_target::debuginfo::ElfFile::parse(path, bytes.clone().into()).unwrap();
+    let sparse = mpir_target::debuginfo::ElfFile::parse_sparse(path, bytes).unwrap();
+    assert_eq!(sparse.symbol_count(), whole.symbol_count());
+    assert!(whole.symbol_count() > 0);
+    for name in ["main", "zoo", "zoo_ptr"] {
+        assert_eq!(sparse.symbols(name), whole.symbols(name), "{name}");
+    }
+    assert_eq!(sparse.build_id(), whole.build_id());
+    assert_eq!(sparse.has_dwarf(), whole.has_dwarf());
+    assert_eq!(sparse.segments(), whole.segments());
 }

@@ -91,6 +91,14 @@ impl ElfFile {
         ElfFile::parse_from(path, &sparse, OnceLock::new())
     }
 
+    /// Parses `data` as [`ElfFile::open`] parses a file: only the ranges it wants, through the
+    /// same sparse reader (for fuzzing that path without files).
+    pub fn parse_sparse(path: &Path, data: &[u8]) -> Result<Self, DebugInfoError> {
+        let ranges = wanted_ranges(data).map_err(|e| elf_err(path, e))?;
+        let sparse = Sparse::from_slice(data, ranges);
+        ElfFile::parse_from(path, &sparse, OnceLock::new())
+    }
+
     /// Parses `data`, which was read from `path`.
     pub fn parse(path: &Path, data: Arc<[u8]>) -> Result<Self, DebugInfoError> {
         let whole = OnceLock::from(Ok(Arc::clone(&data)));
@@ -290,22 +298,9 @@ struct Sparse {
 }
 
 impl Sparse {
-    fn read(file: &std::fs::File, len: u64, mut ranges: Vec<(u64, u64)>) -> std::io::Result<Self> {
+    fn read(file: &std::fs::File, len: u64, ranges: Vec<(u64, u64)>) -> std::io::Result<Self> {
         use std::os::unix::fs::FileExt;
-        ranges.sort_unstable();
-        // Merge overlapping and touching ranges, clamped to the file.
-        let mut merged: Vec<(u64, u64)> = Vec::new();
-        for (start, size) in ranges {
-            let end = start.saturating_add(size).min(len);
-            if start >= end {
-                continue;
-            }
-            match merged.last_mut() {
-                Some((_, e)) if start <= *e => *e = (*e).max(end),
-                _ => merged.push((start, end)),
-            }
-        }
-        let chunks = merged
+        let chunks = merge(ranges, len)
             .into_iter()
             .map(|(start, end)| {
                 let mut buf = vec![0u8; (end - start) as usize];
@@ -314,6 +309,19 @@ impl Sparse {
             })
             .collect::<std::io::Result<_>>()?;
         Ok(Sparse { len, chunks })
+    }
+
+    /// The same from bytes in memory.
+    fn from_slice(data: &[u8], ranges: Vec<(u64, u64)>) -> Self {
+        let len = data.len() as u64;
+        let chunks = merge(ranges, len)
+            .into_iter()
+            .filter_map(|(start, end)| {
+                let bytes = data.get(start as usize..end as usize)?.to_vec();
+                Some((start, bytes))
+            })
+            .collect();
+        Sparse { len, chunks }
     }
 
     /// The chunk holding `offset`, and `offset`'s index in it.
@@ -326,6 +334,23 @@ impl Sparse {
         let at = usize::try_from(offset - start).ok()?;
         (at < bytes.len()).then_some((bytes.as_slice(), at))
     }
+}
+
+/// Sorted, merged `[start, end)` ranges of (offset, size) pairs, clamped to `len`.
+fn merge(mut ranges: Vec<(u64, u64)>, len: u64) -> Vec<(u64, u64)> {
+    ranges.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::new();
+    for (start, size) in ranges {
+        let end = start.saturating_add(size).min(len);
+        if start >= end {
+            continue;
+        }
+        match merged.last_mut() {
+            Some((_, e)) if start <= *e => *e = (*e).max(end),
+            _ => merged.push((start, end)),
+        }
+    }
+    merged
 }
 
 impl<'a> ReadRef<'a> for &'a Sparse {
