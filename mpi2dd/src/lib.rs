@@ -66,6 +66,8 @@ pub mod decode;
 mod error;
 pub mod events;
 pub mod flags;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod job;
 pub mod mock;
 pub mod read;

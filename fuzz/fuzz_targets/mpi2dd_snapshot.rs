@@ -1,0 +1,5 @@
+//! Fuzz target: `mpi2dd::fuzzing::snapshot`. A bounded run of the same harness is in `cargo test`
+//! (mpi2dd/tests/fuzz_harness.rs).
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| mpi2dd::fuzzing::snapshot(data));
