@@ -48,6 +48,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+mod discover;
 mod error;
 mod ffi;
 mod helper;
@@ -56,6 +57,7 @@ mod remote;
 mod state;
 mod wire;
 
+pub use discover::{DllSource, discover_dll};
 pub use error::{MqdError, Result};
 pub use ffi::open_host;
 pub use helper::helper_main;
