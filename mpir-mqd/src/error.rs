@@ -84,6 +84,59 @@ pub enum MqdError {
         /// The bound.
         limit: usize,
     },
+    /// The out-of-process helper could not be found or started, or did not greet us with the
+    /// protocol version we speak.
+    #[error("MQD helper {helper}: {reason}")]
+    HelperStart {
+        /// The helper executable (or where it was looked for).
+        helper: String,
+        /// Why.
+        reason: String,
+    },
+    /// The helper died while hosting the DLL (typically a crash inside the DLL); it has been
+    /// reaped and this host is unusable.
+    #[error("MQD helper for {path} died during {call}: {status}")]
+    HelperDied {
+        /// The DLL.
+        path: String,
+        /// What the host asked for when it died.
+        call: String,
+        /// How it ended (`killed by signal 11 (SIGSEGV)`, `exited with status 3`, ...).
+        status: String,
+    },
+    /// The helper said nothing for longer than the timeout (a DLL that hangs or loops); it has
+    /// been killed and reaped and this host is unusable.
+    #[error("MQD helper for {path} did not answer {call} within {after_ms} ms; killed")]
+    HelperTimeout {
+        /// The DLL.
+        path: String,
+        /// What the host asked for.
+        call: String,
+        /// The timeout that expired, in milliseconds.
+        after_ms: u64,
+    },
+    /// The helper sent something that is not the protocol (garbage, an oversized frame, an
+    /// unexpected message); it has been killed and reaped and this host is unusable.
+    #[error("MQD helper for {path} broke the protocol: {reason}")]
+    Protocol {
+        /// The DLL.
+        path: String,
+        /// What was wrong.
+        reason: String,
+    },
+    /// An earlier failure killed the helper; open a new host.
+    #[error("MQD helper for {path} is no longer running (an earlier call failed)")]
+    HelperGone {
+        /// The DLL.
+        path: String,
+    },
+    /// The DLL to host could not be located in a process (no `MPIR_dll_name`, no
+    /// `mpimsgq_dll_locations` entry naming an existing file).
+    #[error("no MQD DLL found: {reason}")]
+    NoDll {
+        /// What was tried.
+        reason: String,
+    },
     /// The process handle is not (or no longer) attached to this host.
     #[error("process {handle:#x} is not attached to this host")]
     UnknownProcess {

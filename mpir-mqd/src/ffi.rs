@@ -674,6 +674,67 @@ impl crate::Host {
     }
 }
 
+/// Opens a host for the DLL at `path` in the mode the caller picks.
+///
+/// # Safety
+/// For [`crate::Hosting::InProcess`], the contract of [`crate::Host::load`]. Out of process
+/// there is nothing to vouch for (use [`crate::OutOfProcessHost::spawn`], which is safe).
+pub unsafe fn open_host(
+    path: impl AsRef<Path>,
+    hosting: crate::Hosting,
+    options: crate::HostOptions,
+) -> Result<Box<dyn crate::QueueHost>, MqdError> {
+    Ok(match hosting {
+        // SAFETY: this function's contract, passed on to the caller.
+        crate::Hosting::InProcess => Box::new(unsafe { crate::Host::load(path, options) }?),
+        crate::Hosting::OutOfProcess(helper) => {
+            Box::new(crate::OutOfProcessHost::spawn(path, options, helper)?)
+        }
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The out-of-process helper's process set-up.
+
+/// Loads the DLL inside the helper process (`mpir-mqd-host`).
+pub(crate) fn load_in_helper(
+    path: &Path,
+    options: crate::HostOptions,
+) -> Result<crate::Host, MqdError> {
+    // SAFETY: this process exists to host the DLL: whatever the DLL does (crash, hang, corrupt
+    // memory) stays inside it, and the parent turns it into an error. The ABI contract is the
+    // same as for `Host::load`, vouched for by whoever chose the DLL.
+    unsafe { crate::Host::load(path, options) }
+}
+
+/// Moves the protocol off file descriptor 1: returns a close-on-exec duplicate of stdout (the
+/// pipe to the parent) and points fd 1 at stderr, so that a DLL that prints to stdout cannot
+/// corrupt the protocol.
+pub(crate) fn protocol_stdout() -> std::io::Result<std::fs::File> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: fcntl(F_DUPFD_CLOEXEC) on fd 1 only creates a new descriptor; no memory involved.
+    let fd = unsafe { libc::fcntl(1, libc::F_DUPFD_CLOEXEC, 3) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: dup2 replaces fd 1 with a copy of fd 2; no Rust object owns fd 1 directly (the
+    // standard library's stdout handle refers to the number, which now means stderr).
+    if unsafe { libc::dup2(2, 1) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just created by fcntl and is owned by nothing else.
+    Ok(unsafe { std::fs::File::from_raw_fd(fd) })
+}
+
+/// Asks the kernel to kill this process when its parent dies (a helper stuck in a DLL must
+/// not outlive the host). Best effort.
+pub(crate) fn die_with_parent() {
+    // SAFETY: PR_SET_PDEATHSIG takes a signal number and touches no memory of ours.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The DLL's exports.
 

@@ -93,6 +93,22 @@ pub struct ProcessId {
     image: Handle,
 }
 
+impl ProcessId {
+    /// The two handle values (for the pipe protocol).
+    pub(crate) fn to_raw(self) -> (u64, u64) {
+        (self.process.0 as u64, self.image.0 as u64)
+    }
+
+    /// From two handle values received over the pipe (a garbage pair is simply unknown).
+    pub(crate) fn from_raw(process: u64, image: u64) -> Self {
+        let h = |v: u64| Handle(usize::try_from(v).unwrap_or(0));
+        ProcessId {
+            process: h(process),
+            image: h(image),
+        }
+    }
+}
+
 /// One queue of one communicator.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -144,6 +160,71 @@ impl CommunicatorQueues {
             OpClass::Receive => &self.receives,
             OpClass::Unexpected => &self.unexpected,
         }
+    }
+}
+
+/// What both hosting modes offer: an [`crate::Host`] (in-process) and an
+/// [`crate::OutOfProcessHost`] (a helper process) give the same answers through it; the caller
+/// picks with [`crate::Hosting`] (or by constructing either).
+pub trait QueueHost: std::fmt::Debug {
+    /// The DLL's path as given.
+    fn path(&self) -> &str;
+    /// `mqs_version_string()`.
+    fn version(&self) -> &str;
+    /// `mqs_version_compatibility()`.
+    fn compatibility(&self) -> i32;
+    /// `mqs_dll_taddr_width()`, when the DLL exports it.
+    fn taddr_width(&self) -> Option<i32>;
+    /// The optional exports the DLL has (e.g. `mqs_get_comm_group`).
+    fn optional_exports(&self) -> &[&'static str];
+    /// The units lengths are reported in.
+    fn length_unit(&self) -> LengthUnit;
+    /// Messages the DLL printed through `dprints` (most recent last, bounded).
+    fn dll_messages(&self) -> Vec<String>;
+    /// The has-queues messages for `process` (image, process), formatted with the image name.
+    fn queue_messages(&self, process: ProcessId) -> (Option<&str>, Option<&str>);
+    /// Attaches a process (see [`Host::attach`]).
+    fn attach(&mut self, spec: ProcessSpec) -> Result<ProcessId>;
+    /// Detaches a process (see [`Host::detach`]).
+    fn detach(&mut self, process: ProcessId) -> Result<()>;
+    /// Every communicator of `process` with its three queues, normalised (see
+    /// [`Host::queues`]).
+    fn queues(&mut self, process: ProcessId) -> Result<Vec<CommunicatorQueues>>;
+}
+
+impl QueueHost for Host {
+    fn path(&self) -> &str {
+        Host::path(self)
+    }
+    fn version(&self) -> &str {
+        Host::version(self)
+    }
+    fn compatibility(&self) -> i32 {
+        Host::compatibility(self)
+    }
+    fn taddr_width(&self) -> Option<i32> {
+        Host::taddr_width(self)
+    }
+    fn optional_exports(&self) -> &[&'static str] {
+        Host::optional_exports(self)
+    }
+    fn length_unit(&self) -> LengthUnit {
+        Host::length_unit(self)
+    }
+    fn dll_messages(&self) -> Vec<String> {
+        Host::dll_messages(self)
+    }
+    fn queue_messages(&self, process: ProcessId) -> (Option<&str>, Option<&str>) {
+        Host::queue_messages(self, process)
+    }
+    fn attach(&mut self, spec: ProcessSpec) -> Result<ProcessId> {
+        Host::attach(self, spec)
+    }
+    fn detach(&mut self, process: ProcessId) -> Result<()> {
+        Host::detach(self, process)
+    }
+    fn queues(&mut self, process: ProcessId) -> Result<Vec<CommunicatorQueues>> {
+        Host::queues(self, process)
     }
 }
 
@@ -237,13 +318,7 @@ impl Host {
             let _active = Active::enter(&shared);
             dll.version_string()
         };
-        let unit = options
-            .length_unit
-            .unwrap_or(if version.contains("Open MPI") {
-                LengthUnit::Bytes
-            } else {
-                LengthUnit::Elements { element_size: None }
-            });
+        let unit = infer_unit(options.length_unit, &version);
         Ok(Host {
             dll,
             shared,
@@ -396,6 +471,17 @@ impl Host {
     /// Every communicator of `process` with its three queues, normalised: lengths in bytes
     /// where known, global ranks filled from the communicator's group when the DLL gives -1.
     pub fn queues(&mut self, process: ProcessId) -> Result<Vec<CommunicatorQueues>> {
+        let unit = self.unit;
+        Ok(self
+            .raw_queues(process)?
+            .into_iter()
+            .map(|r| r.finish(unit))
+            .collect())
+    }
+
+    /// The iteration of [`Host::queues`] without the normalisation (what the out-of-process
+    /// helper ships to its parent).
+    pub(crate) fn raw_queues(&mut self, process: ProcessId) -> Result<Vec<RawCommQueues>> {
         let p = process.process;
         let name = self
             .shared
@@ -442,14 +528,11 @@ impl Host {
                 name: String::from_utf8_lossy(&char_array_bytes(&raw.name)).into_owned(),
             };
             let group = self.comm_group(p, communicator.size);
-            let [sends, receives, unexpected] =
-                OpClass::ALL.map(|class| self.queue(p, class, group.as_deref()));
-            out.push(CommunicatorQueues {
+            let queues = OpClass::ALL.map(|class| self.queue(p, class));
+            out.push(RawCommQueues {
                 communicator,
                 group,
-                sends,
-                receives,
-                unexpected,
+                queues,
             });
             let rc = self.call(|d| d.next_communicator(p));
             match rc {
@@ -471,96 +554,161 @@ impl Host {
         (rc == result::OK).then(|| ranks.into_iter().map(i64::from).collect())
     }
 
-    fn queue(&self, p: Handle, class: OpClass, group: Option<&[i64]>) -> Queue {
+    fn queue(&self, p: Handle, class: OpClass) -> RawQueue {
         let rc = self.call(|d| d.setup_operation_iterator(p, class.to_raw()));
         match rc {
             result::OK => {}
-            result::NO_INFORMATION => return Queue::NoInformation,
-            result::END_OF_LIST => return Queue::Operations(Vec::new()),
+            result::NO_INFORMATION => return RawQueue::NoInformation,
+            result::END_OF_LIST => return RawQueue::Operations(Vec::new(), None),
             _ => {
-                return Queue::Failed {
-                    partial: Vec::new(),
-                    error: self.dll_error("mqs_setup_operation_iterator", None, rc, None),
-                };
+                return RawQueue::Operations(
+                    Vec::new(),
+                    Some(self.dll_error("mqs_setup_operation_iterator", None, rc, None)),
+                );
             }
         }
         let mut ops = Vec::new();
         loop {
             if ops.len() >= self.options.max_operations {
-                return Queue::Failed {
-                    partial: ops,
-                    error: MqdError::Unbounded {
-                        path: self.path.clone(),
-                        what: format!("{class:?} operations"),
-                        limit: self.options.max_operations,
-                    },
+                let error = MqdError::Unbounded {
+                    path: self.path.clone(),
+                    what: format!("{class:?} operations"),
+                    limit: self.options.max_operations,
                 };
+                return RawQueue::Operations(ops, Some(error));
             }
             let mut raw = RawPendingOperation::zeroed();
             let rc = self.call(|d| d.next_operation(p, &mut raw));
             match rc {
-                result::OK => ops.push(self.normalize(&raw, class, group)),
-                result::END_OF_LIST => return Queue::Operations(ops),
+                result::OK => ops.push(raw_operation(&raw)),
+                result::END_OF_LIST => return RawQueue::Operations(ops, None),
                 _ => {
-                    return Queue::Failed {
-                        partial: ops,
-                        error: self.dll_error("mqs_next_operation", None, rc, None),
-                    };
+                    let error = self.dll_error("mqs_next_operation", None, rc, None);
+                    return RawQueue::Operations(ops, Some(error));
                 }
             }
         }
     }
+}
 
-    fn normalize(
-        &self,
-        raw: &RawPendingOperation,
-        class: OpClass,
-        group: Option<&[i64]>,
-    ) -> Operation {
-        let extra_text = raw
-            .extra_text
-            .iter()
-            .take(EXTRA_LINES)
-            .map(|l| char_array_bytes(l))
-            .take_while(|l| !l.is_empty())
-            .map(|l| String::from_utf8_lossy(&l).into_owned())
-            .collect();
-        let op = mqd::PendingOperation {
-            status: OpStatus::from_raw(raw.status.into()),
-            desired_local_rank: i64::from(raw.desired_local_rank),
-            desired_global_rank: i64::from(raw.desired_global_rank),
-            tag_wild: raw.tag_wild != 0,
-            desired_tag: i64::from(raw.desired_tag),
-            desired_length: i64::from(raw.desired_length),
-            system_buffer: raw.system_buffer != 0,
-            buffer: u64::from(raw.buffer),
-            actual_local_rank: i64::from(raw.actual_local_rank),
-            actual_global_rank: i64::from(raw.actual_global_rank),
-            actual_tag: i64::from(raw.actual_tag),
-            actual_length: i64::from(raw.actual_length),
-            extra_text,
-        };
-        let mut n = mqd::normalize(&op, class, self.unit);
-        if let Some(group) = group {
-            let global = |local: u64| {
-                usize::try_from(local)
-                    .ok()
-                    .and_then(|i| group.get(i))
-                    .and_then(|&g| u64::try_from(g).ok())
-            };
-            if n.peer_global.is_none()
-                && let Peer::Rank(r) = n.peer_local
-            {
-                n.peer_global = global(r);
-            }
-            if let Some(a) = n.actual.as_mut()
-                && a.global_rank.is_none()
-            {
-                a.global_rank = a.local_rank.and_then(global);
-            }
-        }
-        n
+/// The DLL's `mqs_pending_operation` in the host-independent raw model.
+fn raw_operation(raw: &RawPendingOperation) -> mqd::PendingOperation {
+    let extra_text = raw
+        .extra_text
+        .iter()
+        .take(EXTRA_LINES)
+        .map(|l| char_array_bytes(l))
+        .take_while(|l| !l.is_empty())
+        .map(|l| String::from_utf8_lossy(&l).into_owned())
+        .collect();
+    mqd::PendingOperation {
+        status: OpStatus::from_raw(raw.status.into()),
+        desired_local_rank: i64::from(raw.desired_local_rank),
+        desired_global_rank: i64::from(raw.desired_global_rank),
+        tag_wild: raw.tag_wild != 0,
+        desired_tag: i64::from(raw.desired_tag),
+        desired_length: i64::from(raw.desired_length),
+        system_buffer: raw.system_buffer != 0,
+        buffer: u64::from(raw.buffer),
+        actual_local_rank: i64::from(raw.actual_local_rank),
+        actual_global_rank: i64::from(raw.actual_global_rank),
+        actual_tag: i64::from(raw.actual_tag),
+        actual_length: i64::from(raw.actual_length),
+        extra_text,
     }
+}
+
+/// One queue as the DLL gave it, before normalisation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RawQueue {
+    /// `mqs_no_information`.
+    NoInformation,
+    /// The operations, and the error that stopped the iteration early, if any.
+    Operations(Vec<mqd::PendingOperation>, Option<MqdError>),
+}
+
+/// One communicator as the DLL gave it, before normalisation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RawCommQueues {
+    pub(crate) communicator: mqd::Communicator,
+    pub(crate) group: Option<Vec<i64>>,
+    /// Sends, receives, unexpected.
+    pub(crate) queues: [RawQueue; 3],
+}
+
+impl RawCommQueues {
+    /// Normalises (lengths in `unit`, global ranks from the group).
+    pub(crate) fn finish(self, unit: LengthUnit) -> CommunicatorQueues {
+        let group = self.group;
+        let [sends, receives, unexpected] = {
+            let mut i = 0;
+            self.queues.map(|q| {
+                let class = OpClass::ALL[i];
+                i += 1;
+                match q {
+                    RawQueue::NoInformation => Queue::NoInformation,
+                    RawQueue::Operations(ops, error) => {
+                        let ops = ops
+                            .iter()
+                            .map(|o| normalize(o, class, unit, group.as_deref()))
+                            .collect();
+                        match error {
+                            None => Queue::Operations(ops),
+                            Some(error) => Queue::Failed {
+                                partial: ops,
+                                error,
+                            },
+                        }
+                    }
+                }
+            })
+        };
+        CommunicatorQueues {
+            communicator: self.communicator,
+            group,
+            sends,
+            receives,
+            unexpected,
+        }
+    }
+}
+
+/// Units of a DLL's lengths: `given`, or inferred from its version string (Open MPI's DLL
+/// counts bytes, MPICH's counts elements).
+pub(crate) fn infer_unit(given: Option<LengthUnit>, version: &str) -> LengthUnit {
+    given.unwrap_or(if version.contains("Open MPI") {
+        LengthUnit::Bytes
+    } else {
+        LengthUnit::Elements { element_size: None }
+    })
+}
+
+fn normalize(
+    op: &mqd::PendingOperation,
+    class: OpClass,
+    unit: LengthUnit,
+    group: Option<&[i64]>,
+) -> Operation {
+    let mut n = mqd::normalize(op, class, unit);
+    if let Some(group) = group {
+        let global = |local: u64| {
+            usize::try_from(local)
+                .ok()
+                .and_then(|i| group.get(i))
+                .and_then(|&g| u64::try_from(g).ok())
+        };
+        if n.peer_global.is_none()
+            && let Peer::Rank(r) = n.peer_local
+        {
+            n.peer_global = global(r);
+        }
+        if let Some(a) = n.actual.as_mut()
+            && a.global_rank.is_none()
+        {
+            a.global_rank = a.local_rank.and_then(global);
+        }
+    }
+    n
 }
 
 impl Drop for Host {

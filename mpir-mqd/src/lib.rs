@@ -16,8 +16,11 @@
 //!    iterate communicators and their three queues, as [`mpir_types::mqd`] operations,
 //!    normalised.
 //!
-//! Not yet here (issue 7): the out-of-process host, DLL discovery from `MPIR_dll_name`, the
-//! Open MPI types sidecar, the MPI-2 job functions.
+//! 4. [`OutOfProcessHost`]: the same, with the DLL in a helper process (`mpir-mqd-host`, this
+//!    crate's binary) that asks us over a pipe for every read and lookup; a DLL that crashes,
+//!    hangs or loops is a typed error. Both implement [`QueueHost`]; [`Hosting`] picks.
+//!
+//! Not yet here (issue 7): the MPI-2 job functions.
 //!
 //! ## Example
 //!
@@ -45,13 +48,32 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+mod discover;
 mod error;
 mod ffi;
+mod helper;
 mod host;
+mod remote;
 mod state;
+mod wire;
 
+pub use discover::{DllSource, discover_dll};
 pub use error::{MqdError, Result};
+pub use ffi::open_host;
+pub use helper::helper_main;
 pub use host::{
-    CommunicatorQueues, Host, HostOptions, ProcessId, ProcessSpec, Queue, callback_error_text,
-    format_queue_message,
+    CommunicatorQueues, Host, HostOptions, ProcessId, ProcessSpec, Queue, QueueHost,
+    callback_error_text, format_queue_message,
 };
+pub use remote::{HELPER_ENV, HELPER_NAME, HelperOptions, OutOfProcessHost, find_helper};
+
+/// Where a DLL runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Hosting {
+    /// Loaded into this process ([`Host`]): fastest; a crashing DLL takes the process with it.
+    InProcess,
+    /// Loaded into a helper process ([`OutOfProcessHost`]): a crash, hang or endless loop in
+    /// the DLL is an error.
+    OutOfProcess(HelperOptions),
+}

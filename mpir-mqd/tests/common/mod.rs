@@ -1,0 +1,254 @@
+//! Shared by the walker-DLL tests: building the C test DLL and a mock process holding the
+//! "fake MPI" structure it walks.
+#![allow(dead_code, unreachable_pub)]
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use mpir_mqd::{Host, HostOptions, MqdError};
+use mpir_target::MockTarget;
+use mpir_target::mock::MockTargetBuilder;
+use mpir_target::testkit;
+use mpir_types::{CStructBuilder, DataModel, FieldLayout, LayoutSource, TypeLayout};
+
+pub const IMAGE: &str = "/fake/app";
+
+/// Compiles the walker DLL with `defines` into a fresh directory; `None` (test skipped) when
+/// no C compiler is available.
+pub fn build_dll(name: &str, defines: &[&str]) -> Option<(testkit::Scratch, PathBuf)> {
+    if !testkit::have("cc") {
+        testkit::skip("no C compiler (cc) to build the test MQD DLL");
+        return None;
+    }
+    let dir = testkit::scratch(&format!("mqd-{name}"));
+    let out = dir.join("libwalker.so");
+    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/walker_dll.c");
+    let mut cmd = Command::new("cc");
+    cmd.args(["-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-o"])
+        .arg(&out)
+        .arg(src);
+    for d in defines {
+        cmd.arg(format!("-D{d}"));
+    }
+    testkit::run(&mut cmd).unwrap_or_else(|e| panic!("{e}"));
+    Some((dir, out))
+}
+
+pub fn load(path: &PathBuf, options: HostOptions) -> Result<Host, MqdError> {
+    // SAFETY: the walker DLL is our own fixture, built for this host just above.
+    unsafe { Host::load(path, options) }
+}
+
+pub struct CommLayout {
+    pub ty: TypeLayout,
+    pub next: FieldLayout,
+    pub id: FieldLayout,
+    pub rank: FieldLayout,
+    pub size: FieldLayout,
+    pub name: FieldLayout,
+    pub group: FieldLayout,
+    pub queues: [FieldLayout; 3],
+}
+
+pub struct OpLayout {
+    pub ty: TypeLayout,
+    pub next: FieldLayout,
+    pub peer: FieldLayout,
+    pub tag: FieldLayout,
+    pub count: FieldLayout,
+    pub buf: FieldLayout,
+    pub seq: FieldLayout,
+    pub flags: FieldLayout,
+}
+
+pub fn member(ty: TypeLayout, name: &str, f: FieldLayout) -> TypeLayout {
+    ty.with_member(name, f.offset, f.size)
+}
+
+pub fn comm_layout(m: &DataModel) -> CommLayout {
+    let (p, int, long) = (m.pointer_size(), m.int_size(), m.long_size());
+    let mut b = CStructBuilder::new();
+    let next = b.scalar(p);
+    let id = b.scalar(long);
+    let rank = b.scalar(int);
+    let size = b.scalar(int);
+    let name = b.scalar(p);
+    let group = b.scalar(p);
+    let queues = [b.scalar(p), b.scalar(p), b.scalar(p)];
+    let mut ty = TypeLayout::new("fake_comm", b.size(), LayoutSource::Given);
+    for (n, f) in [
+        ("next", next),
+        ("id", id),
+        ("rank", rank),
+        ("size", size),
+        ("name", name),
+        ("group", group),
+        ("sends", queues[0]),
+        ("recvs", queues[1]),
+        ("unexpected", queues[2]),
+    ] {
+        ty = member(ty, n, f);
+    }
+    CommLayout {
+        ty,
+        next,
+        id,
+        rank,
+        size,
+        name,
+        group,
+        queues,
+    }
+}
+
+pub fn op_layout(m: &DataModel) -> OpLayout {
+    let mut b = CStructBuilder::new();
+    let next = b.scalar(m.pointer_size());
+    let peer = b.scalar(m.int_size());
+    let tag = b.scalar(m.int_size());
+    let count = b.scalar(m.long_size());
+    let buf = b.scalar(m.pointer_size());
+    let seq = b.scalar(8);
+    let flags = b.scalar(m.short_size());
+    let mut ty = TypeLayout::new("fake_op", b.size(), LayoutSource::Given);
+    for (n, f) in [
+        ("next", next),
+        ("peer", peer),
+        ("tag", tag),
+        ("count", count),
+        ("buf", buf),
+        ("seq", seq),
+        ("flags", flags),
+    ] {
+        ty = member(ty, n, f);
+    }
+    OpLayout {
+        ty,
+        next,
+        peer,
+        tag,
+        count,
+        buf,
+        seq,
+        flags,
+    }
+}
+
+/// One operation to place: (peer, tag, count, buf, seq, flags).
+pub type FakeOp = (i64, i64, i64, u64, i64, i64);
+
+/// What a queue pointer holds.
+pub enum FakeQueue {
+    List(Vec<FakeOp>),
+    /// All ones: the walker reports `mqs_no_information`.
+    NoInfo,
+}
+
+pub struct FakeComm {
+    pub id: u64,
+    pub rank: i64,
+    pub name: &'static str,
+    pub group: Vec<i64>,
+    pub queues: [FakeQueue; 3],
+}
+
+pub fn place_ops(b: &mut MockTargetBuilder, l: &OpLayout, ops: &[FakeOp]) -> u64 {
+    let mut next = 0;
+    for &(peer, tag, count, buf, seq, flags) in ops.iter().rev() {
+        let at = b.alloc(l.ty.byte_size);
+        b.write_with(at, l.ty.byte_size, |v| {
+            v.put_uint(l.next.offset, l.next.size, next, "next")?;
+            v.put_field_int(l.peer, peer, "peer")?;
+            v.put_field_int(l.tag, tag, "tag")?;
+            v.put_field_int(l.count, count, "count")?;
+            v.put_field_uint(l.buf, buf, "buf")?;
+            v.put_field_int(l.seq, seq, "seq")?;
+            v.put_field_int(l.flags, flags, "flags")
+        });
+        next = at;
+    }
+    next
+}
+
+/// A mock process of data model `m` holding `comms`; `with_head` / `with_types` remove parts
+/// for the failure tests.
+pub fn fake_target(
+    m: DataModel,
+    comms: &[FakeComm],
+    with_head: bool,
+    with_op_type: bool,
+) -> MockTarget {
+    let mut b = MockTarget::builder(m);
+    let cl = comm_layout(&m);
+    let ol = op_layout(&m);
+    b.type_layout(cl.ty.clone());
+    if with_op_type {
+        b.type_layout(ol.ty.clone());
+    }
+    b.function("fake_mpi_init");
+    let all_ones = m.max_address();
+    let mut next = 0;
+    for c in comms.iter().rev() {
+        let name = b.cstring(c.name);
+        let group = b.alloc(m.int_size() * c.group.len() as u64);
+        let int = m.int_size();
+        let members = c.group.clone();
+        b.write_with(group, int * members.len() as u64, |v| {
+            for (i, g) in members.iter().enumerate() {
+                v.put_int(i as u64 * int, int, *g, "group")?;
+            }
+            Ok(())
+        });
+        let queues = c.queues.each_ref().map(|q| match q {
+            FakeQueue::List(ops) => place_ops(&mut b, &ol, ops),
+            FakeQueue::NoInfo => all_ones,
+        });
+        let at = b.alloc(cl.ty.byte_size);
+        let size = c.group.len() as i64;
+        b.write_with(at, cl.ty.byte_size, |v| {
+            v.put_field_uint(cl.next, next, "next")?;
+            v.put_field_uint(cl.id, c.id, "id")?;
+            v.put_field_int(cl.rank, c.rank, "rank")?;
+            v.put_field_int(cl.size, size, "size")?;
+            v.put_field_uint(cl.name, name, "name")?;
+            v.put_field_uint(cl.group, group, "group")?;
+            for (f, q) in cl.queues.iter().zip(queues) {
+                v.put_field_uint(*f, q, "queue")?;
+            }
+            Ok(())
+        });
+        next = at;
+    }
+    if with_head {
+        b.pointer_variable("fake_comm_head", next);
+    }
+    b.build()
+}
+
+pub fn two_comms() -> Vec<FakeComm> {
+    vec![
+        FakeComm {
+            id: 0x4400_0001,
+            rank: 1,
+            name: "comm_a",
+            group: vec![10, 11, 12, 13],
+            queues: [
+                // seq needs more than 32 bits: proves 8-byte conversion on 32-bit targets.
+                FakeQueue::List(vec![(2, 7, 10, 0x5000, 0x1_0000_0002, -3)]),
+                FakeQueue::List(vec![(-1, -1, 3, 0x6000, 1, 0), (3, 42, 1000, 0x7000, 2, 1)]),
+                FakeQueue::NoInfo,
+            ],
+        },
+        FakeComm {
+            id: 0x4400_0002,
+            rank: 0,
+            name: "dup of comm_a",
+            group: vec![13, 12],
+            queues: [
+                FakeQueue::List(vec![]),
+                FakeQueue::List(vec![(1, 5, 8, 0x8000, 3, 0)]),
+                FakeQueue::List(vec![(0, 9, 4, 0x9000, 4, 2)]),
+            ],
+        },
+    ]
+}

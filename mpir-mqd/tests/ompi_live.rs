@@ -1,0 +1,196 @@
+//! Open MPI 4.1's stock MQD DLL (`libompi_dbg_msgq.so`, found through the ranks'
+//! `MPIR_dll_name`) hosted in both modes against live ranks of a program that posts known
+//! operations (`fixtures/ompi_pending.c`), with the types sidecar built by
+//! `scripts/openmpi-types-sidecar.sh` (stock Open MPI has no DWARF). Skipped without Open MPI,
+//! failed under `MPIR_REQUIRE_PEERS=1`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::rc::Rc;
+
+use mpir_mqd::{
+    CommunicatorQueues, DllSource, HelperOptions, HostOptions, Hosting, QueueHost, discover_dll,
+};
+use mpir_target::debuginfo::DebugOptions;
+use mpir_target::live::LiveTarget;
+use mpir_target::testkit;
+use mpir_types::mqd::{OpClass, Peer};
+
+struct Job {
+    orterun: Child,
+    pids: Vec<u32>,
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        // Only processes this test started: the launcher and the ranks it reported.
+        for &pid in &self.pids {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        let _ = self.orterun.kill();
+        let _ = self.orterun.wait();
+    }
+}
+
+fn comm<'a>(comms: &'a [CommunicatorQueues], name: &str) -> &'a CommunicatorQueues {
+    comms
+        .iter()
+        .find(|c| c.communicator.name == name)
+        .unwrap_or_else(|| panic!("no communicator {name} in {comms:#?}"))
+}
+
+/// The sidecar: `$MPIR_OMPI_TYPES_SIDECAR`, else what the project script prints (cached).
+fn sidecar() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("MPIR_OMPI_TYPES_SIDECAR") {
+        return Some(PathBuf::from(p));
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/openmpi-types-sidecar.sh");
+    let out = Command::new(&script)
+        .stderr(Stdio::inherit())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8(out.stdout).ok()?;
+    text.lines()
+        .last()
+        .map(PathBuf::from)
+        .filter(|p| p.is_file())
+}
+
+fn check_rank(host: &mut dyn QueueHost, app: &Path, pid: u32, rank: usize, sidecar: &Path) {
+    let peer = (rank as u64 + 1) % 2;
+    let target = LiveTarget::open(pid, DebugOptions::default().with_types_sidecar(sidecar))
+        .expect("open rank");
+    let p = host
+        .attach(mpir_mqd::ProcessSpec {
+            image_name: app.display().to_string(),
+            target: Rc::new(target),
+            global_rank: rank as i32,
+        })
+        .unwrap_or_else(|e| panic!("attach rank {rank}: {e}"));
+    let comms = host
+        .queues(p)
+        .unwrap_or_else(|e| panic!("queues rank {rank}: {e}"));
+
+    let world = comm(&comms, "MPI_COMM_WORLD");
+    assert_eq!(world.communicator.size, 2);
+    assert_eq!(world.communicator.local_rank, rank as i64);
+    let recv = world
+        .queue(OpClass::Receive)
+        .operations()
+        .iter()
+        .find(|o| o.tag == Some(77))
+        .unwrap_or_else(|| panic!("rank {rank}: no tag-77 receive in {world:#?}"));
+    assert_eq!(recv.peer_local, Peer::Rank(peer));
+    assert_eq!(recv.peer_global, Some(peer));
+    assert_eq!(recv.length.bytes, Some(16), "4 ints; Open MPI counts bytes");
+    let send = world
+        .queue(OpClass::Send)
+        .operations()
+        .iter()
+        .find(|o| o.tag == Some(44))
+        .unwrap_or_else(|| panic!("rank {rank}: no tag-44 send in {world:#?}"));
+    assert_eq!(send.peer_local, Peer::Rank(peer));
+    assert_eq!(send.length.bytes, Some(8 << 18));
+
+    let dup = comm(&comms, "mpir_dup");
+    let send = dup
+        .queue(OpClass::Send)
+        .operations()
+        .iter()
+        .find(|o| o.tag == Some(55))
+        .unwrap_or_else(|| panic!("rank {rank}: no tag-55 send in {dup:#?}"));
+    assert_eq!(send.peer_local, Peer::Rank(peer));
+    assert_eq!(send.peer_global, Some(peer));
+    assert_eq!(send.length.bytes, Some(8 << 17));
+    assert!(
+        dup.queue(OpClass::Receive).operations().is_empty(),
+        "nothing was received on the dup: {dup:#?}"
+    );
+    host.detach(p).expect("detach");
+    testkit::assert_untouched(pid);
+}
+
+#[test]
+fn open_mpi_dll_reports_posted_operations_of_live_ranks_in_both_modes() {
+    if !testkit::have("mpicc.openmpi") || !testkit::have("orterun") {
+        testkit::skip("needs Open MPI (mpicc.openmpi, orterun)");
+        return;
+    }
+    let Some(sidecar) = sidecar() else {
+        testkit::skip("no Open MPI types sidecar (scripts/openmpi-types-sidecar.sh failed)");
+        return;
+    };
+    let dir = testkit::scratch("mqd-ompi");
+    let app = dir.join("pending");
+    testkit::run(
+        Command::new("mpicc.openmpi")
+            .args(["-g", "-o"])
+            .arg(&app)
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/fixtures/ompi_pending.c"
+            )),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let orterun = Command::new("orterun")
+        .args(["--allow-run-as-root", "--oversubscribe", "-n", "2"])
+        .arg(&app)
+        .arg(&*dir)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("OMPI_MPIR_DO_NOT_WARN", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start orterun");
+    let mut job = Job {
+        orterun,
+        pids: Vec::new(),
+    };
+    let pid_file = |r: usize| dir.join(format!("{r}.pid"));
+    assert!(
+        testkit::wait_for(60, || (0..2).all(|r| pid_file(r).is_file())),
+        "ranks did not post their operations in time"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    job.pids = (0..2)
+        .map(|r| {
+            std::fs::read_to_string(pid_file(r))
+                .expect("pid file")
+                .trim()
+                .parse()
+                .expect("pid")
+        })
+        .collect();
+
+    // Discovery: the rank's own MPIR_dll_name names the stock DLL.
+    let probe = LiveTarget::open(job.pids[0], DebugOptions::default()).expect("open rank 0");
+    let (dll, source) = discover_dll(&probe, None).expect("discover the DLL");
+    assert_eq!(source, DllSource::MpirDllName);
+    assert_eq!(
+        dll.file_name().and_then(|n| n.to_str()),
+        Some("libompi_dbg_msgq.so")
+    );
+
+    for hosting in [
+        Hosting::OutOfProcess(
+            HelperOptions::default().with_program(env!("CARGO_BIN_EXE_mpir-mqd-host")),
+        ),
+        Hosting::InProcess,
+    ] {
+        // SAFETY: Open MPI's own MQD DLL for this machine, from the MPI under test.
+        let mut host =
+            unsafe { mpir_mqd::open_host(&dll, hosting.clone(), HostOptions::default()) }
+                .unwrap_or_else(|e| panic!("load {}: {e}", dll.display()));
+        assert!(host.version().contains("Open MPI"), "{}", host.version());
+        for (rank, &pid) in job.pids.iter().enumerate() {
+            check_rank(&mut *host, &app, pid, rank, &sidecar);
+        }
+    }
+}
