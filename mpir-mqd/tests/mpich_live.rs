@@ -1,5 +1,5 @@
-//! MPICH's own MQD DLL (`libtvmpich.so` from the `--enable-debuginfo` build) hosted in-process
-//! against live ranks of a program that posts known operations (`fixtures/mpich_pending.c`).
+//! MPICH's own MQD DLL (`libtvmpich.so` from the `--enable-debuginfo` build) hosted in and out
+//! of process against live ranks of a program that posts known operations (`fixtures/mpich_pending.c`).
 //! Needs `$MPIR_MPICH_DEBUGINFO` (default `/var/cache/mpir-rs/mpich-debuginfo`); skipped
 //! without it, failed under `MPIR_REQUIRE_PEERS=1`.
 
@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::rc::Rc;
 
-use mpir_mqd::{CommunicatorQueues, Host, HostOptions, ProcessSpec};
+use mpir_mqd::{CommunicatorQueues, HelperOptions, HostOptions, Hosting, ProcessSpec};
 use mpir_target::debuginfo::DebugOptions;
 use mpir_target::live::LiveTarget;
 use mpir_target::testkit;
@@ -90,50 +90,58 @@ fn mpich_dll_reports_posted_operations_of_live_ranks() {
         })
         .collect();
 
-    // SAFETY: MPICH's own MQD DLL, built for this machine with the MPI under test.
-    let mut host = unsafe { Host::load(&dll, HostOptions::default()) }.expect("load libtvmpich");
-    assert_eq!(host.compatibility(), 2);
-    for (rank, &pid) in job.pids.iter().enumerate() {
-        let peer = (rank as u64 + 1) % 2;
-        let target = LiveTarget::open(pid, DebugOptions::default()).expect("open rank");
-        let p = host
-            .attach(ProcessSpec {
-                image_name: app.display().to_string(),
-                target: Rc::new(target),
-                global_rank: rank as i32,
-            })
-            .unwrap_or_else(|e| panic!("attach rank {rank}: {e}"));
-        let comms = host
-            .queues(p)
-            .unwrap_or_else(|e| panic!("queues rank {rank}: {e}"));
+    for hosting in [
+        Hosting::OutOfProcess(
+            HelperOptions::default().with_program(env!("CARGO_BIN_EXE_mpir-mqd-host")),
+        ),
+        Hosting::InProcess,
+    ] {
+        // SAFETY: MPICH's own MQD DLL, built for this machine with the MPI under test.
+        let mut host =
+            unsafe { mpir_mqd::open_host(&dll, hosting.clone(), HostOptions::default()) }
+                .expect("load libtvmpich");
+        for (rank, &pid) in job.pids.iter().enumerate() {
+            let peer = (rank as u64 + 1) % 2;
+            let target = LiveTarget::open(pid, DebugOptions::default()).expect("open rank");
+            let p = host
+                .attach(ProcessSpec {
+                    image_name: app.display().to_string(),
+                    target: Rc::new(target),
+                    global_rank: rank as i32,
+                })
+                .unwrap_or_else(|e| panic!("attach rank {rank}: {e}"));
+            let comms = host
+                .queues(p)
+                .unwrap_or_else(|e| panic!("queues rank {rank}: {e}"));
 
-        let world = comm(&comms, "MPI_COMM_WORLD");
-        let recv = world
-            .queue(OpClass::Receive)
-            .operations()
-            .iter()
-            .find(|o| o.tag == Some(77))
-            .unwrap_or_else(|| panic!("rank {rank}: no tag-77 receive in {world:#?}"));
-        assert_eq!(recv.peer_local, Peer::Rank(peer));
-        assert_eq!(recv.length.elements, Some(4), "MPICH counts elements");
-
-        let dup = comm(&comms, "mpir_dup");
-        let send = dup
-            .queue(OpClass::Send)
-            .operations()
-            .iter()
-            .find(|o| o.tag == Some(55))
-            .unwrap_or_else(|| panic!("rank {rank}: no tag-55 send in {dup:#?}"));
-        assert_eq!(send.peer_local, Peer::Rank(peer));
-        assert_eq!(send.length.elements, Some(1 << 18));
-        let unexpected = dup.queue(OpClass::Unexpected).operations();
-        assert!(
-            unexpected
+            let world = comm(&comms, "MPI_COMM_WORLD");
+            let recv = world
+                .queue(OpClass::Receive)
+                .operations()
                 .iter()
-                .any(|o| o.tag == Some(55) && o.peer_local == Peer::Rank(peer)),
-            "rank {rank}: the peer's rendezvous send is unexpected here: {dup:#?}"
-        );
-        host.detach(p).expect("detach");
-        testkit::assert_untouched(pid);
+                .find(|o| o.tag == Some(77))
+                .unwrap_or_else(|| panic!("rank {rank}: no tag-77 receive in {world:#?}"));
+            assert_eq!(recv.peer_local, Peer::Rank(peer));
+            assert_eq!(recv.length.elements, Some(4), "MPICH counts elements");
+
+            let dup = comm(&comms, "mpir_dup");
+            let send = dup
+                .queue(OpClass::Send)
+                .operations()
+                .iter()
+                .find(|o| o.tag == Some(55))
+                .unwrap_or_else(|| panic!("rank {rank}: no tag-55 send in {dup:#?}"));
+            assert_eq!(send.peer_local, Peer::Rank(peer));
+            assert_eq!(send.length.elements, Some(1 << 18));
+            let unexpected = dup.queue(OpClass::Unexpected).operations();
+            assert!(
+                unexpected
+                    .iter()
+                    .any(|o| o.tag == Some(55) && o.peer_local == Peer::Rank(peer)),
+                "rank {rank}: the peer's rendezvous send is unexpected here: {dup:#?}"
+            );
+            host.detach(p).expect("detach");
+            testkit::assert_untouched(pid);
+        }
     }
 }
