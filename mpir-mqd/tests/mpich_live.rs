@@ -3,41 +3,18 @@
 //! Needs `$MPIR_MPICH_DEBUGINFO` (default `/var/cache/mpir-rs/mpich-debuginfo`); skipped
 //! without it, failed under `MPIR_REQUIRE_PEERS=1`.
 
+mod common;
+
+use common::{Job, comm};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::rc::Rc;
 
-use mpir_mqd::{CommunicatorQueues, HelperOptions, HostOptions, Hosting, ProcessSpec};
+use mpir_mqd::{HelperOptions, HostOptions, Hosting, ProcessSpec};
 use mpir_target::debuginfo::DebugOptions;
 use mpir_target::live::LiveTarget;
 use mpir_target::testkit;
 use mpir_types::mqd::{OpClass, Peer};
-
-struct Job {
-    mpiexec: Child,
-    pids: Vec<u32>,
-}
-
-impl Drop for Job {
-    fn drop(&mut self) {
-        // Only processes this test started: the launcher and the ranks it reported.
-        for &pid in &self.pids {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid as i32),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
-        let _ = self.mpiexec.kill();
-        let _ = self.mpiexec.wait();
-    }
-}
-
-fn comm<'a>(comms: &'a [CommunicatorQueues], name: &str) -> &'a CommunicatorQueues {
-    comms
-        .iter()
-        .find(|c| c.communicator.name == name)
-        .unwrap_or_else(|| panic!("no communicator {name} in {comms:#?}"))
-}
 
 #[test]
 fn mpich_dll_reports_posted_operations_of_live_ranks() {
@@ -71,7 +48,7 @@ fn mpich_dll_reports_posted_operations_of_live_ranks() {
         .spawn()
         .expect("start mpiexec.hydra");
     let mut job = Job {
-        mpiexec,
+        launcher: mpiexec,
         pids: Vec::new(),
     };
     let pid_file = |r: usize| dir.join(format!("{r}.pid"));

@@ -4,43 +4,18 @@
 //! `scripts/openmpi-types-sidecar.sh` (stock Open MPI has no DWARF). Skipped without Open MPI,
 //! failed under `MPIR_REQUIRE_PEERS=1`.
 
+mod common;
+
+use common::{Job, comm};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::rc::Rc;
 
-use mpir_mqd::{
-    CommunicatorQueues, DllSource, HelperOptions, HostOptions, Hosting, QueueHost, discover_dll,
-};
+use mpir_mqd::{DllSource, HelperOptions, HostOptions, Hosting, QueueHost, discover_dll};
 use mpir_target::debuginfo::DebugOptions;
 use mpir_target::live::LiveTarget;
 use mpir_target::testkit;
 use mpir_types::mqd::{OpClass, Peer};
-
-struct Job {
-    orterun: Child,
-    pids: Vec<u32>,
-}
-
-impl Drop for Job {
-    fn drop(&mut self) {
-        // Only processes this test started: the launcher and the ranks it reported.
-        for &pid in &self.pids {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid as i32),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
-        let _ = self.orterun.kill();
-        let _ = self.orterun.wait();
-    }
-}
-
-fn comm<'a>(comms: &'a [CommunicatorQueues], name: &str) -> &'a CommunicatorQueues {
-    comms
-        .iter()
-        .find(|c| c.communicator.name == name)
-        .unwrap_or_else(|| panic!("no communicator {name} in {comms:#?}"))
-}
 
 /// The sidecar: `$MPIR_OMPI_TYPES_SIDECAR`, else what the project script prints (cached).
 fn sidecar() -> Option<PathBuf> {
@@ -150,7 +125,7 @@ fn open_mpi_dll_reports_posted_operations_of_live_ranks_in_both_modes() {
         .spawn()
         .expect("start orterun");
     let mut job = Job {
-        orterun,
+        launcher: orterun,
         pids: Vec::new(),
     };
     let pid_file = |r: usize| dir.join(format!("{r}.pid"));

@@ -252,3 +252,34 @@ pub fn two_comms() -> Vec<FakeComm> {
         },
     ]
 }
+
+/// A job started by a live test: its launcher and the ranks it reported, all killed when
+/// dropped (only processes the test started).
+pub struct Job {
+    pub launcher: std::process::Child,
+    pub pids: Vec<u32>,
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        for &pid in &self.pids {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        let _ = self.launcher.kill();
+        let _ = self.launcher.wait();
+    }
+}
+
+/// The communicator called `name`.
+pub fn comm<'a>(
+    comms: &'a [mpir_mqd::CommunicatorQueues],
+    name: &str,
+) -> &'a mpir_mqd::CommunicatorQueues {
+    comms
+        .iter()
+        .find(|c| c.communicator.name == name)
+        .unwrap_or_else(|| panic!("no communicator {name} in {comms:#?}"))
+}
