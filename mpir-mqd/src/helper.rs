@@ -65,14 +65,19 @@ impl Link {
     }
 }
 
+/// Cached bytes of one page: where in the page they start, and the bytes.
+type CachedPage = (usize, Rc<[u8]>);
+
 /// A process of the parent, seen from the helper.
 struct RemoteTarget {
     id: u64,
     model: DataModel,
     link: Rc<RefCell<Link>>,
     cache_enabled: bool,
-    /// Page address → the bytes readable from its start (possibly fewer than a page).
-    pages: RefCell<HashMap<u64, Rc<[u8]>>>,
+    /// Page address → (offset in the page where the bytes start, the bytes readable from
+    /// there, possibly fewer than the rest of the page). The offset is 0 unless the start of
+    /// the page was not readable (an object beginning mid-page after a hole).
+    pages: RefCell<HashMap<u64, CachedPage>>,
 }
 
 impl RemoteTarget {
@@ -97,16 +102,38 @@ impl RemoteTarget {
         }
     }
 
-    fn page(&self, page: u64) -> Rc<[u8]> {
-        if let Some(p) = self.pages.borrow().get(&page) {
-            return Rc::clone(p);
+    /// The cached bytes that hold `address`, and its index in them: read from the page's
+    /// start the first time, else (a hole before `address`) from `address` to the page's end.
+    fn cached(&self, address: u64) -> Option<(Rc<[u8]>, usize)> {
+        let page = address & !(PAGE - 1);
+        let off = (address - page) as usize;
+        let hit = |start: usize, bytes: &Rc<[u8]>| {
+            (off >= start && off - start < bytes.len()).then(|| (Rc::clone(bytes), off - start))
+        };
+        let known = self.pages.borrow().get(&page).cloned();
+        if let Some((start, bytes)) = &known
+            && let Some(h) = hit(*start, bytes)
+        {
+            return Some(h);
         }
-        let bytes: Rc<[u8]> = self
-            .remote_read(page, PAGE as usize)
-            .unwrap_or_default()
-            .into();
-        self.pages.borrow_mut().insert(page, Rc::clone(&bytes));
-        bytes
+        let mut from = if known.is_none() { page } else { address };
+        loop {
+            let want = (page + PAGE - from) as usize;
+            let bytes: Rc<[u8]> = self.remote_read(from, want).unwrap_or_default().into();
+            let start = (from - page) as usize;
+            if let Some(h) = hit(start, &bytes) {
+                self.pages.borrow_mut().insert(page, (start, bytes));
+                return Some(h);
+            }
+            if known.is_none() && from == page && address != page {
+                // Nothing readable at the page's start that reaches `address`: an object may
+                // begin mid-page; try from `address` itself.
+                self.pages.borrow_mut().insert(page, (start, bytes));
+                from = address;
+                continue;
+            }
+            return None;
+        }
     }
 }
 
@@ -119,18 +146,15 @@ impl Memory for RemoteTarget {
         if buf.is_empty() {
             return Ok(0);
         }
-        if self.cache_enabled {
-            let page = address & !(PAGE - 1);
-            let off = (address - page) as usize;
-            let data = self.page(page);
-            if data.len() > off {
-                let n = buf.len().min(data.len() - off);
-                buf[..n].copy_from_slice(&data[off..off + n]);
-                return Ok(n);
-            }
-            // The page is not readable from its start (or not at this offset): ask for the
-            // exact bytes instead.
+        if self.cache_enabled
+            && let Some((data, at)) = self.cached(address)
+            && let Some(avail) = data.get(at..)
+        {
+            let n = buf.len().min(avail.len());
+            buf[..n].copy_from_slice(&avail[..n]);
+            return Ok(n);
         }
+        // Not cacheable (unreadable here): ask for the exact bytes.
         match self.remote_read(address, buf.len()) {
             Ok(bytes) => {
                 buf[..bytes.len()].copy_from_slice(&bytes);
