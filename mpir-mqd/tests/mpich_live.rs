@@ -39,33 +39,14 @@ fn mpich_dll_reports_posted_operations_of_live_ranks() {
             )),
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let mpiexec = Command::new(root.join("bin/mpiexec.hydra"))
+    let mut launcher = Command::new(root.join("bin/mpiexec.hydra"));
+    launcher
         .args(["-n", "2"])
         .arg(&app)
         .arg(&*dir)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start mpiexec.hydra");
-    let mut job = Job {
-        launcher: mpiexec,
-        pids: Vec::new(),
-    };
-    let pid_file = |r: usize| dir.join(format!("{r}.pid"));
-    assert!(
-        testkit::wait_for(60, || (0..2).all(|r| pid_file(r).is_file())),
-        "ranks did not post their operations in time"
-    );
-    std::thread::sleep(std::time::Duration::from_millis(200));
-    job.pids = (0..2)
-        .map(|r| {
-            std::fs::read_to_string(pid_file(r))
-                .expect("pid file")
-                .trim()
-                .parse()
-                .expect("pid")
-        })
-        .collect();
+        .stderr(Stdio::null());
+    let job = Job::start(&mut launcher, &dir, 2);
 
     for hosting in [
         Hosting::OutOfProcess(

@@ -113,7 +113,8 @@ fn open_mpi_dll_reports_posted_operations_of_live_ranks_in_both_modes() {
             )),
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let orterun = Command::new("orterun")
+    let mut launcher = Command::new("orterun");
+    launcher
         .args(["--allow-run-as-root", "--oversubscribe", "-n", "2"])
         .arg(&app)
         .arg(&*dir)
@@ -121,28 +122,8 @@ fn open_mpi_dll_reports_posted_operations_of_live_ranks_in_both_modes() {
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .env("OMPI_MPIR_DO_NOT_WARN", "1")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start orterun");
-    let mut job = Job {
-        launcher: orterun,
-        pids: Vec::new(),
-    };
-    let pid_file = |r: usize| dir.join(format!("{r}.pid"));
-    assert!(
-        testkit::wait_for(60, || (0..2).all(|r| pid_file(r).is_file())),
-        "ranks did not post their operations in time"
-    );
-    std::thread::sleep(std::time::Duration::from_millis(200));
-    job.pids = (0..2)
-        .map(|r| {
-            std::fs::read_to_string(pid_file(r))
-                .expect("pid file")
-                .trim()
-                .parse()
-                .expect("pid")
-        })
-        .collect();
+        .stderr(Stdio::null());
+    let job = Job::start(&mut launcher, &dir, 2);
 
     // Discovery: the rank's own MPIR_dll_name names the stock DLL.
     let probe = LiveTarget::open(job.pids[0], DebugOptions::default()).expect("open rank 0");

@@ -260,6 +260,33 @@ pub struct Job {
     pub pids: Vec<u32>,
 }
 
+impl Job {
+    /// Starts `launcher`, then waits (up to 60 s) until each of the `ranks` ranks has written
+    /// its pid to `DIR/RANK.pid` (after posting its operations), and reads the pids.
+    pub fn start(launcher: &mut std::process::Command, dir: &std::path::Path, ranks: usize) -> Job {
+        let mut job = Job {
+            launcher: launcher.spawn().expect("start the MPI launcher"),
+            pids: Vec::new(),
+        };
+        let pid_file = |r: usize| dir.join(format!("{r}.pid"));
+        assert!(
+            testkit::wait_for(60, || (0..ranks).all(|r| pid_file(r).is_file())),
+            "ranks did not post their operations in time"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        job.pids = (0..ranks)
+            .map(|r| {
+                std::fs::read_to_string(pid_file(r))
+                    .expect("pid file")
+                    .trim()
+                    .parse()
+                    .expect("pid")
+            })
+            .collect();
+        job
+    }
+}
+
 impl Drop for Job {
     fn drop(&mut self) {
         for &pid in &self.pids {
