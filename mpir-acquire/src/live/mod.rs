@@ -497,8 +497,9 @@ fn acquire(
     first: Event,
     options: AcquireOptions,
     child: Option<Child>,
+    opened: Option<LiveTarget>,
 ) -> Result<Acquired, AcquireError> {
-    let target = match open_target(pid, &options.debug) {
+    let target = match opened.map_or_else(|| open_target(pid, &options.debug), Ok) {
         Ok(t) => t,
         Err(e) => {
             let _ = tracer.detach_all();
@@ -568,6 +569,7 @@ pub fn launch(command: Command, options: AcquireOptions) -> Result<Acquired, Acq
         Event::Exec { entry },
         options,
         Some(child),
+        None,
     )
 }
 
@@ -582,12 +584,29 @@ fn exists(pid: u32) -> Result<(), AcquireError> {
 /// Attach mode: acquires the job of the running starter `pid`.
 pub fn attach(pid: u32, options: AcquireOptions) -> Result<Acquired, AcquireError> {
     exists(pid)?;
+    attach_opened(pid, options, None)
+}
+
+/// [`attach`], with the starter's images already opened (they are not read twice).
+fn attach_opened(
+    pid: u32,
+    options: AcquireOptions,
+    opened: Option<LiveTarget>,
+) -> Result<Acquired, AcquireError> {
     let tracer = Tracer::with_options(TracerOptions::default().stop_timeout(options.timeout))
         .map_err(AcquireError::target("start the tracer"))?;
     tracer
         .attach(pid)
         .map_err(AcquireError::target("attach to the starter"))?;
-    acquire(tracer, pid, Mode::Attach, Event::Attached, options, None)
+    acquire(
+        tracer,
+        pid,
+        Mode::Attach,
+        Event::Attached,
+        options,
+        None,
+        opened,
+    )
 }
 
 /// A rank as reported, with what the local system says of it.
@@ -679,7 +698,7 @@ pub fn attach_any(pid: u32, options: AcquireOptions) -> Result<AnyJob, AcquireEr
         symbol: "MPIR_Breakpoint or MPI2DD_info",
         images: "any image of the process".into(),
     })?;
-    drop(probe);
+    let mut probe = Some(probe);
     let traverse_from = |pid: u32| {
         let connector = LocalConnector::new().with_debug_options(options.debug.clone());
         let host = connector.hostname().clone();
@@ -692,7 +711,7 @@ pub fn attach_any(pid: u32, options: AcquireOptions) -> Result<AnyJob, AcquireEr
     match interface {
         Interface::Mpir => Ok(AnyJob {
             interface,
-            mpir: Some(attach(pid, options)?),
+            mpir: Some(attach_opened(pid, options, probe.take())?),
             mpi2dd: None,
             mismatches: Vec::new(),
         }),
@@ -704,7 +723,7 @@ pub fn attach_any(pid: u32, options: AcquireOptions) -> Result<AnyJob, AcquireEr
         }),
         _ => {
             let hold = options.hold;
-            let mut acquired = attach(pid, options.clone().hold(true))?;
+            let mut acquired = attach_opened(pid, options.clone().hold(true), probe.take())?;
             let traversal = traverse_from(pid);
             let mismatches = match &traversal {
                 Ok(t) => cross_check(acquired.job(), &t.job),
