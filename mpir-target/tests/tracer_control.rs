@@ -353,7 +353,13 @@ fn a_process_can_be_handed_over_stopped_to_another_tool() {
     let second = Tracer::new().unwrap();
     second.attach(pid).unwrap();
     second.detach(pid).unwrap();
-    assert!(status_field(pid, "State:").starts_with('T'));
+    // The kernel puts a detached thread back into its group-stop as it leaves the trap: give
+    // it the moment it takes on a loaded machine.
+    assert!(
+        wait_for(5, || status_field(pid, "State:").starts_with('T')),
+        "still stopped after the second tool: {}",
+        status_field(pid, "State:")
+    );
     send_signal(pid, "CONT");
     child.send("report");
     assert_eq!(child.line(), "usr1=0 rt=0");
