@@ -34,6 +34,10 @@ pub const HELPER_ENV: &str = "MPIR_MQD_HOST";
 pub struct HelperOptions {
     /// The helper executable; `None` looks it up (see [`find_helper`]).
     pub program: Option<PathBuf>,
+    /// Arguments given to the helper. Empty for `mpir-mqd-host`; a tool that serves as its own
+    /// helper (calling [`crate::helper_main`] when it sees these arguments) names itself in
+    /// `program` and its marker here, so that it ships as one executable.
+    pub args: Vec<std::ffi::OsString>,
     /// Longest the helper may stay silent (no callback question, no answer) before it is
     /// declared hung and killed.
     pub silence_timeout: Duration,
@@ -48,6 +52,7 @@ impl Default for HelperOptions {
     fn default() -> Self {
         HelperOptions {
             program: None,
+            args: Vec::new(),
             silence_timeout: Duration::from_secs(10),
             call_timeout: Duration::from_secs(300),
             read_cache: true,
@@ -59,6 +64,18 @@ impl HelperOptions {
     /// The defaults with the helper at `program`.
     pub fn with_program(mut self, program: impl Into<PathBuf>) -> Self {
         self.program = Some(program.into());
+        self
+    }
+
+    /// The defaults with the helper at `program`, started with `args`: for a tool that is its
+    /// own helper (see [`HelperOptions::args`]).
+    pub fn with_program_args(
+        mut self,
+        program: impl Into<PathBuf>,
+        args: impl IntoIterator<Item = impl Into<std::ffi::OsString>>,
+    ) -> Self {
+        self.program = Some(program.into());
+        self.args = args.into_iter().map(Into::into).collect();
         self
     }
 
@@ -192,6 +209,7 @@ impl OutOfProcessHost {
         })?;
         let program = find_helper(helper.program.as_deref())?;
         let mut child = Command::new(&program)
+            .args(&helper.args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

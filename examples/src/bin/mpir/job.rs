@@ -1,95 +1,21 @@
-//! `mpir` — the reference tool: find every process of an MPI job.
-//!
-//! ```text
-//! mpir launch [--json] [--hold] [--ranks LIST] [--timeout S] [--debug-dir DIR] -- STARTER ARGS…
-//! mpir attach [--json] [--timeout S] [--debug-dir DIR] PID
-//! mpir core   [--json] [--exe PATH] [--debug-dir DIR] CORE
-//! ```
-//!
-//! `launch` runs the starter (`mpiexec`, `orterun`, a wrapper that execs one…) under control,
-//! prints the job once it is spawned, lets it run and exits with its status; `--hold` instead
-//! hands the ranks over stopped (job-control stop) for another tool and exits at once. With
-//! `--json` the job's own stdout goes to stderr, so that stdout carries the JSON only.
-//! `attach` acquires the job of a running starter — or, through MPI2DD, of any rank, directory
-//! or metadirectory — and leaves it running. `core` reads the table from a starter's core file.
-//!
-//! Built on the public API only. Errors: one line with the cause chain, exit status 1.
+//! `launch`, `attach` and `core`: the job (MPIR proctable or MPI2DD traversal).
 
 use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
 use mpir_acquire::live;
 use mpir_acquire::{AcquireOptions, Interface, Job, RankControl, RankSelection};
-use mpir_target::debuginfo::DebugOptions;
 use mpir_target::proctable::{ProcTable, ReadOptions, read_proctable};
 use mpir_types::LayoutSource;
 use mpir_types::mpir::MpirFlags;
 use serde::Serialize;
 
-#[derive(Parser)]
-#[command(
-    name = "mpir",
-    version,
-    about = "Find every process of an MPI job (MPIR, MPI2DD)."
-)]
-struct Cli {
-    #[command(subcommand)]
-    command: Cmd,
-}
+use crate::{Common, chain, debug_options};
 
-#[derive(clap::Args, Clone)]
-struct Common {
-    /// Print JSON (stable schema) instead of a table.
-    #[arg(long)]
-    json: bool,
-    /// Extra debug directory (build-id tree) for symbols of stripped starters.
-    #[arg(long = "debug-dir")]
-    debug_dirs: Vec<PathBuf>,
-}
-
-#[derive(Subcommand)]
-enum Cmd {
-    /// Run a starter under control and print its job.
-    Launch {
-        #[command(flatten)]
-        common: Common,
-        /// Hand the ranks over stopped, for another tool, and exit at once.
-        #[arg(long)]
-        hold: bool,
-        /// Ranks to attach (e.g. 0,3,7); all by default.
-        #[arg(long, value_delimiter = ',')]
-        ranks: Option<Vec<u64>>,
-        /// Longest wait for any event, in seconds.
-        #[arg(long, default_value_t = 60)]
-        timeout: u64,
-        /// The starter command.
-        #[arg(trailing_var_arg = true, required = true)]
-        starter: Vec<String>,
-    },
-    /// Acquire the job of a running starter (or MPI2DD process) and leave it running.
-    Attach {
-        #[command(flatten)]
-        common: Common,
-        /// Longest wait for any event, in seconds.
-        #[arg(long, default_value_t = 60)]
-        timeout: u64,
-        /// The starter's pid.
-        pid: u32,
-    },
-    /// Read the job from a starter's core file.
-    Core {
-        #[command(flatten)]
-        common: Common,
-        /// The starter's executable, when the core does not lead to it.
-        #[arg(long)]
-        exe: Option<PathBuf>,
-        /// The core file.
-        core: PathBuf,
-    },
-}
+/// `schema` of a job document (docs/cli-json.md).
+pub(crate) const JOB_SCHEMA: &str = "mpir.job/1";
 
 #[derive(Serialize)]
 struct RankOut<'a> {
@@ -109,9 +35,14 @@ struct StarterOut<'a> {
 }
 
 #[derive(Serialize)]
-struct JobOut<'a> {
+pub(crate) struct JobOut<'a> {
+    /// Schema version of this document.
+    schema: &'static str,
     starter: StarterOut<'a>,
+    /// The interface the job was read through: "mpir" or "mpi2dd".
     interface: &'static str,
+    /// Every interface the entry process exports (both when "mpir" and "mpi2dd" agree).
+    interfaces: Vec<&'static str>,
     flags: Option<MpirFlags>,
     layout: &'static str,
     ranks: Vec<RankOut<'a>>,
@@ -143,12 +74,14 @@ fn table_out<'a>(table: &'a ProcTable, control: impl Fn(u64) -> String) -> Vec<R
 
 fn job_out<'a>(job: &'a Job, interface: &'static str) -> JobOut<'a> {
     JobOut {
+        schema: JOB_SCHEMA,
         starter: StarterOut {
             pid: Some(job.starter.pid),
             image: job.starter.image.as_deref(),
             launcher: job.starter.launcher.map(|l| l.to_string()),
         },
         interface,
+        interfaces: vec![interface],
         flags: Some(job.starter.flags),
         layout: layout_name(&job.table.layout.source),
         ranks: table_out(&job.table, |r| match job.control(r) {
@@ -207,28 +140,7 @@ fn print(out: &JobOut<'_>, json: bool) -> Result<(), String> {
     Ok(())
 }
 
-fn debug_options(common: &Common) -> DebugOptions {
-    let mut d = DebugOptions::default();
-    d.debug_dirs.extend(common.debug_dirs.iter().cloned());
-    d
-}
-
-/// The error and its causes on one line.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let text = c.to_string();
-        if !s.contains(&text) {
-            s.push_str(": ");
-            s.push_str(&text);
-        }
-        cause = c.source();
-    }
-    s
-}
-
-fn launch(
+pub(crate) fn launch(
     common: &Common,
     hold: bool,
     ranks: Option<Vec<u64>>,
@@ -273,21 +185,17 @@ fn launch(
     ))
 }
 
-fn attach(common: &Common, timeout: u64, pid: u32) -> Result<ExitCode, String> {
+pub(crate) fn attach(common: &Common, timeout: u64, pid: u32) -> Result<ExitCode, String> {
     let options = AcquireOptions::default()
         .timeout(Duration::from_secs(timeout))
         .debug(debug_options(common));
     let any = live::attach_any(pid, options).map_err(|e| chain(&e))?;
     match (&any.mpir, &any.mpi2dd) {
         (Some(a), _) => {
-            let mut out = job_out(
-                a.job(),
-                if any.interface == Interface::Both {
-                    "mpir+mpi2dd"
-                } else {
-                    "mpir"
-                },
-            );
+            let mut out = job_out(a.job(), "mpir");
+            if any.interface == Interface::Both {
+                out.interfaces.push("mpi2dd");
+            }
             out.notes.extend(
                 any.mismatches
                     .iter()
@@ -308,12 +216,14 @@ fn attach(common: &Common, timeout: u64, pid: u32) -> Result<ExitCode, String> {
                 })
                 .collect();
             let out = JobOut {
+                schema: JOB_SCHEMA,
                 starter: StarterOut {
                     pid: t.job.metadirectory.as_ref().map(|m| m.pid as u32),
                     image: None,
                     launcher: None,
                 },
                 interface: "mpi2dd",
+                interfaces: vec!["mpi2dd"],
                 flags: None,
                 layout: "abi",
                 ranks,
@@ -332,7 +242,7 @@ fn attach(common: &Common, timeout: u64, pid: u32) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn core(
+pub(crate) fn core(
     common: &Common,
     exe: Option<&PathBuf>,
     core: &std::path::Path,
@@ -344,12 +254,14 @@ fn core(
     let target = mpir_target::corefile::CoreTarget::open(core, debug).map_err(|e| chain(&e))?;
     let table = read_proctable(&target, &ReadOptions::default()).map_err(|e| chain(&e))?;
     let out = JobOut {
+        schema: JOB_SCHEMA,
         starter: StarterOut {
             pid: None,
             image: None,
             launcher: None,
         },
         interface: "mpir",
+        interfaces: vec!["mpir"],
         flags: None,
         layout: layout_name(&table.layout.source),
         ranks: table_out(&table, |_| "core".into()),
@@ -363,39 +275,4 @@ fn core(
     };
     print(&out, common.json)?;
     Ok(ExitCode::SUCCESS)
-}
-
-fn main() -> ExitCode {
-    let cli = Cli::parse();
-    // Told to stop (Ctrl-C, SIGTERM, a lost terminal): every process we hold is released
-    // first — breakpoints out, threads running — then the signal takes its course.
-    if let Err(e) = mpir_target::live::tracer::detach_on_signals() {
-        eprintln!("mpir: warning: {}", chain(&e));
-    }
-    let result = match &cli.command {
-        Cmd::Launch {
-            common,
-            hold,
-            ranks,
-            timeout,
-            starter,
-        } => launch(common, *hold, ranks.clone(), *timeout, starter),
-        Cmd::Attach {
-            common,
-            timeout,
-            pid,
-        } => attach(common, *timeout, *pid),
-        Cmd::Core {
-            common,
-            exe,
-            core: c,
-        } => core(common, exe.as_ref(), c),
-    };
-    match result {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("mpir: error: {e}");
-            ExitCode::FAILURE
-        }
-    }
 }

@@ -1,0 +1,161 @@
+//! `mpir` — the reference tool: find every process of an MPI job and what its messages wait for.
+//!
+//! ```text
+//! mpir launch [--json] [--hold] [--ranks LIST] [--timeout S] [--debug-dir DIR] -- STARTER ARGS…
+//! mpir attach [--json] [--timeout S] [--debug-dir DIR] PID
+//! mpir core   [--json] [--exe PATH] [--debug-dir DIR] CORE
+//! mpir queues (--starter PID | --pid PID…) [--dll PATH] [--types FILE] [--engine auto|dll|native]
+//! ```
+//!
+//! `launch` runs the starter (`mpiexec`, `orterun`, a wrapper that execs one…) under control,
+//! prints the job once it is spawned, lets it run and exits with its status; `--hold` instead
+//! hands the ranks over stopped (job-control stop) for another tool and exits at once. With
+//! `--json` the job's own stdout goes to stderr, so that stdout carries the JSON only.
+//! `attach` acquires the job of a running starter — or, through MPI2DD, of any rank, directory
+//! or metadirectory — and leaves it running. `core` reads the table from a starter's core file.
+//! `queues` stops every rank briefly, reads its message queues and lets it run again.
+//!
+//! Built on the public API only. Errors: one line with the cause chain, exit status 1. JSON
+//! documents are described in `docs/cli-json.md`.
+
+mod job;
+mod progress;
+mod queues;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{ArgAction, Parser, Subcommand};
+use mpir_target::debuginfo::DebugOptions;
+
+/// The argument with which `mpir` runs as its own out-of-process MQD DLL helper.
+pub(crate) const HELPER_ARG: &str = "__mqd-host";
+
+#[derive(Parser)]
+#[command(
+    name = "mpir",
+    version,
+    about = "Find every process of an MPI job (MPIR, MPI2DD) and its pending messages."
+)]
+struct Cli {
+    /// More log output on stderr (-v: steps, -vv: details, -vvv: everything).
+    #[arg(short, long, action = ArgAction::Count, global = true)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(clap::Args, Clone)]
+pub(crate) struct Common {
+    /// Print JSON (stable schema, docs/cli-json.md) instead of a table.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Extra debug directory (build-id tree) for symbols of stripped programs.
+    #[arg(long = "debug-dir")]
+    pub(crate) debug_dirs: Vec<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run a starter under control and print its job.
+    Launch {
+        #[command(flatten)]
+        common: Common,
+        /// Hand the ranks over stopped, for another tool, and exit at once.
+        #[arg(long)]
+        hold: bool,
+        /// Ranks to attach (e.g. 0,3,7); all by default.
+        #[arg(long, value_delimiter = ',')]
+        ranks: Option<Vec<u64>>,
+        /// Longest wait for any event, in seconds.
+        #[arg(long, default_value_t = 60)]
+        timeout: u64,
+        /// The starter command.
+        #[arg(trailing_var_arg = true, required = true)]
+        starter: Vec<String>,
+    },
+    /// Acquire the job of a running starter (or MPI2DD process) and leave it running.
+    Attach {
+        #[command(flatten)]
+        common: Common,
+        /// Longest wait for any event, in seconds.
+        #[arg(long, default_value_t = 60)]
+        timeout: u64,
+        /// The starter's pid.
+        pid: u32,
+    },
+    /// Read the job from a starter's core file.
+    Core {
+        #[command(flatten)]
+        common: Common,
+        /// The starter's executable, when the core does not lead to it.
+        #[arg(long)]
+        exe: Option<PathBuf>,
+        /// The core file.
+        core: PathBuf,
+    },
+    /// Message queues (pending sends, receives, unexpected messages) of every rank.
+    Queues(queues::QueuesArgs),
+}
+
+pub(crate) fn debug_options(common: &Common) -> DebugOptions {
+    let mut d = DebugOptions::default();
+    d.debug_dirs.extend(common.debug_dirs.iter().cloned());
+    d
+}
+
+/// The error and its causes on one line.
+pub(crate) fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !s.contains(&text) {
+            s.push_str(": ");
+            s.push_str(&text);
+        }
+        cause = c.source();
+    }
+    s
+}
+
+fn main() -> ExitCode {
+    if std::env::args_os().nth(1).is_some_and(|a| a == HELPER_ARG) {
+        // Started by ourselves as the out-of-process DLL host (see `queues`).
+        return mpir_mqd::helper_main();
+    }
+    let cli = Cli::parse();
+    progress::init_logging(cli.verbose);
+    // Told to stop (Ctrl-C, SIGTERM, a lost terminal): every process we hold is released
+    // first — breakpoints out, threads running — then the signal takes its course.
+    if let Err(e) = mpir_target::live::tracer::detach_on_signals() {
+        eprintln!("mpir: warning: {}", chain(&e));
+    }
+    let result = match &cli.command {
+        Cmd::Launch {
+            common,
+            hold,
+            ranks,
+            timeout,
+            starter,
+        } => job::launch(common, *hold, ranks.clone(), *timeout, starter),
+        Cmd::Attach {
+            common,
+            timeout,
+            pid,
+        } => job::attach(common, *timeout, *pid),
+        Cmd::Core {
+            common,
+            exe,
+            core: c,
+        } => job::core(common, exe.as_ref(), c),
+        Cmd::Queues(args) => queues::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("mpir: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

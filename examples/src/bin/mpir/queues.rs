@@ -1,0 +1,533 @@
+//! `queues`: the message queues of every rank. Ranks are held (stopped) only while they are
+//! read, then released running; what is read is one consistent snapshot per rank.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::rc::Rc;
+use std::time::Duration;
+
+use mpir_acquire::live::{self, Acquired};
+use mpir_acquire::{AcquireOptions, GateRelease, RankControl};
+use mpir_mqd::{CommunicatorQueues, HelperOptions, HostOptions, Hosting, ProcessSpec, Queue};
+use mpir_target::debuginfo::DebugOptions;
+use mpir_target::live::LiveTarget;
+use mpir_target::live::tracer::Tracer;
+use mpir_types::mqd::{OpClass, OpStatus, Operation, Peer};
+use serde::Serialize;
+
+use crate::{Common, HELPER_ARG, chain, debug_options, progress};
+
+/// `schema` of a queues document (docs/cli-json.md).
+pub(crate) const QUEUES_SCHEMA: &str = "mpir.queues/1";
+
+/// Exit status when some ranks could not be read (the others are in the output).
+pub(crate) const PARTIAL: u8 = 4;
+
+/// Which reader produces the queues.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Engine {
+    /// The best available: the MPI's own message-queue DLL.
+    Auto,
+    /// The MPI's message-queue DLL (`MPIR_dll_name`, Open MPI's `mpimsgq_dll_locations`, or
+    /// `--dll`).
+    Dll,
+}
+
+#[derive(clap::Args)]
+pub(crate) struct QueuesArgs {
+    #[command(flatten)]
+    pub(crate) common: Common,
+    /// The starter's pid (mpiexec, orterun…): every rank of its job.
+    #[arg(long, required_unless_present = "pids", conflicts_with = "pids")]
+    pub(crate) starter: Option<u32>,
+    /// Rank processes to read directly (repeat, or separate with commas).
+    #[arg(long = "pid", value_delimiter = ',')]
+    pub(crate) pids: Vec<u32>,
+    /// The message-queue DLL to use instead of the one the MPI names.
+    #[arg(long)]
+    pub(crate) dll: Option<PathBuf>,
+    /// A types sidecar: an object file whose DWARF describes the MPI's internal types (for MPI
+    /// libraries shipped without debug info, e.g. stock Open MPI:
+    /// scripts/openmpi-types-sidecar.sh builds one).
+    #[arg(long = "types")]
+    pub(crate) types: Vec<PathBuf>,
+    /// Which reader to use.
+    #[arg(long, value_enum, default_value_t = Engine::Auto)]
+    pub(crate) engine: Engine,
+    /// Load the DLL into this process (faster) instead of a helper process (safer: a DLL
+    /// that crashes or hangs cannot take the tool, and the ranks it holds, down with it).
+    #[arg(long)]
+    pub(crate) in_process: bool,
+    /// Longest wait for the starter's acquisition, in seconds.
+    #[arg(long, default_value_t = 60)]
+    pub(crate) timeout: u64,
+}
+
+/// One rank process to read.
+#[derive(Debug, Clone)]
+pub(crate) struct RankProc {
+    /// Rank in `MPI_COMM_WORLD`, when the job says (`--starter`); `--pid` ranks learn it from
+    /// their `MPI_COMM_WORLD` communicator.
+    pub(crate) rank: Option<u64>,
+    pub(crate) pid: u32,
+    pub(crate) image: PathBuf,
+    /// Why it cannot be read (not attached, on another host…).
+    pub(crate) unreadable: Option<String>,
+}
+
+/// The ranks, held stopped until [`Held::release`] (or the drop) lets them run.
+pub(crate) enum Held {
+    Job(Box<Acquired>),
+    Pids(Tracer, Vec<u32>),
+}
+
+impl Held {
+    /// Releases everything held: ranks running, untraced. Problems as text.
+    pub(crate) fn release(self) -> Vec<String> {
+        match self {
+            Held::Job(mut a) => match a.release() {
+                Ok(problems) => problems,
+                Err(e) => vec![chain(&e)],
+            },
+            Held::Pids(tracer, pids) => match tracer.detach_many(&pids) {
+                Ok(results) => results
+                    .into_iter()
+                    .zip(&pids)
+                    .filter_map(|(r, pid)| r.err().map(|e| format!("pid {pid}: {}", chain(&e))))
+                    .collect(),
+                Err(e) => vec![chain(&e)],
+            },
+        }
+    }
+}
+
+/// Stops the ranks named by `--starter` or `--pid` and lists them.
+pub(crate) fn hold_ranks(
+    starter: Option<u32>,
+    pids: &[u32],
+    debug: &DebugOptions,
+    timeout: Duration,
+) -> Result<(Held, Vec<RankProc>), String> {
+    if let Some(pid) = starter {
+        let spin = progress::spinner(&format!("acquiring the job of starter {pid}"));
+        let options = AcquireOptions::default()
+            .timeout(timeout)
+            .debug(debug.clone())
+            .hold(true)
+            // Reading queues must not change the job: the gate is not ours to open here.
+            .gate(GateRelease::Never);
+        let acquired = live::attach(pid, options).map_err(|e| chain(&e))?;
+        spin.finish_and_clear();
+        let job = acquired.job();
+        let local = live::normalize(job);
+        let ranks = job
+            .ranks()
+            .zip(local)
+            .map(|(r, l)| {
+                let unreadable = match job.control(r.rank) {
+                    RankControl::Attached { .. } => None,
+                    RankControl::Failed { reason } => Some(format!("not attached: {reason}")),
+                    _ if !l.local_host => Some(format!(
+                        "on host {} (not this machine)",
+                        r.host.unwrap_or("?")
+                    )),
+                    _ => Some("not attached".into()),
+                };
+                RankProc {
+                    rank: Some(r.rank),
+                    pid: u32::try_from(r.pid).unwrap_or(0),
+                    image: l.executable.unwrap_or_else(|| PathBuf::from("?")),
+                    unreadable,
+                }
+            })
+            .collect();
+        tracing::info!(starter = pid, "job acquired and held");
+        return Ok((Held::Job(Box::new(acquired)), ranks));
+    }
+    let tracer = Tracer::new().map_err(|e| chain(&e))?;
+    let results = tracer.attach_many(pids).map_err(|e| chain(&e))?;
+    let mut held = Vec::new();
+    let ranks = pids
+        .iter()
+        .zip(results)
+        .map(|(&pid, r)| {
+            let unreadable = match r {
+                Ok(_) => {
+                    held.push(pid);
+                    None
+                }
+                Err(e) => Some(chain(&e)),
+            };
+            RankProc {
+                rank: None,
+                pid,
+                image: std::fs::read_link(format!("/proc/{pid}/exe"))
+                    .unwrap_or_else(|_| PathBuf::from("?")),
+                unreadable,
+            }
+        })
+        .collect();
+    Ok((Held::Pids(tracer, held), ranks))
+}
+
+/// A source of queues for one rank at a time.
+pub(crate) trait Reader {
+    /// What the output calls it.
+    fn name(&self) -> String;
+    /// Every communicator of the rank with its queues.
+    fn read(
+        &mut self,
+        rank: &RankProc,
+        target: LiveTarget,
+    ) -> Result<Vec<CommunicatorQueues>, String>;
+}
+
+/// The MPI's message-queue DLL, hosted in or out of process.
+pub(crate) struct DllReader {
+    host: Box<dyn mpir_mqd::QueueHost>,
+    types_given: bool,
+}
+
+impl DllReader {
+    /// Finds the DLL through `probe` (or takes `given`) and hosts it.
+    pub(crate) fn open(
+        probe: &LiveTarget,
+        given: Option<&Path>,
+        in_process: bool,
+        types_given: bool,
+    ) -> Result<Self, String> {
+        let (path, source) = mpir_mqd::discover_dll(probe, given).map_err(|e| chain(&e))?;
+        tracing::info!(dll = %path.display(), ?source, "message-queue DLL");
+        let hosting = if in_process {
+            Hosting::InProcess
+        } else {
+            let me =
+                std::env::current_exe().map_err(|e| format!("cannot find mpir itself: {e}"))?;
+            Hosting::OutOfProcess(HelperOptions::default().with_program_args(me, [HELPER_ARG]))
+        };
+        // SAFETY: the DLL is the one the MPI library of the target names (or the user gave);
+        // in-process hosting is the user's explicit choice (`--in-process`).
+        #[allow(unsafe_code)]
+        let host = unsafe { mpir_mqd::open_host(&path, hosting, HostOptions::default()) }
+            .map_err(|e| chain(&e))?;
+        Ok(DllReader { host, types_given })
+    }
+}
+
+impl Reader for DllReader {
+    fn name(&self) -> String {
+        format!("dll {}", self.host.path())
+    }
+
+    fn read(
+        &mut self,
+        rank: &RankProc,
+        target: LiveTarget,
+    ) -> Result<Vec<CommunicatorQueues>, String> {
+        let spec = ProcessSpec {
+            image_name: rank.image.display().to_string(),
+            target: Rc::new(target),
+            global_rank: rank.rank.and_then(|r| i32::try_from(r).ok()).unwrap_or(-1),
+        };
+        let hint = |e: mpir_mqd::MqdError| {
+            let text = chain(&e);
+            if !self.types_given && text.contains("type") {
+                format!(
+                    "{text} (the MPI library may lack debug info: give a types sidecar with --types)"
+                )
+            } else {
+                text
+            }
+        };
+        let id = self.host.attach(spec).map_err(hint)?;
+        let result = self.host.queues(id).map_err(hint);
+        let detached = self.host.detach(id);
+        let comms = result?;
+        detached.map_err(|e| chain(&e))?;
+        Ok(comms)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output.
+
+#[derive(Serialize)]
+pub(crate) struct QueuesDoc {
+    pub(crate) schema: &'static str,
+    pub(crate) engine: String,
+    pub(crate) ranks: Vec<RankDoc>,
+    pub(crate) notes: Vec<String>,
+}
+
+#[derive(Serialize, Clone)]
+pub(crate) struct RankDoc {
+    pub(crate) rank: Option<u64>,
+    pub(crate) pid: u32,
+    pub(crate) error: Option<String>,
+    pub(crate) communicators: Vec<CommDoc>,
+}
+
+#[derive(Serialize, Clone)]
+pub(crate) struct CommDoc {
+    pub(crate) name: String,
+    pub(crate) id: u64,
+    pub(crate) size: i64,
+    pub(crate) local_rank: i64,
+    /// World rank of each member, by local rank, when known.
+    pub(crate) group: Option<Vec<i64>>,
+    /// Queues the reader could not give (no information, or failed part way).
+    pub(crate) missing: Vec<String>,
+    pub(crate) operations: Vec<OpDoc>,
+}
+
+#[derive(Serialize, Clone)]
+pub(crate) struct OpDoc {
+    pub(crate) class: OpClass,
+    pub(crate) status: OpStatus,
+    pub(crate) peer_local: Option<u64>,
+    pub(crate) any_source: bool,
+    pub(crate) peer_global: Option<u64>,
+    pub(crate) tag: Option<i64>,
+    pub(crate) any_tag: bool,
+    pub(crate) length_bytes: Option<u64>,
+    pub(crate) length_elements: Option<u64>,
+    pub(crate) buffer: String,
+    pub(crate) system_buffer: bool,
+    pub(crate) actual: Option<ActualDoc>,
+    pub(crate) extra_text: Vec<String>,
+}
+
+#[derive(Serialize, Clone)]
+pub(crate) struct ActualDoc {
+    pub(crate) peer_local: Option<u64>,
+    pub(crate) peer_global: Option<u64>,
+    pub(crate) tag: i64,
+    pub(crate) length_bytes: Option<u64>,
+}
+
+fn op_doc(op: &Operation) -> OpDoc {
+    let (peer_local, any_source) = match op.peer_local {
+        Peer::Any => (None, true),
+        Peer::Rank(r) => (Some(r), false),
+        _ => (None, false),
+    };
+    OpDoc {
+        class: op.class,
+        status: op.status,
+        peer_local,
+        any_source,
+        peer_global: op.peer_global,
+        tag: op.tag,
+        any_tag: op.tag.is_none() && op.class == OpClass::Receive,
+        length_bytes: op.length.bytes,
+        length_elements: op.length.elements,
+        buffer: format!("{:#x}", op.buffer),
+        system_buffer: op.system_buffer,
+        actual: op.actual.map(|a| ActualDoc {
+            peer_local: a.local_rank,
+            peer_global: a.global_rank,
+            tag: a.tag,
+            length_bytes: a.length.bytes,
+        }),
+        extra_text: op.extra_text.clone(),
+    }
+}
+
+pub(crate) fn comm_doc(c: &CommunicatorQueues) -> CommDoc {
+    let mut operations = Vec::new();
+    let mut missing = Vec::new();
+    for class in OpClass::ALL {
+        let label = match class {
+            OpClass::Send => "send",
+            OpClass::Receive => "receive",
+            OpClass::Unexpected => "unexpected",
+        };
+        match c.queue(class) {
+            Queue::NoInformation => missing.push(format!("{label}: no information")),
+            Queue::Failed { error, .. } => missing.push(format!("{label}: {}", chain(error))),
+            _ => {}
+        }
+        operations.extend(c.queue(class).operations().iter().map(op_doc));
+    }
+    CommDoc {
+        name: c.communicator.name.clone(),
+        id: c.communicator.unique_id,
+        size: c.communicator.size,
+        local_rank: c.communicator.local_rank,
+        group: c.group.clone(),
+        missing,
+        operations,
+    }
+}
+
+/// Reads every readable rank with `reader`, with a progress bar.
+pub(crate) fn read_all(
+    reader: &mut dyn Reader,
+    ranks: &[RankProc],
+    debug: &DebugOptions,
+) -> Vec<RankDoc> {
+    let bar = progress::bar(ranks.len() as u64, "reading queues");
+    let mut out = Vec::with_capacity(ranks.len());
+    for r in ranks {
+        let mut doc = RankDoc {
+            rank: r.rank,
+            pid: r.pid,
+            error: r.unreadable.clone(),
+            communicators: Vec::new(),
+        };
+        if doc.error.is_none() {
+            let _span = tracing::info_span!("rank", rank = ?r.rank, pid = r.pid).entered();
+            let result = LiveTarget::open(r.pid, debug.clone())
+                .map_err(|e| chain(&e))
+                .and_then(|t| reader.read(r, t));
+            match result {
+                Ok(comms) => {
+                    doc.communicators = comms.iter().map(comm_doc).collect();
+                    if doc.rank.is_none() {
+                        // `--pid`: the rank is this process's rank in MPI_COMM_WORLD.
+                        doc.rank = comms
+                            .iter()
+                            .find(|c| c.communicator.name == "MPI_COMM_WORLD")
+                            .and_then(|c| u64::try_from(c.communicator.local_rank).ok());
+                    }
+                }
+                Err(e) => doc.error = Some(e),
+            }
+        }
+        bar.inc(1);
+        out.push(doc);
+    }
+    bar.finish_and_clear();
+    out
+}
+
+fn print_table(doc: &QueuesDoc) {
+    println!("message queues ({}), {} ranks", doc.engine, doc.ranks.len());
+    for r in &doc.ranks {
+        let rank = r.rank.map_or("?".to_string(), |r| r.to_string());
+        match &r.error {
+            Some(e) => println!("rank {rank} (pid {}): not read: {e}", r.pid),
+            None => println!("rank {rank} (pid {}):", r.pid),
+        }
+        for c in &r.communicators {
+            println!(
+                "  {} (size {}, local rank {}): {} operations",
+                c.name,
+                c.size,
+                c.local_rank,
+                c.operations.len()
+            );
+            for m in &c.missing {
+                println!("    ({m})");
+            }
+            for o in &c.operations {
+                let peer = match (o.any_source, o.peer_local, o.peer_global) {
+                    (true, _, _) => "any".to_string(),
+                    (false, Some(l), Some(g)) if l != g => format!("{l} (world {g})"),
+                    (false, Some(l), _) => l.to_string(),
+                    _ => "?".to_string(),
+                };
+                let tag = o.tag.map_or("any".to_string(), |t| t.to_string());
+                let len = match (o.length_bytes, o.length_elements) {
+                    (Some(b), _) => format!("{b} bytes"),
+                    (None, Some(e)) => format!("{e} elements"),
+                    _ => "? bytes".into(),
+                };
+                let class = match o.class {
+                    OpClass::Send => "send      to  ",
+                    OpClass::Receive => "receive   from",
+                    OpClass::Unexpected => "unexpected from",
+                };
+                let status = match o.status {
+                    OpStatus::Pending => "pending".to_string(),
+                    OpStatus::Matched => "matched".to_string(),
+                    OpStatus::Complete => "complete".to_string(),
+                    OpStatus::Unknown(v) => format!("status {v}"),
+                };
+                println!("    {class} {peer:<12} tag {tag:<8} {len:<16} {status}");
+            }
+        }
+    }
+    for n in &doc.notes {
+        println!("note: {n}");
+    }
+}
+
+/// Debug options for reading ranks: the common ones plus the types sidecars.
+pub(crate) fn rank_debug(common: &Common, types: &[PathBuf]) -> DebugOptions {
+    let mut debug = debug_options(common);
+    for t in types {
+        debug = debug.with_types_sidecar(t.clone());
+    }
+    debug
+}
+
+pub(crate) fn run(args: &QueuesArgs) -> Result<ExitCode, String> {
+    for t in &args.types {
+        if !t.is_file() {
+            return Err(format!("types sidecar {}: no such file", t.display()));
+        }
+    }
+    if let Some(d) = args.dll.as_ref().filter(|d| !d.is_file()) {
+        return Err(format!("DLL {}: no such file", d.display()));
+    }
+    let debug = rank_debug(&args.common, &args.types);
+    let (held, ranks) = hold_ranks(
+        args.starter,
+        &args.pids,
+        &debug,
+        Duration::from_secs(args.timeout),
+    )?;
+    let result = (|| {
+        let probe_rank = ranks
+            .iter()
+            .find(|r| r.unreadable.is_none())
+            .ok_or_else(|| {
+                let why: Vec<String> = ranks
+                    .iter()
+                    .map(|r| format!("pid {}: {}", r.pid, r.unreadable.as_deref().unwrap_or("?")))
+                    .collect();
+                format!(
+                    "no rank could be stopped to read its queues ({})",
+                    why.join("; ")
+                )
+            })?;
+        let probe = LiveTarget::open(probe_rank.pid, debug.clone()).map_err(|e| chain(&e))?;
+        let mut reader: Box<dyn Reader> = match args.engine {
+            Engine::Auto | Engine::Dll => Box::new(DllReader::open(
+                &probe,
+                args.dll.as_deref(),
+                args.in_process,
+                !args.types.is_empty(),
+            )?),
+        };
+        drop(probe);
+        let ranks_out = read_all(reader.as_mut(), &ranks, &debug);
+        Ok::<_, String>(QueuesDoc {
+            schema: QUEUES_SCHEMA,
+            engine: reader.name(),
+            ranks: ranks_out,
+            notes: Vec::new(),
+        })
+    })();
+    let problems = held.release();
+    let mut doc = result?;
+    doc.notes.extend(
+        problems
+            .into_iter()
+            .map(|p| format!("while releasing: {p}")),
+    );
+    if args.common.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
+        );
+    } else {
+        print_table(&doc);
+    }
+    Ok(if doc.ranks.iter().any(|r| r.error.is_some()) {
+        ExitCode::from(PARTIAL)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

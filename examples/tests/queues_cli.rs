@@ -1,0 +1,305 @@
+//! `mpir queues` as a user runs it, on real jobs: stock Open MPI (its DLL, with the types
+//! sidecar) and the debugger-enabled MPICH (its `libtvmpich.so`), by starter and by pid, in
+//! JSON and table form; and its one-line errors. Each job runs the programs of mpir-mqd's tests,
+//! which post known operations, so the expected values come from those programs' sources.
+//! Skipped without the stacks, failed under `MPIR_REQUIRE_PEERS=1`.
+
+#![cfg(all(target_os = "linux", target_arch = "x86_64"))]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use mpir_target::testkit::{assert_untouched, have, run, scratch, skip, wait_for};
+use serde_json::Value;
+
+fn mpir() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_mpir"))
+}
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../mpir-mqd/tests/fixtures")
+        .join(name)
+}
+
+/// A job whose ranks wrote `DIR/RANK.pid` once their operations were posted.
+struct Job {
+    launcher: Child,
+    pids: Vec<u32>,
+}
+
+impl Job {
+    fn start(launcher: &mut Command, dir: &Path, ranks: usize) -> Job {
+        let mut job = Job {
+            launcher: launcher.spawn().expect("start the launcher"),
+            pids: Vec::new(),
+        };
+        let file = |r: usize| dir.join(format!("{r}.pid"));
+        assert!(
+            wait_for(60, || (0..ranks).all(|r| file(r).is_file())),
+            "the ranks did not post their operations in time"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+        job.pids = (0..ranks)
+            .map(|r| {
+                std::fs::read_to_string(file(r))
+                    .unwrap()
+                    .trim()
+                    .parse()
+                    .unwrap()
+            })
+            .collect();
+        job
+    }
+
+    fn starter(&self) -> u32 {
+        self.launcher.id()
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        for &pid in &self.pids {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        let _ = self.launcher.kill();
+        let _ = self.launcher.wait();
+    }
+}
+
+fn json(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+fn rank(doc: &Value, r: u64) -> &Value {
+    doc["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["rank"] == r)
+        .unwrap_or_else(|| panic!("no rank {r} in {doc:#}"))
+}
+
+fn comm<'a>(rank: &'a Value, name: &str) -> &'a Value {
+    rank["communicators"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no communicator {name} in {rank:#}"))
+}
+
+fn op<'a>(comm: &'a Value, class: &str, tag: i64) -> &'a Value {
+    comm["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["class"] == class && o["tag"] == tag)
+        .unwrap_or_else(|| panic!("no {class} with tag {tag} in {comm:#}"))
+}
+
+fn sidecar() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("MPIR_OMPI_TYPES_SIDECAR") {
+        return Some(PathBuf::from(p));
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/openmpi-types-sidecar.sh");
+    let out = Command::new(script)
+        .stderr(Stdio::inherit())
+        .output()
+        .ok()?;
+    let text = String::from_utf8(out.stdout).ok()?;
+    text.lines()
+        .last()
+        .map(PathBuf::from)
+        .filter(|p| p.is_file())
+}
+
+#[test]
+fn queues_of_an_open_mpi_job_by_starter_and_by_pid() {
+    if !have("mpicc.openmpi") || !have("orterun") {
+        skip("needs Open MPI (mpicc.openmpi, orterun)");
+        return;
+    }
+    let Some(types) = sidecar() else {
+        skip("no Open MPI types sidecar (scripts/openmpi-types-sidecar.sh failed)");
+        return;
+    };
+    let dir = scratch("cli-queues-ompi");
+    let app = dir.join("pending");
+    run(Command::new("mpicc.openmpi")
+        .args(["-g", "-o"])
+        .arg(&app)
+        .arg(fixture("ompi_pending.c")))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut launcher = Command::new("orterun");
+    launcher
+        .args(["--allow-run-as-root", "--oversubscribe", "-n", "2"])
+        .arg(&app)
+        .arg(&*dir)
+        .env("OMPI_MPIR_DO_NOT_WARN", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let job = Job::start(&mut launcher, &dir, 2);
+
+    let out = mpir()
+        .args(["queues", "--json", "--starter"])
+        .arg(job.starter().to_string())
+        .arg("--types")
+        .arg(&types)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = json(&out);
+    assert_eq!(doc["schema"], "mpir.queues/1");
+    assert_eq!(doc["ranks"].as_array().unwrap().len(), 2);
+    for r in 0..2u64 {
+        let peer = (r + 1) % 2;
+        let ranked = rank(&doc, r);
+        assert_eq!(ranked["pid"], job.pids[r as usize]);
+        assert!(ranked["error"].is_null(), "{ranked:#}");
+        let world = comm(ranked, "MPI_COMM_WORLD");
+        assert_eq!(world["size"], 2);
+        assert_eq!(world["local_rank"], r);
+        // ompi_pending.c: Irecv of 4 ints from the next rank, tag 77.
+        let recv = op(world, "receive", 77);
+        assert_eq!(recv["peer_local"], peer);
+        assert_eq!(recv["any_source"], false);
+        assert_eq!(recv["length_bytes"], 16);
+        assert_eq!(recv["status"], "pending");
+        // Isend of 2^18 doubles, tag 44, and of 2^17 doubles on "mpir_dup", tag 55.
+        assert_eq!(op(world, "send", 44)["length_bytes"], 8 << 18);
+        let dup = op(comm(ranked, "mpir_dup"), "send", 55);
+        assert_eq!(dup["peer_local"], peer);
+        assert_eq!(dup["length_bytes"], 8 << 17);
+    }
+    // The job runs on: nothing stopped or traced.
+    for &pid in job.pids.iter().chain([job.starter()].iter()) {
+        assert_untouched(pid);
+    }
+
+    // The same ranks by pid, in the table form: the rank is learnt from MPI_COMM_WORLD.
+    let pids = format!("{},{}", job.pids[0], job.pids[1]);
+    let out = mpir()
+        .args(["queues", "--pid", &pids, "--types"])
+        .arg(&types)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    for (r, pid) in job.pids.iter().enumerate() {
+        assert!(text.contains(&format!("rank {r} (pid {pid}):")), "{text}");
+    }
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.contains("tag 77") && l.contains("16 bytes"))
+            .count(),
+        2,
+        "{text}"
+    );
+    for &pid in &job.pids {
+        assert_untouched(pid);
+    }
+}
+
+#[test]
+fn queues_of_a_debugger_enabled_mpich_job() {
+    let root = PathBuf::from(
+        std::env::var("MPIR_MPICH_DEBUGINFO")
+            .unwrap_or_else(|_| "/var/cache/mpir-rs/mpich-debuginfo".into()),
+    );
+    if !root.join("lib/libtvmpich.so").is_file() || !root.join("bin/mpicc").is_file() {
+        skip(&format!("no debugger-enabled MPICH at {}", root.display()));
+        return;
+    }
+    let dir = scratch("cli-queues-mpich");
+    let app = dir.join("pending");
+    run(Command::new(root.join("bin/mpicc"))
+        .args(["-g", "-o"])
+        .arg(&app)
+        .arg(fixture("mpich_pending.c")))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut launcher = Command::new(root.join("bin/mpiexec.hydra"));
+    launcher
+        .args(["-n", "2"])
+        .arg(&app)
+        .arg(&*dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let job = Job::start(&mut launcher, &dir, 2);
+
+    let out = mpir()
+        .args(["queues", "--json", "--starter"])
+        .arg(job.starter().to_string())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = json(&out);
+    assert!(
+        doc["engine"].as_str().unwrap().contains("libtvmpich"),
+        "{doc:#}"
+    );
+    for r in 0..2u64 {
+        let peer = (r + 1) % 2;
+        let ranked = rank(&doc, r);
+        assert_eq!(ranked["pid"], job.pids[r as usize]);
+        // mpich_pending.c: Irecv from the next rank, tag 77, on MPI_COMM_WORLD; a large Isend
+        // (tag 55) on "mpir_dup".
+        let recv = op(comm(ranked, "MPI_COMM_WORLD"), "receive", 77);
+        assert_eq!(recv["peer_local"], peer);
+        let send = op(comm(ranked, "mpir_dup"), "send", 55);
+        assert_eq!(send["peer_local"], peer);
+    }
+    for &pid in job.pids.iter().chain([job.starter()].iter()) {
+        assert_untouched(pid);
+    }
+}
+
+#[test]
+fn queue_errors_are_one_line_and_leave_the_target_alone() {
+    let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+    let pid = sleeper.id().to_string();
+    let check = |args: &[&str], expect: &str, code: i32| {
+        let out = mpir().args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+        assert!(err.contains(expect), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+    };
+    // Not a starter: say what was looked for.
+    check(&["queues", "--starter", &pid], "MPIR_Breakpoint", 1);
+    // A DLL that does not exist.
+    check(
+        &["queues", "--pid", &pid, "--dll", "/nonexistent/libmsgq.so"],
+        "/nonexistent/libmsgq.so",
+        1,
+    );
+    // A process without any MPI: no DLL to be found, and the error names where it looked.
+    check(&["queues", "--pid", &pid], "MPIR_dll_name", 1);
+    // A pid that does not exist: the reason per pid.
+    check(&["queues", "--pid", "999999999"], "no such process", 1);
+    assert_untouched(sleeper.id());
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+}
