@@ -1,0 +1,284 @@
+//! `compare`: our crates against gdb doing the same job and against a raw floor, in one run,
+//! printed as the Markdown tables of BENCHMARKS.md.
+//!
+//! ```text
+//! cargo run --release -p mpir-benches --bin compare [-- --quick] [-- --no-gdb]
+//! ```
+//!
+//! 1. Process table of 1K / 100K / 1M entries, shared and duplicated strings, from a live fake
+//!    starter: `read_proctable` (ours), the raw floor (`proctable::floor`), gdb's Python walk.
+//! 2. Attach mode on a running 64-rank Open MPI job: `live::attach` (table only, and with all
+//!    ranks attached and released) against `gdb -p` reading the table.
+//! 3. Launch overhead on each installed stack: the 4-rank job plainly, under
+//!    `live::launch`, and under gdb; for Open MPI also its own debugger handshake without a
+//!    tracer (`debug_mode`).
+//!
+//! `--quick` takes fewer samples and skips the 1M table; `--no-gdb` skips gdb. Medians.
+
+use std::process::Stdio;
+use std::time::Instant;
+
+use mpir_acquire::{AcquireOptions, RankSelection, live};
+use mpir_benches::stacks::{
+    Stack, compile, debug_mode_shim, gdb_attach, gdb_launch, job, running_job, stacks,
+};
+use mpir_benches::{Scratch, have, median, proctable};
+use mpir_target::debuginfo::DebugOptions;
+use mpir_target::live::LiveTarget;
+use mpir_target::proctable::{ReadOptions, read_proctable};
+
+struct Config {
+    runs: usize,
+    gdb_runs: usize,
+    quick: bool,
+    gdb: bool,
+}
+
+fn ms(s: f64) -> String {
+    if s >= 1.0 {
+        format!("{s:.2} s")
+    } else if s >= 1e-3 {
+        format!("{:.1} ms", s * 1e3)
+    } else {
+        format!("{:.0} µs", s * 1e6)
+    }
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok { "met" } else { "**not met**" }
+}
+
+fn proctables(cfg: &Config, dir: &std::path::Path) {
+    let exe = proctable::compile(dir);
+    println!("## Process table from a live starter\n");
+    println!(
+        "| entries | strings | ours | ours incl. attach+symbols | raw floor | ours/floor | gdb walk | gdb/ours |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    let sizes: &[usize] = if cfg.quick {
+        &[1_000, 100_000]
+    } else {
+        &[1_000, 100_000, 1 << 20]
+    };
+    let mut worst_floor: f64 = 0.0;
+    let mut worst_gdb = f64::INFINITY;
+    for &n in sizes {
+        for mode in ["shared", "dup"] {
+            eprintln!("compare: proctable {n} {mode}");
+            let starter = proctable::start(&exe, n, mode);
+            let pid = starter.pid();
+            let target = LiveTarget::open(pid, DebugOptions::default()).expect("open the starter");
+            let ours = median(cfg.runs, || {
+                let t = read_proctable(&target, &ReadOptions::default()).expect("read");
+                assert_eq!(t.resolved.entries.len(), n);
+                t
+            });
+            let whole = median(cfg.runs, || {
+                let t = LiveTarget::open(pid, DebugOptions::default()).expect("open");
+                read_proctable(&t, &ReadOptions::default()).expect("read")
+            });
+            let floor = median(cfg.runs, || proctable::floor(pid, starter.table, n));
+            let gdb = if cfg.gdb {
+                let runs = if n > 100_000 { 1 } else { cfg.gdb_runs };
+                let mut v: Vec<f64> = (0..runs)
+                    .filter_map(|_| proctable::gdb_walk(pid).ok())
+                    .collect();
+                v.sort_by(f64::total_cmp);
+                v.get(v.len() / 2).copied()
+            } else {
+                None
+            };
+            worst_floor = worst_floor.max(ours / floor);
+            if let Some(g) = gdb {
+                worst_gdb = worst_gdb.min(g / ours);
+            }
+            println!(
+                "| {n} | {mode} | {} | {} | {} | {:.2}× | {} | {} |",
+                ms(ours),
+                ms(whole),
+                ms(floor),
+                ours / floor,
+                gdb.map_or("–".into(), ms),
+                gdb.map_or("–".into(), |g| format!("{:.0}×", g / ours)),
+            );
+        }
+    }
+    println!();
+    println!(
+        "Targets: ours ≤ 1.5× the floor: {} (worst {:.2}×); ours ≥ 30× faster than gdb: {}.\n",
+        verdict(worst_floor <= 1.5),
+        worst_floor,
+        if worst_gdb.is_finite() {
+            format!("{} (worst {:.0}×)", verdict(worst_gdb >= 30.0), worst_gdb)
+        } else {
+            "not measured".into()
+        }
+    );
+}
+
+fn attach_64(cfg: &Config, dir: &std::path::Path) {
+    println!("## Attach mode, 64-rank Open MPI job\n");
+    if !have("orterun") || !have("mpicc.openmpi") {
+        println!("Open MPI is not installed: not measured.\n");
+        return;
+    }
+    let Some(program) = compile("mpicc.openmpi", dir, "ranks_ompi64") else {
+        println!("mpicc.openmpi failed: not measured.\n");
+        return;
+    };
+    eprintln!("compare: attach_64");
+    let running = running_job(&program, 64);
+    let pid = running.0.id();
+    let table = median(cfg.runs, || {
+        let o = AcquireOptions::default().ranks(RankSelection::None);
+        let a = live::attach(pid, o).expect("attach");
+        assert_eq!(a.job().len(), 64);
+    });
+    let all = median(cfg.runs, || {
+        let a = live::attach(pid, AcquireOptions::default()).expect("attach");
+        assert_eq!(a.job().attached_pids().len(), 64);
+    });
+    println!(
+        "| what | ours (table) | ours (all 64 ranks attached and released) | gdb -p | gdb/ours |"
+    );
+    println!("|---|---|---|---|---|");
+    let gdb = (cfg.gdb && have("gdb")).then(|| median(cfg.gdb_runs, || gdb_attach(pid, 64)));
+    println!(
+        "| attach, read table, detach | {} | {} | {} | {} |",
+        ms(table),
+        ms(all),
+        gdb.map_or("–".into(), ms),
+        gdb.map_or("–".into(), |g| format!(
+            "{:.0}× / {:.0}×",
+            g / table,
+            g / all
+        )),
+    );
+    if let Some(g) = gdb {
+        println!(
+            "\nTarget: ≥ 10× faster than `gdb -p`: {} ({:.0}× table only, {:.0}× with all ranks).\n",
+            verdict(g / all >= 10.0),
+            g / table,
+            g / all
+        );
+    } else {
+        println!();
+    }
+}
+
+fn launch_once(st: &Stack) {
+    let o = AcquireOptions::default().debug(st.debug.clone());
+    let mut a = live::launch(job(st.run, 4, &st.program, 0), o).expect("launch");
+    assert_eq!(a.job().len(), 4);
+    let mut child = a.take_child().expect("the starter");
+    drop(a);
+    assert!(child.wait().expect("wait").success());
+}
+
+fn launch_overhead(cfg: &Config, dir: &std::path::Path) {
+    println!("## Launch overhead, 4-rank job to completion\n");
+    let stacks = stacks(dir);
+    if stacks.is_empty() {
+        println!("No MPI stack installed: not measured.\n");
+        return;
+    }
+    println!(
+        "| stack | plain | ours | ours/plain | MPI's own debug handshake, no tracer | gdb | gdb/plain |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    let mut notes = Vec::new();
+    for st in &stacks {
+        eprintln!("compare: launch {}", st.name);
+        let plain = median(cfg.runs, || {
+            assert!(
+                job(st.run, 4, &st.program, 0)
+                    .status()
+                    .expect("run")
+                    .success()
+            )
+        });
+        let ours = median(cfg.runs, || launch_once(st));
+        let debug_mode = (st.name == "openmpi")
+            .then(|| debug_mode_shim(dir))
+            .flatten()
+            .map(|shim| {
+                median(cfg.runs, || {
+                    let mut j = job(st.run, 4, &st.program, 0);
+                    j.env("LD_PRELOAD", &shim);
+                    assert!(j.status().expect("run").success())
+                })
+            });
+        let gdb = (cfg.gdb && have("gdb")).then(|| {
+            let debug_dir = (st.name == "hydra")
+                .then(|| st.debug.debug_dirs.last().cloned())
+                .flatten();
+            median(cfg.gdb_runs, || {
+                let mut j = job(st.run, 4, &st.program, 0);
+                j.stdout(Stdio::piped());
+                gdb_launch(j, debug_dir.as_deref())
+            })
+        });
+        println!(
+            "| {} | {} | {} | {:+.0}% | {} | {} | {} |",
+            st.name,
+            ms(plain),
+            ms(ours),
+            (ours / plain - 1.0) * 100.0,
+            debug_mode.map_or("–".into(), |d| format!(
+                "{} ({:+.0}%)",
+                ms(d),
+                (d / plain - 1.0) * 100.0
+            )),
+            gdb.map_or("–".into(), ms),
+            gdb.map_or("–".into(), |g| format!(
+                "{:+.0}%",
+                (g / plain - 1.0) * 100.0
+            )),
+        );
+        let ok = ours <= plain * 1.10;
+        let mut note = format!(
+            "{}: overhead ≤ +10%: {} ({:+.0}%)",
+            st.name,
+            verdict(ok),
+            (ours / plain - 1.0) * 100.0
+        );
+        if let Some(d) = debug_mode {
+            note.push_str(&format!(
+                "; against the MPI's own debug handshake: {:+.0}%",
+                (ours / d - 1.0) * 100.0
+            ));
+        }
+        notes.push(note);
+    }
+    println!();
+    for n in notes {
+        println!("- {n}");
+    }
+    println!();
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let cfg = Config {
+        runs: if quick { 3 } else { 7 },
+        gdb_runs: if quick { 1 } else { 3 },
+        quick,
+        gdb: !args.iter().any(|a| a == "--no-gdb") && have("gdb"),
+    };
+    if let Some(bad) = args.iter().find(|a| *a != "--quick" && *a != "--no-gdb") {
+        eprintln!("compare: unknown argument {bad:?} (use --quick, --no-gdb)");
+        std::process::exit(2);
+    }
+    let dir = Scratch::new("compare");
+    let start = Instant::now();
+    println!(
+        "# mpir-rs against gdb and the raw floor ({} samples per median{})\n",
+        cfg.runs,
+        if cfg.gdb { "" } else { "; gdb skipped" }
+    );
+    proctables(&cfg, &dir.0);
+    attach_64(&cfg, &dir.0);
+    launch_overhead(&cfg, &dir.0);
+    println!("Whole run: {:.0} s.", start.elapsed().as_secs_f64());
+}
