@@ -217,6 +217,46 @@ fn queues_of_an_open_mpi_job_by_starter_and_by_pid() {
     for &pid in &job.pids {
         assert_untouched(pid);
     }
+
+    // From core files (gcore of the starter and both ranks): the same queues, the ranks
+    // numbered from the starter's core.
+    if !have("gcore") {
+        skip("no gcore (gdb) to dump the job's cores");
+        return;
+    }
+    let prefix = dir.join("core");
+    let all: Vec<String> = [job.starter()]
+        .iter()
+        .chain(&job.pids)
+        .map(u32::to_string)
+        .collect();
+    run(Command::new("gcore").arg("-o").arg(&prefix).args(&all)).unwrap_or_else(|e| panic!("{e}"));
+    let cores: Vec<PathBuf> = all
+        .iter()
+        .map(|p| PathBuf::from(format!("{}.{p}", prefix.display())))
+        .collect();
+    let out = mpir()
+        .args(["core", "--json", "--types"])
+        .arg(&types)
+        .args(&cores)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let from_cores = json(&out);
+    assert_eq!(from_cores["job"]["ranks"].as_array().unwrap().len(), 2);
+    for r in 0..2u64 {
+        let live = rank(&doc, r);
+        let dumped = rank(&from_cores, r);
+        assert_eq!(dumped["pid"], live["pid"]);
+        assert_eq!(
+            dumped["communicators"], live["communicators"],
+            "rank {r}: the core and the live process disagree"
+        );
+    }
 }
 
 #[test]
@@ -302,4 +342,66 @@ fn queue_errors_are_one_line_and_leave_the_target_alone() {
     assert_untouched(sleeper.id());
     let _ = sleeper.kill();
     let _ = sleeper.wait();
+}
+
+#[test]
+fn a_core_without_its_executable_says_so_and_exe_fixes_it() {
+    if !have("cc") || !have("gcore") {
+        skip("needs cc and gcore (gdb)");
+        return;
+    }
+    let dir = scratch("cli-core-noexe");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../mpir-target/tests/fixtures");
+    let exe = dir.join("starter");
+    run(Command::new("cc")
+        .args(["-g", "-O1"])
+        .arg(format!("-I{}", fixtures.display()))
+        .arg(fixtures.join("fake_starter.c"))
+        .arg("-o")
+        .arg(&exe))
+    .unwrap_or_else(|e| panic!("{e}"));
+    // The fake starter fills a 10-entry table, prints its address and waits on stdin.
+    let mut starter = Command::new(&exe)
+        .args(["10", "shared"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(starter.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let prefix = dir.join("core");
+    run(Command::new("gcore")
+        .arg("-o")
+        .arg(&prefix)
+        .arg(starter.id().to_string()))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let core = PathBuf::from(format!("{}.{}", prefix.display(), starter.id()));
+    let _ = starter.kill();
+    let _ = starter.wait();
+    let moved = dir.join("moved-starter");
+    std::fs::rename(&exe, &moved).unwrap();
+
+    let out = mpir().arg("core").arg(&core).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("give it with --exe"), "{err}");
+    assert!(err.contains(&exe.display().to_string()), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+
+    let out = mpir()
+        .args(["core", "--json", "--exe"])
+        .arg(&moved)
+        .arg(&core)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(json(&out)["ranks"].as_array().unwrap().len(), 10);
 }

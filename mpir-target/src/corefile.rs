@@ -319,6 +319,20 @@ impl CoreFile {
             .map(|m| m.path.as_path())
     }
 
+    /// Takes the main executable from `exe` instead of the path the core names (it was moved,
+    /// or the core comes from another machine): every mapping of that file is read from
+    /// `exe`. Returns the path replaced, or `None` when the core does not say which mapping is
+    /// the executable (then nothing changes).
+    pub fn replace_executable(&mut self, exe: &Path) -> Option<PathBuf> {
+        let old = self.executable()?.to_path_buf();
+        for m in &mut self.mappings {
+            if m.path == old {
+                m.path = exe.to_path_buf();
+            }
+        }
+        Some(old)
+    }
+
     /// The images of the dumped process, for symbols and types.
     pub fn images(&self, options: DebugOptions) -> Result<ProcessImages> {
         let mappings: Vec<(PathBuf, u64, u64)> = self
@@ -423,6 +437,16 @@ impl ImageTarget<CoreFile> {
     /// Opens a core file; the files it maps are looked up at the paths it names.
     pub fn open(path: &Path, options: DebugOptions) -> Result<Self> {
         let core = CoreFile::open(path)?;
+        let images = core.images(options)?;
+        Ok(ImageTarget::new(core, images))
+    }
+
+    /// Opens a core file whose main executable is now at `exe` (see
+    /// [`CoreFile::replace_executable`]); the other files it maps are looked up at the paths
+    /// it names.
+    pub fn open_with_executable(path: &Path, exe: &Path, options: DebugOptions) -> Result<Self> {
+        let mut core = CoreFile::open(path)?;
+        core.replace_executable(exe);
         let images = core.images(options)?;
         Ok(ImageTarget::new(core, images))
     }

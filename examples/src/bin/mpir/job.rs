@@ -1,13 +1,12 @@
 //! `launch`, `attach` and `core`: the job (MPIR proctable or MPI2DD traversal).
 
 use std::os::fd::AsFd;
-use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
 use mpir_acquire::live;
 use mpir_acquire::{AcquireOptions, Interface, Job, RankControl, RankSelection};
-use mpir_target::proctable::{ProcTable, ReadOptions, read_proctable};
+use mpir_target::proctable::ProcTable;
 use mpir_types::LayoutSource;
 use mpir_types::mpir::MpirFlags;
 use serde::Serialize;
@@ -100,7 +99,7 @@ fn job_out<'a>(job: &'a Job, interface: &'static str) -> JobOut<'a> {
     }
 }
 
-fn print(out: &JobOut<'_>, json: bool) -> Result<(), String> {
+pub(crate) fn print(out: &JobOut<'_>, json: bool) -> Result<(), String> {
     if json {
         let text = serde_json::to_string_pretty(out).map_err(|e| e.to_string())?;
         println!("{text}");
@@ -242,18 +241,9 @@ pub(crate) fn attach(common: &Common, timeout: u64, pid: u32) -> Result<ExitCode
     Ok(ExitCode::SUCCESS)
 }
 
-pub(crate) fn core(
-    common: &Common,
-    exe: Option<&PathBuf>,
-    core: &std::path::Path,
-) -> Result<ExitCode, String> {
-    let mut debug = debug_options(common);
-    if let Some(e) = exe {
-        debug.symbol_files.push(e.clone());
-    }
-    let target = mpir_target::corefile::CoreTarget::open(core, debug).map_err(|e| chain(&e))?;
-    let table = read_proctable(&target, &ReadOptions::default()).map_err(|e| chain(&e))?;
-    let out = JobOut {
+/// The job document of a starter's process table read from a core file.
+pub(crate) fn core_job(table: &ProcTable) -> JobOut<'_> {
+    JobOut {
         schema: JOB_SCHEMA,
         starter: StarterOut {
             pid: None,
@@ -264,7 +254,7 @@ pub(crate) fn core(
         interfaces: vec!["mpir"],
         flags: None,
         layout: layout_name(&table.layout.source),
-        ranks: table_out(&table, |_| "core".into()),
+        ranks: table_out(table, |_| "core".into()),
         problems: table
             .resolved
             .problems
@@ -272,7 +262,5 @@ pub(crate) fn core(
             .map(ToString::to_string)
             .collect(),
         notes: Vec::new(),
-    };
-    print(&out, common.json)?;
-    Ok(ExitCode::SUCCESS)
+    }
 }

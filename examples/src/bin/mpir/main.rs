@@ -3,7 +3,7 @@
 //! ```text
 //! mpir launch [--json] [--hold] [--ranks LIST] [--timeout S] [--debug-dir DIR] -- STARTER ARGS…
 //! mpir attach [--json] [--timeout S] [--debug-dir DIR] PID
-//! mpir core   [--json] [--exe PATH] [--debug-dir DIR] CORE
+//! mpir core   [--json] [--exe PATH] [--debug-dir DIR] [--types FILE] CORE…
 //! mpir queues (--starter PID | --pid PID…) [--dll PATH] [--types FILE] [--engine auto|dll|native]
 //! ```
 //!
@@ -12,12 +12,14 @@
 //! hands the ranks over stopped (job-control stop) for another tool and exits at once. With
 //! `--json` the job's own stdout goes to stderr, so that stdout carries the JSON only.
 //! `attach` acquires the job of a running starter — or, through MPI2DD, of any rank, directory
-//! or metadirectory — and leaves it running. `core` reads the table from a starter's core file.
+//! or metadirectory — and leaves it running. `core` reads the same from core files: the job
+//! from a starter's core, the message queues from ranks' cores.
 //! `queues` stops every rank briefly, reads its message queues and lets it run again.
 //!
 //! Built on the public API only. Errors: one line with the cause chain, exit status 1. JSON
 //! documents are described in `docs/cli-json.md`.
 
+mod cores;
 mod job;
 mod progress;
 mod queues;
@@ -84,16 +86,9 @@ enum Cmd {
         /// The starter's pid.
         pid: u32,
     },
-    /// Read the job from a starter's core file.
-    Core {
-        #[command(flatten)]
-        common: Common,
-        /// The starter's executable, when the core does not lead to it.
-        #[arg(long)]
-        exe: Option<PathBuf>,
-        /// The core file.
-        core: PathBuf,
-    },
+    /// The same reports from core files: a starter's core gives the job, ranks' cores their
+    /// message queues.
+    Core(cores::CoreArgs),
     /// Message queues (pending sends, receives, unexpected messages) of every rank.
     Queues(queues::QueuesArgs),
 }
@@ -144,11 +139,7 @@ fn main() -> ExitCode {
             timeout,
             pid,
         } => job::attach(common, *timeout, *pid),
-        Cmd::Core {
-            common,
-            exe,
-            core: c,
-        } => job::core(common, exe.as_ref(), c),
+        Cmd::Core(args) => cores::run(args),
         Cmd::Queues(args) => queues::run(args),
     };
     match result {

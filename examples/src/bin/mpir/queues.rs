@@ -9,6 +9,7 @@ use std::time::Duration;
 use mpir_acquire::live::{self, Acquired};
 use mpir_acquire::{AcquireOptions, GateRelease, RankControl};
 use mpir_mqd::{CommunicatorQueues, HelperOptions, HostOptions, Hosting, ProcessSpec, Queue};
+use mpir_target::Target;
 use mpir_target::debuginfo::DebugOptions;
 use mpir_target::live::LiveTarget;
 use mpir_target::live::tracer::Tracer;
@@ -178,7 +179,7 @@ pub(crate) trait Reader {
     fn read(
         &mut self,
         rank: &RankProc,
-        target: LiveTarget,
+        target: Rc<dyn Target>,
     ) -> Result<Vec<CommunicatorQueues>, String>;
 }
 
@@ -191,7 +192,7 @@ pub(crate) struct DllReader {
 impl DllReader {
     /// Finds the DLL through `probe` (or takes `given`) and hosts it.
     pub(crate) fn open(
-        probe: &LiveTarget,
+        probe: &dyn Target,
         given: Option<&Path>,
         in_process: bool,
         types_given: bool,
@@ -222,11 +223,11 @@ impl Reader for DllReader {
     fn read(
         &mut self,
         rank: &RankProc,
-        target: LiveTarget,
+        target: Rc<dyn Target>,
     ) -> Result<Vec<CommunicatorQueues>, String> {
         let spec = ProcessSpec {
             image_name: rank.image.display().to_string(),
-            target: Rc::new(target),
+            target,
             global_rank: rank.rank.and_then(|r| i32::try_from(r).ok()).unwrap_or(-1),
         };
         let hint = |e: mpir_mqd::MqdError| {
@@ -257,12 +258,18 @@ pub(crate) struct QueuesDoc {
     pub(crate) engine: String,
     pub(crate) ranks: Vec<RankDoc>,
     pub(crate) notes: Vec<String>,
+    /// `core` with a starter's core: the job document.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) job: Option<serde_json::Value>,
 }
 
 #[derive(Serialize, Clone)]
 pub(crate) struct RankDoc {
     pub(crate) rank: Option<u64>,
     pub(crate) pid: u32,
+    /// `core`: the core file read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) source: Option<String>,
     pub(crate) error: Option<String>,
     pub(crate) communicators: Vec<CommDoc>,
 }
@@ -360,11 +367,25 @@ pub(crate) fn comm_doc(c: &CommunicatorQueues) -> CommDoc {
     }
 }
 
+/// Opens a rank's memory, symbols and types (a live process, a core file).
+pub(crate) type Opener<'a> = dyn Fn(&RankProc) -> Result<Rc<dyn Target>, String> + 'a;
+
+/// The opener of live ranks.
+pub(crate) fn live_opener(
+    debug: &DebugOptions,
+) -> impl Fn(&RankProc) -> Result<Rc<dyn Target>, String> + '_ {
+    move |r| {
+        LiveTarget::open(r.pid, debug.clone())
+            .map(|t| Rc::new(t) as Rc<dyn Target>)
+            .map_err(|e| chain(&e))
+    }
+}
+
 /// Reads every readable rank with `reader`, with a progress bar.
 pub(crate) fn read_all(
     reader: &mut dyn Reader,
     ranks: &[RankProc],
-    debug: &DebugOptions,
+    open: &Opener<'_>,
 ) -> Vec<RankDoc> {
     let bar = progress::bar(ranks.len() as u64, "reading queues");
     let mut out = Vec::with_capacity(ranks.len());
@@ -372,14 +393,13 @@ pub(crate) fn read_all(
         let mut doc = RankDoc {
             rank: r.rank,
             pid: r.pid,
+            source: None,
             error: r.unreadable.clone(),
             communicators: Vec::new(),
         };
         if doc.error.is_none() {
             let _span = tracing::info_span!("rank", rank = ?r.rank, pid = r.pid).entered();
-            let result = LiveTarget::open(r.pid, debug.clone())
-                .map_err(|e| chain(&e))
-                .and_then(|t| reader.read(r, t));
+            let result = open(r).and_then(|t| reader.read(r, t));
             match result {
                 Ok(comms) => {
                     doc.communicators = comms.iter().map(comm_doc).collect();
@@ -405,9 +425,13 @@ fn print_table(doc: &QueuesDoc) {
     println!("message queues ({}), {} ranks", doc.engine, doc.ranks.len());
     for r in &doc.ranks {
         let rank = r.rank.map_or("?".to_string(), |r| r.to_string());
+        let from = r
+            .source
+            .as_deref()
+            .map_or(String::new(), |s| format!(", core {s}"));
         match &r.error {
-            Some(e) => println!("rank {rank} (pid {}): not read: {e}", r.pid),
-            None => println!("rank {rank} (pid {}):", r.pid),
+            Some(e) => println!("rank {rank} (pid {}{from}): not read: {e}", r.pid),
+            None => println!("rank {rank} (pid {}{from}):", r.pid),
         }
         for c in &r.communicators {
             println!(
@@ -453,6 +477,53 @@ fn print_table(doc: &QueuesDoc) {
     }
 }
 
+/// How to read queues.
+pub(crate) struct EngineChoice<'a> {
+    pub(crate) engine: Engine,
+    pub(crate) dll: Option<&'a Path>,
+    pub(crate) in_process: bool,
+    pub(crate) types_given: bool,
+}
+
+/// Reads the queues of `ranks` (opened with `open`) with the engine `choice` names.
+pub(crate) fn read_queues(
+    choice: &EngineChoice<'_>,
+    ranks: &[RankProc],
+    open: &Opener<'_>,
+) -> Result<QueuesDoc, String> {
+    let probe_rank = ranks
+        .iter()
+        .find(|r| r.unreadable.is_none())
+        .ok_or_else(|| {
+            let why: Vec<String> = ranks
+                .iter()
+                .map(|r| format!("pid {}: {}", r.pid, r.unreadable.as_deref().unwrap_or("?")))
+                .collect();
+            format!(
+                "no rank could be stopped to read its queues ({})",
+                why.join("; ")
+            )
+        })?;
+    let probe = open(probe_rank)?;
+    let mut reader: Box<dyn Reader> = match choice.engine {
+        Engine::Auto | Engine::Dll => Box::new(DllReader::open(
+            &*probe,
+            choice.dll,
+            choice.in_process,
+            choice.types_given,
+        )?),
+    };
+    drop(probe);
+    let ranks_out = read_all(reader.as_mut(), ranks, open);
+    Ok(QueuesDoc {
+        schema: QUEUES_SCHEMA,
+        engine: reader.name(),
+        ranks: ranks_out,
+        notes: Vec::new(),
+        job: None,
+    })
+}
+
 /// Debug options for reading ranks: the common ones plus the types sidecars.
 pub(crate) fn rank_debug(common: &Common, types: &[PathBuf]) -> DebugOptions {
     let mut debug = debug_options(common);
@@ -478,38 +549,13 @@ pub(crate) fn run(args: &QueuesArgs) -> Result<ExitCode, String> {
         &debug,
         Duration::from_secs(args.timeout),
     )?;
-    let result = (|| {
-        let probe_rank = ranks
-            .iter()
-            .find(|r| r.unreadable.is_none())
-            .ok_or_else(|| {
-                let why: Vec<String> = ranks
-                    .iter()
-                    .map(|r| format!("pid {}: {}", r.pid, r.unreadable.as_deref().unwrap_or("?")))
-                    .collect();
-                format!(
-                    "no rank could be stopped to read its queues ({})",
-                    why.join("; ")
-                )
-            })?;
-        let probe = LiveTarget::open(probe_rank.pid, debug.clone()).map_err(|e| chain(&e))?;
-        let mut reader: Box<dyn Reader> = match args.engine {
-            Engine::Auto | Engine::Dll => Box::new(DllReader::open(
-                &probe,
-                args.dll.as_deref(),
-                args.in_process,
-                !args.types.is_empty(),
-            )?),
-        };
-        drop(probe);
-        let ranks_out = read_all(reader.as_mut(), &ranks, &debug);
-        Ok::<_, String>(QueuesDoc {
-            schema: QUEUES_SCHEMA,
-            engine: reader.name(),
-            ranks: ranks_out,
-            notes: Vec::new(),
-        })
-    })();
+    let choice = EngineChoice {
+        engine: args.engine,
+        dll: args.dll.as_deref(),
+        in_process: args.in_process,
+        types_given: !args.types.is_empty(),
+    };
+    let result = read_queues(&choice, &ranks, &live_opener(&debug));
     let problems = held.release();
     let mut doc = result?;
     doc.notes.extend(
@@ -517,17 +563,28 @@ pub(crate) fn run(args: &QueuesArgs) -> Result<ExitCode, String> {
             .into_iter()
             .map(|p| format!("while releasing: {p}")),
     );
-    if args.common.json {
+    print_doc(&doc, args.common.json)?;
+    Ok(exit_code(&doc))
+}
+
+/// Prints `doc` as JSON or as the table.
+pub(crate) fn print_doc(doc: &QueuesDoc, json: bool) -> Result<(), String> {
+    if json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
+            serde_json::to_string_pretty(doc).map_err(|e| e.to_string())?
         );
     } else {
-        print_table(&doc);
+        print_table(doc);
     }
-    Ok(if doc.ranks.iter().any(|r| r.error.is_some()) {
+    Ok(())
+}
+
+/// 0 when every rank was read, [`PARTIAL`] otherwise.
+pub(crate) fn exit_code(doc: &QueuesDoc) -> ExitCode {
+    if doc.ranks.iter().any(|r| r.error.is_some()) {
         ExitCode::from(PARTIAL)
     } else {
         ExitCode::SUCCESS
-    })
+    }
 }

@@ -1,0 +1,175 @@
+//! `core`: the same reports from core files. A starter's core gives the job (its process
+//! table); ranks' cores give their message queues, numbered from the starter's table when its
+//! core is given too (matched by pid), else from each rank's `MPI_COMM_WORLD`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::rc::Rc;
+
+use mpir_target::Target;
+use mpir_target::corefile::CoreTarget;
+use mpir_target::proctable::{ProcTable, ReadOptions, read_proctable};
+
+use crate::job::{core_job, print};
+use crate::queues::{self, Engine, EngineChoice, RankProc};
+use crate::{Common, chain};
+
+#[derive(clap::Args)]
+pub(crate) struct CoreArgs {
+    #[command(flatten)]
+    pub(crate) common: Common,
+    /// The executable the cores were dumped from, when a core does not lead to it (its file was
+    /// moved or rebuilt).
+    #[arg(long)]
+    pub(crate) exe: Option<PathBuf>,
+    /// A types sidecar for MPI libraries without debug info (see `mpir queues --help`).
+    #[arg(long = "types")]
+    pub(crate) types: Vec<PathBuf>,
+    /// The message-queue DLL to use instead of the one the MPI names.
+    #[arg(long)]
+    pub(crate) dll: Option<PathBuf>,
+    /// Which reader to use for ranks' queues.
+    #[arg(long, value_enum, default_value_t = Engine::Auto)]
+    pub(crate) engine: Engine,
+    /// Load the DLL into this process instead of a helper process.
+    #[arg(long)]
+    pub(crate) in_process: bool,
+    /// Core files: a starter's (the job) and any ranks' (their queues).
+    #[arg(required = true)]
+    pub(crate) cores: Vec<PathBuf>,
+}
+
+/// A core file, opened, and what it holds.
+struct Opened {
+    path: PathBuf,
+    target: Rc<CoreTarget>,
+    /// The process table, when this is a starter's core (a table with entries).
+    table: Option<ProcTable>,
+    /// Why it is not a starter's core.
+    not_starter: String,
+}
+
+fn open(path: &Path, args: &CoreArgs) -> Result<Opened, String> {
+    let debug = queues::rank_debug(&args.common, &args.types);
+    let target = match &args.exe {
+        Some(e) if !e.is_file() => return Err(format!("--exe {}: no such file", e.display())),
+        Some(e) => CoreTarget::open_with_executable(path, e, debug),
+        None => CoreTarget::open(path, debug),
+    }
+    .map_err(|e| format!("core {}: {}", path.display(), chain(&e)))?;
+    // Open MPI's ranks load the library that defines MPIR_proctable too: a starter is a core
+    // whose table has entries.
+    let (table, mut not_starter) = match read_proctable(&target, &ReadOptions::default()) {
+        Ok(t) if !t.resolved.entries.is_empty() => (Some(t), String::new()),
+        Ok(_) => (None, "its MPIR_proctable is empty".to_string()),
+        Err(e) => (None, chain(&e)),
+    };
+    if args.exe.is_none()
+        && let Some(exe) = target.memory().executable()
+        && !exe.is_file()
+    {
+        not_starter.push_str(&format!(
+            "; its executable {} is gone: give it with --exe",
+            exe.display()
+        ));
+    }
+    Ok(Opened {
+        path: path.to_path_buf(),
+        target: Rc::new(target),
+        table,
+        not_starter,
+    })
+}
+
+pub(crate) fn run(args: &CoreArgs) -> Result<ExitCode, String> {
+    let opened: Vec<Opened> = args
+        .cores
+        .iter()
+        .map(|p| open(p, args))
+        .collect::<Result<_, _>>()?;
+    let (starters, ranks): (Vec<&Opened>, Vec<&Opened>) =
+        opened.iter().partition(|o| o.table.is_some());
+    if starters.len() > 1 {
+        let names: Vec<String> = starters
+            .iter()
+            .map(|o| o.path.display().to_string())
+            .collect();
+        return Err(format!(
+            "several starter cores given ({}): one job at a time",
+            names.join(", ")
+        ));
+    }
+    let job = starters
+        .first()
+        .and_then(|s| s.table.as_ref().map(|t| (s, core_job(t))));
+    if ranks.is_empty() {
+        let (_, out) = job.ok_or("no core given")?;
+        print(&out, args.common.json)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+
+    // Rank numbers from the starter's table, by pid.
+    let by_pid: BTreeMap<i64, u64> = starters
+        .first()
+        .and_then(|s| s.table.as_ref())
+        .map(|t| t.resolved.ranks().map(|r| (r.pid, r.rank)).collect())
+        .unwrap_or_default();
+    let mut procs = Vec::new();
+    let mut targets: BTreeMap<usize, Rc<dyn Target>> = BTreeMap::new();
+    for (i, o) in ranks.iter().enumerate() {
+        let core = o.target.memory();
+        let pid = core.pid().unwrap_or(0);
+        let image = args
+            .exe
+            .clone()
+            .or_else(|| core.executable().map(Path::to_path_buf))
+            .unwrap_or_else(|| o.path.clone());
+        targets.insert(i, Rc::clone(&o.target) as Rc<dyn Target>);
+        procs.push(RankProc {
+            rank: by_pid.get(&i64::from(pid)).copied(),
+            pid,
+            image,
+            unreadable: None,
+        });
+    }
+    // The opener hands out the cores by position (pids of cores need not be distinct).
+    let index: BTreeMap<(u32, PathBuf), usize> = procs
+        .iter()
+        .enumerate()
+        .map(|(i, p)| ((p.pid, p.image.clone()), i))
+        .collect();
+    let opener = |r: &RankProc| {
+        index
+            .get(&(r.pid, r.image.clone()))
+            .and_then(|i| targets.get(i))
+            .cloned()
+            .ok_or_else(|| format!("no core for pid {}", r.pid))
+    };
+    let choice = EngineChoice {
+        engine: args.engine,
+        dll: args.dll.as_deref(),
+        in_process: args.in_process,
+        types_given: !args.types.is_empty(),
+    };
+    let mut doc = queues::read_queues(&choice, &procs, &opener).map_err(|e| {
+        // Nothing could be read: say also why the cores are not a starter's.
+        let why: Vec<String> = ranks
+            .iter()
+            .map(|o| format!("{}: {}", o.path.display(), o.not_starter))
+            .collect();
+        format!("{e} (and not a starter's core: {})", why.join("; "))
+    })?;
+    for (r, o) in doc.ranks.iter_mut().zip(&ranks) {
+        r.source = Some(o.path.display().to_string());
+    }
+    if let Some((s, out)) = &job {
+        doc.notes.push(format!(
+            "ranks numbered from the starter core {}",
+            s.path.display()
+        ));
+        doc.job = Some(serde_json::to_value(out).map_err(|e| e.to_string())?);
+    }
+    queues::print_doc(&doc, args.common.json)?;
+    Ok(queues::exit_code(&doc))
+}
