@@ -1,0 +1,201 @@
+//! The library examples in `examples/examples/` run as their docs say, on C fixtures and on a
+//! real Open MPI job. They are built by `cargo test --workspace` (cargo builds a package's
+//! examples with its tests); run alone, this test builds nothing and skips with a reason.
+
+#![cfg(all(target_os = "linux", target_arch = "x86_64"))]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use mpir_target::testkit::{have, run, scratch, skip, wait_for};
+
+/// `target/<profile>/examples/<name>`, next to this test's `deps` directory.
+fn example(name: &str) -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let path = exe.parent()?.parent()?.join("examples").join(name);
+    if path.is_file() {
+        Some(path)
+    } else {
+        skip(&format!(
+            "example {name} is not built ({}); `cargo test --workspace` builds it",
+            path.display()
+        ));
+        None
+    }
+}
+
+fn compile(dir: &Path, src: &Path, out: &str, extra: &[&str]) -> PathBuf {
+    let exe = dir.join(out);
+    run(Command::new("cc")
+        .args(["-g", "-pthread"])
+        .args(extra)
+        .arg(src)
+        .arg("-o")
+        .arg(&exe))
+    .unwrap_or_else(|e| panic!("{e}"));
+    exe
+}
+
+#[test]
+fn acquire_job_launches_a_starter_and_the_job_completes() {
+    let Some(ex) = example("acquire_job") else {
+        return;
+    };
+    let dir = scratch("ex-acquire");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../mpir-acquire/tests/fixtures");
+    let starter = compile(&dir, &fixtures.join("starter.c"), "starter", &[]);
+    let rank = compile(&dir, &fixtures.join("rank.c"), "rank", &[]);
+    let out = Command::new(ex)
+        .arg("launch")
+        .arg(&starter)
+        .args(["-n", "3", "-t", "--"])
+        .arg(&rank)
+        .arg("linger") // the ranks stay 2 s: long enough to be attached
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains(", 3 ranks"), "{text}");
+    assert_eq!(text.matches("attached (stopped)").count(), 3, "{text}");
+    assert!(
+        text.contains("starter done failed=0"),
+        "the job's own output: {text}"
+    );
+    assert!(text.contains("job ended: exit status: 0"), "{text}");
+}
+
+#[test]
+fn core_proctable_reads_a_starter_core_and_takes_a_moved_executable() {
+    let Some(ex) = example("core_proctable") else {
+        return;
+    };
+    if !have("gcore") {
+        skip("needs gcore (gdb)");
+        return;
+    }
+    let dir = scratch("ex-core");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../mpir-target/tests/fixtures");
+    let include = format!("-I{}", fixtures.display());
+    let exe = compile(
+        &dir,
+        &fixtures.join("fake_starter.c"),
+        "starter",
+        &[&include],
+    );
+    let mut starter = Command::new(&exe)
+        .args(["12", "dup"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(starter.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let prefix = dir.join("core");
+    run(Command::new("gcore")
+        .arg("-o")
+        .arg(&prefix)
+        .arg(starter.id().to_string()))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let core = PathBuf::from(format!("{}.{}", prefix.display(), starter.id()));
+    let _ = starter.kill();
+    let _ = starter.wait();
+    let moved = dir.join("elsewhere");
+    std::fs::rename(&exe, &moved).unwrap();
+    let out = Command::new(ex).arg(&core).arg(&moved).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.starts_with("12 ranks"), "{text}");
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("rank ")).count(),
+        12,
+        "{text}"
+    );
+}
+
+#[test]
+fn rank_queues_lists_an_open_mpi_rank() {
+    let Some(ex) = example("rank_queues") else {
+        return;
+    };
+    if !have("mpicc.openmpi") || !have("orterun") {
+        skip("needs Open MPI (mpicc.openmpi, orterun)");
+        return;
+    }
+    let Some(sidecar) = std::env::var_os("MPIR_OMPI_TYPES_SIDECAR")
+        .map(PathBuf::from)
+        .or_else(|| {
+            let script =
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/openmpi-types-sidecar.sh");
+            let out = Command::new(script)
+                .stderr(Stdio::inherit())
+                .output()
+                .ok()?;
+            String::from_utf8(out.stdout)
+                .ok()?
+                .lines()
+                .last()
+                .map(PathBuf::from)
+        })
+    else {
+        skip("no Open MPI types sidecar");
+        return;
+    };
+    let dir = scratch("ex-queues");
+    let app = dir.join("pending");
+    run(Command::new("mpicc.openmpi")
+        .args(["-g", "-o"])
+        .arg(&app)
+        .arg(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../mpir-mqd/tests/fixtures/ompi_pending.c"),
+        ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut job = Command::new("orterun")
+        .args(["--allow-run-as-root", "--oversubscribe", "-n", "2"])
+        .arg(&app)
+        .arg(&*dir)
+        .env("OMPI_MPIR_DO_NOT_WARN", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(wait_for(60, || dir.join("1.pid").is_file()
+        && dir.join("0.pid").is_file()));
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let pid: u32 = std::fs::read_to_string(dir.join("0.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let out = Command::new(ex)
+        .arg(pid.to_string())
+        .arg(&sidecar)
+        .output()
+        .unwrap();
+    let _ = job.kill();
+    let _ = job.wait();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // ompi_pending.c posts, on rank 0: a receive of 16 bytes from rank 1 with tag 77.
+    assert!(
+        text.lines()
+            .any(|l| l.contains("Receive") && l.contains("Some(77)") && l.contains("Some(16)")),
+        "{text}"
+    );
+}
