@@ -15,6 +15,8 @@
 //! 4. Interface models: [`mpir`] (symbols, `MPIR_debug_state`, presence flags, the process
 //!    descriptor table) and [`mqd`] (message-queue communicators and operations, raw and
 //!    normalised).
+//! 5. [`deadlock`]: the wait-for analysis over every rank's queues (cycles, knots of
+//!    `MPI_ANY_SOURCE` waits, blocked ranks), with text, JSON and Graphviz output.
 //!
 //! With the `serde` feature every public model type is `Serialize`/`Deserialize`.
 //!
@@ -42,6 +44,7 @@
 #![cfg_attr(not(test), deny(clippy::indexing_slicing))]
 #![deny(missing_docs)]
 
+pub mod deadlock;
 mod error;
 #[doc(hidden)]
 pub mod fuzzing;

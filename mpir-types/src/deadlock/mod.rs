@@ -1,0 +1,209 @@
+//! Deadlock analysis over the message queues of a whole job: a wait-for graph built from every
+//! rank's pending receives, pending sends and unexpected messages, the ranks that can never
+//! progress, the cycles among them, and a report (text, JSON with the `serde` feature, Graphviz
+//! DOT).
+//!
+//! Pure: the input is a [`JobSnapshot`] that some reader filled (a message-queue DLL, a native
+//! queue walker, a test); nothing here touches a process.
+//!
+//! # What a wait is
+//!
+//! Only the queues are known — not whether a rank is inside `MPI_Wait` — so every *pending*
+//! operation is taken as something its rank must eventually complete (MPI requires every request
+//! to be completed or freed). An operation whose status is matched or complete is not a wait.
+//!
+//! * A **receive from a specific source** waits for that source, unless a matching message is
+//!   already available: an unexpected message on this rank, or a pending send at the source
+//!   that targets this rank, on the same communicator with a matching tag (`MPI_ANY_TAG`
+//!   matches any tag). A receive from its own rank waits for itself: only a send it has not
+//!   made could match it.
+//! * A receive from **`MPI_ANY_SOURCE`** waits for *any one* of the communicator's other
+//!   members (an OR-wait): it can complete as soon as one of them can still send. On a
+//!   communicator with no other member it waits for itself.
+//! * A **pending send** (in the send queue, unmatched: a rendezvous send) waits for its
+//!   destination, unless the destination has a matching posted receive.
+//! * One available message satisfies at most one receive, and one posted receive at most one
+//!   send: they are paired greedily, most specific receive first, unexpected messages before
+//!   pending sends.
+//! * A rank with no unsatisfied wait is **not blocked**: it can still send, post and complete.
+//!
+//! # Which ranks are deadlocked (AND-OR model)
+//!
+//! A rank needs *all* of its waits satisfied (AND); a wait needs *one* of its candidates (OR:
+//! one rank for a specific source or a send, the communicator's other members for
+//! `MPI_ANY_SOURCE`). Plain cycle detection is wrong for OR-waits: a rank waiting on
+//! `MPI_ANY_SOURCE` is stuck only if *every* other member is stuck, so a cycle through one of
+//! them proves nothing while another member is free (the classic OR-model answer is a *knot*,
+//! a set of nodes from which nothing outside is reachable). The analysis computes the general
+//! answer, which covers both: starting from the ranks that are not blocked, a rank is released
+//! once each of its waits has a released candidate (a released rank can send, post, and so
+//! satisfy the waits on it); this is repeated until nothing changes, in time linear in ranks,
+//! operations and communicator members. Ranks never released are **deadlocked** — given the
+//! snapshot.
+//!
+//! Among the deadlocked ranks, the strongly connected components of the wait-for graph (with
+//! one node per `MPI_ANY_SOURCE` communicator, so a wildcard costs its members once, not once
+//! per waiting rank; iterative Tarjan, no recursion) that contain a cycle are the reported
+//! [`Cycle`]s: for an AND-only component a cycle of waits, for `MPI_ANY_SOURCE` a knot. Each
+//! comes with one concrete closed chain of waits through it. The other deadlocked ranks wait on
+//! a deadlocked rank without being part of a cycle: they are listed as
+//! [`DeadlockReport::blocked`].
+//!
+//! # Potential, then confirmed
+//!
+//! One snapshot shows pending operations, not blocked ranks: a progressing ring can look like a
+//! deadlock at one instant. [`analyze`] therefore reports a *potential* deadlock;
+//! [`confirm`] analyses several snapshots taken some time apart (the reference tool takes 2–3,
+//! 100 ms apart) and keeps only the cycles whose waiting operations are the same in every one of
+//! them — same rank, communicator, queue, peer, tag and buffer.
+//!
+//! # Resolving peers and communicators
+//!
+//! A peer given as a rank in its communicator is turned into a job rank through the
+//! operation's `peer_global`, else the communicator's `group`, else the one rank of the
+//! snapshot holding the same communicator at that local rank. A communicator is the same on two
+//! ranks when their `context_id`s are equal (MPICH's context id, Open MPI's cid), or, when the
+//! source gives none, their name and size are. A peer that cannot be resolved, or that the
+//! snapshot does not hold, is assumed to progress (noted in [`DeadlockReport::notes`]): the
+//! analysis never invents a wait it cannot see. The same holds for `MPI_ANY_SOURCE` on a
+//! communicator whose members are not all in the snapshot. Intercommunicators are not modelled.
+//!
+//! # Example: three ranks each receiving from the next
+//!
+//! ```
+//! use mpir_types::deadlock::{self, CommQueues, JobSnapshot, RankQueues};
+//! use mpir_types::mqd::{Length, OpClass, OpStatus, Operation, Peer};
+//!
+//! let recv = |from: u64| Operation {
+//!     class: OpClass::Receive,
+//!     status: OpStatus::Pending,
+//!     peer_local: Peer::Rank(from),
+//!     peer_global: None,
+//!     tag: Some(7),
+//!     length: Length { bytes: Some(64), elements: None },
+//!     system_buffer: false,
+//!     buffer: 0x1000,
+//!     actual: None,
+//!     extra_text: vec![],
+//! };
+//! let job = JobSnapshot {
+//!     ranks: (0..3)
+//!         .map(|r| RankQueues {
+//!             rank: r,
+//!             pid: None,
+//!             communicators: vec![CommQueues {
+//!                 operations: vec![recv((r + 1) % 3)],
+//!                 ..CommQueues::new(0x10, "ring", 3, r)
+//!             }],
+//!         })
+//!         .collect(),
+//! };
+//! let report = deadlock::analyze(&job)?;
+//! assert!(report.has_cycle());
+//! assert_eq!(report.cycles[0].ranks, [0, 1, 2]);
+//! assert!(report.to_string().starts_with("potential deadlock"));
+//! # Ok::<(), deadlock::AnalysisError>(())
+//! ```
+
+mod confirm;
+mod dot;
+mod graph;
+mod pairing;
+mod report;
+mod tarjan;
+
+use crate::mqd::Operation;
+
+pub use confirm::confirm;
+pub use report::{
+    BlockedRank, CommRef, Cycle, DeadlockReport, RankState, Step, Verdict, Wait, WaitOp, WaitTarget,
+};
+
+/// Longest list of candidate ranks a report shows for one `MPI_ANY_SOURCE` wait.
+pub const MAX_LISTED_CANDIDATES: usize = 64;
+/// Most notes a report keeps (the rest are counted in `notes_omitted`).
+pub const MAX_NOTES: usize = 64;
+
+/// The queues of a whole job at one instant: the analysis input.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct JobSnapshot {
+    /// One entry per rank read (any order; a rank may be missing).
+    pub ranks: Vec<RankQueues>,
+}
+
+/// The queues of one rank.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct RankQueues {
+    /// Rank in `MPI_COMM_WORLD` (the job rank).
+    pub rank: u64,
+    /// Process id, when known.
+    pub pid: Option<i64>,
+    /// The communicators this rank belongs to, each with its operations.
+    pub communicators: Vec<CommQueues>,
+}
+
+/// One communicator as one rank sees it, with its pending operations.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct CommQueues {
+    /// The source's identifier of the communicator in this process (e.g. its address).
+    pub unique_id: u64,
+    /// An identifier every member shares, when the source knows one: MPICH's
+    /// `recvcontext_id` (equal to `context_id` on an intracommunicator), Open MPI's cid.
+    pub context_id: Option<u64>,
+    /// Its name (`MPI_COMM_WORLD`, a name set with `MPI_Comm_set_name`, or empty).
+    pub name: String,
+    /// Number of members.
+    pub size: u64,
+    /// This rank's rank in it.
+    pub local_rank: u64,
+    /// Job rank (`MPI_COMM_WORLD` rank) of each member, by local rank, when known.
+    pub group: Option<Vec<u64>>,
+    /// Whether the MPI library created it for itself (not visible to the application).
+    pub internal: bool,
+    /// Its pending sends, pending receives and unexpected messages (each names its class).
+    pub operations: Vec<Operation>,
+}
+
+impl CommQueues {
+    /// A communicator with no context id, group or operations, not internal.
+    pub fn new(unique_id: u64, name: impl Into<String>, size: u64, local_rank: u64) -> Self {
+        CommQueues {
+            unique_id,
+            context_id: None,
+            name: name.into(),
+            size,
+            local_rank,
+            group: None,
+            internal: false,
+            operations: Vec::new(),
+        }
+    }
+}
+
+/// Why a snapshot cannot be analysed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AnalysisError {
+    /// Two entries claim the same job rank.
+    #[error("rank {rank} appears more than once in the snapshot")]
+    DuplicateRank {
+        /// The rank.
+        rank: u64,
+    },
+    /// [`confirm`] was given no snapshot.
+    #[error("no snapshot to analyse")]
+    NoSamples,
+}
+
+/// Analyses one snapshot: the deadlocked ranks, the cycles among them (each a *potential*
+/// deadlock, see the [module documentation](self)), the ranks blocked on them.
+///
+/// # Errors
+/// [`AnalysisError::DuplicateRank`] when two entries claim one job rank.
+pub fn analyze(job: &JobSnapshot) -> Result<DeadlockReport, AnalysisError> {
+    let graph = graph::Analysis::run(job)?;
+    Ok(report::build(job, &graph, 1))
+}

@@ -1,0 +1,439 @@
+//! The public report: verdict, cycles, blocked ranks, every wait; its text form.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use super::graph::{Analysis, Target};
+use super::{CommQueues, JobSnapshot, MAX_LISTED_CANDIDATES};
+use crate::mqd::{Length, OpClass, Peer};
+
+/// The overall answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+pub enum Verdict {
+    /// No rank waits in a cycle.
+    NoCycle,
+    /// Cycles of pending operations in one snapshot: the ranks *may* be deadlocked.
+    PotentialDeadlock,
+    /// Cycles whose operations stayed the same in every one of several snapshots.
+    Deadlock,
+}
+
+/// A communicator as the report names it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct CommRef {
+    /// Its name (empty when unnamed).
+    pub name: String,
+    /// The identifier all members share, when known.
+    pub context_id: Option<u64>,
+    /// Number of members.
+    pub size: u64,
+    /// Whether the MPI library created it for itself.
+    pub internal: bool,
+}
+
+impl CommRef {
+    pub(super) fn of(c: &CommQueues) -> Self {
+        CommRef {
+            name: c.name.clone(),
+            context_id: c.context_id,
+            size: c.size,
+            internal: c.internal,
+        }
+    }
+}
+
+impl fmt::Display for CommRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.name.is_empty(), self.context_id) {
+            (false, _) => f.write_str(&self.name)?,
+            (true, Some(id)) => write!(f, "communicator {id:#x}")?,
+            (true, None) => write!(f, "an unnamed communicator of {}", self.size)?,
+        }
+        if self.internal {
+            f.write_str(" (internal)")?;
+        }
+        Ok(())
+    }
+}
+
+/// An operation that waits, as the report names it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct WaitOp {
+    /// Pending send or pending receive.
+    pub class: OpClass,
+    /// Its communicator.
+    pub comm: CommRef,
+    /// The source's identifier of the communicator in the waiting process.
+    pub comm_unique_id: u64,
+    /// Peer (source of a receive, destination of a send) in the communicator.
+    pub peer: Peer,
+    /// Tag; `None` for `MPI_ANY_TAG`.
+    pub tag: Option<i64>,
+    /// Buffer address in the waiting process.
+    pub buffer: u64,
+    /// Length.
+    pub length: Length,
+}
+
+impl fmt::Display for WaitOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.class, self.peer) {
+            (OpClass::Send, Peer::Rank(p)) => write!(f, "send to {p}")?,
+            (OpClass::Send, _) => f.write_str("send")?,
+            (_, Peer::Rank(p)) => write!(f, "receive from {p}")?,
+            (_, Peer::Any) => f.write_str("receive from MPI_ANY_SOURCE")?,
+            (_, Peer::Unknown(v)) => write!(f, "receive from ?{v}")?,
+        }
+        match self.tag {
+            Some(t) => write!(f, " tag {t}")?,
+            None => f.write_str(" tag MPI_ANY_TAG")?,
+        }
+        write!(f, " on {}", self.comm)
+    }
+}
+
+/// Whom a wait needs.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+pub enum WaitTarget {
+    /// One rank (a specific source, or a send's destination; possibly the waiting rank).
+    Rank {
+        /// Its job rank.
+        rank: u64,
+    },
+    /// Any one of the communicator's other members (`MPI_ANY_SOURCE`).
+    AnySource {
+        /// Their job ranks, sorted, at most [`MAX_LISTED_CANDIDATES`].
+        candidates: Vec<u64>,
+        /// How many more there are.
+        omitted: u64,
+    },
+}
+
+/// Where the waiting rank stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+pub enum RankState {
+    /// It can progress: every one of its waits can be satisfied.
+    Progressing,
+    /// It is in cycle `cycle` (an index into [`DeadlockReport::cycles`]).
+    InCycle {
+        /// The cycle.
+        cycle: usize,
+    },
+    /// It waits on a deadlocked rank without being in a cycle itself.
+    BlockedByDeadlock,
+}
+
+/// A wait: a pending operation that no available message or posted receive satisfies.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct Wait {
+    /// The waiting rank.
+    pub rank: u64,
+    /// Its operation.
+    pub op: WaitOp,
+    /// Whom it needs.
+    pub target: WaitTarget,
+    /// Whether its target can progress (so the wait can end).
+    pub can_complete: bool,
+    /// The waiting rank's state.
+    pub state: RankState,
+}
+
+/// One link of a cycle's chain: `rank` waits, through `op`, for `waits_for`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct Step {
+    /// The waiting rank.
+    pub rank: u64,
+    /// The operation it waits in.
+    pub op: WaitOp,
+    /// The rank it waits for (for `MPI_ANY_SOURCE`: one of the candidates, all deadlocked).
+    pub waits_for: u64,
+}
+
+/// A set of deadlocked ranks that wait on one another: a cycle of waits, or for
+/// `MPI_ANY_SOURCE` a knot.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct Cycle {
+    /// Every rank of it, sorted.
+    pub ranks: Vec<u64>,
+    /// One closed chain of waits through it: the last step waits for the first step's rank.
+    pub chain: Vec<Step>,
+    /// The communicators its waits are on.
+    pub communicators: Vec<CommRef>,
+}
+
+/// A deadlocked rank outside every cycle: it waits on a deadlocked rank.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct BlockedRank {
+    /// The rank.
+    pub rank: u64,
+    /// Its waits that cannot end.
+    pub waits: Vec<WaitOp>,
+    /// Deadlocked ranks it waits for directly (sorted, at most [`MAX_LISTED_CANDIDATES`]).
+    pub waits_for: Vec<u64>,
+}
+
+/// The result of [`analyze`](super::analyze) or [`confirm`](super::confirm).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct DeadlockReport {
+    /// The answer: no cycle, a potential deadlock, or a confirmed one.
+    pub verdict: Verdict,
+    /// Snapshots it rests on.
+    pub samples: usize,
+    /// Ranks analysed.
+    pub ranks: usize,
+    /// The cycles, ordered by their lowest rank.
+    pub cycles: Vec<Cycle>,
+    /// Deadlocked ranks outside the cycles, by rank.
+    pub blocked: Vec<BlockedRank>,
+    /// Every wait of every rank, by rank.
+    pub waits: Vec<Wait>,
+    /// What could not be resolved (each such wait is assumed to progress).
+    pub notes: Vec<String>,
+    /// Notes not kept.
+    pub notes_omitted: u64,
+}
+
+impl DeadlockReport {
+    /// Whether any cycle was found (the reference tool's exit status).
+    pub fn has_cycle(&self) -> bool {
+        !self.cycles.is_empty()
+    }
+
+    /// The first line of the text form.
+    pub fn summary(&self) -> String {
+        let snaps = match self.samples {
+            1 => "1 snapshot".to_string(),
+            n => format!("{n} snapshots"),
+        };
+        let cycles = match self.cycles.len() {
+            1 => "1 cycle".to_string(),
+            n => format!("{n} cycles"),
+        };
+        match self.verdict {
+            Verdict::NoCycle => format!(
+                "no cycle: {} ranks, {} waiting operations, none waits in a cycle ({snaps})",
+                self.ranks,
+                self.waits.len()
+            ),
+            Verdict::PotentialDeadlock => format!(
+                "potential deadlock: {cycles} of pending operations ({snaps}; queues do not show whether a rank is blocked)"
+            ),
+            Verdict::Deadlock => {
+                format!("deadlock: {cycles}, the same pending operations in all {snaps}")
+            }
+        }
+    }
+}
+
+impl fmt::Display for DeadlockReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "{}", self.summary())?;
+        for (i, c) in self.cycles.iter().enumerate() {
+            let ranks: Vec<String> = c.ranks.iter().map(u64::to_string).collect();
+            writeln!(f, "cycle {}: ranks {}", i + 1, ranks.join(" "))?;
+            for s in &c.chain {
+                writeln!(
+                    f,
+                    "  rank {:<5} {}; waits for rank {}",
+                    s.rank, s.op, s.waits_for
+                )?;
+            }
+        }
+        if !self.blocked.is_empty() {
+            writeln!(f, "blocked by the deadlock (not in a cycle):")?;
+            for b in &self.blocked {
+                let ops: Vec<String> = b.waits.iter().map(WaitOp::to_string).collect();
+                let on: Vec<String> = b.waits_for.iter().map(u64::to_string).collect();
+                writeln!(
+                    f,
+                    "  rank {:<5} {}; waits for rank {}",
+                    b.rank,
+                    ops.join("; "),
+                    on.join(", ")
+                )?;
+            }
+        }
+        for n in &self.notes {
+            writeln!(f, "note: {n}")?;
+        }
+        if self.notes_omitted > 0 {
+            writeln!(f, "note: {} more notes omitted", self.notes_omitted)?;
+        }
+        Ok(())
+    }
+}
+
+/// Turns the analysis into the report.
+pub(super) fn build(job: &JobSnapshot, a: &Analysis, samples: usize) -> DeadlockReport {
+    let job_rank = |ri: usize| job.ranks.get(ri).map_or(u64::MAX, |r| r.rank);
+    let state = |ri: usize| match a.component_of.get(ri).copied().flatten() {
+        Some(cycle) => RankState::InCycle { cycle },
+        None if !a.released.get(ri).copied().unwrap_or(true) => RankState::BlockedByDeadlock,
+        None => RankState::Progressing,
+    };
+    let op_of = |wi: usize| -> Option<WaitOp> {
+        let w = a.waits.get(wi)?;
+        let c = job.ranks.get(w.op.rank)?.communicators.get(w.op.comm)?;
+        let op = c.operations.get(w.op.op)?;
+        Some(WaitOp {
+            class: op.class,
+            comm: CommRef::of(c),
+            comm_unique_id: c.unique_id,
+            peer: op.peer_local,
+            tag: op.tag,
+            buffer: op.buffer,
+            length: op.length,
+        })
+    };
+    // Members of each communicator as sorted job ranks, once (not once per waiting rank).
+    let sorted_members: Vec<Vec<u64>> = a
+        .members
+        .iter()
+        .map(|m| {
+            let mut v: Vec<u64> = m.iter().map(|&r| job_rank(r)).collect();
+            v.sort_unstable();
+            v
+        })
+        .collect();
+    let candidates = |g: usize, except: usize| -> (Vec<u64>, u64) {
+        let all = sorted_members.get(g).map_or(&[][..], Vec::as_slice);
+        let except = job_rank(except);
+        let v: Vec<u64> = all
+            .iter()
+            .copied()
+            .filter(|&m| m != except)
+            .take(MAX_LISTED_CANDIDATES)
+            .collect();
+        let others = all.len() - usize::from(all.binary_search(&except).is_ok());
+        (v, others.saturating_sub(MAX_LISTED_CANDIDATES) as u64)
+    };
+
+    let mut waits = Vec::with_capacity(a.waits.len());
+    for (wi, w) in a.waits.iter().enumerate() {
+        let Some(op) = op_of(wi) else { continue };
+        let target = match w.target {
+            Target::Rank(t) => WaitTarget::Rank { rank: job_rank(t) },
+            Target::Group(g) => {
+                let (candidates, omitted) = candidates(g, w.op.rank);
+                WaitTarget::AnySource {
+                    candidates,
+                    omitted,
+                }
+            }
+        };
+        waits.push(Wait {
+            rank: job_rank(w.op.rank),
+            op,
+            target,
+            can_complete: w.satisfied,
+            state: state(w.op.rank),
+        });
+    }
+    waits.sort_by_key(|w| w.rank);
+
+    let mut cycles = Vec::with_capacity(a.components.len());
+    for (ci, ranks) in a.components.iter().enumerate() {
+        let chain: Vec<Step> = a
+            .chains
+            .get(ci)
+            .map_or(&[][..], Vec::as_slice)
+            .iter()
+            .filter_map(|&(wi, next)| {
+                Some(Step {
+                    rank: job_rank(a.waits.get(wi)?.op.rank),
+                    op: op_of(wi)?,
+                    waits_for: job_rank(next),
+                })
+            })
+            .collect();
+        let mut comms = BTreeSet::new();
+        for &r in ranks {
+            for &wi in a.waits_of.get(r).map_or(&[][..], Vec::as_slice) {
+                if a.waits.get(wi).is_some_and(|w| !w.satisfied)
+                    && let Some(op) = op_of(wi)
+                {
+                    comms.insert(op.comm);
+                }
+            }
+        }
+        cycles.push(Cycle {
+            ranks: ranks.iter().map(|&r| job_rank(r)).collect(),
+            chain,
+            communicators: comms.into_iter().collect(),
+        });
+    }
+    // Report order: by lowest rank (the analysis's order follows Tarjan's).
+    let mut order: Vec<usize> = (0..cycles.len()).collect();
+    order.sort_by_key(|&i| cycles.get(i).and_then(|c| c.ranks.first().copied()));
+    let mut renumber = vec![0; cycles.len()];
+    for (new, &old) in order.iter().enumerate() {
+        if let Some(x) = renumber.get_mut(old) {
+            *x = new;
+        }
+    }
+    let mut sorted: Vec<Option<Cycle>> = cycles.into_iter().map(Some).collect();
+    let cycles: Vec<Cycle> = order
+        .iter()
+        .filter_map(|&i| sorted.get_mut(i).and_then(Option::take))
+        .collect();
+    for w in &mut waits {
+        if let RankState::InCycle { cycle } = &mut w.state {
+            *cycle = renumber.get(*cycle).copied().unwrap_or(*cycle);
+        }
+    }
+
+    let mut blocked = Vec::new();
+    for (ri, ws) in a.waits_of.iter().enumerate() {
+        if state(ri) != RankState::BlockedByDeadlock {
+            continue;
+        }
+        let mut ops = Vec::new();
+        let mut on = BTreeSet::new();
+        for &wi in ws {
+            let Some(w) = a.waits.get(wi).filter(|w| !w.satisfied) else {
+                continue;
+            };
+            ops.extend(op_of(wi));
+            match w.target {
+                Target::Rank(t) => {
+                    on.insert(job_rank(t));
+                }
+                Target::Group(g) => on.extend(candidates(g, ri).0),
+            }
+        }
+        blocked.push(BlockedRank {
+            rank: job_rank(ri),
+            waits: ops,
+            waits_for: on.into_iter().take(MAX_LISTED_CANDIDATES).collect(),
+        });
+    }
+    blocked.sort_by_key(|b| b.rank);
+
+    DeadlockReport {
+        verdict: if cycles.is_empty() {
+            Verdict::NoCycle
+        } else {
+            Verdict::PotentialDeadlock
+        },
+        samples,
+        ranks: job.ranks.len(),
+        cycles,
+        blocked,
+        waits,
+        notes: a.notes.clone(),
+        notes_omitted: a.notes_omitted,
+    }
+}
