@@ -26,6 +26,7 @@ const MPICH_GAPS: DllGaps = DllGaps {
     unexpected_placeholders: true,
     no_unexpected: false,
     send_actual_global_is_local: false,
+    ints_not_sign_extended: false,
 };
 
 fn by_name<'a>(comms: &'a [CommunicatorQueues], name: &str) -> &'a CommunicatorQueues {
