@@ -249,6 +249,9 @@ pub struct Walk {
     /// Optional symbols, types or fields that were absent, and parts of the result they left
     /// out (`type mca_pml_ob1_comm_t (unexpected messages)`, ...).
     pub missing: Vec<String>,
+    /// Why the communicator list was cut short (a cycle, an unreadable or corrupt entry);
+    /// the communicators before it are in [`Walk::communicators`].
+    pub communicators_error: Option<NativeError>,
     /// Walks of the communicator list it took (more than 1: the list changed meanwhile).
     pub attempts: u32,
     /// List entries visited (communicators, queue entries, free-list items).

@@ -119,13 +119,11 @@ pub(crate) fn walk(
         let after = fresh_seq()?;
         if before == after {
             let (comms, incomplete) = outcome?;
-            let mut missing = std::mem::take(&mut cx.missing);
-            if let Some(e) = incomplete {
-                missing.push(format!("communicators after a broken list entry: {e}"));
-            }
+            let missing = std::mem::take(&mut cx.missing);
             return Ok(Walk {
                 communicators: finish_all(comms),
                 missing,
+                communicators_error: incomplete,
                 attempts: attempt,
                 hops: cx.hops,
                 target_reads: 0,
