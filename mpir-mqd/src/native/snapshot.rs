@@ -11,6 +11,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use mpir_target::Target;
 use mpir_types::{DataModel, FieldLayout, View};
@@ -22,6 +23,32 @@ pub(crate) const BLOCK: u64 = 64 * 1024;
 /// Page size assumed when a block's start is unreadable.
 const PAGE: u64 = 4096;
 
+/// A hasher for target addresses and block numbers (the walk's hot maps): one multiply,
+/// instead of SipHash. Keys come from the target, but a collision costs only time, and every
+/// map is bounded by the walk's limits.
+#[derive(Default)]
+pub(crate) struct AddressHasher(u64);
+
+impl Hasher for AddressHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0 ^ v)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            .rotate_left(29);
+    }
+}
+
+/// Hash maps and sets keyed by addresses.
+pub(crate) type AddressMap<V> = HashMap<u64, V, BuildHasherDefault<AddressHasher>>;
+pub(crate) type AddressSet = HashSet<u64, BuildHasherDefault<AddressHasher>>;
+
 /// A cached block: offset of its first readable byte, and the bytes from there.
 type Cached = (u64, Box<[u8]>);
 
@@ -30,7 +57,7 @@ pub(crate) struct Snapshot<'t> {
     target: &'t dyn Target,
     model: DataModel,
     /// Block index → (offset of the first cached byte, the bytes).
-    blocks: RefCell<HashMap<u64, Cached>>,
+    blocks: RefCell<AddressMap<Cached>>,
     cached: Cell<u64>,
     max_bytes: u64,
     target_reads: Cell<u64>,
@@ -42,7 +69,7 @@ impl<'t> Snapshot<'t> {
         Snapshot {
             model: target.data_model(),
             target,
-            blocks: RefCell::new(HashMap::new()),
+            blocks: RefCell::new(AddressMap::default()),
             cached: Cell::new(0),
             max_bytes,
             target_reads: Cell::new(0),
@@ -167,8 +194,12 @@ impl<'t> Snapshot<'t> {
                 reason: format!("{len}-byte object is larger than any MPI structure"),
             });
         }
-        let mut bytes = vec![0u8; len as usize];
-        self.read_into(address, &mut bytes, what)?;
+        let mut bytes = if len as usize <= INLINE {
+            Bytes::Inline([0u8; INLINE], len as usize)
+        } else {
+            Bytes::Heap(vec![0u8; len as usize])
+        };
+        self.read_into(address, bytes.as_mut(), what)?;
         Ok(Obj {
             model: self.model,
             address,
@@ -202,17 +233,40 @@ impl<'t> Snapshot<'t> {
     }
 }
 
+/// Objects up to this size are fetched without a heap allocation.
+const INLINE: usize = 128;
+
+enum Bytes {
+    Inline([u8; INLINE], usize),
+    Heap(Vec<u8>),
+}
+
+impl Bytes {
+    fn as_ref(&self) -> &[u8] {
+        match self {
+            Bytes::Inline(b, n) => b.get(..*n).unwrap_or_default(),
+            Bytes::Heap(v) => v,
+        }
+    }
+    fn as_mut(&mut self) -> &mut [u8] {
+        match self {
+            Bytes::Inline(b, n) => b.get_mut(..*n).unwrap_or_default(),
+            Bytes::Heap(v) => v,
+        }
+    }
+}
+
 /// A struct fetched from the target, decoded by field.
 pub(crate) struct Obj {
     model: DataModel,
     /// Where it was read.
     pub(crate) address: u64,
-    bytes: Vec<u8>,
+    bytes: Bytes,
 }
 
 impl Obj {
     fn view(&self) -> View<'_> {
-        View::new(self.model, self.address, &self.bytes)
+        View::new(self.model, self.address, self.bytes.as_ref())
     }
 
     fn decode_err(&self, what: &str, e: impl std::fmt::Display) -> NativeError {
@@ -252,7 +306,7 @@ impl Obj {
 pub(crate) struct ListGuard {
     what: String,
     limit: usize,
-    seen: HashSet<u64>,
+    seen: AddressSet,
 }
 
 impl ListGuard {
@@ -260,7 +314,7 @@ impl ListGuard {
         ListGuard {
             what: what.into(),
             limit,
-            seen: HashSet::new(),
+            seen: AddressSet::default(),
         }
     }
 
