@@ -4,7 +4,9 @@
 # stripped Open MPI: the DLL asks the debugger for the layouts of ~19 internal types
 # (opal_list_item_t, ompi_communicator_t, mca_pml_base_request_t, …) that no installed file
 # describes. mpir-target reads them from this object
-# (mpir_target::debuginfo::DebugOptions::types_sidecars).
+# (mpir_target::debuginfo::DebugOptions::types_sidecars). The object also describes the PML
+# ob1 types mpir-mqd's native walker reads for unexpected messages (mca_pml_ob1_comm_t,
+# mca_pml_ob1_recv_frag_t, the match and rendezvous headers, …), which the DLL leaves out.
 #
 # Usage: scripts/openmpi-types-sidecar.sh [CACHE_DIR]
 #   CACHE_DIR defaults to ${MPIR_CACHE_DIR:-/var/cache/mpir-rs}. Progress goes to stderr; the
@@ -12,10 +14,10 @@
 #       sidecar=$(scripts/openmpi-types-sidecar.sh | tail -n1)
 #
 # How: Debian's libopenmpi-dev ships Open MPI's internal headers and the build's
-# opal_config.h under /usr/lib/<triplet>/openmpi/include/openmpi/, all but one:
-# ompi/peruse/peruse.h, which is taken from the source package (`apt-get source
-# --download-only openmpi` of the installed version; only that file is extracted from the
-# upstream tarball). A C file that includes the headers and declares one variable of each
+# opal_config.h under /usr/lib/<triplet>/openmpi/include/openmpi/, all but
+# ompi/peruse/peruse.h and the PML ob1 component's headers (ompi/mca/pml/ob1/*.h), which are
+# taken from the source package (`apt-get source --download-only openmpi` of the installed
+# version; only those files are extracted from the upstream tarball). A C file that includes the headers and declares one variable of each
 # type the DLL needs is compiled with `gcc -g -c -fno-eliminate-unused-debug-types` — same
 # compiler ABI and configuration as the installed library, so the layouts match a live rank.
 # The object is checked to describe every needed type.
@@ -26,7 +28,7 @@
 # shellcheck disable=SC2016  # '$(…)' strings are for apt
 set -Eeuo pipefail
 
-RECIPE=1
+RECIPE=2
 PACKAGES=(gcc libc6-dev libopenmpi-dev binutils dpkg-dev xz-utils)
 DEB_SRC_LIST=/etc/apt/sources.list.d/mpir-rs-deb-src.sources
 # The types libompi_dbg_msgq.so (ompi/debuggers/ompi_msgq_dll.c, ompi_common_dll.c) looks up.
@@ -35,12 +37,17 @@ TYPES=(opal_list_item_t opal_list_t opal_free_list_item_t opal_free_list_t opal_
     mca_pml_base_recv_request_t opal_pointer_array_t ompi_communicator_t mca_topo_base_module_t
     mca_topo_base_comm_cart_2_2_0_t mca_topo_base_comm_graph_2_2_0_t
     mca_topo_base_comm_dist_graph_2_2_0_t ompi_group_t ompi_status_public_t ompi_datatype_t
-    opal_datatype_t)
+    opal_datatype_t
+    mca_pml_ob1_comm_t mca_pml_ob1_comm_proc_t mca_pml_ob1_recv_frag_t mca_pml_ob1_hdr_t
+    mca_pml_ob1_common_hdr_t mca_pml_ob1_match_hdr_t mca_pml_ob1_rendezvous_hdr_t
+    mca_btl_base_segment_t)
 HEADERS=(opal/class/opal_list.h opal/class/opal_free_list.h opal/class/opal_hash_table.h
     opal/class/opal_pointer_array.h opal/datatype/opal_datatype.h ompi/request/request.h
     ompi/communicator/communicator.h ompi/group/group.h ompi/datatype/ompi_datatype.h
     ompi/mca/topo/topo.h ompi/mca/pml/base/pml_base_request.h
-    ompi/mca/pml/base/pml_base_sendreq.h ompi/mca/pml/base/pml_base_recvreq.h)
+    ompi/mca/pml/base/pml_base_sendreq.h ompi/mca/pml/base/pml_base_recvreq.h
+    ompi/mca/pml/ob1/pml_ob1.h ompi/mca/pml/ob1/pml_ob1_comm.h
+    ompi/mca/pml/ob1/pml_ob1_recvfrag.h ompi/mca/pml/ob1/pml_ob1_hdr.h)
 
 exec 3>&1 1>&2 </dev/null          # fd 3: the result line; all other output goes to stderr
 log() { printf '[openmpi-types-sidecar %(%T)T] %s\n' -1 "$*" >&2; }
@@ -131,6 +138,10 @@ trap 'rm -rf "$WORK"' EXIT
 mkdir -p "$WORK/include/ompi/peruse"
 tar -xJf "$ORIG" --wildcards -O '*/ompi/peruse/peruse.h' >"$WORK/include/ompi/peruse/peruse.h"
 [ -s "$WORK/include/ompi/peruse/peruse.h" ] || die "no ompi/peruse/peruse.h in $ORIG"
+mkdir -p "$WORK/include/ompi/mca/pml/ob1"
+tar -xJf "$ORIG" -C "$WORK/include/ompi/mca/pml/ob1" --strip-components=5 --wildcards \
+    '*/ompi/mca/pml/ob1/*.h'
+[ -s "$WORK/include/ompi/mca/pml/ob1/pml_ob1_recvfrag.h" ] || die "no PML ob1 headers in $ORIG"
 
 # --- the declarations ------------------------------------------------------------------------
 {

@@ -137,6 +137,9 @@ pub enum MqdError {
         /// What was tried.
         reason: String,
     },
+    /// A native walker failed (see [`crate::native`]).
+    #[error("native walker: {0}")]
+    Native(#[from] crate::native::NativeError),
     /// The process handle is not (or no longer) attached to this host.
     #[error("process {handle:#x} is not attached to this host")]
     UnknownProcess {

@@ -136,13 +136,49 @@ impl Queue {
     }
 }
 
+/// Who made a communicator: the application, the MPI library for itself, or neither (the
+/// predefined ones).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CommOrigin {
+    /// A predefined communicator (`MPI_COMM_WORLD`, `MPI_COMM_SELF`, `MPI_COMM_NULL`).
+    Predefined,
+    /// Made by the application (`MPI_Comm_dup`, `MPI_Comm_split`, ...).
+    User,
+    /// Made by the MPI library for its own use (MPICH's `MPI_ICOMM_WORLD` and the node /
+    /// node-roots communicators of its hierarchical collectives).
+    Internal,
+    /// The source does not say (an MQD DLL reporting an unnamed communicator).
+    Unknown,
+}
+
+impl CommOrigin {
+    /// The rule for a communicator known only by the name an MQD DLL gives it: the
+    /// predefined names are [`CommOrigin::Predefined`], `MPI_ICOMM_WORLD` (MPICH's internal
+    /// copy of the world, which its DLL lists) is [`CommOrigin::Internal`], and anything else
+    /// is [`CommOrigin::Unknown`] — MPICH's DLL also lists its unnamed node communicators,
+    /// indistinguishable by name from an unnamed `MPI_Comm_dup`, and an application may name
+    /// its communicators as it likes.
+    pub fn from_dll_name(name: &str) -> Self {
+        match name {
+            "MPI_COMM_WORLD" | "MPI_COMM_SELF" | "MPI_COMM_NULL" => CommOrigin::Predefined,
+            "MPI_ICOMM_WORLD" => CommOrigin::Internal,
+            _ => CommOrigin::Unknown,
+        }
+    }
+}
+
 /// A communicator and its three queues.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CommunicatorQueues {
-    /// The communicator as the DLL describes it.
+    /// The communicator as the DLL (or a native walker) describes it.
     pub communicator: mqd::Communicator,
-    /// `MPI_COMM_WORLD` rank of each member, when the DLL exports `mqs_get_comm_group`.
+    /// Who made it: from the MPI's own data with a native walker, from the name by
+    /// [`CommOrigin::from_dll_name`] with a DLL.
+    pub origin: CommOrigin,
+    /// `MPI_COMM_WORLD` rank of each member (-1 where unknown), when the DLL exports
+    /// `mqs_get_comm_group` or a native walker could resolve it.
     pub group: Option<Vec<i64>>,
     /// Pending sends.
     pub sends: Queue,
@@ -664,6 +700,7 @@ impl RawCommQueues {
             })
         };
         CommunicatorQueues {
+            origin: CommOrigin::from_dll_name(&self.communicator.name),
             communicator: self.communicator,
             group,
             sends,
@@ -683,7 +720,8 @@ pub(crate) fn infer_unit(given: Option<LengthUnit>, version: &str) -> LengthUnit
     })
 }
 
-fn normalize(
+/// [`mqd::normalize`], then global ranks filled from `group` where the source gave none.
+pub(crate) fn normalize(
     op: &mqd::PendingOperation,
     class: OpClass,
     unit: LengthUnit,

@@ -53,6 +53,7 @@ mod error;
 mod ffi;
 mod helper;
 mod host;
+pub mod native;
 mod remote;
 mod state;
 mod wire;
@@ -62,7 +63,7 @@ pub use error::{MqdError, Result};
 pub use ffi::open_host;
 pub use helper::helper_main;
 pub use host::{
-    CommunicatorQueues, Host, HostOptions, ProcessId, ProcessSpec, Queue, QueueHost,
+    CommOrigin, CommunicatorQueues, Host, HostOptions, ProcessId, ProcessSpec, Queue, QueueHost,
     callback_error_text, format_queue_message,
 };
 pub use remote::{HELPER_ENV, HELPER_NAME, HelperOptions, OutOfProcessHost, find_helper};

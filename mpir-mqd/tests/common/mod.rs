@@ -11,6 +11,8 @@ use mpir_target::mock::MockTargetBuilder;
 use mpir_target::testkit;
 use mpir_types::{CStructBuilder, DataModel, FieldLayout, LayoutSource, TypeLayout};
 
+pub mod compare;
+
 pub const IMAGE: &str = "/fake/app";
 
 /// Compiles the walker DLL with `defines` into a fresh directory; `None` (test skipped) when

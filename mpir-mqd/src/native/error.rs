@@ -1,0 +1,95 @@
+//! Errors of the native walkers.
+
+use mpir_target::TargetError;
+use thiserror::Error;
+
+/// Why a native walk (or part of one) failed. Each names the target address and what was
+/// being read there, or the debug information that is missing.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum NativeError {
+    /// No walker recognises the process: for each walker tried, the symbols and types it
+    /// needs that the process lacks.
+    #[error(
+        "no native message-queue walker fits this process: {}",
+        tried_text(tried)
+    )]
+    NotRecognised {
+        /// (walker, what it lacks).
+        tried: Vec<(String, Vec<String>)>,
+    },
+    /// A walker's required symbols, types or fields are missing.
+    #[error("{walker}: the process's symbols or debug information lack {}", missing.join(", "))]
+    MissingLayout {
+        /// The walker.
+        walker: &'static str,
+        /// `type T`, `T.member`, `symbol S`.
+        missing: Vec<String>,
+    },
+    /// A symbol or type lookup failed (not: was absent).
+    #[error("looking up {name}: {source}")]
+    Lookup {
+        /// The symbol or type.
+        name: String,
+        /// The backend's error.
+        #[source]
+        source: TargetError,
+    },
+    /// Target memory could not be read.
+    #[error("reading {what} at {address:#x}: {source}")]
+    Read {
+        /// What was being read.
+        what: String,
+        /// Where.
+        address: u64,
+        /// The backend's error.
+        #[source]
+        source: TargetError,
+    },
+    /// A list came back to an entry already visited.
+    #[error("{what}: entry {address:#x} seen twice after {hops} entries (a cyclic list)")]
+    Cycle {
+        /// The list.
+        what: String,
+        /// The entry met again.
+        address: u64,
+        /// Entries walked before.
+        hops: usize,
+    },
+    /// A list or table is longer than the walk's bound.
+    #[error("{what}: more than {limit} entries; stopped (a corrupt list?)")]
+    TooLong {
+        /// The list or table.
+        what: String,
+        /// The bound.
+        limit: usize,
+    },
+    /// A value read from the target makes no sense.
+    #[error("{what} at {address:#x}: {reason}")]
+    Corrupt {
+        /// What was read.
+        what: String,
+        /// Where.
+        address: u64,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// The communicator list changed during every attempt to walk it (communicators being
+    /// created or freed); stop the process for a consistent view.
+    #[error("the communicator list changed during each of {attempts} walks")]
+    Unstable {
+        /// Walks attempted.
+        attempts: u32,
+    },
+}
+
+fn tried_text(tried: &[(String, Vec<String>)]) -> String {
+    tried
+        .iter()
+        .map(|(w, m)| format!("{w} lacks {}", m.join(", ")))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Short alias.
+pub(crate) type NativeResult<T> = std::result::Result<T, NativeError>;

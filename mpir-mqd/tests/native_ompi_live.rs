@@ -1,0 +1,185 @@
+//! The native Open MPI walker (PML ob1) against Open MPI's own DLL (`libompi_dbg_msgq.so`)
+//! on live ranks of stock Open MPI 4.1 running `fixtures/ompi_pending.c` (types from the
+//! sidecar of `scripts/openmpi-types-sidecar.sh`), plus the unexpected messages the DLL leaves
+//! out, and the same walk from core files of those ranks (gcore). Skipped without Open MPI,
+//! failed under `MPIR_REQUIRE_PEERS=1`.
+
+mod common;
+
+use common::Job;
+use common::compare::{DllGaps, assert_native_matches_dll};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::rc::Rc;
+
+use mpir_mqd::native::{self, ProcessInfo, WalkOptions, WalkerKind};
+use mpir_mqd::{CommOrigin, CommunicatorQueues, Host, HostOptions, ProcessSpec, discover_dll};
+use mpir_target::corefile::CoreTarget;
+use mpir_target::debuginfo::DebugOptions;
+use mpir_target::live::LiveTarget;
+use mpir_target::testkit;
+use mpir_types::mqd::{OpStatus, Peer};
+
+const OMPI_GAPS: DllGaps = DllGaps {
+    unnamed: None,
+    no_global_ranks: false,
+    unexpected_placeholders: false,
+    no_unexpected: true,
+    send_actual_global_is_local: true,
+    ints_not_sign_extended: true,
+};
+
+/// The sidecar: `$MPIR_OMPI_TYPES_SIDECAR`, else what the project script prints (cached).
+fn sidecar() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("MPIR_OMPI_TYPES_SIDECAR") {
+        return Some(PathBuf::from(p));
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/openmpi-types-sidecar.sh");
+    let out = Command::new(&script)
+        .stderr(Stdio::inherit())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8(out.stdout).ok()?;
+    text.lines()
+        .last()
+        .map(PathBuf::from)
+        .filter(|p| p.is_file())
+}
+
+/// The peer's sends of the fixture, found in our unexpected queues: tag 44 (2 MiB) on the
+/// world, tag 55 (1 MiB) on the dup.
+fn check_unexpected(comms: &[CommunicatorQueues], rank: u64) {
+    let peer = (rank + 1) % 2;
+    for (name, tag, bytes) in [
+        ("MPI_COMM_WORLD", 44, 8u64 << 18),
+        ("mpir_dup", 55, 8 << 17),
+    ] {
+        let c = common::comm(comms, name);
+        let found: Vec<_> = c
+            .unexpected
+            .operations()
+            .iter()
+            .filter(|o| o.tag == Some(tag))
+            .collect();
+        assert_eq!(
+            found.len(),
+            1,
+            "rank {rank}: the peer's tag-{tag} send on {name}: {c:#?}"
+        );
+        let u = found[0];
+        assert_eq!(u.peer_local, Peer::Rank(peer));
+        assert_eq!(u.peer_global, Some(peer));
+        assert_eq!(u.status, OpStatus::Pending);
+        assert_eq!(u.length.bytes, Some(bytes), "the message's full size");
+        assert!(u.system_buffer);
+    }
+    let world = common::comm(comms, "MPI_COMM_WORLD");
+    assert_eq!(world.origin, CommOrigin::Predefined);
+    assert_eq!(common::comm(comms, "mpir_dup").origin, CommOrigin::User);
+    assert_eq!(world.group.as_deref(), Some(&[0i64, 1][..]));
+}
+
+fn open_core(dir: &Path, pid: u32, rank: usize, sidecar: &Path) -> (CoreTarget, PathBuf) {
+    let prefix = dir.join(format!("core{rank}"));
+    testkit::run(
+        Command::new("gcore")
+            .arg("-o")
+            .arg(&prefix)
+            .arg(pid.to_string()),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let path = PathBuf::from(format!("{}.{pid}", prefix.display()));
+    let core = CoreTarget::open(&path, DebugOptions::default().with_types_sidecar(sidecar))
+        .expect("open core");
+    (core, path)
+}
+
+#[test]
+fn native_open_mpi_walker_equals_the_dll_and_adds_unexpected_messages() {
+    if !testkit::have("mpicc.openmpi") || !testkit::have("orterun") {
+        testkit::skip("needs Open MPI (mpicc.openmpi, orterun)");
+        return;
+    }
+    let Some(sidecar) = sidecar() else {
+        testkit::skip("no Open MPI types sidecar (scripts/openmpi-types-sidecar.sh failed)");
+        return;
+    };
+    let with_cores = testkit::have("gcore");
+    if !with_cores {
+        testkit::skip("gcore (gdb) is not installed: live ranks only");
+    }
+    let dir = testkit::scratch("mqd-native-ompi");
+    let app = dir.join("pending");
+    testkit::run(
+        Command::new("mpicc.openmpi")
+            .args(["-g", "-o"])
+            .arg(&app)
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/fixtures/ompi_pending.c"
+            )),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut launcher = Command::new("orterun");
+    launcher
+        .args(["--allow-run-as-root", "--oversubscribe", "-n", "2"])
+        .arg(&app)
+        .arg(&*dir)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("OMPI_MPIR_DO_NOT_WARN", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let job = Job::start(&mut launcher, &dir, 2);
+    let probe = LiveTarget::open(job.pids[0], DebugOptions::default()).expect("open rank 0");
+    let (dll, _) = discover_dll(&probe, None).expect("discover the DLL");
+    // SAFETY: Open MPI's own MQD DLL for this machine, from the MPI under test.
+    let mut host = unsafe { Host::load(&dll, HostOptions::default()) }.expect("load the DLL");
+
+    for (rank, &pid) in job.pids.iter().enumerate() {
+        let options = DebugOptions::default().with_types_sidecar(&sidecar);
+        let target = Rc::new(LiveTarget::open(pid, options).expect("open rank"));
+        let walker = native::detect(&*target, &WalkOptions::default()).expect("detect");
+        assert_eq!(walker.kind(), WalkerKind::OpenMpiOb1);
+        assert!(walker.missing().is_empty(), "{:?}", walker.missing());
+        let info = ProcessInfo::with_global_rank(rank as u64);
+        let live = walker.queues(&*target, &info).expect("native walk");
+        eprintln!(
+            "rank {rank}: native walk {:?}, {} hops, {} target reads, {} attempt(s); missing {:?}",
+            live.elapsed, live.hops, live.target_reads, live.attempts, live.missing
+        );
+        check_unexpected(&live.communicators, rank as u64);
+
+        let p = host
+            .attach(ProcessSpec {
+                image_name: app.display().to_string(),
+                target: target.clone(),
+                global_rank: rank as i32,
+            })
+            .expect("attach the DLL");
+        let dll_comms = host.queues(p).expect("DLL queues");
+        host.detach(p).expect("detach");
+        let matched = assert_native_matches_dll(&dll_comms, &live.communicators, OMPI_GAPS);
+        assert_eq!(
+            matched.len(),
+            live.communicators.len(),
+            "same communicators"
+        );
+
+        if with_cores {
+            let (core, path) = open_core(&dir, pid, rank, &sidecar);
+            let walker = native::detect(&core, &WalkOptions::default()).expect("detect (core)");
+            let from_core = walker
+                .queues(&core, &info)
+                .expect("native walk of the core");
+            // Live ranks progress between the walks; their queues cannot change (nothing
+            // matches), so the core shows the same communicators and operations.
+            assert_eq!(from_core.communicators, live.communicators, "core == live");
+            std::fs::remove_file(&path).ok();
+        }
+        testkit::assert_untouched(pid);
+    }
+}
