@@ -384,6 +384,83 @@ fn confirm_keeps_only_cycles_present_in_every_snapshot() {
     ));
 }
 
+/// What a queue reader reports for the bundled demo job (examples/demo/rank.c) with `n` ranks:
+/// MPI_COMM_WORLD (context 0), MPI_COMM_SELF (16, no group), the internal MPI_ICOMM_WORLD (32)
+/// and "demo-ring" (48); ranks 0-2 receive from the next of the three (tag 7), rank 3 has an
+/// MPI_ANY_SOURCE receive (tag 42) and a send to 0 (tag 99) on demo-ring and an unexpected
+/// message from 1 (tag 5) on MPI_COMM_WORLD.
+fn demo_job(n: u64) -> JobSnapshot {
+    let everyone: Vec<u64> = (0..n).collect();
+    JobSnapshot {
+        ranks: (0..n)
+            .map(|r| {
+                let mut ring_ops = Vec::new();
+                let mut world_ops = Vec::new();
+                if n >= 3 && r < 3 {
+                    ring_ops.push(recv((r + 1) % 3, 7));
+                } else if n == 2 && r == 0 {
+                    ring_ops.push(recv(1, 7));
+                } else if r == 3 {
+                    ring_ops.push(op(OpClass::Receive, Peer::Any, Some(42), 0x50));
+                    ring_ops.push(send(0, 99));
+                    world_ops.push(unexpected(1, 5));
+                }
+                let with_group = |mut c: CommQueues| {
+                    c.group = Some(everyone.clone());
+                    c
+                };
+                let mut icomm = with_group(comm("MPI_ICOMM_WORLD", 32, n, r, vec![]));
+                icomm.internal = true;
+                RankQueues {
+                    rank: r,
+                    pid: None,
+                    communicators: vec![
+                        with_group(comm("demo-ring", 48, n, r, ring_ops)),
+                        icomm,
+                        comm("MPI_COMM_SELF", 16, 1, 0, vec![]),
+                        with_group(comm("MPI_COMM_WORLD", 0, n, r, world_ops)),
+                    ],
+                }
+            })
+            .collect(),
+    }
+}
+
+#[test]
+fn the_demo_jobs_deadlock() {
+    for n in [4, 5, 8] {
+        let rep = deadlock::analyze(&demo_job(n)).unwrap();
+        assert_eq!(rep.cycles.len(), 1, "n={n}: {rep}");
+        let c = &rep.cycles[0];
+        assert_eq!(c.ranks, [0, 1, 2]);
+        assert_eq!(c.communicators.len(), 1);
+        assert_eq!(c.communicators[0].name, "demo-ring");
+        assert_eq!(c.communicators[0].context_id, Some(48));
+        check_chains(&rep);
+        // Rank 3's send to 0 can never end, whatever its wildcard receive does.
+        assert_eq!(rep.blocked.len(), 1, "n={n}: {rep}");
+        assert_eq!(rep.blocked[0].rank, 3);
+        assert!(
+            rep.blocked[0]
+                .waits
+                .iter()
+                .any(|w| w.class == OpClass::Send && w.tag == Some(99))
+        );
+        // With a fifth rank free, the wildcard receive can end; with four it cannot.
+        let any = rep
+            .waits
+            .iter()
+            .find(|w| w.rank == 3 && w.op.peer == Peer::Any)
+            .unwrap();
+        assert_eq!(any.can_complete, n > 4, "n={n}");
+    }
+    for n in [1, 2, 3] {
+        let rep = deadlock::analyze(&demo_job(n)).unwrap();
+        assert_eq!(rep.has_cycle(), n == 3, "n={n}: {rep}");
+        assert!(rep.blocked.is_empty(), "n={n}: {rep}");
+    }
+}
+
 fn timed<T>(what: &str, limit: Duration, f: impl FnOnce() -> T) -> T {
     let t = Instant::now();
     let out = f();
