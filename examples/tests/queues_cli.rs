@@ -285,31 +285,44 @@ fn queues_of_a_debugger_enabled_mpich_job() {
         .stderr(Stdio::null());
     let job = Job::start(&mut launcher, &dir, 2);
 
-    let out = mpir()
-        .args(["queues", "--json", "--starter"])
-        .arg(job.starter().to_string())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc = json(&out);
-    assert!(
-        doc["engine"].as_str().unwrap().contains("libtvmpich"),
-        "{doc:#}"
-    );
-    for r in 0..2u64 {
-        let peer = (r + 1) % 2;
-        let ranked = rank(&doc, r);
-        assert_eq!(ranked["pid"], job.pids[r as usize]);
-        // mpich_pending.c: Irecv from the next rank, tag 77, on MPI_COMM_WORLD; a large Isend
-        // (tag 55) on "mpir_dup".
-        let recv = op(comm(ranked, "MPI_COMM_WORLD"), "receive", 77);
-        assert_eq!(recv["peer_local"], peer);
-        let send = op(comm(ranked, "mpir_dup"), "send", 55);
-        assert_eq!(send["peer_local"], peer);
+    // MPICH's own DLL, then our walker (what auto picks when the MPI has debug info).
+    for (engine, shown) in [("dll", "libtvmpich"), ("auto", "native MPICH ch3")] {
+        let out = mpir()
+            .args(["queues", "--json", "--engine", engine, "--starter"])
+            .arg(job.starter().to_string())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let doc = json(&out);
+        assert!(doc["engine"].as_str().unwrap().contains(shown), "{doc:#}");
+        for r in 0..2u64 {
+            let peer = (r + 1) % 2;
+            let ranked = rank(&doc, r);
+            assert_eq!(ranked["pid"], job.pids[r as usize]);
+            // mpich_pending.c: Irecv from the next rank, tag 77, on MPI_COMM_WORLD; a large
+            // Isend (tag 55) on "mpir_dup".
+            let recv = op(comm(ranked, "MPI_COMM_WORLD"), "receive", 77);
+            assert_eq!(recv["peer_local"], peer);
+            let dup = comm(ranked, "mpir_dup");
+            let send = op(dup, "send", 55);
+            assert_eq!(send["peer_local"], peer);
+            if engine == "dll" {
+                // MPICH's DLL gives no global ranks and counts elements.
+                assert!(send["peer_global"].is_null());
+                assert_eq!(send["length_elements"], 1 << 18);
+            } else {
+                // Ours resolves both, and shows the peer's rendezvous request waiting here.
+                assert_eq!(send["peer_global"], peer);
+                assert_eq!(recv["peer_global"], peer);
+                assert_eq!(send["length_bytes"], 8 << 18);
+                assert_eq!(op(dup, "unexpected", 55)["peer_global"], peer);
+                assert_eq!(comm(ranked, "MPI_ICOMM_WORLD")["origin"], "internal");
+            }
+        }
     }
     for &pid in job.pids.iter().chain([job.starter()].iter()) {
         assert_untouched(pid);

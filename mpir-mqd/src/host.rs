@@ -177,6 +177,9 @@ pub struct CommunicatorQueues {
     /// Who made it: from the MPI's own data with a native walker, from the name by
     /// [`CommOrigin::from_dll_name`] with a DLL.
     pub origin: CommOrigin,
+    /// An id every member shares (MPICH's receive context id, Open MPI's cid), when the
+    /// source reads one (native walkers; a DLL does not say).
+    pub context_id: Option<u64>,
     /// `MPI_COMM_WORLD` rank of each member (-1 where unknown), when the DLL exports
     /// `mqs_get_comm_group` or a native walker could resolve it.
     pub group: Option<Vec<i64>>,
@@ -699,9 +702,13 @@ impl RawCommQueues {
                 }
             })
         };
+        let mut communicator = self.communicator;
+        // Open MPI's DLL copies MPI_COMM_NULL's rank -2 unsigned.
+        communicator.local_rank = mqd::c_int(communicator.local_rank);
         CommunicatorQueues {
-            origin: CommOrigin::from_dll_name(&self.communicator.name),
-            communicator: self.communicator,
+            origin: CommOrigin::from_dll_name(&communicator.name),
+            context_id: None,
+            communicator,
             group,
             sends,
             receives,

@@ -26,7 +26,6 @@ const MPICH_GAPS: DllGaps = DllGaps {
     unexpected_placeholders: true,
     no_unexpected: false,
     send_actual_global_is_local: false,
-    ints_not_sign_extended: false,
 };
 
 fn by_name<'a>(comms: &'a [CommunicatorQueues], name: &str) -> &'a CommunicatorQueues {
@@ -86,6 +85,10 @@ fn check_known_program(comms: &[CommunicatorQueues], rank: u64) {
         unexpected[0].length.bytes,
         Some(8 << 18),
         "the message's size"
+    );
+    assert!(
+        !unexpected[0].system_buffer && unexpected[0].buffer == 0,
+        "a rendezvous header: the data is still in the sender's buffer"
     );
 
     let icomm = by_name(comms, "MPI_ICOMM_WORLD");

@@ -26,7 +26,6 @@ const OMPI_GAPS: DllGaps = DllGaps {
     unexpected_placeholders: false,
     no_unexpected: true,
     send_actual_global_is_local: true,
-    ints_not_sign_extended: true,
 };
 
 /// The sidecar: `$MPIR_OMPI_TYPES_SIDECAR`, else what the project script prints (cached).

@@ -37,7 +37,21 @@ fn send(to: u64, tag: i64) -> Operation {
     op(OpClass::Send, Peer::Rank(to), Some(tag), 0x2000 + to)
 }
 
+/// An eager unexpected message: its data is here, in a system buffer.
 fn unexpected(from: u64, tag: i64) -> Operation {
+    Operation {
+        system_buffer: true,
+        ..op(
+            OpClass::Unexpected,
+            Peer::Rank(from),
+            Some(tag),
+            0x9000 + from,
+        )
+    }
+}
+
+/// A rendezvous header in the unexpected queue: the data is still at the sender.
+fn rendezvous_header(from: u64, tag: i64) -> Operation {
     op(OpClass::Unexpected, Peer::Rank(from), Some(tag), 0)
 }
 
@@ -238,6 +252,47 @@ fn unexpected_messages_satisfy_receives() {
     let rep = deadlock::analyze(&job).unwrap();
     assert_eq!(rep.cycles.len(), 1, "{rep}");
     assert_eq!(rep.cycles[0].ranks, [0, 1]);
+}
+
+#[test]
+fn sends_seen_only_as_rendezvous_headers_are_waits_of_their_senders() {
+    // MPICH lists no blocking send: two ranks each in a large MPI_Send to the other show only
+    // each other's request-to-send, in the unexpected queues.
+    let job = world(3, |r| match r {
+        0 => vec![rendezvous_header(1, 20)],
+        1 => vec![rendezvous_header(0, 20)],
+        _ => vec![],
+    });
+    let rep = deadlock::analyze(&job).unwrap();
+    assert_eq!(rep.cycles.len(), 1, "{rep}");
+    assert_eq!(rep.cycles[0].ranks, [0, 1]);
+    for s in &rep.cycles[0].chain {
+        assert_eq!(s.op.class, OpClass::Send, "{rep}");
+        assert_eq!(s.op.tag, Some(20));
+        assert_eq!(s.waits_for, 1 - s.rank);
+    }
+    check_chains(&rep);
+    // Eager data (in a system buffer) says nothing about the sender.
+    let job = world(3, |r| match r {
+        0 => vec![unexpected(1, 20)],
+        1 => vec![unexpected(0, 20)],
+        _ => vec![],
+    });
+    assert!(!deadlock::analyze(&job).unwrap().has_cycle());
+    // A send the sender lists already is not counted twice: one wait of rank 1.
+    let job = world(2, |r| match r {
+        0 => vec![rendezvous_header(1, 20), send(1, 21)],
+        _ => vec![send(0, 20)],
+    });
+    let rep = deadlock::analyze(&job).unwrap();
+    assert_eq!(rep.waits.iter().filter(|w| w.rank == 1).count(), 1, "{rep}");
+    assert!(rep.has_cycle(), "{rep}");
+    // A receive posted for the header's tag releases the sender.
+    let job = world(2, |r| match r {
+        0 => vec![rendezvous_header(1, 20), recv(1, 20)],
+        _ => vec![],
+    });
+    assert!(!deadlock::analyze(&job).unwrap().has_cycle());
 }
 
 #[test]

@@ -394,6 +394,7 @@ impl RawComm {
         CommunicatorQueues {
             communicator: self.communicator,
             origin: self.origin,
+            context_id: Some(self.key),
             sends: s.finish(OpClass::Send, group),
             receives: r.finish(OpClass::Receive, group),
             unexpected: u.finish(OpClass::Unexpected, group),

@@ -26,6 +26,10 @@
 //!   send: they are paired greedily, most specific receive first, unexpected messages before
 //!   pending sends.
 //! * A rank with no unsatisfied wait is **not blocked**: it can still send, post and complete.
+//! * An **unexpected message whose data is not in a system buffer** is a rendezvous header:
+//!   its sender cannot finish that send until a matching receive is posted. When the sender's
+//!   own queues do not show that send (MPICH lists only nonblocking sends), it is added to them
+//!   as a pending send, so a rank blocked in a large `MPI_Send` is seen waiting.
 //!
 //! # Which ranks are deadlocked (AND-OR model)
 //!
@@ -108,6 +112,7 @@
 mod confirm;
 mod dot;
 mod graph;
+mod infer;
 mod pairing;
 mod report;
 mod tarjan;
@@ -204,6 +209,8 @@ pub enum AnalysisError {
 /// # Errors
 /// [`AnalysisError::DuplicateRank`] when two entries claim one job rank.
 pub fn analyze(job: &JobSnapshot) -> Result<DeadlockReport, AnalysisError> {
+    let inferred = infer::rendezvous_sends(job);
+    let job = inferred.as_ref().unwrap_or(job);
     let graph = graph::Analysis::run(job)?;
     Ok(report::build(job, &graph, 1))
 }

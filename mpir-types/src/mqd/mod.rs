@@ -10,7 +10,7 @@ pub use codes::{
     COMM_NAME_LEN, EXTRA_TEXT_LEN, EXTRA_TEXT_LINES, INTERFACE_COMPATIBILITY, OpClass, OpStatus,
     result,
 };
-pub use normal::{Actual, Length, LengthUnit, Operation, Peer, normalize};
+pub use normal::{Actual, Length, LengthUnit, Operation, Peer, c_int, normalize};
 pub use raw::{
     Communicator, CommunicatorLayout, PendingOperation, PendingOperationLayout,
     decode_communicator, decode_pending_operation, encode_communicator, encode_pending_operation,

@@ -104,12 +104,24 @@ pub struct Operation {
 }
 
 fn rank(v: i64) -> Option<u64> {
-    u64::try_from(v).ok()
+    u64::try_from(c_int(v)).ok()
 }
 
-/// Normalises `op`, found on the `class` queue of a source whose lengths are in `unit`.
+/// A C `int` that a source copied into a 64-bit field without sign extension (Open MPI 4.1's
+/// DLL does this for ranks: `MPI_ANY_SOURCE` arrives as 4294967295), read back as the `int` it
+/// was. Ranks and tags are C `int`s, so a value in `[2^31, 2^32)` cannot be anything else.
+pub fn c_int(v: i64) -> i64 {
+    if (1 << 31..1 << 32).contains(&v) {
+        i64::from(v as u32 as i32)
+    } else {
+        v
+    }
+}
+
+/// Normalises `op`, found on the `class` queue of a source whose lengths are in `unit`. Ranks
+/// and tags that a source failed to sign-extend are repaired ([`c_int`]).
 pub fn normalize(op: &PendingOperation, class: OpClass, unit: LengthUnit) -> Operation {
-    let peer_local = match op.desired_local_rank {
+    let peer_local = match c_int(op.desired_local_rank) {
         -1 if class != OpClass::Send => Peer::Any,
         v => rank(v).map_or(Peer::Unknown(v), Peer::Rank),
     };
@@ -117,7 +129,7 @@ pub fn normalize(op: &PendingOperation, class: OpClass, unit: LengthUnit) -> Ope
     let actual = (matched || class == OpClass::Send).then(|| Actual {
         local_rank: rank(op.actual_local_rank),
         global_rank: rank(op.actual_global_rank),
-        tag: op.actual_tag,
+        tag: c_int(op.actual_tag),
         length: Length::from_raw(op.actual_length, unit),
     });
     Operation {
@@ -125,7 +137,7 @@ pub fn normalize(op: &PendingOperation, class: OpClass, unit: LengthUnit) -> Ope
         status: op.status,
         peer_local,
         peer_global: rank(op.desired_global_rank),
-        tag: (!op.tag_wild).then_some(op.desired_tag),
+        tag: (!op.tag_wild).then_some(c_int(op.desired_tag)),
         length: Length::from_raw(op.desired_length, unit),
         system_buffer: op.system_buffer,
         buffer: op.buffer,
@@ -203,5 +215,33 @@ mod tests {
         );
         assert_eq!((l.bytes, l.elements), (None, Some(i64::MAX as u64)));
         assert_eq!(Length::from_raw(-5, LengthUnit::Bytes).bytes, None);
+    }
+
+    #[test]
+    fn ints_that_were_not_sign_extended_are_repaired() {
+        let mut o = op();
+        o.desired_local_rank = 0xffff_ffff; // Open MPI's DLL: MPI_ANY_SOURCE as unsigned
+        o.desired_global_rank = 0xffff_ffff;
+        assert_eq!(
+            normalize(&o, OpClass::Receive, LengthUnit::Bytes).peer_local,
+            Peer::Any
+        );
+        assert_eq!(
+            normalize(&o, OpClass::Receive, LengthUnit::Bytes).peer_global,
+            None
+        );
+        o.desired_local_rank = 0xffff_fffe; // -2: not a rank, kept as the int it was
+        assert_eq!(
+            normalize(&o, OpClass::Receive, LengthUnit::Bytes).peer_local,
+            Peer::Unknown(-2)
+        );
+        // Real ranks and 64-bit values outside the int range are left alone.
+        o.desired_local_rank = 0x7fff_ffff;
+        assert_eq!(
+            normalize(&o, OpClass::Receive, LengthUnit::Bytes).peer_local,
+            Peer::Rank(0x7fff_ffff)
+        );
+        assert_eq!(c_int(1 << 32), 1 << 32);
+        assert_eq!(c_int(-1), -1);
     }
 }

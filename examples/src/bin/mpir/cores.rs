@@ -152,7 +152,7 @@ pub(crate) fn run(args: &CoreArgs) -> Result<ExitCode, String> {
         in_process: args.in_process,
         types_given: !args.types.is_empty(),
     };
-    let mut doc = queues::read_queues(&choice, &procs, &opener).map_err(|e| {
+    let (engine, reads) = queues::read_queues_raw(&choice, &procs, &opener).map_err(|e| {
         // Nothing could be read: say also why the cores are not a starter's.
         let why: Vec<String> = ranks
             .iter()
@@ -160,6 +160,17 @@ pub(crate) fn run(args: &CoreArgs) -> Result<ExitCode, String> {
             .collect();
         format!("{e} (and not a starter's core: {})", why.join("; "))
     })?;
+    let mut doc = queues::queues_doc(engine, &procs, &reads);
+    // The wait-for analysis of this one snapshot (a core is one instant: potential only).
+    let sample: Vec<_> = procs
+        .iter()
+        .zip(&reads)
+        .filter_map(|(p, r)| {
+            let (rank, q) = r.as_ref().ok()?;
+            Some((rank.or(p.rank), p.pid, q.communicators.clone()))
+        })
+        .collect();
+    doc.deadlock = mpir_types::deadlock::analyze(&crate::deadlock::snapshot(&sample)).ok();
     for (r, o) in doc.ranks.iter_mut().zip(&ranks) {
         r.source = Some(o.path.display().to_string());
     }
@@ -171,5 +182,11 @@ pub(crate) fn run(args: &CoreArgs) -> Result<ExitCode, String> {
         doc.job = Some(serde_json::to_value(out).map_err(|e| e.to_string())?);
     }
     queues::print_doc(&doc, args.common.json)?;
+    if !args.common.json
+        && let Some(report) = &doc.deadlock
+    {
+        println!();
+        print!("{report}");
+    }
     Ok(queues::exit_code(&doc))
 }

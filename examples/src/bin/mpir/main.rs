@@ -5,6 +5,7 @@
 //! mpir attach [--json] [--timeout S] [--debug-dir DIR] PID
 //! mpir core   [--json] [--exe PATH] [--debug-dir DIR] [--types FILE] CORE…
 //! mpir queues (--starter PID | --pid PID…) [--dll PATH] [--types FILE] [--engine auto|dll|native]
+//! mpir deadlock (--starter PID | --pid PID…) [--samples N] [--dot] [queues options]
 //! ```
 //!
 //! `launch` runs the starter (`mpiexec`, `orterun`, a wrapper that execs one…) under control,
@@ -20,6 +21,7 @@
 //! documents are described in `docs/cli-json.md`.
 
 mod cores;
+mod deadlock;
 mod job;
 mod progress;
 mod queues;
@@ -91,6 +93,8 @@ enum Cmd {
     Core(cores::CoreArgs),
     /// Message queues (pending sends, receives, unexpected messages) of every rank.
     Queues(queues::QueuesArgs),
+    /// Who waits for whom across the ranks; exit status 3 when a cycle is found, 0 when not.
+    Deadlock(deadlock::DeadlockArgs),
 }
 
 pub(crate) fn debug_options(common: &Common) -> DebugOptions {
@@ -141,6 +145,7 @@ fn main() -> ExitCode {
         } => job::attach(common, *timeout, *pid),
         Cmd::Core(args) => cores::run(args),
         Cmd::Queues(args) => queues::run(args),
+        Cmd::Deadlock(args) => deadlock::run(args),
     };
     match result {
         Ok(code) => code,

@@ -8,7 +8,10 @@ use std::time::Duration;
 
 use mpir_acquire::live::{self, Acquired};
 use mpir_acquire::{AcquireOptions, GateRelease, RankControl};
-use mpir_mqd::{CommunicatorQueues, HelperOptions, HostOptions, Hosting, ProcessSpec, Queue};
+use mpir_mqd::native::{self, ProcessInfo, WalkOptions, Walker, WalkerKind};
+use mpir_mqd::{
+    CommOrigin, CommunicatorQueues, HelperOptions, HostOptions, Hosting, ProcessSpec, Queue,
+};
 use mpir_target::Target;
 use mpir_target::debuginfo::DebugOptions;
 use mpir_target::live::LiveTarget;
@@ -27,11 +30,15 @@ pub(crate) const PARTIAL: u8 = 4;
 /// Which reader produces the queues.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Engine {
-    /// The best available: the MPI's own message-queue DLL.
+    /// The native walker when the MPI's layouts are known (it sees more: unexpected messages,
+    /// global ranks, groups), else the MPI's own DLL.
     Auto,
     /// The MPI's message-queue DLL (`MPIR_dll_name`, Open MPI's `mpimsgq_dll_locations`, or
     /// `--dll`).
     Dll,
+    /// mpir's own walkers of MPICH (ch3, ≥ 4.1 debug queues) and Open MPI (ob1), from the
+    /// MPI's debug info or a types sidecar.
+    Native,
 }
 
 #[derive(clap::Args)]
@@ -175,12 +182,60 @@ pub(crate) fn hold_ranks(
 pub(crate) trait Reader {
     /// What the output calls it.
     fn name(&self) -> String;
-    /// Every communicator of the rank with its queues.
-    fn read(
-        &mut self,
-        rank: &RankProc,
-        target: Rc<dyn Target>,
-    ) -> Result<Vec<CommunicatorQueues>, String>;
+    /// Every communicator of the rank with its queues, and what the reader could not see.
+    fn read(&mut self, rank: &RankProc, target: Rc<dyn Target>) -> Result<RankQueues, String>;
+}
+
+/// One rank as a reader saw it.
+pub(crate) struct RankQueues {
+    pub(crate) communicators: Vec<CommunicatorQueues>,
+    /// What is missing from an otherwise good result.
+    pub(crate) notes: Vec<String>,
+}
+
+/// mpir's native walkers.
+pub(crate) struct NativeReader {
+    walker: Walker,
+}
+
+impl NativeReader {
+    /// The walker for the MPI of `probe`.
+    pub(crate) fn open(probe: &dyn Target) -> Result<Self, String> {
+        let walker = native::detect(probe, &WalkOptions::default()).map_err(|e| chain(&e))?;
+        tracing::info!(kind = ?walker.kind(), "native walker");
+        Ok(NativeReader { walker })
+    }
+}
+
+impl Reader for NativeReader {
+    fn name(&self) -> String {
+        match self.walker.kind() {
+            WalkerKind::MpichCh3 => "native MPICH ch3".into(),
+            WalkerKind::MpichDebugq => "native MPICH debug queues".into(),
+            WalkerKind::OpenMpiOb1 => "native Open MPI ob1".into(),
+            other => format!("native {other:?}"),
+        }
+    }
+
+    fn read(&mut self, rank: &RankProc, target: Rc<dyn Target>) -> Result<RankQueues, String> {
+        let info = rank
+            .rank
+            .map_or_else(ProcessInfo::default, ProcessInfo::with_global_rank);
+        let walk = self.walker.queues(&*target, &info).map_err(|e| chain(&e))?;
+        tracing::debug!(hops = walk.hops, reads = walk.target_reads, elapsed = ?walk.elapsed, "walked");
+        let mut notes: Vec<String> = walk
+            .missing
+            .iter()
+            .map(|m| format!("not read: {m}"))
+            .collect();
+        if let Some(e) = &walk.communicators_error {
+            notes.push(format!("communicator list cut short: {}", chain(e)));
+        }
+        Ok(RankQueues {
+            communicators: walk.communicators,
+            notes,
+        })
+    }
 }
 
 /// The MPI's message-queue DLL, hosted in or out of process.
@@ -220,11 +275,7 @@ impl Reader for DllReader {
         format!("dll {}", self.host.path())
     }
 
-    fn read(
-        &mut self,
-        rank: &RankProc,
-        target: Rc<dyn Target>,
-    ) -> Result<Vec<CommunicatorQueues>, String> {
+    fn read(&mut self, rank: &RankProc, target: Rc<dyn Target>) -> Result<RankQueues, String> {
         let spec = ProcessSpec {
             image_name: rank.image.display().to_string(),
             target,
@@ -243,9 +294,12 @@ impl Reader for DllReader {
         let id = self.host.attach(spec).map_err(hint)?;
         let result = self.host.queues(id).map_err(hint);
         let detached = self.host.detach(id);
-        let comms = result?;
+        let communicators = result?;
         detached.map_err(|e| chain(&e))?;
-        Ok(comms)
+        Ok(RankQueues {
+            communicators,
+            notes: Vec::new(),
+        })
     }
 }
 
@@ -261,6 +315,9 @@ pub(crate) struct QueuesDoc {
     /// `core` with a starter's core: the job document.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) job: Option<serde_json::Value>,
+    /// `core`: the wait-for analysis of this one snapshot.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) deadlock: Option<mpir_types::deadlock::DeadlockReport>,
 }
 
 #[derive(Serialize, Clone)]
@@ -271,6 +328,8 @@ pub(crate) struct RankDoc {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) source: Option<String>,
     pub(crate) error: Option<String>,
+    /// What the reader could not see in an otherwise good result.
+    pub(crate) notes: Vec<String>,
     pub(crate) communicators: Vec<CommDoc>,
 }
 
@@ -278,6 +337,10 @@ pub(crate) struct RankDoc {
 pub(crate) struct CommDoc {
     pub(crate) name: String,
     pub(crate) id: u64,
+    /// An id every member shares (MPICH's context id, Open MPI's cid), when known.
+    pub(crate) context_id: Option<u64>,
+    /// "predefined", "user", "internal" (made by the MPI for itself) or "unknown".
+    pub(crate) origin: &'static str,
     pub(crate) size: i64,
     pub(crate) local_rank: i64,
     /// World rank of each member, by local rank, when known.
@@ -359,6 +422,13 @@ pub(crate) fn comm_doc(c: &CommunicatorQueues) -> CommDoc {
     CommDoc {
         name: c.communicator.name.clone(),
         id: c.communicator.unique_id,
+        context_id: c.context_id,
+        origin: match c.origin {
+            CommOrigin::Predefined => "predefined",
+            CommOrigin::User => "user",
+            CommOrigin::Internal => "internal",
+            _ => "unknown",
+        },
         size: c.communicator.size,
         local_rank: c.communicator.local_rank,
         group: c.group.clone(),
@@ -381,41 +451,33 @@ pub(crate) fn live_opener(
     }
 }
 
+/// What reading one rank gave: its `MPI_COMM_WORLD` rank (from the job, else from its own
+/// `MPI_COMM_WORLD` communicator) and its communicators, or why it could not be read.
+pub(crate) type RankRead = Result<(Option<u64>, RankQueues), String>;
+
 /// Reads every readable rank with `reader`, with a progress bar.
-pub(crate) fn read_all(
-    reader: &mut dyn Reader,
-    ranks: &[RankProc],
-    open: &Opener<'_>,
-) -> Vec<RankDoc> {
+fn read_all(reader: &mut dyn Reader, ranks: &[RankProc], open: &Opener<'_>) -> Vec<RankRead> {
     let bar = progress::bar(ranks.len() as u64, "reading queues");
     let mut out = Vec::with_capacity(ranks.len());
     for r in ranks {
-        let mut doc = RankDoc {
-            rank: r.rank,
-            pid: r.pid,
-            source: None,
-            error: r.unreadable.clone(),
-            communicators: Vec::new(),
-        };
-        if doc.error.is_none() {
-            let _span = tracing::info_span!("rank", rank = ?r.rank, pid = r.pid).entered();
-            let result = open(r).and_then(|t| reader.read(r, t));
-            match result {
-                Ok(comms) => {
-                    doc.communicators = comms.iter().map(comm_doc).collect();
-                    if doc.rank.is_none() {
-                        // `--pid`: the rank is this process's rank in MPI_COMM_WORLD.
-                        doc.rank = comms
+        let result = match &r.unreadable {
+            Some(why) => Err(why.clone()),
+            None => {
+                let _span = tracing::info_span!("rank", rank = ?r.rank, pid = r.pid).entered();
+                open(r).and_then(|t| reader.read(r, t)).map(|q| {
+                    // `--pid`, cores: the rank is this process's rank in MPI_COMM_WORLD.
+                    let rank = r.rank.or_else(|| {
+                        q.communicators
                             .iter()
                             .find(|c| c.communicator.name == "MPI_COMM_WORLD")
-                            .and_then(|c| u64::try_from(c.communicator.local_rank).ok());
-                    }
-                }
-                Err(e) => doc.error = Some(e),
+                            .and_then(|c| u64::try_from(c.communicator.local_rank).ok())
+                    });
+                    (rank, q)
+                })
             }
-        }
+        };
         bar.inc(1);
-        out.push(doc);
+        out.push(result);
     }
     bar.finish_and_clear();
     out
@@ -433,10 +495,22 @@ fn print_table(doc: &QueuesDoc) {
             Some(e) => println!("rank {rank} (pid {}{from}): not read: {e}", r.pid),
             None => println!("rank {rank} (pid {}{from}):", r.pid),
         }
+        for n in &r.notes {
+            println!("  ({n})");
+        }
         for c in &r.communicators {
+            let name = if c.name.is_empty() {
+                "(unnamed)"
+            } else {
+                &c.name
+            };
+            let origin = if c.origin == "internal" {
+                ", internal"
+            } else {
+                ""
+            };
             println!(
-                "  {} (size {}, local rank {}): {} operations",
-                c.name,
+                "  {name} (size {}, local rank {}{origin}): {} operations",
                 c.size,
                 c.local_rank,
                 c.operations.len()
@@ -485,12 +559,13 @@ pub(crate) struct EngineChoice<'a> {
     pub(crate) types_given: bool,
 }
 
-/// Reads the queues of `ranks` (opened with `open`) with the engine `choice` names.
-pub(crate) fn read_queues(
+/// Reads the queues of `ranks` (opened with `open`) with the engine `choice` names: the
+/// engine's name and one result per rank, in order.
+pub(crate) fn read_queues_raw(
     choice: &EngineChoice<'_>,
     ranks: &[RankProc],
     open: &Opener<'_>,
-) -> Result<QueuesDoc, String> {
+) -> Result<(String, Vec<RankRead>), String> {
     let probe_rank = ranks
         .iter()
         .find(|r| r.unreadable.is_none())
@@ -505,23 +580,74 @@ pub(crate) fn read_queues(
             )
         })?;
     let probe = open(probe_rank)?;
-    let mut reader: Box<dyn Reader> = match choice.engine {
-        Engine::Auto | Engine::Dll => Box::new(DllReader::open(
+    let dll = || -> Result<Box<dyn Reader>, String> {
+        Ok(Box::new(DllReader::open(
             &*probe,
             choice.dll,
             choice.in_process,
             choice.types_given,
-        )?),
+        )?))
+    };
+    let mut reader: Box<dyn Reader> = match choice.engine {
+        Engine::Dll => dll()?,
+        Engine::Native => Box::new(NativeReader::open(&*probe)?),
+        // A DLL named with --dll is what the user wants.
+        Engine::Auto if choice.dll.is_some() => dll()?,
+        Engine::Auto => match NativeReader::open(&*probe) {
+            Ok(native) => Box::new(native),
+            Err(why) => {
+                tracing::info!(%why, "no native walker; trying the DLL");
+                dll().map_err(|e| format!("{e} (and no native walker: {why})"))?
+            }
+        },
     };
     drop(probe);
-    let ranks_out = read_all(reader.as_mut(), ranks, open);
-    Ok(QueuesDoc {
+    let reads = read_all(reader.as_mut(), ranks, open);
+    Ok((reader.name(), reads))
+}
+
+/// The queues document of what [`read_queues_raw`] read.
+pub(crate) fn queues_doc(engine: String, ranks: &[RankProc], reads: &[RankRead]) -> QueuesDoc {
+    let ranks = ranks
+        .iter()
+        .zip(reads)
+        .map(|(r, read)| match read {
+            Ok((rank, q)) => RankDoc {
+                rank: *rank,
+                pid: r.pid,
+                source: None,
+                error: None,
+                notes: q.notes.clone(),
+                communicators: q.communicators.iter().map(comm_doc).collect(),
+            },
+            Err(e) => RankDoc {
+                rank: r.rank,
+                pid: r.pid,
+                source: None,
+                error: Some(e.clone()),
+                notes: Vec::new(),
+                communicators: Vec::new(),
+            },
+        })
+        .collect();
+    QueuesDoc {
         schema: QUEUES_SCHEMA,
-        engine: reader.name(),
-        ranks: ranks_out,
+        engine,
+        ranks,
         notes: Vec::new(),
         job: None,
-    })
+        deadlock: None,
+    }
+}
+
+/// Reads the queues of `ranks` into a document.
+pub(crate) fn read_queues(
+    choice: &EngineChoice<'_>,
+    ranks: &[RankProc],
+    open: &Opener<'_>,
+) -> Result<QueuesDoc, String> {
+    let (engine, reads) = read_queues_raw(choice, ranks, open)?;
+    Ok(queues_doc(engine, ranks, &reads))
 }
 
 /// Debug options for reading ranks: the common ones plus the types sidecars.

@@ -509,12 +509,14 @@ impl Ctx<'_, '_> {
             op.desired_tag = tag;
             op.desired_length = bytes.unwrap_or(-1);
             op.actual_length = op.desired_length;
-            op.system_buffer = true;
             op.buffer = r
                 .tmpbuf
                 .map(|f| o.uint(f, "MPIDI_Request.tmpbuf"))
                 .transpose()?
                 .unwrap_or(0);
+            // Eager data waits in that buffer; a rendezvous header has none yet (its data is
+            // still in the sender's buffer, and the sender is waiting for a receive).
+            op.system_buffer = op.buffer != 0 || r.tmpbuf.is_none();
             LengthUnit::Bytes
         } else {
             op.tag_wild = tag < 0;
