@@ -48,6 +48,17 @@ MPIR_Debugq *MPIR_Sendq_head = 0;
 MPIR_Debugq *MPIR_Recvq_head = 0;
 MPIR_Debugq *MPIR_Unexpq_head = 0;
 
+/* mpir_process.h: the process-wide state (its leading members, in MPICH 4.1's order). */
+typedef struct MPIR_Process_t {
+    int mpich_state; /* MPL_atomic_int_t in MPICH: one int */
+    int do_error_checks;
+    MPIR_Comm *comm_world;
+    MPIR_Comm *comm_self;
+    MPIR_Comm *comm_parent;
+    MPIR_Comm *icomm_world; /* the library's internal copy of the world */
+} MPIR_Process_t;
+MPIR_Process_t MPIR_Process;
+
 /* commutil.c and the handle allocator's preallocated ("direct") objects. */
 MPIR_Comm MPIR_Comm_builtin[MPIR_COMM_N_BUILTIN];
 MPIR_Comm MPIR_Comm_direct[MPIR_COMM_PREALLOC];
@@ -198,6 +209,9 @@ int main(void) {
     comm_init(self, MPI_COMM_SELF, 1 << MPIR_CONTEXT_PREFIX_SHIFT, 1, 0, 0, "MPI_COMM_SELF");
     comm_init(icomm, MPIR_ICOMM_WORLD, 2 << MPIR_CONTEXT_PREFIX_SHIFT, size, rank,
               group_of(everyone, size, rank), "MPI_ICOMM_WORLD");
+    MPIR_Process.comm_world = world;
+    MPIR_Process.comm_self = self;
+    MPIR_Process.icomm_world = icomm;
 
     /* MPII_Wait_for_debugger */
     MPIR_debug_state = MPIR_DEBUG_SPAWNED;

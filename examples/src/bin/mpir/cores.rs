@@ -185,8 +185,8 @@ pub(crate) fn run(args: &CoreArgs) -> Result<ExitCode, String> {
     if !args.common.json
         && let Some(report) = &doc.deadlock
     {
-        println!();
-        print!("{report}");
+        outln!();
+        out!("{report}");
     }
     Ok(queues::exit_code(&doc))
 }

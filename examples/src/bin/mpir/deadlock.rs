@@ -15,8 +15,9 @@ use mpir_target::Target;
 use mpir_types::deadlock::{self, CommQueues, DeadlockReport, JobSnapshot, RankQueues};
 use serde::Serialize;
 
-use crate::queues::{self, Engine, EngineChoice, Held};
+use crate::queues::{self, Engine, EngineChoice, Held, RankProc};
 use crate::{Common, chain};
+use mpir_target::debuginfo::DebugOptions;
 
 /// Exit status when a cycle is found.
 pub(crate) const CYCLE: u8 = 3;
@@ -61,13 +62,13 @@ pub(crate) struct DeadlockArgs {
 }
 
 #[derive(Serialize)]
-struct DeadlockDoc<'a> {
-    schema: &'static str,
-    engine: String,
+pub(crate) struct DeadlockDoc<'a> {
+    pub(crate) schema: &'static str,
+    pub(crate) engine: String,
     /// Ranks that could not be read in some sample (the analysis treats them as progressing).
-    unread: Vec<String>,
+    pub(crate) unread: Vec<String>,
     #[serde(flatten)]
-    report: &'a DeadlockReport,
+    pub(crate) report: &'a DeadlockReport,
 }
 
 /// The analysis input from one sample's queues.
@@ -125,10 +126,67 @@ pub(crate) fn run(args: &DeadlockArgs) -> Result<ExitCode, String> {
         in_process: args.in_process,
         types_given: !args.types.is_empty(),
     };
+    let sampled = sample(
+        held,
+        ranks,
+        &choice,
+        &debug,
+        args.samples,
+        Duration::from_millis(args.interval_ms),
+    )?;
+    let (engine, report, unread) = (sampled.engine, sampled.report, sampled.unread);
+    if args.dot {
+        out!("{}", report.to_dot());
+    } else if args.common.json {
+        let doc = DeadlockDoc {
+            schema: DEADLOCK_SCHEMA,
+            engine,
+            unread,
+            report: &report,
+        };
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
+        );
+    } else {
+        outln!("wait-for analysis ({engine}), {} ranks", report.ranks);
+        out!("{report}");
+        for u in &unread {
+            outln!("not read: {u}");
+        }
+    }
+    Ok(if report.has_cycle() {
+        ExitCode::from(CYCLE)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// What [`sample`] found.
+pub(crate) struct Sampled {
+    /// The reader used.
+    pub(crate) engine: String,
+    /// The analysis over every sample.
+    pub(crate) report: DeadlockReport,
+    /// Ranks not read in some sample, and release problems.
+    pub(crate) unread: Vec<String>,
+}
+
+/// Reads `samples` snapshots of the queues of `ranks` (the first while `held`, the others
+/// holding the ranks again by pid), `interval` apart, releasing the ranks after each, and
+/// confirms the cycles across them.
+pub(crate) fn sample(
+    held: Held,
+    mut ranks: Vec<RankProc>,
+    choice: &EngineChoice<'_>,
+    debug: &DebugOptions,
+    samples: u32,
+    interval: Duration,
+) -> Result<Sampled, String> {
     // Each rank's images are parsed once, for every sample (memory is read afresh each time).
-    let live = queues::live_opener(&debug);
+    let live = queues::live_opener(debug);
     let cache: RefCell<HashMap<u32, Rc<dyn Target>>> = RefCell::default();
-    let opener = |r: &queues::RankProc| -> Result<Rc<dyn Target>, String> {
+    let opener = |r: &RankProc| -> Result<Rc<dyn Target>, String> {
         if let Some(t) = cache.borrow().get(&r.pid) {
             return Ok(Rc::clone(t));
         }
@@ -136,20 +194,19 @@ pub(crate) fn run(args: &DeadlockArgs) -> Result<ExitCode, String> {
         cache.borrow_mut().insert(r.pid, Rc::clone(&t));
         Ok(t)
     };
-    let mut samples = Vec::new();
+    let mut snapshots = Vec::new();
     let mut unread = Vec::new();
     let mut engine = String::new();
     let mut held = Some(held);
-    let mut ranks = ranks;
-    for i in 0..args.samples {
+    for i in 0..samples.max(1) {
         if i > 0 {
-            std::thread::sleep(Duration::from_millis(args.interval_ms));
+            std::thread::sleep(interval);
             let pids: Vec<u32> = ranks
                 .iter()
                 .filter(|r| r.unreadable.is_none())
                 .map(|r| r.pid)
                 .collect();
-            let (h, again) = queues::hold_ranks(None, &pids, &debug, timeout)?;
+            let (h, again) = queues::hold_ranks(None, &pids, debug, interval)?;
             held = Some(h);
             // Keep the job's rank numbers; take this sample's readability.
             for r in &mut ranks {
@@ -158,7 +215,7 @@ pub(crate) fn run(args: &DeadlockArgs) -> Result<ExitCode, String> {
                 }
             }
         }
-        let result = queues::read_queues_raw(&choice, &ranks, &opener);
+        let result = queues::read_queues_raw(choice, &ranks, &opener);
         let problems = held.take().map(Held::release).unwrap_or_default();
         let (name, read) = result?;
         engine = name;
@@ -177,32 +234,12 @@ pub(crate) fn run(args: &DeadlockArgs) -> Result<ExitCode, String> {
                 )),
             }
         }
-        samples.push(snapshot(&sample));
+        snapshots.push(snapshot(&sample));
     }
-    let report = deadlock::confirm(&samples).map_err(|e| chain(&e))?;
-    if args.dot {
-        print!("{}", report.to_dot());
-    } else if args.common.json {
-        let doc = DeadlockDoc {
-            schema: DEADLOCK_SCHEMA,
-            engine,
-            unread,
-            report: &report,
-        };
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
-        );
-    } else {
-        println!("wait-for analysis ({engine}), {} ranks", report.ranks);
-        print!("{report}");
-        for u in &unread {
-            println!("not read: {u}");
-        }
-    }
-    Ok(if report.has_cycle() {
-        ExitCode::from(CYCLE)
-    } else {
-        ExitCode::SUCCESS
+    let report = deadlock::confirm(&snapshots).map_err(|e| chain(&e))?;
+    Ok(Sampled {
+        engine,
+        report,
+        unread,
     })
 }

@@ -71,7 +71,7 @@ fn table_out<'a>(table: &'a ProcTable, control: impl Fn(u64) -> String) -> Vec<R
         .collect()
 }
 
-fn job_out<'a>(job: &'a Job, interface: &'static str) -> JobOut<'a> {
+pub(crate) fn job_out<'a>(job: &'a Job, interface: &'static str) -> JobOut<'a> {
     JobOut {
         schema: JOB_SCHEMA,
         starter: StarterOut {
@@ -102,7 +102,7 @@ fn job_out<'a>(job: &'a Job, interface: &'static str) -> JobOut<'a> {
 pub(crate) fn print(out: &JobOut<'_>, json: bool) -> Result<(), String> {
     if json {
         let text = serde_json::to_string_pretty(out).map_err(|e| e.to_string())?;
-        println!("{text}");
+        outln!("{text}");
         return Ok(());
     }
     let starter = match (out.starter.pid, &out.starter.launcher) {
@@ -110,18 +110,21 @@ pub(crate) fn print(out: &JobOut<'_>, json: bool) -> Result<(), String> {
         (Some(p), None) => format!("starter pid {p}"),
         _ => "starter (from a core file)".into(),
     };
-    println!(
+    outln!(
         "{starter}, {} ranks, interface {}, layout from {}",
         out.ranks.len(),
         out.interface,
         out.layout
     );
-    println!(
+    outln!(
         "{:>6}  {:<16}  {:>8}  {:<13}  executable",
-        "rank", "host", "pid", "control"
+        "rank",
+        "host",
+        "pid",
+        "control"
     );
     for r in &out.ranks {
-        println!(
+        outln!(
             "{:>6}  {:<16}  {:>8}  {:<13}  {}",
             r.rank,
             r.host.unwrap_or("?"),
@@ -131,10 +134,10 @@ pub(crate) fn print(out: &JobOut<'_>, json: bool) -> Result<(), String> {
         );
     }
     for p in &out.problems {
-        println!("problem: {p}");
+        outln!("problem: {p}");
     }
     for n in &out.notes {
-        println!("note: {n}");
+        outln!("note: {n}");
     }
     Ok(())
 }

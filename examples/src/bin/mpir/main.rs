@@ -6,6 +6,7 @@
 //! mpir core   [--json] [--exe PATH] [--debug-dir DIR] [--types FILE] CORE…
 //! mpir queues (--starter PID | --pid PID…) [--dll PATH] [--types FILE] [--engine auto|dll|native]
 //! mpir deadlock (--starter PID | --pid PID…) [--samples N] [--dot] [queues options]
+//! mpir demo [-n N]
 //! ```
 //!
 //! `launch` runs the starter (`mpiexec`, `orterun`, a wrapper that execs one…) under control,
@@ -20,8 +21,22 @@
 //! Built on the public API only. Errors: one line with the cause chain, exit status 1. JSON
 //! documents are described in `docs/cli-json.md`.
 
+/// `println!` that survives a closed pipe (`mpir … | head`): see [`emit`].
+macro_rules! outln {
+    () => { $crate::emit(format_args!("\n")) };
+    ($($arg:tt)*) => { $crate::emit(format_args!("{}\n", format_args!($($arg)*))) };
+}
+
+/// `print!` that survives a closed pipe.
+macro_rules! out {
+    ($($arg:tt)*) => { $crate::emit(format_args!($($arg)*)) };
+}
+
 mod cores;
 mod deadlock;
+mod demo;
+#[path = "../../demo_paths.rs"]
+mod demo_paths;
 mod job;
 mod progress;
 mod queues;
@@ -95,6 +110,22 @@ enum Cmd {
     Queues(queues::QueuesArgs),
     /// Who waits for whom across the ranks; exit status 3 when a cycle is found, 0 when not.
     Deadlock(deadlock::DeadlockArgs),
+    /// Run the bundled demo job (no MPI needed): job, queues and deadlock report.
+    Demo(demo::DemoArgs),
+}
+
+/// Writes to stdout. When the reader has gone away (a closed pipe) anything still held is
+/// released and the tool ends quietly with the status a shell gives SIGPIPE (141).
+pub(crate) fn emit(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    if let Err(e) = std::io::stdout().lock().write_fmt(args) {
+        let _ = mpir_target::live::tracer::detach_everything();
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(141);
+        }
+        eprintln!("mpir: error: cannot write the output: {e}");
+        std::process::exit(1);
+    }
 }
 
 pub(crate) fn debug_options(common: &Common) -> DebugOptions {
@@ -146,6 +177,7 @@ fn main() -> ExitCode {
         Cmd::Core(args) => cores::run(args),
         Cmd::Queues(args) => queues::run(args),
         Cmd::Deadlock(args) => deadlock::run(args),
+        Cmd::Demo(args) => demo::run(args),
     };
     match result {
         Ok(code) => code,

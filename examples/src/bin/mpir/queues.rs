@@ -484,7 +484,16 @@ fn read_all(reader: &mut dyn Reader, ranks: &[RankProc], open: &Opener<'_>) -> V
 }
 
 fn print_table(doc: &QueuesDoc) {
-    println!("message queues ({}), {} ranks", doc.engine, doc.ranks.len());
+    outln!("message queues ({}), {} ranks", doc.engine, doc.ranks.len());
+    // Notes every read rank shares are said once, at the end.
+    let read: Vec<&RankDoc> = doc.ranks.iter().filter(|r| r.error.is_none()).collect();
+    let common: Vec<&String> = read.first().map_or(Vec::new(), |first| {
+        first
+            .notes
+            .iter()
+            .filter(|n| read.iter().all(|r| r.notes.contains(n)))
+            .collect()
+    });
     for r in &doc.ranks {
         let rank = r.rank.map_or("?".to_string(), |r| r.to_string());
         let from = r
@@ -492,11 +501,11 @@ fn print_table(doc: &QueuesDoc) {
             .as_deref()
             .map_or(String::new(), |s| format!(", core {s}"));
         match &r.error {
-            Some(e) => println!("rank {rank} (pid {}{from}): not read: {e}", r.pid),
-            None => println!("rank {rank} (pid {}{from}):", r.pid),
+            Some(e) => outln!("rank {rank} (pid {}{from}): not read: {e}", r.pid),
+            None => outln!("rank {rank} (pid {}{from}):", r.pid),
         }
-        for n in &r.notes {
-            println!("  ({n})");
+        for n in r.notes.iter().filter(|n| !common.contains(n)) {
+            outln!("  ({n})");
         }
         for c in &r.communicators {
             let name = if c.name.is_empty() {
@@ -509,14 +518,14 @@ fn print_table(doc: &QueuesDoc) {
             } else {
                 ""
             };
-            println!(
+            outln!(
                 "  {name} (size {}, local rank {}{origin}): {} operations",
                 c.size,
                 c.local_rank,
                 c.operations.len()
             );
             for m in &c.missing {
-                println!("    ({m})");
+                outln!("    ({m})");
             }
             for o in &c.operations {
                 let peer = match (o.any_source, o.peer_local, o.peer_global) {
@@ -542,12 +551,15 @@ fn print_table(doc: &QueuesDoc) {
                     OpStatus::Complete => "complete".to_string(),
                     OpStatus::Unknown(v) => format!("status {v}"),
                 };
-                println!("    {class} {peer:<12} tag {tag:<8} {len:<16} {status}");
+                outln!("    {class} {peer:<12} tag {tag:<8} {len:<16} {status}");
             }
         }
     }
+    for n in common {
+        outln!("note (every rank): {n}");
+    }
     for n in &doc.notes {
-        println!("note: {n}");
+        outln!("note: {n}");
     }
 }
 
@@ -696,7 +708,7 @@ pub(crate) fn run(args: &QueuesArgs) -> Result<ExitCode, String> {
 /// Prints `doc` as JSON or as the table.
 pub(crate) fn print_doc(doc: &QueuesDoc, json: bool) -> Result<(), String> {
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(doc).map_err(|e| e.to_string())?
         );

@@ -1,0 +1,182 @@
+//! `demo`: the bundled demo job, end to end, with no MPI installed. A fake MPIR starter and its
+//! ranks (built from `examples/demo/` by the build script) are launched under control; the job,
+//! every rank's message queues and the wait-for analysis are printed; the job is stopped and
+//! nothing is left running.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use mpir_acquire::live;
+use mpir_acquire::{AcquireOptions, RankControl};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use serde::Serialize;
+
+use crate::deadlock::{self, DEADLOCK_SCHEMA, DeadlockDoc};
+use crate::queues::{self, Engine, EngineChoice, RankProc};
+use crate::{Common, chain, debug_options, demo_paths, job, progress};
+
+const BANNER: &str = "This is mpir-rs's bundled DEMO job, not a real MPI job: a fake MPIR starter \
+and ranks built from this workspace (examples/demo), no MPI library involved. Its ranks keep \
+message queues in MPICH 4.1's debug-queue layout, described by their own DWARF, with a \
+deadlock among ranks 0-2.";
+
+#[derive(clap::Args)]
+pub(crate) struct DemoArgs {
+    #[command(flatten)]
+    pub(crate) common: Common,
+    /// Ranks in the demo job (3 or more make the deadlock; 4 or more add a wildcard receive,
+    /// a pending send and an unexpected message).
+    #[arg(short = 'n', default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub(crate) ranks: u32,
+}
+
+#[derive(Serialize)]
+struct DemoDoc<'a> {
+    schema: &'static str,
+    demo: &'static str,
+    job: job::JobOut<'a>,
+    queues: queues::QueuesDoc,
+    deadlock: DeadlockDoc<'a>,
+    left_running: Vec<u32>,
+}
+
+pub(crate) fn run(args: &DemoArgs) -> Result<ExitCode, String> {
+    let json = args.common.json;
+    if !json {
+        outln!("{BANNER}\n");
+    }
+    let starter = demo_paths::starter()?;
+    let n = args.ranks;
+    let mut cmd = Command::new(&starter);
+    // The ranks say "ready" on stdout once their queues are built; a minute at most.
+    cmd.args(["-n", &n.to_string(), "--lifetime", "60"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped());
+    let spin = progress::spinner("launching the demo job");
+    let mut acquired = live::launch(
+        cmd,
+        AcquireOptions::default()
+            .timeout(Duration::from_secs(30))
+            .debug(debug_options(&args.common)),
+    )
+    .map_err(|e| chain(&e))?;
+    spin.finish_and_clear();
+    let mut child = acquired.take_child().ok_or("the demo starter is gone")?;
+    let result = (|| {
+        // Released by the acquisition (gate opened): wait for every rank's queues.
+        let out = child.stdout.take().ok_or("no output from the demo job")?;
+        let mut lines = BufReader::new(out).lines();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut ready = 0;
+        while ready < n {
+            if Instant::now() > deadline {
+                return Err("the demo ranks did not get ready in 30 s".to_string());
+            }
+            match lines.next() {
+                Some(Ok(l)) if l.ends_with(" ready") => ready += 1,
+                Some(Ok(_)) => {}
+                _ => return Err("the demo job ended before its ranks were ready".into()),
+            }
+        }
+        let job = acquired.job();
+        let ranks: Vec<RankProc> = job
+            .ranks()
+            .map(|r| RankProc {
+                rank: Some(r.rank),
+                pid: u32::try_from(r.pid).unwrap_or(0),
+                image: r.executable.unwrap_or("?").into(),
+                unreadable: (r.pid <= 0).then(|| "no pid".to_string()),
+            })
+            .collect();
+        let attached = job
+            .ranks()
+            .filter(|r| matches!(job.control(r.rank), RankControl::Attached { .. }))
+            .count();
+        tracing::info!(attached, "demo job acquired");
+        let debug = debug_options(&args.common);
+        let choice = EngineChoice {
+            engine: Engine::Native,
+            dll: None,
+            in_process: false,
+            types_given: false,
+        };
+        // Queues: one snapshot, ranks held while read.
+        let pids: Vec<u32> = ranks.iter().map(|r| r.pid).collect();
+        let (held, _) = queues::hold_ranks(None, &pids, &debug, Duration::from_secs(10))?;
+        let read = queues::read_queues(&choice, &ranks, &queues::live_opener(&debug));
+        let problems = held.release();
+        let mut queues_doc = read?;
+        queues_doc.notes.extend(problems);
+        // Deadlock: three samples, confirmed.
+        let (held, _) = queues::hold_ranks(None, &pids, &debug, Duration::from_secs(10))?;
+        let sampled =
+            deadlock::sample(held, ranks, &choice, &debug, 3, Duration::from_millis(100))?;
+        Ok((queues_doc, sampled))
+    })();
+    // Stop the demo job whatever happened, and check that nothing is left.
+    let pids: Vec<u32> = acquired
+        .job()
+        .ranks()
+        .filter_map(|r| u32::try_from(r.pid).ok())
+        .collect();
+    let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
+    let _ = child.wait();
+    let alive = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| {
+                s.rsplit(')')
+                    .next()
+                    .map(|t| !t.trim_start().starts_with('Z'))
+            })
+            .unwrap_or(false)
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while pids.iter().any(|&p| alive(p)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let left_running: Vec<u32> = pids.into_iter().filter(|&p| alive(p)).collect();
+    let (queues_doc, sampled) = result?;
+
+    let job_doc = job::job_out(acquired.job(), "mpir");
+    if json {
+        let doc = DemoDoc {
+            schema: "mpir.demo/1",
+            demo: "the bundled demo job (not a real MPI job)",
+            job: job_doc,
+            queues: queues_doc,
+            deadlock: DeadlockDoc {
+                schema: DEADLOCK_SCHEMA,
+                engine: sampled.engine,
+                unread: sampled.unread,
+                report: &sampled.report,
+            },
+            left_running: left_running.clone(),
+        };
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
+        );
+    } else {
+        outln!("== The job (MPIR process acquisition, launch mode)");
+        job::print(&job_doc, false)?;
+        outln!("\n== Message queues (read with the native walker from the ranks' DWARF)");
+        queues::print_doc(&queues_doc, false)?;
+        outln!("\n== Wait-for analysis ({})", sampled.engine);
+        out!("{}", sampled.report);
+        for u in &sampled.unread {
+            outln!("not read: {u}");
+        }
+        if left_running.is_empty() {
+            outln!("\nThe demo job was stopped; nothing is left running.");
+        }
+    }
+    if !left_running.is_empty() {
+        return Err(format!(
+            "demo ranks still running after the demo: {left_running:?}"
+        ));
+    }
+    Ok(ExitCode::SUCCESS)
+}

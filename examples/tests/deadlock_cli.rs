@@ -1,0 +1,280 @@
+//! `mpir deadlock` on real jobs of both stacks (stock Open MPI with the types sidecar; the
+//! debugger-enabled MPICH): a ring of blocking receives, two ranks each in a large MPI_Send to
+//! the other, a wildcard receive that can never match, and a ring that keeps progressing (no
+//! false positive); and the same from gcore cores of the ring's ranks. The programs are
+//! tests/fixtures/deadlock.c; every expected value comes from its source. Skipped without the
+//! stacks, failed under `MPIR_REQUIRE_PEERS=1`.
+
+#![cfg(all(target_os = "linux", target_arch = "x86_64"))]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use mpir_target::testkit::{assert_untouched, have, run, scratch, skip, wait_for};
+use serde_json::{Value, json};
+
+fn mpir() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_mpir"))
+}
+
+struct Stack {
+    name: &'static str,
+    mpicc: PathBuf,
+    launcher: Vec<String>,
+    /// Extra arguments for mpir (the types sidecar of stock Open MPI).
+    extra: Vec<String>,
+}
+
+fn open_mpi() -> Option<Stack> {
+    if !have("mpicc.openmpi") || !have("orterun") {
+        skip("needs Open MPI (mpicc.openmpi, orterun)");
+        return None;
+    }
+    let sidecar = std::env::var_os("MPIR_OMPI_TYPES_SIDECAR")
+        .map(PathBuf::from)
+        .or_else(|| {
+            let script =
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/openmpi-types-sidecar.sh");
+            let out = Command::new(script)
+                .stderr(Stdio::inherit())
+                .output()
+                .ok()?;
+            String::from_utf8(out.stdout)
+                .ok()?
+                .lines()
+                .last()
+                .map(PathBuf::from)
+        })
+        .filter(|p| p.is_file());
+    let Some(sidecar) = sidecar else {
+        skip("no Open MPI types sidecar");
+        return None;
+    };
+    Some(Stack {
+        name: "openmpi",
+        mpicc: "mpicc.openmpi".into(),
+        launcher: ["orterun", "--allow-run-as-root", "--oversubscribe"]
+            .map(String::from)
+            .to_vec(),
+        extra: vec!["--types".into(), sidecar.display().to_string()],
+    })
+}
+
+fn mpich() -> Option<Stack> {
+    let root = PathBuf::from(
+        std::env::var("MPIR_MPICH_DEBUGINFO")
+            .unwrap_or_else(|_| "/var/cache/mpir-rs/mpich-debuginfo".into()),
+    );
+    if !root.join("bin/mpicc").is_file() {
+        skip(&format!("no debugger-enabled MPICH at {}", root.display()));
+        return None;
+    }
+    Some(Stack {
+        name: "mpich",
+        mpicc: root.join("bin/mpicc"),
+        launcher: vec![root.join("bin/mpiexec.hydra").display().to_string()],
+        extra: Vec::new(),
+    })
+}
+
+struct Job {
+    launcher: Child,
+    pids: Vec<u32>,
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        for &pid in &self.pids {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        let _ = self.launcher.kill();
+        let _ = self.launcher.wait();
+    }
+}
+
+fn start(stack: &Stack, dir: &Path, program: &Path, mode: &str, n: usize) -> Job {
+    let sub = dir.join(mode);
+    std::fs::create_dir_all(&sub).unwrap();
+    let mut launcher = Command::new(&stack.launcher[0])
+        .args(&stack.launcher[1..])
+        .args(["-n", &n.to_string()])
+        .arg(program)
+        .arg(mode)
+        .arg(&sub)
+        .env("OMPI_MPIR_DO_NOT_WARN", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let file = |r: usize| sub.join(format!("{r}.pid"));
+    if !wait_for(60, || (0..n).all(|r| file(r).is_file())) {
+        let _ = launcher.kill();
+        panic!("{} {mode}: the ranks did not start", stack.name);
+    }
+    // The pid files are written just before the blocking call: let every rank get into it.
+    std::thread::sleep(Duration::from_millis(700));
+    let pids = (0..n)
+        .map(|r| {
+            std::fs::read_to_string(file(r))
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    Job { launcher, pids }
+}
+
+fn deadlock(stack: &Stack, job: &Job) -> (i32, Value) {
+    let out = mpir()
+        .args(["deadlock", "--json", "--starter"])
+        .arg(job.launcher.id().to_string())
+        .args(&stack.extra)
+        .output()
+        .unwrap();
+    let doc = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{}: not JSON ({e}): {}{}",
+            stack.name,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap_or(-1), doc)
+}
+
+/// The cycle's chain as (rank, class, peer, tag, communicator, waits_for).
+fn chain(doc: &Value) -> Vec<(u64, String, Value, Value, String, u64)> {
+    let mut v: Vec<_> = doc["cycles"][0]["chain"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["rank"].as_u64().unwrap(),
+                s["op"]["class"].as_str().unwrap().to_string(),
+                s["op"]["peer"].clone(),
+                s["op"]["tag"].clone(),
+                s["op"]["comm"]["name"].as_str().unwrap().to_string(),
+                s["waits_for"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    v.sort_by_key(|s| s.0);
+    v
+}
+
+fn on_stack(stack: Stack) {
+    let dir = scratch(&format!("deadlock-{}", stack.name));
+    let program = dir.join("deadlock");
+    run(Command::new(&stack.mpicc)
+        .args(["-g", "-o"])
+        .arg(&program)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/deadlock.c")))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let name = stack.name;
+
+    // A ring of blocking receives: 0 <- 1 <- 2 <- 0, tag 10.
+    let job = start(&stack, &dir, &program, "ring", 3);
+    let (code, doc) = deadlock(&stack, &job);
+    assert_eq!(code, 3, "{name} ring: {doc:#}");
+    assert_eq!(doc["verdict"], "deadlock", "{name} ring: {doc:#}");
+    assert_eq!(doc["cycles"][0]["ranks"], json!([0, 1, 2]));
+    for (rank, class, peer, tag, comm, waits_for) in chain(&doc) {
+        assert_eq!(class, "receive");
+        assert_eq!(peer, json!({ "rank": (rank + 1) % 3 }));
+        assert_eq!(tag, 10);
+        assert_eq!(comm, "MPI_COMM_WORLD");
+        assert_eq!(waits_for, (rank + 1) % 3);
+    }
+    for &pid in job.pids.iter().chain([job.launcher.id()].iter()) {
+        assert_untouched(pid);
+    }
+    // The same from cores of the ring's ranks: one instant, so a potential deadlock.
+    if have("gcore") {
+        let prefix = dir.join("core");
+        let pids: Vec<String> = job.pids.iter().map(u32::to_string).collect();
+        run(Command::new("gcore").arg("-o").arg(&prefix).args(&pids))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let cores: Vec<String> = pids
+            .iter()
+            .map(|p| format!("{}.{p}", prefix.display()))
+            .collect();
+        let out = mpir()
+            .args(["core", "--json"])
+            .args(&stack.extra)
+            .args(&cores)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let d = &doc["deadlock"];
+        assert_eq!(d["verdict"], "potential_deadlock", "{name} cores: {d:#}");
+        assert_eq!(d["cycles"][0]["ranks"], json!([0, 1, 2]));
+    } else {
+        skip("no gcore (gdb) for the core part");
+    }
+    drop(job);
+
+    // Two ranks each in a 4 MiB MPI_Send to the other (tag 20); rank 2 in MPI_Barrier.
+    let job = start(&stack, &dir, &program, "sendsend", 3);
+    let (code, doc) = deadlock(&stack, &job);
+    assert_eq!(code, 3, "{name} sendsend: {doc:#}");
+    assert_eq!(doc["cycles"][0]["ranks"], json!([0, 1]), "{name}: {doc:#}");
+    for (rank, class, _, tag, _, waits_for) in chain(&doc) {
+        assert_eq!(
+            (class.as_str(), tag, waits_for),
+            ("send", json!(20), 1 - rank)
+        );
+    }
+    drop(job);
+
+    // MPI_ANY_SOURCE on "wild" at rank 0, everyone else receiving from 0: a knot.
+    let job = start(&stack, &dir, &program, "wildcard", 3);
+    let (code, doc) = deadlock(&stack, &job);
+    assert_eq!(code, 3, "{name} wildcard: {doc:#}");
+    assert_eq!(
+        doc["cycles"][0]["ranks"],
+        json!([0, 1, 2]),
+        "{name}: {doc:#}"
+    );
+    let steps = chain(&doc);
+    assert!(steps.iter().all(|s| s.4 == "wild"), "{name}: {steps:?}");
+    assert!(
+        steps.iter().any(|s| s.0 == 0 && s.2 == json!("any")),
+        "{name}: rank 0's wildcard receive is in the chain: {steps:?}"
+    );
+    drop(job);
+
+    // A ring that keeps progressing: never a deadlock.
+    let job = start(&stack, &dir, &program, "progress", 3);
+    let (code, doc) = deadlock(&stack, &job);
+    assert_eq!(code, 0, "{name} progress: {doc:#}");
+    assert_eq!(doc["verdict"], "no_cycle", "{name} progress: {doc:#}");
+    for &pid in &job.pids {
+        assert_untouched(pid);
+    }
+}
+
+#[test]
+fn deadlocks_on_open_mpi() {
+    if let Some(s) = open_mpi() {
+        on_stack(s);
+    }
+}
+
+#[test]
+fn deadlocks_on_mpich() {
+    if let Some(s) = mpich() {
+        on_stack(s);
+    }
+}
