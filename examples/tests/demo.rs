@@ -1,4 +1,4 @@
-//! The README's main command, end to end: the demo binary in every data model and layout.
+//! The mock-data demo (`mock-proctable`), end to end: the decoders in every data model and layout.
 
 use std::process::Command;
 
