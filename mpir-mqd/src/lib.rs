@@ -20,7 +20,9 @@
 //!    crate's binary) that asks us over a pipe for every read and lookup; a DLL that crashes,
 //!    hangs or loops is a typed error. Both implement [`QueueHost`]; [`Hosting`] picks.
 //!
-//! Not yet here (issue 7): the MPI-2 job functions.
+//! The MPI-2 extensions are hosted where a DLL provides them (interface version 3): the job
+//! object, process identities (each process's global rank) and the new-process calls
+//! ([`Host::new_processes`], [`Host::spawn_breakpoint_name`]).
 //!
 //! ## Example
 //!
@@ -53,7 +55,9 @@ mod error;
 mod ffi;
 mod helper;
 mod host;
+mod mpi2;
 pub mod native;
+mod raw;
 mod remote;
 mod state;
 mod wire;
@@ -66,6 +70,7 @@ pub use host::{
     CommOrigin, CommunicatorQueues, Host, HostOptions, ProcessId, ProcessSpec, Queue, QueueHost,
     callback_error_text, format_queue_message,
 };
+pub use mpi2::ProcessLocation;
 pub use remote::{HELPER_ENV, HELPER_NAME, HelperOptions, OutOfProcessHost, find_helper};
 
 /// Where a DLL runs.
