@@ -115,3 +115,93 @@ fn bindings_match_the_installed_open_mpi_header() {
     ];
     assert_eq!(got, ours);
 }
+
+/// MPICH's `mpi_interface.h` from the debugger-enabled MPICH's source tree
+/// (`scripts/mpich-debuginfo.sh`), if present.
+fn mpich_interface_header() -> Option<std::path::PathBuf> {
+    let prefix = std::env::var("MPIR_MPICH_DEBUGINFO")
+        .unwrap_or_else(|_| "/var/cache/mpir-rs/mpich-debuginfo".into());
+    let tree = std::path::PathBuf::from(format!("{prefix}.d"));
+    let mut sources: Vec<_> = std::fs::read_dir(&tree)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("source-"))
+        })
+        .collect();
+    sources.sort();
+    sources
+        .into_iter()
+        .map(|s| s.join("src/mpi/debugger/mpi_interface.h"))
+        .find(|h| h.is_file())
+}
+
+/// The MPI-2 half of the interface against a real header: MPICH's `mpi_interface.h` compiled
+/// with `FOR_MPI2` (Open MPI's installed copy pins `FOR_MPI2` to 0) must give our bindings'
+/// `mqs_process_location`, the grown callback tables, the job table, and version 3.
+#[test]
+fn mpi2_bindings_match_mpichs_header_built_for_mpi2() {
+    use mpir_target::testkit;
+    let Some(header) = mpich_interface_header() else {
+        testkit::skip("needs MPICH's source tree (scripts/mpich-debuginfo.sh) for mpi_interface.h");
+        return;
+    };
+    if !testkit::have("cc") {
+        testkit::skip("needs cc");
+        return;
+    }
+    let dir = testkit::scratch("mqd-mpi2-header-oracle");
+    let src = dir.join("oracle.c");
+    std::fs::write(
+        &src,
+        "#include <stddef.h>\n#include <stdio.h>\n#include \"mpi_interface.h\"\n\
+         int main(void) { printf(\"%zu %zu %zu %zu %zu %zu %zu %zu %zu %d\", \
+         sizeof(mqs_process_location), offsetof(mqs_process_location, image_name), \
+         offsetof(mqs_process_location, host_name), \
+         sizeof(mqs_basic_callbacks), offsetof(mqs_basic_callbacks, mqs_put_job_info_fp), \
+         sizeof(mqs_process_callbacks), \
+         offsetof(mqs_process_callbacks, mqs_get_process_job_fp), \
+         offsetof(mqs_process_callbacks, mqs_get_process_identity_fp), \
+         sizeof(mqs_job_callbacks), (int)MQS_INTERFACE_COMPATIBILITY); return 0; }\n",
+    )
+    .expect("write oracle");
+    let exe = dir.join("oracle");
+    let mut cc = std::process::Command::new("cc");
+    cc.arg("-DFOR_MPI2")
+        .arg("-I")
+        .arg(header.parent().expect("dir"))
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src);
+    testkit::run(&mut cc).unwrap_or_else(|e| panic!("{e}"));
+    let out = testkit::run(&mut std::process::Command::new(&exe)).expect("run oracle");
+    let got: Vec<usize> = out
+        .split_whitespace()
+        .map(|n| n.parse().expect("number"))
+        .collect();
+    let ours = [
+        size_of::<RawProcessLocation>(),
+        offset_of!(RawProcessLocation, image_name),
+        offset_of!(RawProcessLocation, host_name),
+        size_of::<BasicCallbacks>(),
+        offset_of!(BasicCallbacks, put_job_info),
+        size_of::<ProcessCallbacks>(),
+        offset_of!(ProcessCallbacks, get_process_job),
+        offset_of!(ProcessCallbacks, get_process_identity),
+        size_of::<JobCallbacks>(),
+        mpir_types::mqd::INTERFACE_COMPATIBILITY_MPI2 as usize,
+    ];
+    assert_eq!(got, ours, "from {}", header.display());
+}
+
+#[test]
+fn mpi2_callbacks_without_an_active_host_return_errors_not_crashes() {
+    let h = Handle(0x10).as_ptr();
+    assert!(cb_get_job_info(h).is_null());
+    assert!(cb_get_process_job(h).is_null());
+    assert_eq!(cb_get_process_identity(h), MQS_INVALID_PROCESS);
+    assert!(cb_get_process(h, 0).is_null());
+    cb_put_job_info(h, h);
+}
