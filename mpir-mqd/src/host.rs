@@ -299,6 +299,9 @@ impl QueueHost for Host {
     fn queues(&mut self, process: ProcessId) -> Result<Vec<CommunicatorQueues>> {
         Host::queues(self, process)
     }
+    fn has_jobs(&self) -> bool {
+        Host::has_jobs(self)
+    }
     fn new_processes(&mut self, process: ProcessId) -> Result<Vec<ProcessLocation>> {
         Host::new_processes(self, process)
     }

@@ -8,7 +8,7 @@
 //!
 //! 1. `ffi` (private): `#[repr(C)]` bindings written from `mpi_interface.h`, loading with
 //!    `libloading` (versions checked first, then exports), the static callback tables, and
-//!    every callback. The only module with `unsafe`.
+//!    every callback (`ffi::callbacks`). The only module (tree) with `unsafe`.
 //! 2. `state` (private): the host's registry of images, processes and types. The DLL holds
 //!    only *tokens* for them, looked up in the registry of the host that is calling it on this
 //!    thread, so a callback can never reach a freed object.

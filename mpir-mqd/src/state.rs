@@ -1,5 +1,5 @@
-//! What a host knows about the objects it created for the DLL: images, processes, types, and
-//! what the DLL stored on them. Callbacks reach it only through handles (see `ffi`), so a
+//! What a host knows about the objects it created for the DLL: images, processes, types, the
+//! MPI-2 job, and what the DLL stored on them. Callbacks reach it only through handles (see `ffi`), so a
 //! stale handle is a lookup miss, never a dangling pointer.
 
 use std::cell::RefCell;
