@@ -18,6 +18,8 @@ use crate::ffi::{
 };
 use crate::mpi2::ProcessLocation;
 use crate::raw::{RawCommQueues, RawQueue, infer_unit, raw_operation};
+// The native walkers normalise through here.
+pub(crate) use crate::raw::normalize;
 use crate::state::Shared;
 
 /// DLLs hosted in this process (canonical paths): one host per DLL.
