@@ -24,17 +24,18 @@ pub enum MqdError {
         /// The missing names.
         names: Vec<String>,
     },
-    /// `mqs_version_compatibility` is not the interface version we implement.
+    /// `mqs_version_compatibility` is not an interface version we implement (2, MPI-1, or 3,
+    /// MPI-1 plus the MPI-2 functions).
     #[error(
-        "MQD DLL {path} implements interface version {found}; this host supports {supported} \
-         (MPI-1; the MPI-2 job functions are not hosted yet)"
+        "MQD DLL {path} implements interface version {found}; this host supports versions 2 \
+         (MPI-1) to {supported} (with the MPI-2 job and new-process functions)"
     )]
     Incompatible {
         /// The DLL.
         path: String,
         /// What it returned.
         found: i32,
-        /// What we implement.
+        /// The newest version we implement (every version from 2 up to it is accepted).
         supported: i32,
     },
     /// `mqs_dll_taddr_width` differs from this host's `unsigned long`.
@@ -140,6 +141,26 @@ pub enum MqdError {
     /// A native walker failed (see [`crate::native`]).
     #[error("native walker: {0}")]
     Native(#[from] crate::native::NativeError),
+    /// The DLL does not provide an optional function of the interface (not exported, or
+    /// exported by a DLL whose interface version does not include it).
+    #[error("MQD DLL {path} does not provide {function}: {reason}")]
+    Unsupported {
+        /// The DLL.
+        path: String,
+        /// The interface function (`mqs_setup_new_process_iterator`, ...).
+        function: String,
+        /// Why it is unavailable.
+        reason: String,
+    },
+    /// A process with this identity is already attached to a host whose DLL keeps a job
+    /// (MPI-2): identities name processes in the job, so they must be unique.
+    #[error("MQD DLL {path}: a process with identity (global rank) {identity} is already attached")]
+    IdentityInUse {
+        /// The DLL.
+        path: String,
+        /// The identity asked for.
+        identity: i32,
+    },
     /// The process handle is not (or no longer) attached to this host.
     #[error("process {handle:#x} is not attached to this host")]
     UnknownProcess {

@@ -2,7 +2,8 @@
 //! (MPICH) / `msgq_interface.h` (Open MPI), loading a DLL, calling into it, and the callbacks
 //! it calls back.
 //!
-//! This is the only module with `unsafe`. Its invariants:
+//! This module (with its child `callbacks`, the bodies of the callbacks) is the only one with
+//! `unsafe`. Its invariants:
 //!
 //! - **Handles are tokens, never pointers.** The `mqs_image *`, `mqs_process *` and
 //!   `mqs_type *` values the DLL receives are numbers from one process-wide counter, disguised
@@ -24,13 +25,10 @@
 #![allow(clippy::useless_conversion)]
 
 use std::cell::RefCell;
-use std::ffi::{CStr, c_char, c_int, c_long, c_ulong, c_void};
-use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::ffi::{c_char, c_int, c_long, c_ulong, c_void};
 use std::path::Path;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-
-use mpir_target::TypeQuery;
 
 use crate::error::MqdError;
 use crate::state::Shared;
@@ -43,8 +41,8 @@ pub(crate) type TAddr = c_ulong;
 /// `mqs_tword_t`: C `long`.
 pub(crate) type TWord = c_long;
 
-/// Opaque pointer type used for `mqs_image *`, `mqs_process *`, `mqs_type *` and the DLL's
-/// `mqs_image_info *` / `mqs_process_info *`.
+/// Opaque pointer type used for `mqs_image *`, `mqs_process *`, `mqs_type *`, `mqs_job *` and
+/// the DLL's `mqs_image_info *` / `mqs_process_info *` / `mqs_job_info *`.
 pub(crate) type Opaque = *mut c_void;
 
 /// `mqs_target_type_sizes` as MPICH declares it: the five ints every DLL has. Open MPI's
@@ -125,6 +123,31 @@ impl RawPendingOperation {
     }
 }
 
+/// Length of `mqs_process_location.image_name`: the host C library's `FILENAME_MAX`, which the
+/// header uses (a DLL for this host was compiled with the same value).
+pub(crate) const IMAGE_NAME_LEN: usize = libc::FILENAME_MAX as usize;
+/// Length of `mqs_process_location.host_name`.
+pub(crate) const HOST_NAME_LEN: usize = 64;
+
+/// `mqs_process_location` (MPI-2): where a newly created process is.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RawProcessLocation {
+    pub(crate) pid: c_long,
+    pub(crate) image_name: [c_char; IMAGE_NAME_LEN],
+    pub(crate) host_name: [c_char; HOST_NAME_LEN],
+}
+
+impl RawProcessLocation {
+    pub(crate) const fn zeroed() -> Self {
+        RawProcessLocation {
+            pid: 0,
+            image_name: [0; IMAGE_NAME_LEN],
+            host_name: [0; HOST_NAME_LEN],
+        }
+    }
+}
+
 /// The bytes of a fixed-size C char array up to its first NUL (all of it when there is none).
 pub(crate) fn char_array_bytes(a: &[c_char]) -> Vec<u8> {
     a.iter()
@@ -150,9 +173,10 @@ type GetGlobalRankFt = unsafe extern "C" fn(Opaque) -> c_int;
 type GetImageFt = unsafe extern "C" fn(Opaque) -> Opaque;
 type FetchDataFt = unsafe extern "C" fn(Opaque, TAddr, c_int, *mut c_void) -> c_int;
 type TargetToHostFt = unsafe extern "C" fn(Opaque, *const c_void, *mut c_void, c_int);
+type GetProcessFt = unsafe extern "C" fn(Opaque, c_int) -> Opaque;
 
 /// `mqs_basic_callbacks`, MPI-1 fields then the two MPI-2 ones (an MPI-1 DLL reads only the
-/// prefix; we leave the MPI-2 ones empty and refuse MPI-2 DLLs for now).
+/// prefix, so the same table serves both).
 #[repr(C)]
 pub(crate) struct BasicCallbacks {
     malloc: Option<MallocFt>,
@@ -178,7 +202,7 @@ pub(crate) struct ImageCallbacks {
     sizeof: Option<SizeofFt>,
 }
 
-/// `mqs_process_callbacks`, MPI-1 fields then the two MPI-2 ones (left empty).
+/// `mqs_process_callbacks`, MPI-1 fields then the two MPI-2 ones.
 #[repr(C)]
 pub(crate) struct ProcessCallbacks {
     get_global_rank: Option<GetGlobalRankFt>,
@@ -187,6 +211,12 @@ pub(crate) struct ProcessCallbacks {
     target_to_host: Option<TargetToHostFt>,
     get_process_job: Option<GetImageFt>,
     get_process_identity: Option<GetGlobalRankFt>,
+}
+
+/// `mqs_job_callbacks` (MPI-2).
+#[repr(C)]
+pub(crate) struct JobCallbacks {
+    get_process: Option<GetProcessFt>,
 }
 
 static BASIC_CALLBACKS: BasicCallbacks = BasicCallbacks {
@@ -198,8 +228,8 @@ static BASIC_CALLBACKS: BasicCallbacks = BasicCallbacks {
     get_image_info: Some(cb_get_image_info),
     put_process_info: Some(cb_put_process_info),
     get_process_info: Some(cb_get_process_info),
-    put_job_info: None,
-    get_job_info: None,
+    put_job_info: Some(cb_put_job_info),
+    get_job_info: Some(cb_get_job_info),
 };
 
 static IMAGE_CALLBACKS: ImageCallbacks = ImageCallbacks {
@@ -216,14 +246,18 @@ static PROCESS_CALLBACKS: ProcessCallbacks = ProcessCallbacks {
     get_image: Some(cb_get_image),
     fetch_data: Some(cb_fetch_data),
     target_to_host: Some(cb_target_to_host),
-    get_process_job: None,
-    get_process_identity: None,
+    get_process_job: Some(cb_get_process_job),
+    get_process_identity: Some(cb_get_process_identity),
+};
+
+static JOB_CALLBACKS: JobCallbacks = JobCallbacks {
+    get_process: Some(cb_get_process),
 };
 
 // ---------------------------------------------------------------------------------------------
 // Handles.
 
-/// A token the DLL sees as `mqs_image *`, `mqs_process *` or `mqs_type *`.
+/// A token the DLL sees as `mqs_image *`, `mqs_process *`, `mqs_type *` or `mqs_job *`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct Handle(pub(crate) usize);
 
@@ -279,377 +313,11 @@ fn active() -> Option<Rc<Shared>> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Codes our callbacks return (the DLL renders them through `mqs_errorstring_fp`).
+// The callbacks themselves, and the codes they return (`ffi/callbacks.rs`).
 
-const CB_NO_HOST: c_int = 100;
-const CB_BAD_HANDLE: c_int = 101;
-const CB_NOT_FOUND: c_int = 102;
-const CB_READ_FAILED: c_int = 103;
-const CB_BAD_ARGUMENT: c_int = 104;
-const CB_LOOKUP_FAILED: c_int = 105;
-const CB_PANIC: c_int = 106;
-
-/// What our callback code `code` means.
-pub(crate) fn callback_code_text(code: c_int) -> &'static CStr {
-    match code {
-        0 => c"ok",
-        1 => c"no information",
-        2 => c"end of list",
-        CB_NO_HOST => c"mpir-mqd: no MQD host is active on this thread",
-        CB_BAD_HANDLE => c"mpir-mqd: unknown image, process or type handle",
-        CB_NOT_FOUND => c"mpir-mqd: symbol not found in the target",
-        CB_READ_FAILED => c"mpir-mqd: target memory could not be read",
-        CB_BAD_ARGUMENT => c"mpir-mqd: invalid argument (null pointer or bad length)",
-        CB_LOOKUP_FAILED => c"mpir-mqd: symbol lookup failed in the target",
-        CB_PANIC => c"mpir-mqd: internal error in a callback",
-        _ => c"mpir-mqd: unknown debugger error code",
-    }
-}
-
-/// Largest single `fetch_data` we serve (a DLL asking for more is passing garbage).
-const MAX_FETCH: c_int = 64 << 20;
-/// Largest `target_to_host` conversion we serve.
-const MAX_CONVERT: c_int = 4096;
-/// Longest name (symbol, type, field) we read from the DLL.
-const MAX_NAME: usize = 4096;
-/// Longest message we read from the DLL.
-const MAX_MESSAGE: usize = 16 * 1024;
-
-/// Reads a NUL-terminated string the DLL passed, at most `max` bytes.
-///
-/// # Safety
-/// `p` is null or points to a NUL-terminated string, or to at least `max` readable bytes.
-unsafe fn read_c_str(p: *const c_char, max: usize) -> Option<Vec<u8>> {
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: the caller guarantees a readable string (terminated within `max`, or `max`
-    // readable bytes); strnlen reads no further than either.
-    let len = unsafe { libc::strnlen(p, max) };
-    // SAFETY: `len` bytes from `p` were just scanned, so they are readable.
-    let bytes = unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) };
-    Some(bytes.to_vec())
-}
-
-/// A string the DLL returned (version, error string, queue message), lossily decoded.
-pub(crate) fn dll_string(p: *const c_char) -> Option<String> {
-    // SAFETY: the interface returns NUL-terminated strings (or null); the scan is bounded.
-    unsafe { read_c_str(p, MAX_MESSAGE) }.map(|b| String::from_utf8_lossy(&b).into_owned())
-}
-
-/// Runs a callback body: no host → `CB_NO_HOST`, a panic → `CB_PANIC`.
-fn guarded<R>(fallback: R, panic_value: R, f: impl FnOnce(&Shared) -> R) -> R {
-    let Some(shared) = active() else {
-        return fallback;
-    };
-    match catch_unwind(AssertUnwindSafe(|| f(&shared))) {
-        Ok(r) => r,
-        Err(_) => {
-            shared.fault("a callback panicked".into());
-            panic_value
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Basic callbacks.
-
-extern "C" fn cb_malloc(size: usize) -> *mut c_void {
-    // SAFETY: plain C allocation; the DLL frees it with `cb_free`.
-    unsafe { libc::malloc(size) }
-}
-
-extern "C" fn cb_free(p: *mut c_void) {
-    // SAFETY: `p` came from `cb_malloc` (libc::malloc) or is null, per the interface.
-    unsafe { libc::free(p) }
-}
-
-extern "C" fn cb_dprints(msg: *const c_char) {
-    // SAFETY: the DLL passes a NUL-terminated string (or null); the scan is bounded.
-    let text = unsafe { read_c_str(msg, MAX_MESSAGE) };
-    guarded((), (), |s| {
-        if let Some(t) = text {
-            s.dprint(String::from_utf8_lossy(&t).into_owned());
-        }
-    });
-}
-
-extern "C" fn cb_errorstring(code: c_int) -> *mut c_char {
-    // The DLL only reads the string; the header's `char *` predates `const`.
-    callback_code_text(code).as_ptr().cast_mut()
-}
-
-extern "C" fn cb_put_image_info(image: Opaque, info: Opaque) {
-    guarded((), (), |s| {
-        if !s.set_image_info(Handle::from_ptr(image), info) {
-            s.fault(format!("put_image_info: unknown image {:#x}", image.addr()));
-        }
-    });
-}
-
-extern "C" fn cb_get_image_info(image: Opaque) -> Opaque {
-    guarded(std::ptr::null_mut(), std::ptr::null_mut(), |s| {
-        match s.image_info(Handle::from_ptr(image)) {
-            Some(info) => info,
-            None => {
-                s.fault(format!("get_image_info: unknown image {:#x}", image.addr()));
-                std::ptr::null_mut()
-            }
-        }
-    })
-}
-
-extern "C" fn cb_put_process_info(process: Opaque, info: Opaque) {
-    guarded((), (), |s| {
-        if !s.set_process_info(Handle::from_ptr(process), info) {
-            s.fault(format!(
-                "put_process_info: unknown process {:#x}",
-                process.addr()
-            ));
-        }
-    });
-}
-
-extern "C" fn cb_get_process_info(process: Opaque) -> Opaque {
-    guarded(std::ptr::null_mut(), std::ptr::null_mut(), |s| {
-        match s.process_info(Handle::from_ptr(process)) {
-            Some(info) => info,
-            None => {
-                s.fault(format!(
-                    "get_process_info: unknown process {:#x}",
-                    process.addr()
-                ));
-                std::ptr::null_mut()
-            }
-        }
-    })
-}
-
-// ---------------------------------------------------------------------------------------------
-// Image callbacks.
-
-extern "C" fn cb_get_type_sizes(process: Opaque, out: *mut TargetTypeSizes) {
-    guarded((), (), |s| {
-        // The header passes a process; accept an image too (both name one target).
-        let Some(target) = s.target_of(Handle::from_ptr(process)) else {
-            s.fault(format!(
-                "get_type_sizes: unknown handle {:#x}",
-                process.addr()
-            ));
-            return;
-        };
-        if out.is_null() {
-            s.fault("get_type_sizes: null output".into());
-            return;
-        }
-        let z = target.data_model().sizes();
-        let sizes = TargetTypeSizes {
-            short_size: z.short.into(),
-            int_size: z.int.into(),
-            long_size: z.long.into(),
-            long_long_size: z.long_long.into(),
-            pointer_size: z.pointer.into(),
-        };
-        // SAFETY: `out` points to the DLL's `mqs_target_type_sizes`, which has at least these
-        // five ints (Open MPI's has seven: we write only the first five, as MPICH's has only
-        // five). `write_unaligned` makes no alignment assumption.
-        unsafe { out.write_unaligned(sizes) };
-    });
-}
-
-fn lookup_symbol(
-    s: &Shared,
-    handle: Opaque,
-    name: *mut c_char,
-    out: *mut TAddr,
-    function: bool,
-) -> c_int {
-    let what = if function {
-        "find_function"
-    } else {
-        "find_symbol"
-    };
-    let Some(target) = s.target_of(Handle::from_ptr(handle)) else {
-        s.fault(format!("{what}: unknown image {:#x}", handle.addr()));
-        return CB_BAD_HANDLE;
-    };
-    // SAFETY: the DLL passes a NUL-terminated name; the scan is bounded.
-    let Some(name) = (unsafe { read_c_str(name, MAX_NAME) }) else {
-        s.fault(format!("{what}: null name"));
-        return CB_BAD_ARGUMENT;
-    };
-    let name = String::from_utf8_lossy(&name).into_owned();
-    match crate::state::find_symbol(&*target, &name, function) {
-        Ok(Some(address)) => {
-            if address > u64::from(TAddr::MAX) {
-                s.fault(format!("{what}({name}): address {address:#x} too wide"));
-                return CB_LOOKUP_FAILED;
-            }
-            let address = address as TAddr;
-            if !out.is_null() {
-                // SAFETY: a non-null `out` points to the DLL's `mqs_taddr_t`; a null one is
-                // the presence probe real DLLs use, and is not written.
-                unsafe { out.write_unaligned(address) };
-            }
-            0
-        }
-        Ok(None) => CB_NOT_FOUND,
-        Err(e) => {
-            s.fault(format!("{what}({name}): {e}"));
-            CB_LOOKUP_FAILED
-        }
-    }
-}
-
-extern "C" fn cb_find_function(
-    image: Opaque,
-    name: *mut c_char,
-    _lang: c_int,
-    out: *mut TAddr,
-) -> c_int {
-    guarded(CB_NO_HOST, CB_PANIC, |s| {
-        lookup_symbol(s, image, name, out, true)
-    })
-}
-
-extern "C" fn cb_find_symbol(image: Opaque, name: *mut c_char, out: *mut TAddr) -> c_int {
-    guarded(CB_NO_HOST, CB_PANIC, |s| {
-        lookup_symbol(s, image, name, out, false)
-    })
-}
-
-extern "C" fn cb_find_type(image: Opaque, name: *mut c_char, _lang: c_int) -> Opaque {
-    guarded(std::ptr::null_mut(), std::ptr::null_mut(), |s| {
-        // SAFETY: the DLL passes a NUL-terminated name; the scan is bounded.
-        let Some(name) = (unsafe { read_c_str(name, MAX_NAME) }) else {
-            s.fault("find_type: null name".into());
-            return std::ptr::null_mut();
-        };
-        let name = String::from_utf8_lossy(&name).into_owned();
-        match s.find_type(Handle::from_ptr(image), &name, |t, n| {
-            t.type_layout(TypeQuery::Named(n))
-        }) {
-            Some(h) => h.as_ptr(),
-            None => std::ptr::null_mut(),
-        }
-    })
-}
-
-extern "C" fn cb_field_offset(ty: Opaque, field: *mut c_char) -> c_int {
-    guarded(-1, -1, |s| {
-        // SAFETY: the DLL passes a NUL-terminated name; the scan is bounded.
-        let Some(field) = (unsafe { read_c_str(field, MAX_NAME) }) else {
-            s.fault("field_offset: null field name".into());
-            return -1;
-        };
-        let field = String::from_utf8_lossy(&field);
-        s.field_offset(Handle::from_ptr(ty), &field)
-            .and_then(|o| c_int::try_from(o).ok())
-            .unwrap_or(-1)
-    })
-}
-
-extern "C" fn cb_sizeof(ty: Opaque) -> c_int {
-    guarded(0, 0, |s| {
-        s.type_size(Handle::from_ptr(ty))
-            .and_then(|n| c_int::try_from(n).ok())
-            .unwrap_or_else(|| {
-                s.fault(format!("sizeof: unknown type {:#x}", ty.addr()));
-                0
-            })
-    })
-}
-
-// ---------------------------------------------------------------------------------------------
-// Process callbacks.
-
-extern "C" fn cb_get_global_rank(process: Opaque) -> c_int {
-    guarded(-1, -1, |s| {
-        s.global_rank(Handle::from_ptr(process)).unwrap_or_else(|| {
-            s.fault(format!(
-                "get_global_rank: unknown process {:#x}",
-                process.addr()
-            ));
-            -1
-        })
-    })
-}
-
-extern "C" fn cb_get_image(process: Opaque) -> Opaque {
-    guarded(std::ptr::null_mut(), std::ptr::null_mut(), |s| {
-        match s.image_of(Handle::from_ptr(process)) {
-            Some(h) => h.as_ptr(),
-            None => {
-                s.fault(format!("get_image: unknown process {:#x}", process.addr()));
-                std::ptr::null_mut()
-            }
-        }
-    })
-}
-
-extern "C" fn cb_fetch_data(
-    process: Opaque,
-    address: TAddr,
-    len: c_int,
-    buf: *mut c_void,
-) -> c_int {
-    guarded(CB_NO_HOST, CB_PANIC, |s| {
-        let Some(target) = s.target_of(Handle::from_ptr(process)) else {
-            s.fault(format!("fetch_data: unknown process {:#x}", process.addr()));
-            return CB_BAD_HANDLE;
-        };
-        if len == 0 {
-            return 0;
-        }
-        if buf.is_null() || !(1..=MAX_FETCH).contains(&len) {
-            s.fault(format!(
-                "fetch_data({address:#x}, {len}): bad length or null buffer"
-            ));
-            return CB_BAD_ARGUMENT;
-        }
-        let mut tmp = vec![0u8; len as usize];
-        match target.read_exact(u64::from(address), &mut tmp) {
-            Ok(()) => {
-                // SAFETY: the DLL's buffer holds `len` bytes (the interface's contract); `tmp`
-                // has exactly `len` bytes and does not overlap it.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(tmp.as_ptr(), buf.cast::<u8>(), tmp.len());
-                }
-                0
-            }
-            Err(e) => {
-                s.fault(format!("fetch_data({address:#x}, {len}): {e}"));
-                CB_READ_FAILED
-            }
-        }
-    })
-}
-
-extern "C" fn cb_target_to_host(process: Opaque, src: *const c_void, dst: *mut c_void, len: c_int) {
-    guarded((), (), |s| {
-        let Some(target) = s.target_of(Handle::from_ptr(process)) else {
-            s.fault(format!(
-                "target_to_host: unknown process {:#x}",
-                process.addr()
-            ));
-            return;
-        };
-        if len <= 0 {
-            return;
-        }
-        if src.is_null() || dst.is_null() || len > MAX_CONVERT {
-            s.fault(format!("target_to_host: bad length {len} or null buffer"));
-            return;
-        }
-        // SAFETY: `src` holds `len` bytes (the interface's contract); we copy them out before
-        // writing `dst`, so the two may even overlap.
-        let mut bytes =
-            unsafe { std::slice::from_raw_parts(src.cast::<u8>(), len as usize) }.to_vec();
-        crate::state::to_host_order(target.data_model().byte_order(), &mut bytes);
-        // SAFETY: `dst` holds `len` bytes (the interface's contract); `bytes` is our own buffer.
-        unsafe { std::ptr::copy(bytes.as_ptr(), dst.cast::<u8>(), bytes.len()) };
-    });
-}
+mod callbacks;
+use callbacks::*;
+pub(crate) use callbacks::{callback_code_text, dll_string};
 
 // ---------------------------------------------------------------------------------------------
 // Loading (the public, unsafe entry point lives here with the rest of the unsafe code).
@@ -756,6 +424,14 @@ pub(crate) struct Dll {
     next_communicator: unsafe extern "C" fn(Opaque) -> c_int,
     setup_operation_iterator: unsafe extern "C" fn(Opaque, c_int) -> c_int,
     next_operation: unsafe extern "C" fn(Opaque, *mut RawPendingOperation) -> c_int,
+    // The MPI-2 functions: bound only for a DLL of interface version 3, whose callback tables
+    // have the MPI-2 fields.
+    setup_job: Option<unsafe extern "C" fn(Opaque, *const JobCallbacks) -> c_int>,
+    destroy_job_info: Option<unsafe extern "C" fn(Opaque) -> c_int>,
+    set_process_identity: Option<unsafe extern "C" fn(Opaque, c_int) -> c_int>,
+    spawn_breakpoint_name: Option<unsafe extern "C" fn(Opaque, *mut c_char, c_int) -> c_int>,
+    setup_new_process_iterator: Option<unsafe extern "C" fn(Opaque) -> c_int>,
+    next_new_process: Option<unsafe extern "C" fn(Opaque, *mut RawProcessLocation) -> c_int>,
     /// `mqs_version_compatibility()`.
     pub(crate) compatibility: i32,
     /// `mqs_dll_taddr_width()`, when exported.
@@ -784,8 +460,8 @@ pub(crate) const REQUIRED: [&str; 16] = [
     "mqs_version_compatibility",
 ];
 
-/// Optional exports we know of.
-pub(crate) const OPTIONAL: [&str; 7] = [
+/// Optional exports we know of (the MPI-2 ones are used only by a DLL of interface version 3).
+pub(crate) const OPTIONAL: [&str; 8] = [
     "mqs_dll_taddr_width",
     "mqs_get_comm_group",
     "mqs_setup_job",
@@ -793,7 +469,22 @@ pub(crate) const OPTIONAL: [&str; 7] = [
     "mqs_setup_new_process_iterator",
     "mqs_next_new_process",
     "mqs_set_process_identity",
+    "mqs_spawn_breakpoint_name",
 ];
+
+/// The spec's prose names `next_new_process` without the prefix both headers give it: a DLL
+/// written from the prose may export that spelling.
+const NEXT_NEW_PROCESS_ALIAS: &str = "next_new_process";
+
+/// Whether `lib` exports `name` (or its alias).
+///
+/// # Safety
+/// None beyond `export`'s: only presence is tested, the placeholder type is never called.
+unsafe fn exported(lib: &libloading::os::unix::Library, name: &str) -> bool {
+    // SAFETY: presence test only.
+    let has = |n: &str| unsafe { export::<unsafe extern "C" fn()>(lib, n) }.is_some();
+    has(name) || (name == "mqs_next_new_process" && has(NEXT_NEW_PROCESS_ALIAS))
+}
 
 /// Copies export `name` of `lib` as a `T` (a function pointer type), if present.
 ///
@@ -838,13 +529,15 @@ impl Dll {
         };
         // SAFETY: a no-argument function of the DLL returning an int.
         let compatibility = unsafe { compat_fn() };
-        if compatibility != mpir_types::mqd::INTERFACE_COMPATIBILITY {
+        use mpir_types::mqd::{INTERFACE_COMPATIBILITY, INTERFACE_COMPATIBILITY_MPI2};
+        if !(INTERFACE_COMPATIBILITY..=INTERFACE_COMPATIBILITY_MPI2).contains(&compatibility) {
             return Err(MqdError::Incompatible {
                 path: shown,
                 found: compatibility,
-                supported: mpir_types::mqd::INTERFACE_COMPATIBILITY,
+                supported: INTERFACE_COMPATIBILITY_MPI2,
             });
         }
+        let mpi2 = compatibility == INTERFACE_COMPATIBILITY_MPI2;
         // SAFETY: as above. A DLL without it predates it and uses `unsigned long` (header).
         let taddr_width = width_fn.map(|f| unsafe { f() });
         let host_width = std::mem::size_of::<TAddr>();
@@ -875,8 +568,19 @@ impl Dll {
             .iter()
             .copied()
             // SAFETY: presence test only, as above.
-            .filter(|n| unsafe { export::<unsafe extern "C" fn()>(&lib, n) }.is_some())
+            .filter(|n| unsafe { exported(&lib, n) })
             .collect();
+        macro_rules! mpi2 {
+            ($name:literal) => {
+                if mpi2 {
+                    // SAFETY: the field's type is the header's (FOR_MPI2) prototype for this
+                    // export, which a version-3 DLL was built against.
+                    unsafe { export(&lib, $name) }
+                } else {
+                    None
+                }
+            };
+        }
         macro_rules! req {
             ($name:literal) => {
                 // SAFETY: presence was checked above; the field's type is the header's
@@ -910,6 +614,19 @@ impl Dll {
             next_communicator: req!("mqs_next_communicator"),
             setup_operation_iterator: req!("mqs_setup_operation_iterator"),
             next_operation: req!("mqs_next_operation"),
+            setup_job: mpi2!("mqs_setup_job"),
+            destroy_job_info: mpi2!("mqs_destroy_job_info"),
+            set_process_identity: mpi2!("mqs_set_process_identity"),
+            spawn_breakpoint_name: mpi2!("mqs_spawn_breakpoint_name"),
+            setup_new_process_iterator: mpi2!("mqs_setup_new_process_iterator"),
+            next_new_process: match mpi2!("mqs_next_new_process") {
+                Some(f) => Some(f),
+                None if mpi2 => {
+                    // SAFETY: as above; the alias has the same prototype.
+                    unsafe { export(&lib, NEXT_NEW_PROCESS_ALIAS) }
+                }
+                None => None,
+            },
             compatibility,
             taddr_width,
             optional,
@@ -1016,122 +733,76 @@ impl Dll {
         // SAFETY: see the comment above the calls; `out` is a full `mqs_pending_operation`.
         unsafe { (self.next_operation)(process.as_ptr(), out) }
     }
+
+    // The MPI-2 calls: `None` when the DLL does not provide the function.
+
+    /// Whether the DLL keeps a job object (version 3 and `mqs_setup_job` exported).
+    pub(crate) fn has_jobs(&self) -> bool {
+        self.setup_job.is_some()
+    }
+
+    /// Whether both new-process calls are available.
+    pub(crate) fn has_new_processes(&self) -> bool {
+        self.setup_new_process_iterator.is_some() && self.next_new_process.is_some()
+    }
+
+    /// Whether `mqs_setup_new_process_iterator` is available.
+    pub(crate) fn has_setup_new_process_iterator(&self) -> bool {
+        self.setup_new_process_iterator.is_some()
+    }
+
+    /// `mqs_setup_job(job, &JOB_CALLBACKS)`.
+    pub(crate) fn setup_job(&self, job: Handle) -> Option<c_int> {
+        let f = self.setup_job?;
+        // SAFETY: see the comment above the calls; the job table is a static.
+        Some(unsafe { f(job.as_ptr(), &JOB_CALLBACKS) })
+    }
+
+    /// `mqs_destroy_job_info(info)`.
+    pub(crate) fn destroy_job_info(&self, info: Opaque) -> Option<c_int> {
+        let f = self.destroy_job_info?;
+        // SAFETY: `info` is what the DLL stored with put_job_info, handed back once.
+        Some(unsafe { f(info) })
+    }
+
+    /// `mqs_set_process_identity(process, identity)`.
+    pub(crate) fn set_process_identity(&self, process: Handle, identity: c_int) -> Option<c_int> {
+        let f = self.set_process_identity?;
+        // SAFETY: see the comment above the calls.
+        Some(unsafe { f(process.as_ptr(), identity) })
+    }
+
+    /// `mqs_spawn_breakpoint_name(process, out, out.len())`.
+    pub(crate) fn spawn_breakpoint_name(
+        &self,
+        process: Handle,
+        out: &mut [c_char],
+    ) -> Option<c_int> {
+        let f = self.spawn_breakpoint_name?;
+        let len = c_int::try_from(out.len()).unwrap_or(c_int::MAX);
+        // SAFETY: see the comment above the calls; `out` has `len` writable chars (the length
+        // is the slice's, clamped to what an int can say).
+        Some(unsafe { f(process.as_ptr(), out.as_mut_ptr(), len) })
+    }
+
+    /// `mqs_setup_new_process_iterator(process)`.
+    pub(crate) fn setup_new_process_iterator(&self, process: Handle) -> Option<c_int> {
+        let f = self.setup_new_process_iterator?;
+        // SAFETY: see the comment above the calls.
+        Some(unsafe { f(process.as_ptr()) })
+    }
+
+    /// `mqs_next_new_process(process, out)`.
+    pub(crate) fn next_new_process(
+        &self,
+        process: Handle,
+        out: &mut RawProcessLocation,
+    ) -> Option<c_int> {
+        let f = self.next_new_process?;
+        // SAFETY: see the comment above the calls; `out` is a full `mqs_process_location`.
+        Some(unsafe { f(process.as_ptr(), out) })
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use mpir_types::DataModel;
-    use mpir_types::mqd::{CommunicatorLayout, PendingOperationLayout};
-    use std::mem::{offset_of, size_of};
-
-    #[test]
-    fn bindings_match_the_abi_layouts_computed_independently() {
-        // mpir-types lays the header's structs out from the data model alone; the repr(C)
-        // bindings must agree on this host.
-        let host = DataModel::host();
-        let c = CommunicatorLayout::abi(&host);
-        assert_eq!(size_of::<RawCommunicator>() as u64, c.size);
-        assert_eq!(offset_of!(RawCommunicator, name) as u64, c.name.offset);
-        let o = PendingOperationLayout::abi(&host);
-        assert_eq!(size_of::<RawPendingOperation>() as u64, o.size);
-        assert_eq!(
-            offset_of!(RawPendingOperation, tag_wild) as u64,
-            o.tag_wild.offset
-        );
-        assert_eq!(
-            offset_of!(RawPendingOperation, buffer) as u64,
-            o.buffer.offset
-        );
-        assert_eq!(
-            offset_of!(RawPendingOperation, extra_text) as u64,
-            o.extra_text.offset
-        );
-        assert_eq!(size_of::<TargetTypeSizes>(), 5 * size_of::<c_int>());
-        // The tables are arrays of function pointers in the header's order.
-        let fp = size_of::<usize>();
-        assert_eq!(size_of::<BasicCallbacks>(), 10 * fp);
-        assert_eq!(size_of::<ImageCallbacks>(), 6 * fp);
-        assert_eq!(size_of::<ProcessCallbacks>(), 6 * fp);
-        assert_eq!(offset_of!(ImageCallbacks, sizeof), 5 * fp);
-        assert_eq!(offset_of!(ProcessCallbacks, target_to_host), 3 * fp);
-    }
-
-    #[test]
-    fn handles_are_fresh_aligned_and_round_trip() {
-        let a = Handle::fresh();
-        let b = Handle::fresh();
-        assert_ne!(a, b);
-        assert_eq!(a.0 % 16, 0);
-        assert_eq!(Handle::from_ptr(a.as_ptr()), a);
-    }
-
-    #[test]
-    fn callbacks_without_an_active_host_return_errors_not_crashes() {
-        let mut out: TAddr = 7;
-        let rc = cb_find_symbol(Handle(0x10).as_ptr(), c"x".as_ptr().cast_mut(), &mut out);
-        assert_eq!(rc, CB_NO_HOST);
-        assert_eq!(out, 7, "nothing written");
-        assert_eq!(cb_get_global_rank(Handle(0x10).as_ptr()), -1);
-        assert!(cb_get_image_info(Handle(0x10).as_ptr()).is_null());
-    }
-
-    /// The real header as oracle: Open MPI's installed `msgq_interface.h` (libopenmpi-dev),
-    /// compiled by the C compiler, must give our bindings' sizes and offsets. Our callback
-    /// tables add the MPI-2 fields after the header's MPI-1 end.
-    #[test]
-    fn bindings_match_the_installed_open_mpi_header() {
-        use mpir_target::testkit;
-        let inc = std::path::Path::new("/usr/lib/x86_64-linux-gnu/openmpi/include");
-        let dbg = inc.join("openmpi/ompi/debuggers/msgq_interface.h");
-        if !dbg.is_file() || !testkit::have("cc") {
-            testkit::skip("needs libopenmpi-dev's msgq_interface.h and cc");
-            return;
-        }
-        let dir = testkit::scratch("mqd-header-oracle");
-        let src = dir.join("oracle.c");
-        std::fs::write(
-            &src,
-            "#include <stddef.h>\n#include <stdio.h>\n#include \"msgq_interface.h\"\n\
-             int main(void) { printf(\"%zu %zu %zu %zu %zu %zu %zu %zu %zu %zu\", \
-             sizeof(mqs_communicator), offsetof(mqs_communicator, name), \
-             sizeof(mqs_pending_operation), offsetof(mqs_pending_operation, tag_wild), \
-             offsetof(mqs_pending_operation, buffer), \
-             offsetof(mqs_pending_operation, extra_text), \
-             sizeof(mqs_basic_callbacks), sizeof(mqs_image_callbacks), \
-             sizeof(mqs_process_callbacks), offsetof(mqs_target_type_sizes, pointer_size)); \
-             return 0; }\n",
-        )
-        .expect("write oracle");
-        let exe = dir.join("oracle");
-        let mut cc = std::process::Command::new("cc");
-        cc.arg("-I")
-            .arg(dbg.parent().expect("dir"))
-            .arg("-I")
-            .arg(inc.join("openmpi"))
-            .arg("-I")
-            .arg(inc)
-            .arg("-o")
-            .arg(&exe)
-            .arg(&src);
-        testkit::run(&mut cc).unwrap_or_else(|e| panic!("{e}"));
-        let out = testkit::run(&mut std::process::Command::new(&exe)).expect("run oracle");
-        let got: Vec<usize> = out
-            .split_whitespace()
-            .map(|n| n.parse().expect("number"))
-            .collect();
-        let ours = [
-            size_of::<RawCommunicator>(),
-            offset_of!(RawCommunicator, name),
-            size_of::<RawPendingOperation>(),
-            offset_of!(RawPendingOperation, tag_wild),
-            offset_of!(RawPendingOperation, buffer),
-            offset_of!(RawPendingOperation, extra_text),
-            offset_of!(BasicCallbacks, put_job_info),
-            size_of::<ImageCallbacks>(),
-            offset_of!(ProcessCallbacks, get_process_job),
-            offset_of!(TargetTypeSizes, pointer_size),
-        ];
-        assert_eq!(got, ours);
-    }
-}
+mod tests;

@@ -295,6 +295,7 @@ pub fn helper_main() -> ExitCode {
                 max_communicators,
                 max_operations,
                 max_group_size,
+                max_new_processes,
                 read_cache,
             } => {
                 if host.is_some() {
@@ -305,6 +306,7 @@ pub fn helper_main() -> ExitCode {
                     let mut options = HostOptions::default()
                         .with_bounds(size(max_communicators), size(max_operations));
                     options.max_group_size = size(max_group_size);
+                    options.max_new_processes = size(max_new_processes);
                     crate::ffi::load_in_helper(std::path::Path::new(&path), options).map(|h| {
                         let loaded = Outcome::Loaded {
                             version: h.version().to_string(),
@@ -361,6 +363,18 @@ pub fn helper_main() -> ExitCode {
                 Some(h) => h
                     .raw_queues(ProcessId::from_raw(process, image))
                     .map(Outcome::Queues),
+            },
+            ToHelper::NewProcesses { process, image } => match host.as_mut() {
+                None => Err(not_loaded()),
+                Some(h) => h
+                    .new_processes(ProcessId::from_raw(process, image))
+                    .map(Outcome::NewProcesses),
+            },
+            ToHelper::SpawnBreakpoint { process, image } => match host.as_mut() {
+                None => Err(not_loaded()),
+                Some(h) => h
+                    .spawn_breakpoint_name(ProcessId::from_raw(process, image))
+                    .map(Outcome::SpawnBreakpoint),
             },
             ToHelper::Shutdown => {
                 drop(host.take());

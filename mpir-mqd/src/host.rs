@@ -10,12 +10,16 @@ use std::rc::Rc;
 use std::sync::Mutex;
 
 use mpir_target::Target;
-use mpir_types::mqd::{self, LengthUnit, OpClass, OpStatus, Operation, Peer, result};
+use mpir_types::mqd::{self, LengthUnit, OpClass, Operation, result};
 
 use crate::error::{MqdError, Result};
 use crate::ffi::{
-    self, Active, Dll, EXTRA_LINES, Handle, RawCommunicator, RawPendingOperation, char_array_bytes,
+    self, Active, Dll, Handle, RawCommunicator, RawPendingOperation, char_array_bytes,
 };
+use crate::mpi2::ProcessLocation;
+use crate::raw::{RawCommQueues, RawQueue, infer_unit, raw_operation};
+// The native walkers normalise through here.
+pub(crate) use crate::raw::normalize;
 use crate::state::Shared;
 
 /// DLLs hosted in this process (canonical paths): one host per DLL.
@@ -38,6 +42,8 @@ pub struct HostOptions {
     pub max_operations: usize,
     /// Largest communicator whose group is fetched with `mqs_get_comm_group`.
     pub max_group_size: usize,
+    /// Most new processes one process may report (`mqs_next_new_process`, MPI-2).
+    pub max_new_processes: usize,
 }
 
 impl Default for HostOptions {
@@ -47,6 +53,7 @@ impl Default for HostOptions {
             max_communicators: 1 << 16,
             max_operations: 1 << 20,
             max_group_size: 1 << 22,
+            max_new_processes: 1 << 14,
         }
     }
 }
@@ -68,12 +75,17 @@ impl HostOptions {
 
 /// One process to attach: its image name (for messages), its target, and its rank in
 /// `MPI_COMM_WORLD` (from the acquired job).
+///
+/// For a DLL with the MPI-2 job functions the rank is also the process's *identity*, which
+/// the spec defines as the debugger's index in its `COMM_UNIVERSE`: `COMM_WORLD`'s ranks are
+/// its prefix, and a process created by `MPI_Comm_spawn` gets an index past them. Identities
+/// must then be unique among the attached processes.
 pub struct ProcessSpec {
     /// The executable image's name (used in the DLL's has-queues messages).
     pub image_name: String,
     /// The process: memory, symbols of all its images, types (DWARF or a types sidecar).
     pub target: Rc<dyn Target>,
-    /// Rank in `MPI_COMM_WORLD`.
+    /// Rank in `MPI_COMM_WORLD` (the identity, for an MPI-2 DLL).
     pub global_rank: i32,
 }
 
@@ -89,8 +101,8 @@ impl std::fmt::Debug for ProcessSpec {
 /// A process attached to a [`Host`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ProcessId {
-    process: Handle,
-    image: Handle,
+    pub(crate) process: Handle,
+    pub(crate) image: Handle,
 }
 
 impl ProcessId {
@@ -229,6 +241,30 @@ pub trait QueueHost: std::fmt::Debug {
     /// Every communicator of `process` with its three queues, normalised (see
     /// [`Host::queues`]).
     fn queues(&mut self, process: ProcessId) -> Result<Vec<CommunicatorQueues>>;
+    /// Whether the DLL keeps an MPI-2 job object (see [`Host::has_jobs`]): interface version 3
+    /// and `mqs_setup_job` exported.
+    fn has_jobs(&self) -> bool {
+        self.compatibility() == mpir_types::mqd::INTERFACE_COMPATIBILITY_MPI2
+            && self.optional_exports().contains(&"mqs_setup_job")
+    }
+    /// The processes `process` created or connected to (MPI-2; see [`Host::new_processes`]).
+    /// Unless implemented: [`MqdError::Unsupported`].
+    fn new_processes(&mut self, process: ProcessId) -> Result<Vec<ProcessLocation>> {
+        let _ = process;
+        Err(crate::mpi2::unsupported_here(
+            self.path(),
+            "mqs_setup_new_process_iterator",
+        ))
+    }
+    /// The function to break on to learn of spawned processes (MPI-2; see
+    /// [`Host::spawn_breakpoint_name`]). Unless implemented: [`MqdError::Unsupported`].
+    fn spawn_breakpoint_name(&mut self, process: ProcessId) -> Result<String> {
+        let _ = process;
+        Err(crate::mpi2::unsupported_here(
+            self.path(),
+            "mqs_spawn_breakpoint_name",
+        ))
+    }
 }
 
 impl QueueHost for Host {
@@ -265,6 +301,15 @@ impl QueueHost for Host {
     fn queues(&mut self, process: ProcessId) -> Result<Vec<CommunicatorQueues>> {
         Host::queues(self, process)
     }
+    fn has_jobs(&self) -> bool {
+        Host::has_jobs(self)
+    }
+    fn new_processes(&mut self, process: ProcessId) -> Result<Vec<ProcessLocation>> {
+        Host::new_processes(self, process)
+    }
+    fn spawn_breakpoint_name(&mut self, process: ProcessId) -> Result<String> {
+        Host::spawn_breakpoint_name(self, process)
+    }
 }
 
 /// Formats a has-queues message, which the interface defines as a printf format taking the
@@ -300,13 +345,13 @@ pub fn format_queue_message(format: &str, image: &str) -> String {
 /// is called from that thread only, as real DLLs require, and only one host per DLL may exist
 /// in the process at a time.
 pub struct Host {
-    dll: Dll,
-    shared: Rc<Shared>,
-    path: String,
+    pub(crate) dll: Dll,
+    pub(crate) shared: Rc<Shared>,
+    pub(crate) path: String,
     canonical: PathBuf,
     version: String,
     unit: LengthUnit,
-    options: HostOptions,
+    pub(crate) options: HostOptions,
     messages: Vec<(ProcessId, Option<String>, Option<String>)>,
 }
 
@@ -414,12 +459,12 @@ impl Host {
             .map_or((None, None), |(_, i, p)| (i.as_deref(), p.as_deref()))
     }
 
-    fn call<R>(&self, f: impl FnOnce(&Dll) -> R) -> R {
+    pub(crate) fn call<R>(&self, f: impl FnOnce(&Dll) -> R) -> R {
         let _active = Active::enter(&self.shared);
         f(&self.dll)
     }
 
-    fn dll_error(
+    pub(crate) fn dll_error(
         &self,
         call: &'static str,
         image: Option<String>,
@@ -441,7 +486,14 @@ impl Host {
     /// `mqs_setup_process` and `mqs_process_has_queues`. Each process gets its own image
     /// object, so symbol addresses are the process's own (shared libraries load at different
     /// addresses in different ranks).
+    ///
+    /// With a DLL that has the MPI-2 job functions (interface version 3, `mqs_setup_job`
+    /// exported), the first attach sets the job up (`mqs_setup_job`), and each process is
+    /// named with `mqs_set_process_identity(process, global_rank)` right after
+    /// `mqs_setup_process`; an identity already attached is [`MqdError::IdentityInUse`].
     pub fn attach(&mut self, spec: ProcessSpec) -> Result<ProcessId> {
+        self.check_identity(spec.global_rank)?;
+        self.ensure_job()?;
         let image = Handle::fresh();
         let process = Handle::fresh();
         let id = ProcessId { process, image };
@@ -470,6 +522,10 @@ impl Host {
             self.teardown(id);
             return Err(e);
         }
+        if let Err(e) = self.set_identity(process, spec.global_rank, &name) {
+            self.teardown(id);
+            return Err(e);
+        }
         let (rc, msg) = self.call(|d| d.process_has_queues(process));
         let process_msg = msg.map(|m| format_queue_message(&m, &name));
         if rc != result::OK {
@@ -481,7 +537,8 @@ impl Host {
         Ok(id)
     }
 
-    /// Detaches a process: the DLL destroys what it kept on it and on its image.
+    /// Detaches a process: the DLL destroys what it kept on it and on its image (and, when it
+    /// was the last process of an MPI-2 job, on the job: `mqs_destroy_job_info`).
     pub fn detach(&mut self, process: ProcessId) -> Result<()> {
         if self.shared.image_of(process.process).is_none() {
             return Err(MqdError::UnknownProcess {
@@ -504,6 +561,7 @@ impl Host {
             self.call(|d| d.destroy_image_info(i.info));
         }
         self.messages.retain(|(p, _, _)| *p != id);
+        self.end_job_if_idle();
         self.shared.take_faults();
     }
 
@@ -630,132 +688,6 @@ impl Host {
     }
 }
 
-/// The DLL's `mqs_pending_operation` in the host-independent raw model.
-fn raw_operation(raw: &RawPendingOperation) -> mqd::PendingOperation {
-    let extra_text = raw
-        .extra_text
-        .iter()
-        .take(EXTRA_LINES)
-        .map(|l| char_array_bytes(l))
-        .take_while(|l| !l.is_empty())
-        .map(|l| String::from_utf8_lossy(&l).into_owned())
-        .collect();
-    mqd::PendingOperation {
-        status: OpStatus::from_raw(raw.status.into()),
-        desired_local_rank: i64::from(raw.desired_local_rank),
-        desired_global_rank: i64::from(raw.desired_global_rank),
-        tag_wild: raw.tag_wild != 0,
-        desired_tag: i64::from(raw.desired_tag),
-        desired_length: i64::from(raw.desired_length),
-        system_buffer: raw.system_buffer != 0,
-        buffer: u64::from(raw.buffer),
-        actual_local_rank: i64::from(raw.actual_local_rank),
-        actual_global_rank: i64::from(raw.actual_global_rank),
-        actual_tag: i64::from(raw.actual_tag),
-        actual_length: i64::from(raw.actual_length),
-        extra_text,
-    }
-}
-
-/// One queue as the DLL gave it, before normalisation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum RawQueue {
-    /// `mqs_no_information`.
-    NoInformation,
-    /// The operations, and the error that stopped the iteration early, if any.
-    Operations(Vec<mqd::PendingOperation>, Option<MqdError>),
-}
-
-/// One communicator as the DLL gave it, before normalisation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct RawCommQueues {
-    pub(crate) communicator: mqd::Communicator,
-    pub(crate) group: Option<Vec<i64>>,
-    /// Sends, receives, unexpected.
-    pub(crate) queues: [RawQueue; 3],
-}
-
-impl RawCommQueues {
-    /// Normalises (lengths in `unit`, global ranks from the group).
-    pub(crate) fn finish(self, unit: LengthUnit) -> CommunicatorQueues {
-        let group = self.group;
-        let [sends, receives, unexpected] = {
-            let mut i = 0;
-            self.queues.map(|q| {
-                let class = OpClass::ALL[i];
-                i += 1;
-                match q {
-                    RawQueue::NoInformation => Queue::NoInformation,
-                    RawQueue::Operations(ops, error) => {
-                        let ops = ops
-                            .iter()
-                            .map(|o| normalize(o, class, unit, group.as_deref()))
-                            .collect();
-                        match error {
-                            None => Queue::Operations(ops),
-                            Some(error) => Queue::Failed {
-                                partial: ops,
-                                error,
-                            },
-                        }
-                    }
-                }
-            })
-        };
-        let mut communicator = self.communicator;
-        // Open MPI's DLL copies MPI_COMM_NULL's rank -2 unsigned.
-        communicator.local_rank = mqd::c_int(communicator.local_rank);
-        CommunicatorQueues {
-            origin: CommOrigin::from_dll_name(&communicator.name),
-            context_id: None,
-            communicator,
-            group,
-            sends,
-            receives,
-            unexpected,
-        }
-    }
-}
-
-/// Units of a DLL's lengths: `given`, or inferred from its version string (Open MPI's DLL
-/// counts bytes, MPICH's counts elements).
-pub(crate) fn infer_unit(given: Option<LengthUnit>, version: &str) -> LengthUnit {
-    given.unwrap_or(if version.contains("Open MPI") {
-        LengthUnit::Bytes
-    } else {
-        LengthUnit::Elements { element_size: None }
-    })
-}
-
-/// [`mqd::normalize`], then global ranks filled from `group` where the source gave none.
-pub(crate) fn normalize(
-    op: &mqd::PendingOperation,
-    class: OpClass,
-    unit: LengthUnit,
-    group: Option<&[i64]>,
-) -> Operation {
-    let mut n = mqd::normalize(op, class, unit);
-    if let Some(group) = group {
-        let global = |local: u64| {
-            usize::try_from(local)
-                .ok()
-                .and_then(|i| group.get(i))
-                .and_then(|&g| u64::try_from(g).ok())
-        };
-        if n.peer_global.is_none()
-            && let Peer::Rank(r) = n.peer_local
-        {
-            n.peer_global = global(r);
-        }
-        if let Some(a) = n.actual.as_mut()
-            && a.global_rank.is_none()
-        {
-            a.global_rank = a.local_rank.and_then(global);
-        }
-    }
-    n
-}
-
 impl Drop for Host {
     fn drop(&mut self) {
         let (processes, images) = self.shared.handles();
@@ -773,6 +705,7 @@ impl Drop for Host {
                 self.call(|d| d.destroy_image_info(e.info));
             }
         }
+        self.end_job_if_idle();
         hosted().retain(|p| p != &self.canonical);
     }
 }

@@ -8,7 +8,7 @@
 //!
 //! 1. `ffi` (private): `#[repr(C)]` bindings written from `mpi_interface.h`, loading with
 //!    `libloading` (versions checked first, then exports), the static callback tables, and
-//!    every callback. The only module with `unsafe`.
+//!    every callback (`ffi::callbacks`). The only module (tree) with `unsafe`.
 //! 2. `state` (private): the host's registry of images, processes and types. The DLL holds
 //!    only *tokens* for them, looked up in the registry of the host that is calling it on this
 //!    thread, so a callback can never reach a freed object.
@@ -20,7 +20,9 @@
 //!    crate's binary) that asks us over a pipe for every read and lookup; a DLL that crashes,
 //!    hangs or loops is a typed error. Both implement [`QueueHost`]; [`Hosting`] picks.
 //!
-//! Not yet here (issue 7): the MPI-2 job functions.
+//! The MPI-2 extensions are hosted where a DLL provides them (interface version 3): the job
+//! object, process identities (each process's global rank) and the new-process calls
+//! ([`Host::new_processes`], [`Host::spawn_breakpoint_name`]).
 //!
 //! ## Example
 //!
@@ -53,7 +55,9 @@ mod error;
 mod ffi;
 mod helper;
 mod host;
+mod mpi2;
 pub mod native;
+mod raw;
 mod remote;
 mod state;
 mod wire;
@@ -66,6 +70,7 @@ pub use host::{
     CommOrigin, CommunicatorQueues, Host, HostOptions, ProcessId, ProcessSpec, Queue, QueueHost,
     callback_error_text, format_queue_message,
 };
+pub use mpi2::ProcessLocation;
 pub use remote::{HELPER_ENV, HELPER_NAME, HelperOptions, OutOfProcessHost, find_helper};
 
 /// Where a DLL runs.

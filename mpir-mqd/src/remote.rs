@@ -16,7 +16,9 @@ use mpir_types::mqd::LengthUnit;
 
 use crate::error::{MqdError, Result};
 use crate::ffi::OPTIONAL;
-use crate::host::{CommunicatorQueues, HostOptions, ProcessId, ProcessSpec, QueueHost, infer_unit};
+use crate::host::{CommunicatorQueues, HostOptions, ProcessId, ProcessSpec, QueueHost};
+use crate::mpi2::ProcessLocation;
+use crate::raw::infer_unit;
 use crate::wire::{
     FromHelper, MAX_READ, Outcome, PROTOCOL_VERSION, ReadError, ToHelper, read_message,
     write_message,
@@ -269,6 +271,7 @@ impl OutOfProcessHost {
             max_communicators: options.max_communicators as u64,
             max_operations: options.max_operations as u64,
             max_group_size: options.max_group_size as u64,
+            max_new_processes: options.max_new_processes as u64,
             read_cache: host.options.read_cache,
         };
         match host.request("load", &load)? {
@@ -616,6 +619,35 @@ impl QueueHost for OutOfProcessHost {
                 Ok(raw.into_iter().map(|r| r.finish(unit)).collect())
             }
             other => Err(self.protocol_failure("queues", format!("unexpected answer {other:?}"))),
+        }
+    }
+
+    fn new_processes(&mut self, process: ProcessId) -> Result<Vec<ProcessLocation>> {
+        let (p, i) = process.to_raw();
+        let msg = ToHelper::NewProcesses {
+            process: p,
+            image: i,
+        };
+        match self.request("new processes", &msg)? {
+            Outcome::NewProcesses(locations) => Ok(locations),
+            other => {
+                Err(self.protocol_failure("new processes", format!("unexpected answer {other:?}")))
+            }
+        }
+    }
+
+    fn spawn_breakpoint_name(&mut self, process: ProcessId) -> Result<String> {
+        let (p, i) = process.to_raw();
+        let msg = ToHelper::SpawnBreakpoint {
+            process: p,
+            image: i,
+        };
+        match self.request("spawn breakpoint name", &msg)? {
+            Outcome::SpawnBreakpoint(name) => Ok(name),
+            other => Err(self.protocol_failure(
+                "spawn breakpoint name",
+                format!("unexpected answer {other:?}"),
+            )),
         }
     }
 }

@@ -1,5 +1,5 @@
-//! What a host knows about the objects it created for the DLL: images, processes, types, and
-//! what the DLL stored on them. Callbacks reach it only through handles (see `ffi`), so a
+//! What a host knows about the objects it created for the DLL: images, processes, types, the
+//! MPI-2 job, and what the DLL stored on them. Callbacks reach it only through handles (see `ffi`), so a
 //! stale handle is a lookup miss, never a dangling pointer.
 
 use std::cell::RefCell;
@@ -33,11 +33,19 @@ pub(crate) struct ProcessEntry {
     pub(crate) info: Opaque,
 }
 
+/// The MPI-2 job object: its token and what the DLL hung on it (`put_job_info`).
+pub(crate) struct JobEntry {
+    pub(crate) handle: Handle,
+    pub(crate) info: Opaque,
+}
+
 /// The registry of one host. Borrows are never held across a call into the DLL.
 #[derive(Default)]
 pub(crate) struct Shared {
     images: RefCell<HashMap<Handle, ImageEntry>>,
     processes: RefCell<HashMap<Handle, ProcessEntry>>,
+    /// The job, while one is set up (MPI-2 DLLs only; one per host at a time).
+    job: RefCell<Option<JobEntry>>,
     types: RefCell<HashMap<Handle, TypeLayout>>,
     messages: RefCell<Vec<String>>,
     faults: RefCell<Vec<String>>,
@@ -153,6 +161,78 @@ impl Shared {
         self.images.borrow().get(&h).map(|i| Rc::clone(&i.target))
     }
 
+    /// Registers a new job object `h` (nothing stored on it yet).
+    pub(crate) fn set_job(&self, h: Handle) {
+        *self.job.borrow_mut() = Some(JobEntry {
+            handle: h,
+            info: std::ptr::null_mut(),
+        });
+    }
+
+    /// The job's token, while one is set up.
+    pub(crate) fn job(&self) -> Option<Handle> {
+        self.job.borrow().as_ref().map(|j| j.handle)
+    }
+
+    /// Forgets the job, returning what the DLL stored on it.
+    pub(crate) fn take_job(&self) -> Option<JobEntry> {
+        self.job.borrow_mut().take()
+    }
+
+    pub(crate) fn set_job_info(&self, h: Handle, info: Opaque) -> bool {
+        match self.job.borrow_mut().as_mut() {
+            Some(j) if j.handle == h => {
+                j.info = info;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    pub(crate) fn job_info(&self, h: Handle) -> Option<Opaque> {
+        self.job
+            .borrow()
+            .as_ref()
+            .filter(|j| j.handle == h)
+            .map(|j| j.info)
+    }
+
+    /// The job process `h` belongs to (every process of the host belongs to its one job).
+    pub(crate) fn job_of(&self, h: Handle) -> Option<Handle> {
+        if !self.processes.borrow().contains_key(&h) {
+            return None;
+        }
+        self.job()
+    }
+
+    /// The process of job `job` whose identity is `identity`.
+    pub(crate) fn process_with_identity(&self, job: Handle, identity: c_int) -> Option<Handle> {
+        if self.job() != Some(job) {
+            return None;
+        }
+        self.processes
+            .borrow()
+            .iter()
+            .filter(|(_, p)| p.global_rank == identity)
+            .map(|(h, _)| *h)
+            .min()
+    }
+
+    /// Whether a process with identity `identity` is attached.
+    pub(crate) fn identity_in_use(&self, identity: c_int) -> bool {
+        self.processes
+            .borrow()
+            .values()
+            .any(|p| p.global_rank == identity)
+    }
+
+    /// How many processes are attached.
+    pub(crate) fn process_count(&self) -> usize {
+        self.processes.borrow().len()
+    }
+
+    /// The global rank of process `h`, which is also its identity for an MPI-2 DLL (the
+    /// debugger's COMM_UNIVERSE index, with COMM_WORLD's ranks as its prefix).
     pub(crate) fn global_rank(&self, h: Handle) -> Option<c_int> {
         self.processes.borrow().get(&h).map(|p| p.global_rank)
     }

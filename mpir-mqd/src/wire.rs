@@ -23,10 +23,11 @@ use mpir_types::mqd::{self, OpStatus};
 use mpir_types::{ByteOrder, DataModel, LayoutSource, TypeLayout, TypeSizes};
 
 use crate::error::MqdError;
-use crate::host::{RawCommQueues, RawQueue};
+use crate::mpi2::ProcessLocation;
+use crate::raw::{RawCommQueues, RawQueue};
 
 /// The protocol version both sides must speak (bumped on any incompatible change).
-pub(crate) const PROTOCOL_VERSION: u32 = 1;
+pub(crate) const PROTOCOL_VERSION: u32 = 2;
 /// Magic of the helper's greeting.
 pub(crate) const MAGIC: [u8; 4] = *b"MQDH";
 /// Largest frame payload.
@@ -271,6 +272,7 @@ pub(crate) enum ToHelper {
         max_communicators: u64,
         max_operations: u64,
         max_group_size: u64,
+        max_new_processes: u64,
         read_cache: bool,
     },
     /// Attach a process whose callbacks go to parent target `target`.
@@ -284,6 +286,10 @@ pub(crate) enum ToHelper {
     Detach { process: u64, image: u64 },
     /// Iterate a process's communicators and queues.
     Queues { process: u64, image: u64 },
+    /// List the processes a process created (MPI-2).
+    NewProcesses { process: u64, image: u64 },
+    /// Ask for the spawn breakpoint's function name (MPI-2).
+    SpawnBreakpoint { process: u64, image: u64 },
     /// Answer to [`FromHelper::Read`]: the bytes read from the start (possibly fewer than
     /// asked), or why none could be.
     ReadReply(Result<Vec<u8>, String>),
@@ -331,6 +337,8 @@ pub(crate) enum Outcome {
     Detached,
     Queues(Vec<RawCommQueues>),
     ShutDown,
+    NewProcesses(Vec<ProcessLocation>),
+    SpawnBreakpoint(String),
 }
 
 fn enc_model(e: &mut Enc, m: &DataModel) {
@@ -391,6 +399,7 @@ impl ToHelper {
                 max_communicators,
                 max_operations,
                 max_group_size,
+                max_new_processes,
                 read_cache,
             } => {
                 let mut e = Enc::new(1);
@@ -398,6 +407,7 @@ impl ToHelper {
                     .u64(*max_communicators)
                     .u64(*max_operations)
                     .u64(*max_group_size)
+                    .u64(*max_new_processes)
                     .bool(*read_cache);
                 e
             }
@@ -462,6 +472,16 @@ impl ToHelper {
                 e
             }
             ToHelper::Shutdown => Enc::new(8),
+            ToHelper::NewProcesses { process, image } => {
+                let mut e = Enc::new(9);
+                e.u64(*process).u64(*image);
+                e
+            }
+            ToHelper::SpawnBreakpoint { process, image } => {
+                let mut e = Enc::new(10);
+                e.u64(*process).u64(*image);
+                e
+            }
         };
         e.0
     }
@@ -474,6 +494,7 @@ impl ToHelper {
                 max_communicators: d.u64()?,
                 max_operations: d.u64()?,
                 max_group_size: d.u64()?,
+                max_new_processes: d.u64()?,
                 read_cache: d.bool()?,
             },
             2 => ToHelper::Attach {
@@ -518,6 +539,14 @@ impl ToHelper {
                 Ok(Some(t))
             })?),
             8 => ToHelper::Shutdown,
+            9 => ToHelper::NewProcesses {
+                process: d.u64()?,
+                image: d.u64()?,
+            },
+            10 => ToHelper::SpawnBreakpoint {
+                process: d.u64()?,
+                image: d.u64()?,
+            },
             t => return Err(format!("unknown request tag {t}")),
         };
         d.end()?;
@@ -526,7 +555,7 @@ impl ToHelper {
 }
 
 /// DLL calls a [`MqdError::Dll`] can name (the field is `&'static str`).
-const CALLS: [&str; 10] = [
+const CALLS: [&str; 15] = [
     "mqs_setup_image",
     "mqs_image_has_queues",
     "mqs_setup_process",
@@ -537,6 +566,11 @@ const CALLS: [&str; 10] = [
     "mqs_next_communicator",
     "mqs_setup_operation_iterator",
     "mqs_next_operation",
+    "mqs_setup_job",
+    "mqs_set_process_identity",
+    "mqs_setup_new_process_iterator",
+    "mqs_next_new_process",
+    "mqs_spawn_breakpoint_name",
 ];
 
 fn enc_error(e: &mut Enc, err: &MqdError) {
@@ -581,6 +615,16 @@ fn enc_error(e: &mut Enc, err: &MqdError) {
         }
         MqdError::UnknownProcess { handle } => {
             e.u8(7).u64(*handle as u64);
+        }
+        MqdError::Unsupported {
+            path,
+            function,
+            reason,
+        } => {
+            e.u8(8).str(path).str(function).str(reason);
+        }
+        MqdError::IdentityInUse { path, identity } => {
+            e.u8(9).str(path).i64(i64::from(*identity));
         }
         other => {
             e.u8(0).str(&other.to_string());
@@ -637,6 +681,15 @@ fn dec_error(d: &mut Dec, path: &str) -> DecResult<MqdError> {
         7 => MqdError::UnknownProcess {
             handle: usize_of(d.u64()?),
         },
+        8 => MqdError::Unsupported {
+            path: d.string()?,
+            function: d.string()?,
+            reason: d.string()?,
+        },
+        9 => MqdError::IdentityInUse {
+            path: d.string()?,
+            identity: d.i32()?,
+        },
         t => return Err(format!("unknown error tag {t}")),
     })
 }
@@ -656,6 +709,9 @@ fn enc_op(e: &mut Enc, o: &mqd::PendingOperation) {
         .i64(o.actual_length)
         .strs(&o.extra_text);
 }
+
+/// Encoded size of a process location with empty strings (the minimum, for count checks).
+const MIN_LOCATION: usize = 8 + 4 + 4;
 
 /// Encoded size of an operation with no extra text (the minimum, for count checks).
 const MIN_OP: usize = 10 * 8 + 2 + 4;
@@ -828,6 +884,15 @@ impl FromHelper {
                     Ok(Outcome::ShutDown) => {
                         e.u8(5);
                     }
+                    Ok(Outcome::NewProcesses(locations)) => {
+                        e.u8(6).u32(locations.len() as u32);
+                        for l in locations {
+                            e.i64(l.pid).str(&l.image_name).str(&l.host_name);
+                        }
+                    }
+                    Ok(Outcome::SpawnBreakpoint(name)) => {
+                        e.u8(7).str(name);
+                    }
                 }
                 e
             }
@@ -893,6 +958,17 @@ impl FromHelper {
                         ))
                     }
                     5 => Ok(Outcome::ShutDown),
+                    6 => {
+                        let n = d.count(MIN_LOCATION)?;
+                        Ok(Outcome::NewProcesses(
+                            (0..n)
+                                .map(|_| {
+                                    Ok(ProcessLocation::new(d.i64()?, d.string()?, d.string()?))
+                                })
+                                .collect::<DecResult<Vec<_>>>()?,
+                        ))
+                    }
+                    7 => Ok(Outcome::SpawnBreakpoint(d.string()?)),
                     t => return Err(format!("unknown outcome tag {t}")),
                 };
                 FromHelper::Done { outcome, messages }
@@ -905,181 +981,4 @@ impl FromHelper {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn op(tag: i64, text: &[&str]) -> mqd::PendingOperation {
-        mqd::PendingOperation {
-            status: OpStatus::Matched,
-            desired_local_rank: 3,
-            desired_global_rank: -1,
-            tag_wild: false,
-            desired_tag: tag,
-            desired_length: 1 << 40,
-            system_buffer: true,
-            buffer: u64::MAX - 7,
-            actual_local_rank: -5,
-            actual_global_rank: 9,
-            actual_tag: i64::MIN,
-            actual_length: 0,
-            extra_text: text.iter().map(|s| s.to_string()).collect(),
-        }
-    }
-
-    #[test]
-    fn every_message_round_trips() {
-        let layout = TypeLayout::new("t", 24, LayoutSource::Given)
-            .with_member("a", 0, 8)
-            .with_member("b", 16, 4);
-        for m in [
-            ToHelper::Load {
-                path: "/x/ü.so".into(),
-                max_communicators: 1,
-                max_operations: u64::MAX,
-                max_group_size: 7,
-                read_cache: true,
-            },
-            ToHelper::Attach {
-                target: 9,
-                image_name: "app".into(),
-                global_rank: -3,
-                model: DataModel::ILP32_BE,
-            },
-            ToHelper::Queues {
-                process: 1,
-                image: 2,
-            },
-            ToHelper::ReadReply(Ok(vec![1, 2, 3])),
-            ToHelper::ReadReply(Err("unmapped".into())),
-            ToHelper::SymbolReply(Ok(Some((0xdead, 1)))),
-            ToHelper::SymbolReply(Ok(None)),
-            ToHelper::TypeReply(Ok(Some(layout.clone()))),
-            ToHelper::TypeReply(Err("no dwarf".into())),
-            ToHelper::Shutdown,
-        ] {
-            assert_eq!(ToHelper::decode(&m.encode()), Ok(m));
-        }
-        let comms = vec![RawCommQueues {
-            communicator: mqd::Communicator {
-                unique_id: 0xffff_0000_1234,
-                local_rank: 1,
-                size: 2,
-                name: "dup".into(),
-            },
-            group: Some(vec![4, 5]),
-            queues: [
-                RawQueue::NoInformation,
-                RawQueue::Operations(vec![op(7, &[]), op(-1, &["a", "b"])], None),
-                RawQueue::Operations(
-                    vec![],
-                    Some(MqdError::Dll {
-                        path: "p".into(),
-                        call: "mqs_next_operation",
-                        image: None,
-                        code: 104,
-                        message: "bad".into(),
-                        faults: vec!["f".into()],
-                    }),
-                ),
-            ],
-        }];
-        for m in [
-            FromHelper::Hello { version: 1, pid: 7 },
-            FromHelper::Read {
-                target: 1,
-                address: 2,
-                len: 3,
-            },
-            FromHelper::Done {
-                outcome: Ok(Outcome::Queues(comms)),
-                messages: vec!["m".into()],
-            },
-            FromHelper::Done {
-                outcome: Ok(Outcome::Loaded {
-                    version: "v".into(),
-                    compatibility: 2,
-                    taddr_width: None,
-                    optional: vec!["mqs_get_comm_group".into()],
-                }),
-                messages: vec![],
-            },
-            FromHelper::Done {
-                outcome: Err(MqdError::Incompatible {
-                    path: "p".into(),
-                    found: 3,
-                    supported: 2,
-                }),
-                messages: vec![],
-            },
-        ] {
-            assert_eq!(FromHelper::decode(&m.encode(), "p"), Ok(m));
-        }
-    }
-
-    #[test]
-    fn garbage_is_an_error_never_a_panic_or_a_huge_allocation() {
-        // Every prefix of a valid message, and some hostile ones.
-        let valid = FromHelper::Done {
-            outcome: Ok(Outcome::Queues(vec![])),
-            messages: vec!["x".into()],
-        }
-        .encode();
-        for n in 0..valid.len() {
-            assert!(FromHelper::decode(&valid[..n], "p").is_err(), "prefix {n}");
-        }
-        // A count of 2^32-1 strings in a tiny message.
-        let mut huge = vec![5u8];
-        huge.extend_from_slice(&u32::MAX.to_le_bytes());
-        assert!(FromHelper::decode(&huge, "p").is_err());
-        // Trailing bytes.
-        let mut trailing = FromHelper::Hello { version: 1, pid: 1 }.encode();
-        trailing.push(0);
-        assert!(FromHelper::decode(&trailing, "p").is_err());
-        // A pseudo-random byte soup.
-        let mut x: u32 = 12345;
-        for _ in 0..2000 {
-            let len = (x % 64) as usize;
-            let soup: Vec<u8> = (0..len)
-                .map(|_| {
-                    x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
-                    (x >> 16) as u8
-                })
-                .collect();
-            let _ = FromHelper::decode(&soup, "p");
-            let _ = ToHelper::decode(&soup);
-        }
-    }
-
-    #[test]
-    fn framing_splits_reassembles_and_bounds() {
-        let big: Vec<u8> = (0..(MAX_FRAME * 2 + 17)).map(|i| i as u8).collect();
-        let mut pipe = Vec::new();
-        write_message(&mut pipe, &big).expect("write");
-        write_message(&mut pipe, &[]).expect("write empty");
-        assert_eq!(
-            pipe.len(),
-            big.len() + 3 * 5 + 5,
-            "three frames then an empty one"
-        );
-        let mut r = &pipe[..];
-        assert_eq!(read_message(&mut r).expect("big"), big);
-        assert_eq!(read_message(&mut r).expect("empty"), Vec::<u8>::new());
-        assert!(matches!(read_message(&mut r), Err(ReadError::Closed)));
-        // An oversized frame header is refused before anything is allocated.
-        let mut bad = ((MAX_FRAME + 1) as u32).to_le_bytes().to_vec();
-        bad.push(0);
-        assert!(matches!(
-            read_message(&mut &bad[..]),
-            Err(ReadError::Framing(_))
-        ));
-        // Unknown flags, and a pipe that ends inside a frame.
-        assert!(matches!(
-            read_message(&mut &[1, 0, 0, 0, 2, 9][..]),
-            Err(ReadError::Framing(_))
-        ));
-        assert!(matches!(
-            read_message(&mut &[4, 0, 0, 0, 0, 9][..]),
-            Err(ReadError::Io(_))
-        ));
-    }
-}
+mod tests;

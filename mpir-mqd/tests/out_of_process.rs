@@ -259,17 +259,17 @@ fn an_overall_deadline_bounds_a_dll_that_keeps_talking() {
 
 #[test]
 fn load_errors_cross_the_pipe_typed() {
-    let Some((_d, compat3)) = build_dll("oop-compat3", &["COMPAT=3"]) else {
+    let Some((_d, compat4)) = build_dll("oop-compat4", &["COMPAT=4"]) else {
         return;
     };
     let err =
-        OutOfProcessHost::spawn(&compat3, HostOptions::default(), helper()).expect_err("compat 3");
+        OutOfProcessHost::spawn(&compat4, HostOptions::default(), helper()).expect_err("compat 4");
     assert!(
         matches!(
             err,
             MqdError::Incompatible {
-                found: 3,
-                supported: 2,
+                found: 4,
+                supported: 3,
                 ..
             }
         ),

@@ -235,21 +235,31 @@ fn unreadable_memory_is_a_dll_error_with_callback_context() {
 
 #[test]
 fn refuses_wrong_compatibility_and_width_before_anything_else() {
-    let Some((_d1, compat3)) = build_dll("compat3", &["COMPAT=3"]) else {
-        return;
-    };
-    let err = load(&compat3, HostOptions::default()).expect_err("compat 3");
-    assert!(
-        matches!(
-            err,
-            MqdError::Incompatible {
-                found: 3,
-                supported: 2,
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    // Versions 2 (MPI-1) and 3 (MPI-2) are hosted; 4 is from the future, 1 from the past.
+    for (name, compat) in [("compat4", 4), ("compat1", 1)] {
+        let define = format!("COMPAT={compat}");
+        let Some((_d1, dll)) = build_dll(name, &[define.as_str()]) else {
+            return;
+        };
+        let err = load(&dll, HostOptions::default()).expect_err("unsupported version");
+        assert!(
+            matches!(
+                err,
+                MqdError::Incompatible {
+                    found,
+                    supported: 3,
+                    ..
+                } if found == compat
+            ),
+            "{err:?}"
+        );
+        let text = err.to_string();
+        assert!(
+            text.contains(&format!("interface version {compat}"))
+                && text.contains("versions 2 (MPI-1) to 3"),
+            "{text}"
+        );
+    }
     let Some((_d2, width4)) = build_dll("width4", &["WIDTH=4"]) else {
         return;
     };

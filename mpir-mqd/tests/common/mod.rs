@@ -180,6 +180,16 @@ pub fn fake_target(
     with_head: bool,
     with_op_type: bool,
 ) -> MockTarget {
+    fake_builder(m, comms, with_head, with_op_type).build()
+}
+
+/// What [`fake_target`] builds, before it is built (to add more).
+pub fn fake_builder(
+    m: DataModel,
+    comms: &[FakeComm],
+    with_head: bool,
+    with_op_type: bool,
+) -> MockTargetBuilder {
     let mut b = MockTarget::builder(m);
     let cl = comm_layout(&m);
     let ol = op_layout(&m);
@@ -224,7 +234,48 @@ pub fn fake_target(
     if with_head {
         b.pointer_variable("fake_comm_head", next);
     }
-    b.build()
+    b
+}
+
+/// One spawned process to place for the MPI-2 walker: (pid, image, host).
+pub type FakeSpawned<'a> = (i64, &'a str, &'a str);
+
+/// Adds what the MPI-2 walker reads besides the queues: the process's internal name
+/// (`int fake_my_name`) and the processes it spawned (`struct fake_spawned { long pid;
+/// char *image; char *host; }`, an array at `fake_new_procs` of `int fake_new_proc_count`
+/// entries). An empty `spawned` places neither the array nor the type.
+pub fn add_mpi2(b: &mut MockTargetBuilder, my_name: i64, spawned: &[FakeSpawned]) {
+    b.int_variable("fake_my_name", my_name);
+    if spawned.is_empty() {
+        return;
+    }
+    let m = b.model();
+    let mut sb = CStructBuilder::new();
+    let pid = sb.scalar(m.long_size());
+    let image = sb.scalar(m.pointer_size());
+    let host = sb.scalar(m.pointer_size());
+    let size = sb.size();
+    let mut ty = TypeLayout::new("fake_spawned", size, LayoutSource::Given);
+    for (n, f) in [("pid", pid), ("image", image), ("host", host)] {
+        ty = member(ty, n, f);
+    }
+    b.type_layout(ty);
+    let strings: Vec<(u64, u64)> = spawned
+        .iter()
+        .map(|(_, i, h)| (b.cstring(i), b.cstring(h)))
+        .collect();
+    let array = b.alloc(size * spawned.len() as u64);
+    b.write_with(array, size * spawned.len() as u64, |v| {
+        for (k, ((p, _, _), (i, h))) in spawned.iter().zip(&strings).enumerate() {
+            let at = k as u64 * size;
+            v.put_int(at + pid.offset, pid.size, *p, "pid")?;
+            v.put_uint(at + image.offset, image.size, *i, "image")?;
+            v.put_uint(at + host.offset, host.size, *h, "host")?;
+        }
+        Ok(())
+    });
+    b.pointer_variable("fake_new_procs", array);
+    b.int_variable("fake_new_proc_count", spawned.len() as i64);
 }
 
 pub fn two_comms() -> Vec<FakeComm> {

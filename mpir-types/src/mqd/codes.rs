@@ -13,8 +13,14 @@ pub mod result {
     pub const FIRST_USER_CODE: i32 = 100;
 }
 
-/// `MQS_INTERFACE_COMPATIBILITY` of the MPI-1 interface (3 with the MPI-2 functions).
+/// `MQS_INTERFACE_COMPATIBILITY` of the MPI-1 interface (the header without `FOR_MPI2`).
 pub const INTERFACE_COMPATIBILITY: i32 = 2;
+
+/// `MQS_INTERFACE_COMPATIBILITY` of the header built with `FOR_MPI2`: the MPI-1 interface plus
+/// the job object, process identities and the new-process calls (both MPICH's
+/// `mpi_interface.h` and Open MPI's `msgq_interface.h` say 3). A DLL reporting it may still
+/// export none of the MPI-2 functions.
+pub const INTERFACE_COMPATIBILITY_MPI2: i32 = 3;
 
 /// Length of `mqs_communicator.name`.
 pub const COMM_NAME_LEN: u64 = 64;

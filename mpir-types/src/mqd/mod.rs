@@ -7,8 +7,8 @@ mod normal;
 mod raw;
 
 pub use codes::{
-    COMM_NAME_LEN, EXTRA_TEXT_LEN, EXTRA_TEXT_LINES, INTERFACE_COMPATIBILITY, OpClass, OpStatus,
-    result,
+    COMM_NAME_LEN, EXTRA_TEXT_LEN, EXTRA_TEXT_LINES, INTERFACE_COMPATIBILITY,
+    INTERFACE_COMPATIBILITY_MPI2, OpClass, OpStatus, result,
 };
 pub use normal::{Actual, Length, LengthUnit, Operation, Peer, c_int, normalize};
 pub use raw::{
