@@ -65,7 +65,7 @@ OUT_DIR=$CACHE_DIR/openmpi-types
 SRC_DIR=$CACHE_DIR/src
 
 installed_ver() { dpkg-query -W -f='${source:Version}' libopenmpi-dev 2>/dev/null || true; }
-object_for() { echo "$OUT_DIR/openmpi-${1#*:}-types.o"; }
+object_for() { echo "$OUT_DIR/openmpi-${1#*:}-types-r$RECIPE.o"; }
 stamp_text() { printf 'recipe=%s\nsource=openmpi %s\ntypes=%s\n' "$RECIPE" "$1" "${TYPES[*]}"; }
 
 cached() {
