@@ -12,8 +12,8 @@
 //! [`detach_at_exit`](mpir_target::live::tracer::detach_at_exit)): as soon as we set
 //! `MPIR_being_debugged`, its reset is registered with the tracer
 //! ([`Tracer::write_on_detach`]), and so is `MPIR_debug_gate` = 1 in every held rank whose gate
-//! the release would open. Only a rank caught between its fork and its exec keeps a closed
-//! gate then (its gate is not mapped yet).
+//! the release would open (a rank listed between its fork and its exec is first run to its
+//! program's entry point, where the gate is mapped: a held job's ranks have exec'd).
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -387,7 +387,7 @@ fn acquire(
     match outcome {
         Ok(job) => {
             let armed = if writes_gate(options.gate, &job) {
-                arm_gates(&driver.tracer, &job, &options.debug)
+                arm_gates(&driver.tracer, &job, &options.debug, options.timeout)
             } else {
                 HashSet::new()
             };

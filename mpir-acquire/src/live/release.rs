@@ -44,21 +44,35 @@ fn gate_write(rank: &LiveTarget) -> Result<Option<(u64, Vec<u8>)>, AcquireError>
 }
 
 /// Registers `MPIR_debug_gate` = 1 as a write on detach in every attached rank that defines
-/// it, so that the gate opens however the tracer lets go of the rank. Returns the ranks armed;
-/// the others (a rank not yet exec'd into its program, a failed lookup) are left to
-/// [`release`].
-pub(super) fn arm_gates(tracer: &Tracer, job: &Job, debug: &DebugOptions) -> HashSet<u32> {
+/// it, so that the gate opens however the tracer lets go of the rank. A rank caught between
+/// its fork and its exec is first run to its program's entry point (as [`release`] would do),
+/// where the gate is mapped. Returns the ranks armed; the others (no gate, a failed lookup, a
+/// rank that does not reach its exec in time) are left to [`release`].
+pub(super) fn arm_gates(
+    tracer: &Tracer,
+    job: &Job,
+    debug: &DebugOptions,
+    timeout: std::time::Duration,
+) -> HashSet<u32> {
+    let arm = |pid: u32| -> Result<bool, AcquireError> {
+        let mut found = gate_write(&open_target(pid, debug)?)?;
+        if found.is_none() && not_yet_execd(pid) {
+            run_to_entry(tracer, pid, timeout)?;
+            found = gate_write(&open_target(pid, debug)?)?;
+        }
+        match found {
+            Some((address, one)) => {
+                tracer
+                    .write_on_detach(pid, address, &one)
+                    .map_err(AcquireError::target("arm MPIR_debug_gate"))?;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    };
     job.attached_pids()
         .into_iter()
-        .filter(|&pid| {
-            let Ok(rank) = open_target(pid, debug) else {
-                return false;
-            };
-            match gate_write(&rank) {
-                Ok(Some((address, one))) => tracer.write_on_detach(pid, address, &one).is_ok(),
-                _ => false,
-            }
-        })
+        .filter(|&pid| arm(pid).unwrap_or(false))
         .collect()
 }
 
