@@ -109,8 +109,11 @@ fn detach_everything_except(own: u64) -> Vec<Result<Vec<u32>>> {
 
 /// The write end of the signal pipe (-1 before [`detach_on_signals`]).
 static SIGNAL_PIPE: AtomicI32 = AtomicI32::new(-1);
+/// The signal being handled (0: none).
+static RECEIVED: AtomicI32 = AtomicI32::new(0);
 
 extern "C" fn on_signal(signal: libc::c_int) {
+    RECEIVED.store(signal, Ordering::SeqCst);
     let fd = SIGNAL_PIPE.load(Ordering::Relaxed);
     if fd >= 0 {
         let byte = signal as u8;
@@ -122,15 +125,41 @@ extern "C" fn on_signal(signal: libc::c_int) {
 
 const SIGNALS: [Signal; 3] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
 
+/// Longest wait, at exit, for the signal thread to finish letting go and re-raise the signal.
+const RERAISE_WAIT: Duration = Duration::from_secs(15);
+
+extern "C" fn wait_for_the_signal_at_exit() {
+    // Letting go ends the tool's waits, so its main thread may be on its way out (with an
+    // error status) while the signal thread still detaches: let that thread finish and end
+    // the program by the signal, as promised, rather than exit with a status that hides it.
+    if RECEIVED.load(Ordering::SeqCst) == 0 {
+        return;
+    }
+    let end = std::time::Instant::now() + RERAISE_WAIT;
+    while std::time::Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// Installs handlers for `SIGINT`, `SIGTERM` and `SIGHUP` that make the program
 /// [`detach_everything`] and then die of the signal as it would have (default action). Call it
 /// once, early, in a tool's `main`. Handlers are reset by `exec`, so launched starters do not
 /// inherit them.
+///
+/// Letting go ends the waits of the program's tracers, so an acquisition in progress returns
+/// an error meanwhile; should the program then try to `exit` (returning from `main`) before
+/// the signal has been re-raised, an `atexit` handler holds the exit (up to 15 s) so that the
+/// program still dies of the signal, as its parent expects.
 pub fn detach_on_signals() -> Result<()> {
     let err =
         |e: &dyn std::fmt::Display| control_err(Pid::from_raw(0), "install signal handlers", e);
     if SIGNAL_PIPE.load(Ordering::SeqCst) >= 0 {
         return Ok(()); // already installed
+    }
+    // SAFETY: `wait_for_the_signal_at_exit` is an `extern "C" fn()` with no state of its own
+    // that never unwinds (it only loads an atomic and sleeps); atexit(3) records the pointer.
+    if unsafe { libc::atexit(wait_for_the_signal_at_exit) } != 0 {
+        return Err(err(&"atexit(3) failed"));
     }
     let (mut reader, writer) = std::io::pipe().map_err(|e| err(&e))?;
     SIGNAL_PIPE.store(writer.into_raw_fd(), Ordering::SeqCst);
