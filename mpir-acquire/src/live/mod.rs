@@ -12,8 +12,8 @@
 //! [`detach_at_exit`](mpir_target::live::tracer::detach_at_exit)): as soon as we set
 //! `MPIR_being_debugged`, its reset is registered with the tracer
 //! ([`Tracer::write_on_detach`]), and so is `MPIR_debug_gate` = 1 in every held rank whose gate
-//! the release would open (a rank listed between its fork and its exec is first run to its
-//! program's entry point, where the gate is mapped: a held job's ranks have exec'd).
+//! the release would open. A held rank is always in its own program: one listed between its
+//! fork and its exec is first run to its program's entry point (where its gate is mapped).
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -27,7 +27,9 @@ use mpir_target::live::tracer::{StopEvent, Tracer, TracerOptions};
 mod release;
 mod watch;
 
-use release::{Release, arm_being_debugged, arm_gates, open_gate, release, writes_gate};
+use release::{
+    Release, arm_being_debugged, arm_gates, open_gate, release, settle_ranks, writes_gate,
+};
 pub use watch::Watcher;
 
 use mpi2dd::connect::LocalConnector;
@@ -385,9 +387,14 @@ fn acquire(
         .handle(&mut acq, first)
         .and_then(|()| driver.run(&mut acq));
     match outcome {
-        Ok(job) => {
-            let armed = if writes_gate(options.gate, &job) {
-                arm_gates(&driver.tracer, &job, &options.debug, options.timeout)
+        Ok(mut job) => {
+            let gates = writes_gate(options.gate, &job);
+            if options.hold || gates {
+                let notes = settle_ranks(&driver.tracer, &job, options.timeout);
+                job.notes.extend(notes);
+            }
+            let armed = if gates {
+                arm_gates(&driver.tracer, &job, &options.debug)
             } else {
                 HashSet::new()
             };

@@ -43,24 +43,33 @@ fn gate_write(rank: &LiveTarget) -> Result<Option<(u64, Vec<u8>)>, AcquireError>
     Ok(Some((sym.address, one)))
 }
 
-/// Registers `MPIR_debug_gate` = 1 as a write on detach in every attached rank that defines
-/// it, so that the gate opens however the tracer lets go of the rank. A rank caught between
-/// its fork and its exec is first run to its program's entry point (as [`release`] would do),
-/// where the gate is mapped. Returns the ranks armed; the others (no gate, a failed lookup, a
-/// rank that does not reach its exec in time) are left to [`release`].
-pub(super) fn arm_gates(
+/// Runs every attached rank that still runs its parent's program (listed in the table between
+/// its fork and its exec) to its own program's entry point, where it is left stopped: a held
+/// rank is then in its program (its symbols and its gate are there). Returns a note per rank
+/// that could not be (it stays held where it is).
+pub(super) fn settle_ranks(
     tracer: &Tracer,
     job: &Job,
-    debug: &DebugOptions,
     timeout: std::time::Duration,
-) -> HashSet<u32> {
+) -> Vec<String> {
+    job.attached_pids()
+        .into_iter()
+        .filter(|&pid| not_yet_execd(pid))
+        .filter_map(|pid| {
+            run_to_entry(tracer, pid, timeout).err().map(|e| {
+                format!("pid {pid} was held before its exec and could not be run to it: {e}")
+            })
+        })
+        .collect()
+}
+
+/// Registers `MPIR_debug_gate` = 1 as a write on detach in every attached rank that defines
+/// it, so that the gate opens however the tracer lets go of the rank (run
+/// [`settle_ranks`] first: a rank not yet exec'd has no gate mapped). Returns the ranks armed;
+/// the others are left to [`release`].
+pub(super) fn arm_gates(tracer: &Tracer, job: &Job, debug: &DebugOptions) -> HashSet<u32> {
     let arm = |pid: u32| -> Result<bool, AcquireError> {
-        let mut found = gate_write(&open_target(pid, debug)?)?;
-        if found.is_none() && not_yet_execd(pid) {
-            run_to_entry(tracer, pid, timeout)?;
-            found = gate_write(&open_target(pid, debug)?)?;
-        }
-        match found {
+        match gate_write(&open_target(pid, debug)?)? {
             Some((address, one)) => {
                 tracer
                     .write_on_detach(pid, address, &one)

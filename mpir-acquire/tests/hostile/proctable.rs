@@ -347,7 +347,7 @@ fn ten_thousand_entries_share_one_unreadable_string() {
 }
 
 #[test]
-fn pids_zero_negative_and_beyond_int() {
+fn pids_zero_and_negative() {
     let (p, n) = problems_of("bad pids", DataModel::LP64, |b| {
         let h = b.cstring("n");
         vec![entry(h, h, 0), entry(h, h, -1)]

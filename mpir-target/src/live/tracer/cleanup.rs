@@ -184,7 +184,8 @@ pub fn detach_on_signals() -> Result<()> {
         SigSet::empty(),
     );
     for s in SIGNALS {
-        // SAFETY: `on_signal` only loads an atomic and calls write(2), both async-signal-safe.
+        // SAFETY: `on_signal` only stores and loads atomics and calls write(2), all
+        // async-signal-safe; it allocates nothing and takes no lock.
         unsafe { sigaction(s, &action) }.map_err(|e| err(&e))?;
     }
     Ok(())
