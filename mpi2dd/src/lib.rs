@@ -59,6 +59,7 @@
 //! # Ok::<(), mpi2dd::traverse::TraverseError>(())
 //! ```
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod abi;
 pub mod connect;

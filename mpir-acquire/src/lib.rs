@@ -32,6 +32,8 @@
 //! # Ok::<(), mpir_acquire::AcquireError>(())
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub mod daemon;
 mod error;
 pub mod interface;

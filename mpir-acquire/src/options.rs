@@ -67,7 +67,9 @@ pub struct AcquireOptions {
     /// Ranks to attach to.
     pub ranks: RankSelection,
     /// Keep attached ranks stopped after acquisition (for another tool, or for the caller
-    /// to release with the gate API); otherwise they are released and detached.
+    /// to release with the gate API); otherwise they are released and detached. A rank the
+    /// starter listed between its fork and its exec is held at the entry point of its own
+    /// program.
     pub hold: bool,
     /// Table reading bounds and the `MPIR_PROCDESC` layout choice.
     pub read: ReadOptions,

@@ -500,3 +500,23 @@ fn a_rank_killed_while_held_does_not_stop_the_release() {
         assert!(printed.contains(&i64::from(p)), "{p} in {out}");
     }
 }
+
+#[test]
+fn ranks_listed_before_their_exec_are_held_in_their_own_program() {
+    // -e: the ranks wait 300 ms between fork and exec, so the table lists forks of the starter.
+    let Some(f) = fixtures_with("held-late-exec", &["-g"]) else {
+        return;
+    };
+    let (mut a, child) = launched(&f, &["-n", "3", "-e"], &["stdin"], options().hold(true));
+    let pids = a.job().attached_pids();
+    assert_eq!(pids.len(), 3);
+    for &p in &pids {
+        let exe = std::fs::read_link(format!("/proc/{p}/exe")).unwrap();
+        assert_eq!(exe, f.rank, "pid {p} is held in the rank's program");
+        assert!(status_field(p, "State:").starts_with('t'), "pid {p} held");
+    }
+    assert!(a.release().unwrap().is_empty());
+    let (out, code) = finish(child);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(printed_ranks(&out).len(), 3);
+}

@@ -9,6 +9,9 @@ use crate::traits::{Memory, SymbolLookup};
 /// themselves (1 GiB). Callers bound sizes taken from target data well below this.
 pub const MAX_READ: u64 = 1 << 30;
 
+/// [`MemoryExt::read_vec`] reads (and allocates) larger buffers this much at a time.
+const READ_CHUNK: u64 = 1 << 20;
+
 /// Reads one C string by growing chunks, stopping at the NUL, at `max_len`, or at the first
 /// unreadable byte. Used by the default [`Memory::read_c_strings`].
 pub(crate) fn read_c_string_by_chunks<M: Memory + ?Sized>(
@@ -79,7 +82,9 @@ pub(crate) fn read_c_string_by_chunks<M: Memory + ?Sized>(
 
 /// Typed reads on any [`Memory`], in the target's data model.
 pub trait MemoryExt: Memory {
-    /// `len` bytes at `address` (refused above [`MAX_READ`]).
+    /// `len` bytes at `address` (refused above [`MAX_READ`]). Large reads are made and
+    /// allocated 1 MiB at a time, so that a length taken from the target costs no more memory
+    /// than the target really has mapped there; errors name `address` and `len` whole.
     fn read_vec(&self, address: u64, len: u64) -> Result<Vec<u8>> {
         if len > MAX_READ {
             return Err(DecodeError::TooLarge {
@@ -89,8 +94,48 @@ pub trait MemoryExt: Memory {
             }
             .into());
         }
-        let mut buf = vec![0; len as usize];
-        self.read_exact(address, &mut buf)?;
+        if len <= READ_CHUNK {
+            let mut buf = vec![0; len as usize];
+            self.read_exact(address, &mut buf)?;
+            return Ok(buf);
+        }
+        // Grown a chunk at a time: a size that the target claims is only as expensive as the
+        // memory that is really there.
+        let mut buf = Vec::new();
+        while (buf.len() as u64) < len {
+            let start = buf.len();
+            let n = READ_CHUNK.min(len - start as u64) as usize;
+            buf.resize(start + n, 0);
+            let at = address.wrapping_add(start as u64);
+            let chunk = buf.get_mut(start..).unwrap_or_default();
+            match self.read_exact(at, chunk) {
+                Ok(()) => {}
+                Err(TargetError::ShortRead { got, fault, .. }) => {
+                    return Err(TargetError::ShortRead {
+                        address,
+                        wanted: len,
+                        got: start as u64 + got,
+                        fault,
+                    });
+                }
+                Err(TargetError::Unreadable { fault, .. }) if start > 0 => {
+                    return Err(TargetError::ShortRead {
+                        address,
+                        wanted: len,
+                        got: start as u64,
+                        fault,
+                    });
+                }
+                Err(TargetError::Unreadable { fault, .. }) => {
+                    return Err(TargetError::Unreadable {
+                        address,
+                        len,
+                        fault,
+                    });
+                }
+                Err(e) => return Err(e),
+            }
+        }
         Ok(buf)
     }
 

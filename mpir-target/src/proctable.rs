@@ -165,7 +165,8 @@ fn read_entries<T: Target + ?Sized>(
 ) -> Result<Vec<RawProcDesc>> {
     let model = target.data_model();
     let per_chunk = (CHUNK_BYTES / layout.size.max(1)).max(1);
-    let mut raw = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
+    // Grown with what is read: a size the target claims allocates nothing in advance.
+    let mut raw = Vec::with_capacity(usize::try_from(count.min(per_chunk)).unwrap_or(0));
     let mut buf = Vec::new();
     let mut first = 0u64;
     while first < count {

@@ -1,7 +1,7 @@
 //! Helpers for test suites that run real processes — this workspace's own integration tests,
 //! and those of tools built on these crates: skip-or-fail when a peer (an MPI stack, gdb, a C
-//! compiler) is missing, scratch directories, running commands, and the check that a process
-//! was left as found.
+//! compiler) is missing, scratch directories, running commands, and the checks that a process
+//! was left as found (untraced and running; its code as in its files).
 //!
 //! These helpers panic on failure, as test code does; they are not for library code.
 
@@ -128,5 +128,81 @@ pub fn wait_for(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
             return false;
         }
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `AT_ENTRY` of process `pid` (from `/proc/PID/auxv`, a 64-bit process): where a launching
+/// tool plants its first breakpoint.
+///
+/// # Panics
+/// When the auxiliary vector cannot be read or has no `AT_ENTRY`.
+pub fn entry_point(pid: u32) -> u64 {
+    let auxv = std::fs::read(format!("/proc/{pid}/auxv")).unwrap();
+    auxv.chunks_exact(16)
+        .map(|kv| {
+            let (k, v) = kv.split_at(8);
+            (
+                u64::from_ne_bytes(k.try_into().unwrap()),
+                u64::from_ne_bytes(v.try_into().unwrap()),
+            )
+        })
+        .find(|&(k, _)| k == 9)
+        .map(|(_, v)| v)
+        .expect("AT_ENTRY")
+}
+
+/// The run-time address of symbol `name` in process `pid`.
+///
+/// # Panics
+/// When the process cannot be opened or does not define `name`.
+pub fn symbol_address(pid: u32, name: &str) -> u64 {
+    use crate::SymbolLookupExt;
+    let t = crate::live::LiveTarget::open(pid, Default::default()).unwrap();
+    t.require_symbol(name).unwrap().address
+}
+
+/// Asserts that the loaded segment holding each run-time address of `addresses` reads, in
+/// process `pid`, exactly as in the ELF file mapped there: no breakpoint byte (or any other
+/// change) is left in that code. The file is the oracle, not anything we recorded while
+/// tracing. Meant for the code segments a tool planted breakpoints in (around
+/// `MPIR_Breakpoint`, the entry point); writable data differs from its file by nature.
+///
+/// # Panics
+/// When the process or a file cannot be read, an address lies in no file-backed loaded
+/// segment, or a byte differs (naming the file and the address).
+pub fn assert_code_as_in_file(pid: u32, addresses: &[u64]) {
+    use crate::MemoryExt;
+    let images = crate::debuginfo::ProcessImages::for_pid(pid, Default::default())
+        .unwrap_or_else(|e| panic!("images of {pid}: {e}"));
+    let memory = crate::live::LiveMemory::new(pid, mpir_types::DataModel::host());
+    for &address in addresses {
+        let (image, seg) = images
+            .images()
+            .iter()
+            .find_map(|i| {
+                let link = address.wrapping_sub(i.bias());
+                i.elf()
+                    .segments()
+                    .iter()
+                    .find(|s| (s.vaddr..s.vaddr + s.file_size).contains(&link))
+                    .map(|s| (i, *s))
+            })
+            .unwrap_or_else(|| panic!("pid {pid}: {address:#x} is in no loaded segment"));
+        let file = std::fs::read(image.path()).unwrap();
+        let start = seg.offset as usize;
+        let want = &file[start..start + seg.file_size as usize];
+        let got = memory
+            .read_vec(seg.vaddr + image.bias(), seg.file_size)
+            .unwrap_or_else(|e| panic!("pid {pid}: read the segment of {address:#x}: {e}"));
+        if let Some(i) = want.iter().zip(&got).position(|(a, b)| a != b) {
+            panic!(
+                "pid {pid}: {} differs from its file at {:#x} (segment of {address:#x}): \
+                 {:#04x} in the process, {:#04x} in the file",
+                image.path().display(),
+                seg.vaddr + image.bias() + i as u64,
+                got[i],
+                want[i]
+            );
+        }
     }
 }

@@ -380,3 +380,34 @@ fn large_tables_with_duplicated_strings() {
     assert_eq!(table.resolved.rank(99_999).unwrap().host, Some("node15"));
     assert!(table.resolved.problems.is_empty());
 }
+
+#[test]
+fn large_reads_grow_with_what_is_mapped_and_name_the_whole_range() {
+    let mut b = MockTarget::builder(DataModel::LP64);
+    let mapped = 3 << 20;
+    let a = b.alloc_with(vec![7; mapped]);
+    let t = b.build();
+    // Read in 1 MiB steps: the error names the whole request and how far it got.
+    let e = t.read_vec(a, 8 << 20).unwrap_err();
+    assert_eq!(
+        e,
+        TargetError::ShortRead {
+            address: a,
+            wanted: 8 << 20,
+            got: mapped as u64,
+            fault: Fault::Unmapped
+        }
+    );
+    let e = t.read_vec(0x10, 4 << 20).unwrap_err();
+    assert_eq!(
+        e,
+        TargetError::Unreadable {
+            address: 0x10,
+            len: 4 << 20,
+            fault: Fault::Unmapped
+        }
+    );
+    let whole = t.read_vec(a, mapped as u64).unwrap();
+    assert_eq!(whole.len(), mapped);
+    assert!(whole.iter().all(|&x| x == 7));
+}

@@ -5,18 +5,31 @@
 //! and writes the starter's variables. Every wait is bounded by
 //! [`AcquireOptions::timeout`]. On any failure every process is left as found: breakpoints
 //! out, `MPIR_being_debugged` back to 0 if we set it, every thread detached and running.
+//!
+//! The same holds when the tool goes away without releasing (told to stop with
+//! [`detach_on_signals`](mpir_target::live::tracer::detach_on_signals), a panic with
+//! [`detach_on_panic`](mpir_target::live::tracer::detach_on_panic), an `exit` with
+//! [`detach_at_exit`](mpir_target::live::tracer::detach_at_exit)): as soon as we set
+//! `MPIR_being_debugged`, its reset is registered with the tracer
+//! ([`Tracer::write_on_detach`]), and so is `MPIR_debug_gate` = 1 in every held rank whose gate
+//! the release would open. A held rank is always in its own program: one listed between its
+//! fork and its exec is first run to its program's entry point (where its gate is mapped).
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::process::{Child, Command};
 
+use mpir_target::TargetError;
 use mpir_target::debuginfo::DebugOptions;
 use mpir_target::live::LiveTarget;
 use mpir_target::live::tracer::{StopEvent, Tracer, TracerOptions};
-use mpir_target::{Memory, SymbolLookup, TargetError};
-use mpir_types::mpir::symbols;
 
+mod release;
 mod watch;
 
+use release::{
+    Release, arm_being_debugged, arm_gates, open_gate, release, settle_ranks, writes_gate,
+};
 pub use watch::Watcher;
 
 use mpi2dd::connect::LocalConnector;
@@ -41,6 +54,8 @@ pub struct Acquired {
     starter: Option<LiveTarget>,
     child: Option<Child>,
     held: bool,
+    /// Ranks whose `MPIR_debug_gate` opens when the tracer detaches from them.
+    armed: HashSet<u32>,
 }
 
 impl Acquired {
@@ -103,7 +118,9 @@ impl Acquired {
         let ranks = self.job.attached_pids();
         let mut stopped = Vec::new();
         for &pid in &ranks {
-            match tracer.detach_leaving_stopped(pid) {
+            // The gate is the other tool's to open.
+            let forgotten = tracer.forget_writes_on_detach(pid);
+            match forgotten.and_then(|()| tracer.detach_leaving_stopped(pid)) {
                 Ok(()) => stopped.push(pid),
                 Err(e) => self.job.notes.push(format!("pid {pid}: hand over: {e}")),
             }
@@ -130,11 +147,14 @@ impl Acquired {
         };
         release(
             &tracer,
-            &starter,
-            &self.job,
-            &self.debug,
-            self.gate,
-            self.timeout,
+            &Release {
+                starter: &starter,
+                job: &self.job,
+                debug: &self.debug,
+                gate: self.gate,
+                timeout: self.timeout,
+                armed: &self.armed,
+            },
         )
     }
 }
@@ -213,9 +233,25 @@ struct Driver {
     fifos: Vec<std::fs::File>,
     /// `MPIR_Breakpoint`, once the protocol found it.
     starter_breakpoint: Option<u64>,
+    /// Whether the reset of `MPIR_being_debugged` is registered with the tracer.
+    armed_being_debugged: bool,
 }
 
 impl Driver {
+    /// Hands `event` to the protocol; once it has set `MPIR_being_debugged`, registers the
+    /// reset with the tracer (again after an exec: the tracer forgets the old image's).
+    fn handle(&mut self, acq: &mut Acquisition, event: Event) -> Result<(), AcquireError> {
+        if matches!(event, Event::Exec { .. }) {
+            self.armed_being_debugged = false;
+        }
+        acq.handle(&self.target, event);
+        if !self.armed_being_debugged && acq.starter().is_some_and(|s| s.set_being_debugged) {
+            arm_being_debugged(&self.tracer, &self.target, self.pid)?;
+            self.armed_being_debugged = true;
+        }
+        Ok(())
+    }
+
     /// Waits for the starter's next event (events of other processes are not expected before
     /// the ranks are attached, and are left alone).
     fn wait_starter(&mut self) -> Result<Event, AcquireError> {
@@ -294,7 +330,7 @@ impl Driver {
                             .stop_all(pid)
                             .map_err(AcquireError::target("stop the starter"))?;
                     }
-                    acq.handle(&self.target, ev);
+                    self.handle(acq, ev)?;
                 }
                 Action::WriteAttachFifo { path } => self.fifos.push(write_fifo(&path)?),
                 Action::AttachRanks(ranks) => {
@@ -319,7 +355,7 @@ impl Driver {
                         .zip(results)
                         .map(|(&(rank, _), r)| (rank, r.map_err(|e| e.to_string())))
                         .collect();
-                    acq.handle(&self.target, Event::RanksAttached(ev));
+                    self.handle(acq, Event::RanksAttached(ev))?;
                 }
                 Action::Finished => {
                     return acq
@@ -329,175 +365,6 @@ impl Driver {
                 Action::Failed(e) => return Err(e),
             }
         }
-    }
-}
-
-/// Gate, detach the ranks, undo our writes, detach the starter.
-fn release(
-    tracer: &Tracer,
-    starter: &LiveTarget,
-    job: &Job,
-    debug: &DebugOptions,
-    gate: GateRelease,
-    timeout: std::time::Duration,
-) -> Result<Vec<String>, AcquireError> {
-    let mut problems = Vec::new();
-    let ranks = job.attached_pids();
-    let write_gate = match gate {
-        GateRelease::Auto => !job.starter.flags.partial_attach_ok.present,
-        GateRelease::Always => true,
-        GateRelease::Never => false,
-    };
-    if write_gate {
-        for &pid in &ranks {
-            match open_gate(tracer, pid, debug, timeout) {
-                Ok(true) => {}
-                Ok(false) => problems.push(format!("pid {pid} defines no MPIR_debug_gate")),
-                Err(e) => problems.push(format!("pid {pid}: {e}")),
-            }
-        }
-    }
-    if let Ok(results) = tracer.detach_many(&ranks) {
-        for (pid, r) in ranks.iter().zip(results) {
-            if let Err(e) = r {
-                problems.push(format!("pid {pid}: detach: {e}"));
-            }
-        }
-    }
-    let undo = undo_writes(starter, &job.starter);
-    let detached = tracer
-        .detach(job.starter.pid)
-        .map_err(AcquireError::target("detach the starter"));
-    undo.and(detached)?;
-    Ok(problems)
-}
-
-/// Whether `pid` still runs its parent's program: forked by the starter (or its proxy) and
-/// listed in the table before it exec'd the rank's program.
-fn not_yet_execd(pid: u32) -> bool {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let Some(ppid) = status
-        .lines()
-        .find_map(|l| l.strip_prefix("PPid:"))
-        .map(str::trim)
-    else {
-        return false;
-    };
-    match (
-        std::fs::read_link(format!("/proc/{pid}/exe")),
-        std::fs::read_link(format!("/proc/{ppid}/exe")),
-    ) {
-        (Ok(own), Ok(parent)) => own == parent,
-        _ => false,
-    }
-}
-
-/// Waits (bounded) for a stop of `pid` that `want` accepts; events of other processes are not
-/// expected here (everything else is stopped) and are passed over.
-fn wait_for_rank(
-    tracer: &Tracer,
-    pid: u32,
-    timeout: std::time::Duration,
-    what: &str,
-    want: impl Fn(&StopEvent) -> bool,
-) -> Result<(), AcquireError> {
-    let deadline = std::time::Instant::now() + timeout;
-    loop {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        match tracer
-            .wait(left)
-            .map_err(AcquireError::target(format!("wait for rank {pid}")))?
-        {
-            Some(ev) if ev.pid() == pid && want(&ev) => return Ok(()),
-            Some(ev) if ev.pid() == pid && ev.is_end() => {
-                return Err(AcquireError::Usage(format!(
-                    "rank {pid} ended while waiting for {what}: {ev:?}"
-                )));
-            }
-            Some(_) => {}
-            None => {
-                return Err(AcquireError::Timeout {
-                    pid,
-                    waiting_for: what.into(),
-                    after: timeout,
-                });
-            }
-        }
-    }
-}
-
-/// Lets rank `pid` (attached, stopped, not yet exec'd) exec its program and run to its entry
-/// point, where its libraries (and so `MPIR_debug_gate`) are mapped; it is left stopped there.
-fn run_to_entry(
-    tracer: &Tracer,
-    pid: u32,
-    timeout: std::time::Duration,
-) -> Result<(), AcquireError> {
-    tracer
-        .resume(pid)
-        .map_err(AcquireError::target("let a rank exec"))?;
-    wait_for_rank(tracer, pid, timeout, "its exec", |ev| {
-        matches!(ev, StopEvent::Exec { .. })
-    })?;
-    let entry = entry_point(pid)?;
-    tracer
-        .insert_breakpoint(pid, entry)
-        .map_err(AcquireError::target(
-            "plant a breakpoint at a rank's entry point",
-        ))?;
-    tracer
-        .resume(pid)
-        .map_err(AcquireError::target("run a rank to its entry point"))?;
-    wait_for_rank(
-        tracer,
-        pid,
-        timeout,
-        "its entry point",
-        |ev| matches!(ev, StopEvent::Breakpoint { address, .. } if *address == entry),
-    )?;
-    tracer
-        .remove_breakpoint(pid, entry)
-        .map_err(AcquireError::target("remove a rank's entry breakpoint"))
-}
-
-/// Opens the gate of rank `pid` (attached): a rank caught between fork and exec is first run
-/// to its program's entry point. Says whether the rank defines `MPIR_debug_gate`.
-fn open_gate(
-    tracer: &Tracer,
-    pid: u32,
-    debug: &DebugOptions,
-    timeout: std::time::Duration,
-) -> Result<bool, AcquireError> {
-    if release_gate(tracer, pid, debug)? {
-        return Ok(true);
-    }
-    if !not_yet_execd(pid) {
-        return Ok(false);
-    }
-    run_to_entry(tracer, pid, timeout)?;
-    release_gate(tracer, pid, debug)
-}
-
-/// Writes `MPIR_debug_gate` = 1 in rank `pid` (attached), if the rank defines it; says whether
-/// it did.
-fn release_gate(tracer: &Tracer, pid: u32, debug: &DebugOptions) -> Result<bool, AcquireError> {
-    let rank = open_target(pid, debug)?;
-    match rank
-        .symbol(symbols::DEBUG_GATE)
-        .map_err(AcquireError::target("look up MPIR_debug_gate"))?
-    {
-        Some(sym) => {
-            let size = rank.data_model().int_size() as usize;
-            let mut one = vec![0u8; size];
-            mpir_types::ViewMut::new(rank.data_model(), sym.address, &mut one)
-                .put_c_int(0, 1, symbols::DEBUG_GATE)
-                .map_err(|e| AcquireError::target("encode MPIR_debug_gate")(e.into()))?;
-            tracer
-                .write_memory(pid, sym.address, &one)
-                .map_err(AcquireError::target("set MPIR_debug_gate"))?;
-            Ok(true)
-        }
-        None => Ok(false),
     }
 }
 
@@ -524,11 +391,24 @@ fn acquire(
         options: options.clone(),
         fifos: Vec::new(),
         starter_breakpoint: None,
+        armed_being_debugged: false,
     };
     let mut acq = Acquisition::new(pid, mode, options.clone());
-    acq.handle(&driver.target, first);
-    match driver.run(&mut acq) {
-        Ok(job) => {
+    let outcome = driver
+        .handle(&mut acq, first)
+        .and_then(|()| driver.run(&mut acq));
+    match outcome {
+        Ok(mut job) => {
+            let gates = writes_gate(options.gate, &job);
+            if options.hold || gates {
+                let notes = settle_ranks(&driver.tracer, &job, options.timeout);
+                job.notes.extend(notes);
+            }
+            let armed = if gates {
+                arm_gates(&driver.tracer, &job, &options.debug)
+            } else {
+                HashSet::new()
+            };
             let mut acquired = Acquired {
                 job,
                 debug: options.debug.clone(),
@@ -538,6 +418,7 @@ fn acquire(
                 starter: Some(driver.target),
                 child,
                 held: true,
+                armed,
             };
             if !options.hold {
                 let problems = acquired.release()?;

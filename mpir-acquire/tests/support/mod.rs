@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 pub use mpir_target::testkit::{
-    Scratch, assert_untouched, have, run, scratch, skip, status_field, wait_for,
+    Scratch, assert_code_as_in_file, assert_untouched, entry_point, have, run, scratch, skip,
+    status_field, symbol_address, wait_for,
 };
 
 pub fn fixtures() -> PathBuf {
@@ -45,5 +46,45 @@ pub fn printed_ranks(output: &str) -> Vec<(u64, i64)> {
         })
         .collect();
     v.sort_unstable();
+    v
+}
+
+/// Whether `pid` runs (exists and is not a zombie).
+pub fn is_running(pid: u32) -> bool {
+    let s = status_field(pid, "State:");
+    !s.is_empty() && !s.starts_with('Z')
+}
+
+/// The value of the C `int` variable `name` in process `pid`.
+pub fn read_int(pid: u32, name: &str) -> i64 {
+    use mpir_target::{MemoryExt, SymbolLookupExt};
+    let t = mpir_target::live::LiveTarget::open(pid, Default::default()).unwrap();
+    let a = t.require_symbol(name).unwrap().address;
+    t.read_c_int(a, name).unwrap()
+}
+
+/// The job's output lines with every pid replaced by `P`, sorted: what must not change
+/// between an undisturbed run and a disturbed one.
+pub fn normalized(output: &str) -> Vec<String> {
+    let mut v: Vec<String> = output
+        .lines()
+        .map(|l| {
+            let mut out = Vec::new();
+            let mut mask = false;
+            for w in l.split_whitespace() {
+                if mask {
+                    out.push("P".to_string());
+                    mask = false;
+                } else if let Some(rest) = w.strip_prefix("pid=") {
+                    out.push(format!("pid={}", if rest.is_empty() { "" } else { "P" }));
+                } else {
+                    mask = w == "pid";
+                    out.push(w.to_string());
+                }
+            }
+            out.join(" ")
+        })
+        .collect();
+    v.sort();
     v
 }

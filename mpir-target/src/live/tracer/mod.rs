@@ -21,7 +21,12 @@
 //! - **Detach** stops the process, restores every byte it changed, and detaches every thread,
 //!   which then runs on (or stays in the job-control stop it was in). Dropping the tracer
 //!   detaches from everything; [`Tracer::detach_all`] is the public way for a tool to clean up
-//!   when it receives `SIGINT`/`SIGTERM`.
+//!   when it receives `SIGINT`/`SIGTERM`. [`Tracer::write_on_detach`] adds writes of the
+//!   caller's own to every way of letting go.
+//! - **When the tool goes away** without dropping its tracers — told to stop, a panic, an
+//!   `exit` — [`detach_on_signals`], [`detach_on_panic`] and [`detach_at_exit`] let go of
+//!   every process first (see [`detach_everything`]). A panic inside a request on the tracer
+//!   thread itself ends that tracer after it has detached from everything.
 //!
 //! Waiting polls each traced thread with `waitpid(tid, __WALL | WNOHANG)` rather than blocking
 //! in `waitpid(-1)`: a library must not reap the children that the program hosting it started
@@ -33,7 +38,7 @@ mod control;
 mod launch;
 mod sys;
 
-pub use cleanup::{detach_everything, detach_on_signals};
+pub use cleanup::{detach_at_exit, detach_everything, detach_on_panic, detach_on_signals};
 
 use std::process::{Child, Command};
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -191,9 +196,11 @@ impl Tracer {
         let (jobs, rx) = mpsc::channel::<Job>();
         let interrupted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let flag = std::sync::Arc::clone(&interrupted);
+        let id = cleanup::new_id();
         let thread = std::thread::Builder::new()
             .name("mpir-tracer".into())
             .spawn(move || {
+                cleanup::mark_tracer_thread(id);
                 let mut control = Control::new(options, flag);
                 let mut pause = IDLE_POLL.0;
                 loop {
@@ -204,7 +211,13 @@ impl Tracer {
                     };
                     match job {
                         Ok(job) => {
-                            job(&mut control);
+                            // A panic in a request (a bug of ours) must not leave breakpoints
+                            // in the tracees: this tracer is finished, but it detaches first.
+                            // The caller sees "the tracer thread has stopped".
+                            let run = std::panic::AssertUnwindSafe(|| job(&mut control));
+                            if std::panic::catch_unwind(run).is_err() {
+                                break;
+                            }
                             pause = IDLE_POLL.0;
                         }
                         // Between requests: deliver signals, follow threads, queue events.
@@ -219,7 +232,7 @@ impl Tracer {
                 let _ = control.detach_all();
             })
             .map_err(|e| control_err(Pid::from_raw(0), "start the tracer thread", e))?;
-        let id = cleanup::register(jobs.clone(), interrupted);
+        cleanup::register(id, jobs.clone(), interrupted);
         Ok(Tracer {
             id,
             jobs: Some(jobs),
@@ -297,6 +310,28 @@ impl Tracer {
         self.call(move |c| c.write_memory(pid as i32, address, &data))?
     }
 
+    /// Registers a write that this tracer makes into `pid` just before it detaches from it,
+    /// whichever way it lets go: [`Tracer::detach`], [`Tracer::detach_many`],
+    /// [`Tracer::detach_leaving_stopped`], [`Tracer::detach_all`], dropping the tracer,
+    /// [`detach_everything`] (so also [`detach_on_signals`], [`detach_on_panic`] and
+    /// [`detach_at_exit`]). This is how a tool makes sure that what the job needs from a
+    /// debugger that goes away is done even if the tool is interrupted, e.g. a starter's
+    /// `MPIR_being_debugged` back to 0 or a rank's `MPIR_debug_gate` set to 1.
+    ///
+    /// A later registration at the same address replaces the earlier one; empty `data`
+    /// forgets the address. The registrations are forgotten when the process execs (their
+    /// addresses belonged to the old image) and once made. Nothing is written now.
+    pub fn write_on_detach(&self, pid: u32, address: u64, data: &[u8]) -> Result<()> {
+        let data = data.to_vec();
+        self.call(move |c| c.write_on_detach(pid as i32, address, &data))?
+    }
+
+    /// Forgets every write registered with [`Tracer::write_on_detach`] for `pid` (e.g. before
+    /// handing the process over to another tool that will do them itself).
+    pub fn forget_writes_on_detach(&self, pid: u32) -> Result<()> {
+        self.call(move |c| c.forget_writes_on_detach(pid as i32))?
+    }
+
     /// Lets every stopped thread of `pid` run, delivering signals held for them.
     pub fn resume(&self, pid: u32) -> Result<()> {
         self.call(move |c| c.resume(pid as i32))?
@@ -327,7 +362,8 @@ impl Tracer {
         self.call(move |c| c.step_over(pid as i32, tid as i32))?
     }
 
-    /// Restores every byte changed in `pid` and detaches from all its threads, which run on.
+    /// Restores every byte changed in `pid`, makes the writes registered with
+    /// [`Tracer::write_on_detach`], and detaches from all its threads, which run on.
     pub fn detach(&self, pid: u32) -> Result<()> {
         self.call(move |c| c.detach(pid as i32))?
     }

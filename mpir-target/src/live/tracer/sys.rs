@@ -79,8 +79,9 @@ pub(super) fn peek_stop(pid: Pid) -> Result<Status, Errno> {
     if r == -1 {
         return Err(Errno::last());
     }
-    // SAFETY: after a successful waitid, si_pid and si_status are the fields the kernel fills
-    // for SIGCHLD (si_pid 0 means nothing was waitable).
+    // SAFETY: the union fields read are plain integers of a struct that was zero-initialised
+    // and then filled by a successful waitid, which sets si_pid and si_status for a child
+    // state change (and leaves si_pid 0 when nothing was waitable, WNOHANG).
     let (si_pid, si_status) = unsafe { (info.si_pid(), info.si_status()) };
     if si_pid == 0 {
         return Ok(Status::Nothing);
@@ -93,8 +94,10 @@ pub(super) fn peek_stop(pid: Pid) -> Result<Status, Errno> {
 
 /// A ptrace request whose `data` is a signal number (or 0).
 fn request_with_signal(request: libc::c_uint, tid: Pid, signal: i32) -> Result<(), Errno> {
-    // SAFETY: for PTRACE_CONT, PTRACE_DETACH and PTRACE_SINGLESTEP `addr` is ignored and
-    // `data` is a signal number, not a pointer; the call has no memory effects in this process.
+    // SAFETY: this private helper is only called with PTRACE_CONT, PTRACE_DETACH,
+    // PTRACE_SINGLESTEP and PTRACE_LISTEN (the four wrappers below): for them the kernel
+    // ignores `addr` and reads `data` as a signal number, never as a pointer, so the call
+    // touches no memory of this process.
     let r = unsafe {
         libc::ptrace(
             request,

@@ -40,7 +40,8 @@ impl Control {
         self.detach_stopped(pid, true)
     }
 
-    /// Restores the bytes of `pid` (all threads stopped) and detaches every thread; with
+    /// Restores the bytes of `pid` (all threads stopped), makes the writes registered with
+    /// [`Control::write_on_detach`], and detaches every thread; with
     /// `leave_stopped`, a process-directed `SIGSTOP` is queued first, so the threads enter a
     /// job-control stop as they leave their ptrace-stops (signals held for them are kept).
     pub(in crate::live::tracer) fn detach_stopped(
@@ -52,6 +53,12 @@ impl Control {
         let mut first_error = None;
         for a in addresses {
             if let Err(e) = self.remove_breakpoint(pid, a) {
+                first_error.get_or_insert(e);
+            }
+        }
+        let parting = std::mem::take(&mut self.traced(pid)?.parting);
+        for (a, bytes) in parting {
+            if let Err(e) = self.write_bytes(pid, a, &bytes) {
                 first_error.get_or_insert(e);
             }
         }

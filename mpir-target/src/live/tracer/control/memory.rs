@@ -43,6 +43,29 @@ impl Control {
         self.write_bytes(pid, address, data)
     }
 
+    /// Registers `data` to be written at `address` just before `pid` is detached (replacing
+    /// what was registered there); an empty `data` forgets the address.
+    pub(in crate::live::tracer) fn write_on_detach(
+        &mut self,
+        pid: i32,
+        address: u64,
+        data: &[u8],
+    ) -> Result<()> {
+        let parting = &mut self.traced(pid)?.parting;
+        if data.is_empty() {
+            parting.remove(&address);
+        } else {
+            parting.insert(address, data.to_vec());
+        }
+        Ok(())
+    }
+
+    /// Forgets every write registered for `pid`'s detach.
+    pub(in crate::live::tracer) fn forget_writes_on_detach(&mut self, pid: i32) -> Result<()> {
+        self.traced(pid)?.parting.clear();
+        Ok(())
+    }
+
     /// `PTRACE_PEEKDATA`/`POKEDATA`, word by word, through a stopped thread (the leader is
     /// stopped for the moment if none is).
     pub(in crate::live::tracer) fn poke(

@@ -39,6 +39,9 @@ struct Traced {
     threads: BTreeMap<i32, ThreadState>,
     /// Original bytes under each breakpoint.
     breakpoints: BTreeMap<u64, Vec<u8>>,
+    /// Bytes to write just before detaching, whichever way we let go (see
+    /// [`super::Tracer::write_on_detach`]).
+    parting: BTreeMap<u64, Vec<u8>>,
     memory: LiveMemory,
 }
 
@@ -47,6 +50,7 @@ impl Traced {
         Traced {
             threads: BTreeMap::new(),
             breakpoints: BTreeMap::new(),
+            parting: BTreeMap::new(),
             memory: LiveMemory::new(pid as u32, DataModel::host()),
         }
     }
@@ -427,6 +431,8 @@ impl Control {
                 },
             );
             traced.breakpoints.clear();
+            // Addresses of the old image mean nothing in the new one.
+            traced.parting.clear();
             // A descriptor of /proc/PID/mem opened before the exec reads nothing after it.
             traced.memory = LiveMemory::new(pid as u32, DataModel::host());
         }

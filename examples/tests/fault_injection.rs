@@ -1,0 +1,335 @@
+//! The reference tool `mpir` told to stop (`SIGINT`, `SIGTERM`) in the middle of an
+//! acquisition — launch or attach, on a fake starter and on the real Open MPI: it must die of
+//! the signal only after letting go, leaving the starter's code as in its files,
+//! `MPIR_being_debugged` back to 0, no process traced or stopped, and the job's output that of
+//! an undisturbed run (pids masked). (`mpir_cli.rs` has the basic SIGTERM case; the library's
+//! own fault-injection tests, with a tool that holds a job, are in
+//! `mpir-acquire/tests/fault_injection.rs`.)
+
+#![cfg(all(target_os = "linux", target_arch = "x86_64"))]
+
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use mpir_target::testkit::{
+    Scratch, assert_code_as_in_file, assert_untouched, entry_point, have, run, scratch, skip,
+    status_field, symbol_address, wait_for,
+};
+use mpir_target::{MemoryExt, SymbolLookupExt};
+
+fn mpir() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_mpir"))
+}
+
+struct Fake {
+    dir: Scratch,
+    starter: PathBuf,
+    rank: PathBuf,
+}
+
+fn fake(name: &str) -> Option<Fake> {
+    let dir = scratch(name);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../mpir-acquire/tests/fixtures");
+    let build = |file: &str, out: &str| -> Option<PathBuf> {
+        let exe = dir.join(out);
+        match run(Command::new("cc")
+            .args(["-g", "-pthread"])
+            .arg(src.join(file))
+            .arg("-o")
+            .arg(&exe))
+        {
+            Ok(_) => Some(exe),
+            Err(e) => {
+                skip(&e);
+                None
+            }
+        }
+    };
+    let starter = build("starter.c", "starter")?;
+    let rank = build("rank.c", "rank")?;
+    Some(Fake { dir, starter, rank })
+}
+
+/// Output lines with pids masked, sorted.
+fn normalized(output: &str) -> Vec<String> {
+    let mut v: Vec<String> = output
+        .lines()
+        .map(|l| {
+            let mut mask = false;
+            l.split_whitespace()
+                .map(|w| {
+                    let out = if mask {
+                        "P".to_string()
+                    } else if w.starts_with("pid=") {
+                        "pid=P".to_string()
+                    } else {
+                        w.to_string()
+                    };
+                    mask = w == "pid";
+                    out
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn kill(pid: u32, signal: &str) {
+    assert!(
+        Command::new("kill")
+            .args([&format!("-{signal}"), &pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
+fn read_int(pid: u32, name: &str) -> Option<i64> {
+    let t = mpir_target::live::LiveTarget::open(pid, Default::default()).ok()?;
+    let a = t.require_symbol(name).ok()?.address;
+    t.read_c_int(a, name).ok()
+}
+
+/// The first child of `pid` (waits up to 20 s for one).
+fn child_of(pid: u32) -> u32 {
+    let mut child = None;
+    assert!(wait_for(20, || {
+        child = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse().ok());
+        child.is_some()
+    }));
+    child.unwrap()
+}
+
+/// A process whose stdout is collected by a thread, readable with a time bound.
+struct Collected(mpsc::Receiver<String>);
+
+impl Collected {
+    fn of(child: &mut Child) -> Collected {
+        let mut out = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = out.read_to_string(&mut s);
+            let _ = tx.send(s);
+        });
+        Collected(rx)
+    }
+
+    fn within(self, secs: u64) -> String {
+        self.0
+            .recv_timeout(Duration::from_secs(secs))
+            .expect("the job's output ended in time")
+    }
+}
+
+/// The starter's code (around `MPIR_Breakpoint` and its entry point) as in its files,
+/// `MPIR_being_debugged` 0, nothing traced or stopped.
+fn assert_starter_as_found(pid: u32) {
+    assert_untouched(pid);
+    assert_code_as_in_file(
+        pid,
+        &[symbol_address(pid, "MPIR_Breakpoint"), entry_point(pid)],
+    );
+    assert_eq!(read_int(pid, "MPIR_being_debugged"), Some(0));
+}
+
+#[test]
+fn sigint_while_launch_waits_for_the_spawn_event() {
+    let Some(f) = fake("cli-fi-launch") else {
+        return;
+    };
+    // -z: the starter never spawns; closing its stdin ends it.
+    let undisturbed = Command::new(&f.starter)
+        .args(["-z", "--"])
+        .arg(&f.rank)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let mut tool = mpir()
+        .args(["launch", "--timeout", "60", "--"])
+        .arg(&f.starter)
+        .args(["-z", "--"])
+        .arg(&f.rank)
+        .current_dir(&*f.dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdin = tool.stdin.take();
+    let output = Collected::of(&mut tool);
+    let starter = child_of(tool.id());
+    assert!(
+        wait_for(20, || read_int(starter, "MPIR_being_debugged") == Some(1)),
+        "mpir set MPIR_being_debugged"
+    );
+    let bp = symbol_address(starter, "MPIR_Breakpoint");
+    let planted = || {
+        mpir_target::live::LiveMemory::new(starter, mpir_types::DataModel::host())
+            .read_vec(bp, 1)
+            .is_ok_and(|b| b[0] == 0xcc)
+    };
+    assert!(wait_for(20, planted), "mpir planted its breakpoint");
+    kill(tool.id(), "INT");
+    let status = tool.wait().unwrap();
+    assert_eq!(status.signal(), Some(2), "dies of the signal");
+    assert_starter_as_found(starter);
+    drop(stdin);
+    let out = output.within(30);
+    assert_eq!(
+        normalized(&out),
+        normalized(&String::from_utf8_lossy(&undisturbed.stdout))
+    );
+}
+
+#[test]
+fn sigterm_while_attach_waits_for_the_spawn_event() {
+    let Some(f) = fake("cli-fi-attach") else {
+        return;
+    };
+    let mut starter = Command::new(&f.starter)
+        .args(["-z", "--"])
+        .arg(&f.rank)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = starter.id();
+    let mut out = BufReader::new(starter.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap(); // it runs
+    let mut tool = mpir()
+        .args(["attach", "--timeout", "60", &pid.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_for(20, || read_int(pid, "MPIR_being_debugged") == Some(1)),
+        "mpir attached and set MPIR_being_debugged"
+    );
+    kill(tool.id(), "TERM");
+    assert_eq!(tool.wait().unwrap().signal(), Some(15));
+    assert_starter_as_found(pid);
+    drop(starter.stdin.take());
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    assert!(starter.wait().unwrap().success(), "{first}{rest}");
+}
+
+#[test]
+fn sigterm_while_launching_open_mpi() {
+    if !have("orterun") || !have("mpicc.openmpi") {
+        return skip("Open MPI (orterun, mpicc.openmpi) not installed");
+    }
+    let dir = scratch("cli-fi-ompi");
+    let program = dir.join("mpi_ranks");
+    let src =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../mpir-acquire/tests/fixtures/mpi_ranks.c");
+    if let Err(e) = run(Command::new("mpicc.openmpi")
+        .arg(src)
+        .arg("-o")
+        .arg(&program))
+    {
+        return skip(&e);
+    }
+    let job = |cmd: &mut Command| {
+        cmd.args(["orterun", "--oversubscribe", "-n", "2"])
+            .arg(&program)
+            .arg("3")
+            .env("OMPI_MPIR_DO_NOT_WARN", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            .stdin(Stdio::null())
+            .stderr(Stdio::null());
+    };
+    let Some(lib) = library_of("orterun", "libopen-rte.so") else {
+        return skip("orterun links no libopen-rte.so");
+    };
+    let mut plain = Command::new("env");
+    job(&mut plain);
+    let undisturbed = plain.output().unwrap();
+    let expected = String::from_utf8_lossy(&undisturbed.stdout).into_owned();
+    assert_eq!(expected.matches(" done").count(), 2, "{expected}");
+    // The signal comes as soon as mpir has set MPIR_being_debugged in orterun (libopen-rte
+    // loaded, stopped at or past its entry point): wherever the acquisition is then (before,
+    // at or after the spawn event), the job must run as it would have.
+    let mut tool = mpir();
+    tool.args(["launch", "--timeout", "60", "--", "env"]);
+    job(&mut tool);
+    let mut tool = tool.stdout(Stdio::piped()).spawn().unwrap();
+    let output = Collected::of(&mut tool);
+    let orterun = child_of(tool.id());
+    // Watched with cheap reads (the acquisition takes a fraction of a second): the
+    // variable's address from libopen-rte's file and the load address /proc/PID/maps gives.
+    let var = variable_when_mapped(orterun, &lib, "MPIR_being_debugged");
+    let memory = mpir_target::live::LiveMemory::new(orterun, mpir_types::DataModel::host());
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while memory.read_c_int(var, "MPIR_being_debugged").ok() != Some(1) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "mpir set MPIR_being_debugged in orterun"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    kill(tool.id(), "TERM");
+    assert_eq!(tool.wait().unwrap().signal(), Some(15));
+    if status_field(orterun, "State:").is_empty() {
+        panic!("orterun ended before it could be checked");
+    }
+    // MPIR_Breakpoint lives in libopen-rte.so: its code segment is compared with that file.
+    assert_starter_as_found(orterun);
+    let out = output.within(60);
+    assert_eq!(normalized(&out), normalized(&expected));
+}
+
+/// The path of the shared library `name` that `program` links (from `ldd`).
+fn library_of(program: &str, name: &str) -> Option<PathBuf> {
+    let exe = run(Command::new("sh").args(["-c", &format!("command -v {program}")])).ok()?;
+    let out = run(Command::new("ldd").arg(exe.trim())).ok()?;
+    out.lines().filter(|l| l.contains(name)).find_map(|l| {
+        l.split("=>")
+            .nth(1)?
+            .split_whitespace()
+            .next()
+            .map(PathBuf::from)
+    })
+}
+
+/// The run-time address of `symbol` of `library` in `pid`, once the library is mapped there
+/// (polls /proc/PID/maps, up to 30 s).
+fn variable_when_mapped(pid: u32, library: &Path, symbol: &str) -> u64 {
+    let elf = mpir_target::debuginfo::ElfFile::open(library).unwrap();
+    let link = elf.symbols(symbol).first().expect("the symbol").address;
+    let real = std::fs::canonicalize(library).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+        let first = maps.lines().find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() < 6 || Path::new(f[5]) != real {
+                return None;
+            }
+            let start = u64::from_str_radix(f[0].split('-').next()?, 16).ok()?;
+            let offset = u64::from_str_radix(f[2], 16).ok()?;
+            Some((start, offset))
+        });
+        if let Some((start, offset)) = first {
+            return link + elf.bias_for_mapping(start, offset).unwrap();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} mapped in {pid}",
+            library.display()
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
