@@ -339,17 +339,6 @@ impl Driver {
                         .tracer
                         .attach_many(&pids)
                         .map_err(AcquireError::target("attach the ranks"))?;
-                    if self.options.hold {
-                        // Held ranks are handed over in their own program: a rank the table
-                        // lists between its fork and its exec is let through its exec to its
-                        // entry point first. One that never execs stays where it is (still
-                        // attached and stopped).
-                        for (&pid, r) in pids.iter().zip(&results) {
-                            if r.is_ok() && not_yet_execd(pid) {
-                                let _ = run_to_entry(&self.tracer, pid, self.options.timeout);
-                            }
-                        }
-                    }
                     let ev = ranks
                         .iter()
                         .zip(results)
