@@ -333,3 +333,86 @@ fn variable_when_mapped(pid: u32, library: &Path, symbol: &str) -> u64 {
         std::thread::sleep(Duration::from_millis(1));
     }
 }
+
+#[path = "../src/demo_paths.rs"]
+mod demo_paths;
+
+/// SIGINT while `mpir deadlock` holds the ranks to read their queues (it samples them over and
+/// over): the tool dies of the signal, every rank and the starter are left untraced and
+/// running, and the job runs to its end as if nothing happened.
+#[test]
+fn sigint_in_the_middle_of_a_queue_walk() {
+    let starter = demo_paths::starter().unwrap_or_else(|e| panic!("{e}"));
+    // The demo job (no MPI needed): 4 ranks, which print "ready" once their queues are built,
+    // and a starter that ends the job (exit 0) after its lifetime.
+    let mut job = Command::new(&starter)
+        .args(["-n", "4", "--lifetime", "8"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(job.stdout.take().unwrap());
+    let mut ready = Vec::new();
+    while ready.len() < 4 {
+        let mut line = String::new();
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "the demo job ended early"
+        );
+        if line.trim_end().ends_with(" ready") {
+            ready.push(line);
+        }
+    }
+    let ranks: Vec<u32> = ready
+        .iter()
+        .map(|l| l.split_whitespace().nth(3).unwrap().parse().unwrap())
+        .collect();
+
+    let mut tool = mpir()
+        .args([
+            "deadlock",
+            "--samples",
+            "100",
+            "--interval-ms",
+            "10",
+            "--starter",
+        ])
+        .arg(job.id().to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until a sample holds a rank (traced by the tool's tracer thread), then interrupt
+    // the tool right there.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let mut held = false;
+    while !held && std::time::Instant::now() < deadline {
+        held = ranks
+            .iter()
+            .any(|&p| !matches!(status_field(p, "TracerPid").trim(), "0" | ""));
+        if !held {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+    assert!(held, "the tool never held a rank");
+    kill(tool.id(), "INT");
+    let status = tool.wait().unwrap();
+    let mut err = String::new();
+    tool.stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(
+        status.signal(),
+        Some(2),
+        "the tool dies of SIGINT: {status:?} {err}"
+    );
+
+    for &pid in ranks.iter().chain([job.id()].iter()) {
+        assert_untouched(pid);
+    }
+    // The job goes on to its end, undisturbed: the starter exits 0 after its lifetime.
+    let end = job.wait().unwrap();
+    assert_eq!(end.code(), Some(0), "the demo job was disturbed: {end:?}");
+}
