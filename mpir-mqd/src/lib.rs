@@ -53,6 +53,7 @@
 mod discover;
 mod error;
 mod ffi;
+pub mod fuzzing;
 mod helper;
 mod host;
 mod mpi2;
