@@ -10,9 +10,8 @@
 //! - `out_of_process_uncached/<n>`: the same with the read cache off (one round trip per
 //!   `fetch_data`): the cost the cache removes.
 //!
-//! The helper is looked up next to this executable (built with
-//! `cargo build --release -p mpir-mqd --bin mpir-mqd-host`, done here when missing) or taken
-//! from `$MPIR_MQD_HOST`. Results and the command are in BENCHMARKS.md.
+//! The helper is built here (`cargo build --release -p mpir-mqd --bin mpir-mqd-host`) and
+//! found next to this executable, or taken from `$MPIR_MQD_HOST`. Results and the command are in BENCHMARKS.md.
 
 use std::hint::black_box;
 use std::path::PathBuf;
@@ -46,22 +45,22 @@ fn walker_dll() -> PathBuf {
 }
 
 fn helper() -> PathBuf {
-    if let Ok(p) = mpir_mqd::find_helper(None) {
-        return p;
+    if std::env::var_os(mpir_mqd::HELPER_ENV).is_none() {
+        // Always (re)built: a helper left from an older checkout speaks an older protocol.
+        let status = Command::new(env!("CARGO"))
+            .args([
+                "build",
+                "--release",
+                "-p",
+                "mpir-mqd",
+                "--bin",
+                mpir_mqd::HELPER_NAME,
+            ])
+            .status()
+            .expect("run cargo");
+        assert!(status.success(), "building the helper failed");
     }
-    let status = Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "--release",
-            "-p",
-            "mpir-mqd",
-            "--bin",
-            mpir_mqd::HELPER_NAME,
-        ])
-        .status()
-        .expect("run cargo");
-    assert!(status.success(), "building the helper failed");
-    mpir_mqd::find_helper(None).expect("helper after building it")
+    mpir_mqd::find_helper(None).expect("the helper")
 }
 
 /// LP64 layouts of the walker's `fake_comm` and `fake_op` (see walker_dll.c).
