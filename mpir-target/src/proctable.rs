@@ -165,8 +165,18 @@ fn read_entries<T: Target + ?Sized>(
 ) -> Result<Vec<RawProcDesc>> {
     let model = target.data_model();
     let per_chunk = (CHUNK_BYTES / layout.size.max(1)).max(1);
-    // Grown with what is read: a size the target claims allocates nothing in advance.
-    let mut raw = Vec::with_capacity(usize::try_from(count.min(per_chunk)).unwrap_or(0));
+    // A size the target claims allocates nothing in advance unless the table's last entry is
+    // readable: then the target really holds `count` entries, and reserving for them (about
+    // the table's own size) avoids regrowing and page-faulting as the entries come in.
+    let last = address.wrapping_add(count.saturating_sub(1).wrapping_mul(layout.size));
+    let mut probe = vec![0u8; usize::try_from(layout.size).unwrap_or(0).min(64)];
+    let claimed_is_real = count > 0 && target.read_exact(last, &mut probe).is_ok();
+    let reserve = if claimed_is_real {
+        count
+    } else {
+        count.min(per_chunk)
+    };
+    let mut raw = Vec::with_capacity(usize::try_from(reserve).unwrap_or(0));
     let mut buf = Vec::new();
     let mut first = 0u64;
     while first < count {

@@ -338,8 +338,9 @@ fn shared_strings_are_read_once() {
         t.read_calls() - before
     };
     let (s, d) = (count(&shared), count(&dup));
-    // 4 hosts + 1 executable + the size, pointer and table reads.
-    assert!(s <= 8, "shared strings: {s} reads");
+    // 4 hosts + 1 executable + the size, pointer and table reads, and one probe of the
+    // table's last entry (which decides whether its claimed size may be reserved).
+    assert!(s <= 9, "shared strings: {s} reads");
     assert!(d >= 2000, "duplicated strings: {d} reads");
 }
 
