@@ -451,13 +451,15 @@ impl Ctx<'_, '_> {
         }
     }
 
-    /// A ch3 request list (`MPIR_Request.next`).
-    fn requests(&mut self, mut at: u64, r: &RequestLayout, unexpected: bool) -> ListOps {
-        let what = if unexpected {
-            "unexpected queue"
-        } else {
-            "posted receive queue"
-        };
+    /// Walks one queue list from `at` under a [`ListGuard`] named `what`: `entry` decodes the
+    /// element at an address into its context id, its operation and the next address. A
+    /// failing element ends the list with that error, keeping what came before.
+    fn op_list(
+        &mut self,
+        mut at: u64,
+        what: &str,
+        entry: impl Fn(&Self, u64) -> NativeResult<(u64, RawOp, u64)>,
+    ) -> ListOps {
         let mut guard = ListGuard::new(what, self.o.max_operations);
         let mut ops = Vec::new();
         let mut error = None;
@@ -466,7 +468,7 @@ impl Ctx<'_, '_> {
                 error = Some(e);
                 break;
             }
-            match self.request(at, r, unexpected) {
+            match entry(self, at) {
                 Ok((ctx, op, next)) => {
                     ops.push((ctx, op));
                     at = next;
@@ -481,6 +483,16 @@ impl Ctx<'_, '_> {
         (ops, error)
     }
 
+    /// A ch3 request list (`MPIR_Request.next`).
+    fn requests(&mut self, at: u64, r: &RequestLayout, unexpected: bool) -> ListOps {
+        let what = if unexpected {
+            "unexpected queue"
+        } else {
+            "posted receive queue"
+        };
+        self.op_list(at, what, |this, at| this.request(at, r, unexpected))
+    }
+
     fn request(
         &self,
         at: u64,
@@ -493,11 +505,7 @@ impl Ctx<'_, '_> {
         let rank = o.int(r.rank, "MPIR_Request.dev.match.parts.rank")?;
         let ctx = o.uint(r.context_id, "MPIR_Request.dev.match.parts.context_id")?;
         let mut op = blank_op();
-        op.status = if cc != 0 {
-            OpStatus::Pending
-        } else {
-            OpStatus::Complete
-        };
+        op.status = status_of(cc);
         op.desired_local_rank = if rank >= 0 { rank } else { -1 };
         op.actual_local_rank = rank;
         op.actual_tag = tag;
@@ -533,130 +541,107 @@ impl Ctx<'_, '_> {
     }
 
     /// The ch3 send queue (`MPIR_Sendq`, each entry pointing at its request).
-    fn sendq(&mut self, mut at: u64, q: &super::SendqLayout, r: &RequestLayout) -> ListOps {
-        let mut guard = ListGuard::new("send queue", self.o.max_operations);
-        let mut ops = Vec::new();
-        let mut error = None;
-        while at != 0 {
-            if let Err(e) = guard.admit(at) {
-                error = Some(e);
-                break;
-            }
-            let entry = (|| -> NativeResult<(u64, RawOp, u64)> {
-                let o = self.s.obj(at, q.span, "MPIR_Sendq")?;
-                let sreq = o.uint(q.sreq, "MPIR_Sendq.sreq")?;
-                let rank = o.int(q.rank, "MPIR_Sendq.rank")?;
-                let tag = o.int(q.tag, "MPIR_Sendq.tag")?;
-                let ctx = o.uint(q.context_id, "MPIR_Sendq.context_id")?;
-                let ro = self.s.obj(sreq, r.span, "MPIR_Sendq.sreq")?;
-                let mut op = blank_op();
-                let cc = ro.int(r.cc, "MPIR_Request.cc")?;
-                op.status = if cc != 0 {
-                    OpStatus::Pending
-                } else {
-                    OpStatus::Complete
-                };
-                op.desired_local_rank = rank;
-                op.actual_local_rank = rank;
-                op.desired_tag = tag;
-                op.actual_tag = tag;
-                op.desired_length = ro.int(r.user_count, "MPIDI_Request.user_count")?;
-                op.actual_length = op.desired_length;
-                op.buffer = ro.uint(r.user_buf, "MPIDI_Request.user_buf")?;
-                op.extra_text = vec!["Non-blocking send".into()];
-                let dt = ro.uint(r.datatype, "MPIDI_Request.datatype")?;
-                let unit = LengthUnit::Elements {
-                    element_size: self.datatype_size(dt),
-                };
-                Ok((ctx, RawOp { op, unit }, o.uint(q.next, "MPIR_Sendq.next")?))
-            })();
-            match entry {
-                Ok((ctx, op, next)) => {
-                    ops.push((ctx, op));
-                    at = next;
-                }
-                Err(e) => {
-                    error = Some(e);
-                    break;
-                }
-            }
-        }
-        self.hops += guard.hops() as u64;
-        (ops, error)
+    fn sendq(&mut self, at: u64, q: &super::SendqLayout, r: &RequestLayout) -> ListOps {
+        self.op_list(at, "send queue", |this, at| this.sendq_entry(at, q, r))
+    }
+
+    fn sendq_entry(
+        &self,
+        at: u64,
+        q: &super::SendqLayout,
+        r: &RequestLayout,
+    ) -> NativeResult<(u64, RawOp, u64)> {
+        let o = self.s.obj(at, q.span, "MPIR_Sendq")?;
+        let sreq = o.uint(q.sreq, "MPIR_Sendq.sreq")?;
+        let rank = o.int(q.rank, "MPIR_Sendq.rank")?;
+        let tag = o.int(q.tag, "MPIR_Sendq.tag")?;
+        let ctx = o.uint(q.context_id, "MPIR_Sendq.context_id")?;
+        let ro = self.s.obj(sreq, r.span, "MPIR_Sendq.sreq")?;
+        let mut op = blank_op();
+        let cc = ro.int(r.cc, "MPIR_Request.cc")?;
+        op.status = status_of(cc);
+        op.desired_local_rank = rank;
+        op.actual_local_rank = rank;
+        op.desired_tag = tag;
+        op.actual_tag = tag;
+        op.desired_length = ro.int(r.user_count, "MPIDI_Request.user_count")?;
+        op.actual_length = op.desired_length;
+        op.buffer = ro.uint(r.user_buf, "MPIDI_Request.user_buf")?;
+        op.extra_text = vec!["Non-blocking send".into()];
+        let dt = ro.uint(r.datatype, "MPIDI_Request.datatype")?;
+        let unit = LengthUnit::Elements {
+            element_size: self.datatype_size(dt),
+        };
+        Ok((ctx, RawOp { op, unit }, o.uint(q.next, "MPIR_Sendq.next")?))
     }
 
     /// An MPICH ≥ 4.1 debug queue (`MPIR_Debugq`).
-    fn debugq(&mut self, mut at: u64, name: &str) -> ListOps {
-        let Queues::Debugq { dq, cc } = &self.l.queues else {
+    fn debugq(&mut self, at: u64, name: &str) -> ListOps {
+        let l = self.l;
+        let Queues::Debugq { dq, cc } = &l.queues else {
             return (Vec::new(), None);
         };
+        self.op_list(at, name, |this, at| {
+            this.debugq_entry(at, name, dq, cc.as_ref())
+        })
+    }
+
+    fn debugq_entry(
+        &self,
+        at: u64,
+        name: &str,
+        dq: &super::DebugqLayout,
+        cc: Option<&mpir_types::FieldLayout>,
+    ) -> NativeResult<(u64, RawOp, u64)> {
         let class_send = name == "MPIR_Sendq_head";
         let unexpected = name == "MPIR_Unexpq_head";
-        let mut guard = ListGuard::new(name, self.o.max_operations);
-        let mut ops = Vec::new();
-        let mut error = None;
-        while at != 0 {
-            if let Err(e) = guard.admit(at) {
-                error = Some(e);
-                break;
-            }
-            let entry = (|| -> NativeResult<(u64, RawOp, u64)> {
-                let o = self.s.obj(at, dq.span, "MPIR_Debugq")?;
-                let req = o.uint(dq.req, "MPIR_Debugq.req")?;
-                let tag = o.int(dq.tag, "MPIR_Debugq.tag")?;
-                let rank = o.int(dq.rank, "MPIR_Debugq.rank")?;
-                let ctx = o.uint(dq.context_id, "MPIR_Debugq.context_id")?;
-                let count = o.int(dq.count, "MPIR_Debugq.count")?;
-                let buf = o.uint(dq.buf, "MPIR_Debugq.buf")?;
-                let mut op = blank_op();
-                if let (Some(f), true) = (cc, req != 0) {
-                    let c = self.s.obj(req, f.end().unwrap_or(0), "MPIR_Debugq.req")?;
-                    let v = c.int(*f, "MPIR_Request.cc")?;
-                    op.status = if v != 0 {
-                        OpStatus::Pending
-                    } else {
-                        OpStatus::Complete
-                    };
-                }
-                op.actual_local_rank = rank;
-                op.actual_tag = tag;
-                op.buffer = buf;
-                if class_send {
-                    op.desired_local_rank = rank;
-                    op.desired_tag = tag;
-                    op.desired_length = count;
-                    op.actual_length = count;
-                } else if unexpected {
-                    // Remembered without buffer or count: the length is unknown.
-                    op.desired_local_rank = rank;
-                    op.desired_tag = tag;
-                    op.system_buffer = true;
-                } else {
-                    op.desired_local_rank = if rank >= 0 { rank } else { -1 };
-                    op.tag_wild = tag < 0;
-                    op.desired_tag = if tag >= 0 { tag } else { -1 };
-                    op.desired_length = count;
-                }
-                let unit = LengthUnit::Elements { element_size: None };
-                Ok((
-                    ctx,
-                    RawOp { op, unit },
-                    o.uint(dq.next, "MPIR_Debugq.next")?,
-                ))
-            })();
-            match entry {
-                Ok((ctx, op, next)) => {
-                    ops.push((ctx, op));
-                    at = next;
-                }
-                Err(e) => {
-                    error = Some(e);
-                    break;
-                }
-            }
+        let o = self.s.obj(at, dq.span, "MPIR_Debugq")?;
+        let req = o.uint(dq.req, "MPIR_Debugq.req")?;
+        let tag = o.int(dq.tag, "MPIR_Debugq.tag")?;
+        let rank = o.int(dq.rank, "MPIR_Debugq.rank")?;
+        let ctx = o.uint(dq.context_id, "MPIR_Debugq.context_id")?;
+        let count = o.int(dq.count, "MPIR_Debugq.count")?;
+        let buf = o.uint(dq.buf, "MPIR_Debugq.buf")?;
+        let mut op = blank_op();
+        if let (Some(f), true) = (cc, req != 0) {
+            let c = self.s.obj(req, f.end().unwrap_or(0), "MPIR_Debugq.req")?;
+            let v = c.int(*f, "MPIR_Request.cc")?;
+            op.status = status_of(v);
         }
-        self.hops += guard.hops() as u64;
-        (ops, error)
+        op.actual_local_rank = rank;
+        op.actual_tag = tag;
+        op.buffer = buf;
+        if class_send {
+            op.desired_local_rank = rank;
+            op.desired_tag = tag;
+            op.desired_length = count;
+            op.actual_length = count;
+        } else if unexpected {
+            // Remembered without buffer or count: the length is unknown.
+            op.desired_local_rank = rank;
+            op.desired_tag = tag;
+            op.system_buffer = true;
+        } else {
+            op.desired_local_rank = if rank >= 0 { rank } else { -1 };
+            op.tag_wild = tag < 0;
+            op.desired_tag = if tag >= 0 { tag } else { -1 };
+            op.desired_length = count;
+        }
+        let unit = LengthUnit::Elements { element_size: None };
+        Ok((
+            ctx,
+            RawOp { op, unit },
+            o.uint(dq.next, "MPIR_Debugq.next")?,
+        ))
+    }
+}
+
+/// A request's state from its completion counter (`cc`): non-zero is still pending.
+fn status_of(cc: i64) -> OpStatus {
+    if cc != 0 {
+        OpStatus::Pending
+    } else {
+        OpStatus::Complete
     }
 }
 
