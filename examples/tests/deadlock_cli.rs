@@ -7,16 +7,15 @@
 
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use mpir_target::testkit::{assert_untouched, have, run, scratch, skip, wait_for};
+use common::{Job, mpich_root, mpir, ompi_sidecar};
+use mpir_target::testkit::{assert_untouched, have, run, scratch, skip};
 use serde_json::{Value, json};
-
-fn mpir() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_mpir"))
-}
 
 struct Stack {
     name: &'static str,
@@ -31,23 +30,7 @@ fn open_mpi() -> Option<Stack> {
         skip("needs Open MPI (mpicc.openmpi, orterun)");
         return None;
     }
-    let sidecar = std::env::var_os("MPIR_OMPI_TYPES_SIDECAR")
-        .map(PathBuf::from)
-        .or_else(|| {
-            let script =
-                Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/openmpi-types-sidecar.sh");
-            let out = Command::new(script)
-                .stderr(Stdio::inherit())
-                .output()
-                .ok()?;
-            String::from_utf8(out.stdout)
-                .ok()?
-                .lines()
-                .last()
-                .map(PathBuf::from)
-        })
-        .filter(|p| p.is_file());
-    let Some(sidecar) = sidecar else {
+    let Some(sidecar) = ompi_sidecar() else {
         skip("no Open MPI types sidecar");
         return None;
     };
@@ -62,10 +45,7 @@ fn open_mpi() -> Option<Stack> {
 }
 
 fn mpich() -> Option<Stack> {
-    let root = PathBuf::from(
-        std::env::var("MPIR_MPICH_DEBUGINFO")
-            .unwrap_or_else(|_| "/var/cache/mpir-rs/mpich-debuginfo".into()),
-    );
+    let root = mpich_root();
     if !root.join("bin/mpicc").is_file() {
         skip(&format!("no debugger-enabled MPICH at {}", root.display()));
         return None;
@@ -78,28 +58,11 @@ fn mpich() -> Option<Stack> {
     })
 }
 
-struct Job {
-    launcher: Child,
-    pids: Vec<u32>,
-}
-
-impl Drop for Job {
-    fn drop(&mut self) {
-        for &pid in &self.pids {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid as i32),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
-        let _ = self.launcher.kill();
-        let _ = self.launcher.wait();
-    }
-}
-
 fn start(stack: &Stack, dir: &Path, program: &Path, mode: &str, n: usize) -> Job {
     let sub = dir.join(mode);
     std::fs::create_dir_all(&sub).unwrap();
-    let mut launcher = Command::new(&stack.launcher[0])
+    let mut launcher = Command::new(&stack.launcher[0]);
+    launcher
         .args(&stack.launcher[1..])
         .args(["-n", &n.to_string()])
         .arg(program)
@@ -108,32 +71,15 @@ fn start(stack: &Stack, dir: &Path, program: &Path, mode: &str, n: usize) -> Job
         .env("OMPI_MPIR_DO_NOT_WARN", "1")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let file = |r: usize| sub.join(format!("{r}.pid"));
-    if !wait_for(60, || (0..n).all(|r| file(r).is_file())) {
-        let _ = launcher.kill();
-        panic!("{} {mode}: the ranks did not start", stack.name);
-    }
+        .stderr(Stdio::null());
     // The pid files are written just before the blocking call: let every rank get into it.
-    std::thread::sleep(Duration::from_millis(700));
-    let pids = (0..n)
-        .map(|r| {
-            std::fs::read_to_string(file(r))
-                .unwrap()
-                .trim()
-                .parse()
-                .unwrap()
-        })
-        .collect();
-    Job { launcher, pids }
+    Job::start(&mut launcher, &sub, n, Duration::from_millis(700))
 }
 
 fn deadlock(stack: &Stack, job: &Job) -> (i32, Value) {
     let out = mpir()
         .args(["deadlock", "--json", "--starter"])
-        .arg(job.launcher.id().to_string())
+        .arg(job.starter().to_string())
         .args(&stack.extra)
         .output()
         .unwrap();
@@ -192,7 +138,7 @@ fn on_stack(stack: Stack) {
         assert_eq!(comm, "MPI_COMM_WORLD");
         assert_eq!(waits_for, (rank + 1) % 3);
     }
-    for &pid in job.pids.iter().chain([job.launcher.id()].iter()) {
+    for &pid in job.pids.iter().chain([job.starter()].iter()) {
         assert_untouched(pid);
     }
     // The same from cores of the ring's ranks: one instant, so a potential deadlock.

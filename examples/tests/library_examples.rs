@@ -4,9 +4,12 @@
 
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use common::ompi_sidecar;
 use mpir_target::testkit::{have, run, scratch, skip, wait_for};
 
 /// `target/<profile>/examples/<name>`, next to this test's `deps` directory.
@@ -134,22 +137,7 @@ fn rank_queues_lists_an_open_mpi_rank() {
         skip("needs Open MPI (mpicc.openmpi, orterun)");
         return;
     }
-    let Some(sidecar) = std::env::var_os("MPIR_OMPI_TYPES_SIDECAR")
-        .map(PathBuf::from)
-        .or_else(|| {
-            let script =
-                Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/openmpi-types-sidecar.sh");
-            let out = Command::new(script)
-                .stderr(Stdio::inherit())
-                .output()
-                .ok()?;
-            String::from_utf8(out.stdout)
-                .ok()?
-                .lines()
-                .last()
-                .map(PathBuf::from)
-        })
-    else {
+    let Some(sidecar) = ompi_sidecar() else {
         skip("no Open MPI types sidecar");
         return;
     };

@@ -6,69 +6,20 @@
 
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use mpir_target::testkit::{assert_untouched, have, run, scratch, skip, wait_for};
+use common::{Job, mpich_root, mpir, ompi_sidecar};
+use mpir_target::testkit::{assert_untouched, have, run, scratch, skip};
 use serde_json::Value;
-
-fn mpir() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_mpir"))
-}
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../mpir-mqd/tests/fixtures")
         .join(name)
-}
-
-/// A job whose ranks wrote `DIR/RANK.pid` once their operations were posted.
-struct Job {
-    launcher: Child,
-    pids: Vec<u32>,
-}
-
-impl Job {
-    fn start(launcher: &mut Command, dir: &Path, ranks: usize) -> Job {
-        let mut job = Job {
-            launcher: launcher.spawn().expect("start the launcher"),
-            pids: Vec::new(),
-        };
-        let file = |r: usize| dir.join(format!("{r}.pid"));
-        assert!(
-            wait_for(60, || (0..ranks).all(|r| file(r).is_file())),
-            "the ranks did not post their operations in time"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-        job.pids = (0..ranks)
-            .map(|r| {
-                std::fs::read_to_string(file(r))
-                    .unwrap()
-                    .trim()
-                    .parse()
-                    .unwrap()
-            })
-            .collect();
-        job
-    }
-
-    fn starter(&self) -> u32 {
-        self.launcher.id()
-    }
-}
-
-impl Drop for Job {
-    fn drop(&mut self) {
-        for &pid in &self.pids {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid as i32),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
-        let _ = self.launcher.kill();
-        let _ = self.launcher.wait();
-    }
 }
 
 fn json(out: &Output) -> Value {
@@ -108,29 +59,13 @@ fn op<'a>(comm: &'a Value, class: &str, tag: i64) -> &'a Value {
         .unwrap_or_else(|| panic!("no {class} with tag {tag} in {comm:#}"))
 }
 
-fn sidecar() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("MPIR_OMPI_TYPES_SIDECAR") {
-        return Some(PathBuf::from(p));
-    }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/openmpi-types-sidecar.sh");
-    let out = Command::new(script)
-        .stderr(Stdio::inherit())
-        .output()
-        .ok()?;
-    let text = String::from_utf8(out.stdout).ok()?;
-    text.lines()
-        .last()
-        .map(PathBuf::from)
-        .filter(|p| p.is_file())
-}
-
 #[test]
 fn queues_of_an_open_mpi_job_by_starter_and_by_pid() {
     if !have("mpicc.openmpi") || !have("orterun") {
         skip("needs Open MPI (mpicc.openmpi, orterun)");
         return;
     }
-    let Some(types) = sidecar() else {
+    let Some(types) = ompi_sidecar() else {
         skip("no Open MPI types sidecar (scripts/openmpi-types-sidecar.sh failed)");
         return;
     };
@@ -149,7 +84,7 @@ fn queues_of_an_open_mpi_job_by_starter_and_by_pid() {
         .env("OMPI_MPIR_DO_NOT_WARN", "1")
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    let job = Job::start(&mut launcher, &dir, 2);
+    let job = Job::start(&mut launcher, &dir, 2, Duration::from_millis(200));
 
     let out = mpir()
         .args(["queues", "--json", "--starter"])
@@ -261,10 +196,7 @@ fn queues_of_an_open_mpi_job_by_starter_and_by_pid() {
 
 #[test]
 fn queues_of_a_debugger_enabled_mpich_job() {
-    let root = PathBuf::from(
-        std::env::var("MPIR_MPICH_DEBUGINFO")
-            .unwrap_or_else(|_| "/var/cache/mpir-rs/mpich-debuginfo".into()),
-    );
+    let root = mpich_root();
     if !root.join("lib/libtvmpich.so").is_file() || !root.join("bin/mpicc").is_file() {
         skip(&format!("no debugger-enabled MPICH at {}", root.display()));
         return;
@@ -283,7 +215,7 @@ fn queues_of_a_debugger_enabled_mpich_job() {
         .arg(&*dir)
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    let job = Job::start(&mut launcher, &dir, 2);
+    let job = Job::start(&mut launcher, &dir, 2, Duration::from_millis(200));
 
     // MPICH's own DLL, then our walker (what auto picks when the MPI has debug info).
     for (engine, shown) in [("dll", "libtvmpich"), ("auto", "native MPICH ch3")] {

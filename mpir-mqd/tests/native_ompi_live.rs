@@ -28,26 +28,6 @@ const OMPI_GAPS: DllGaps = DllGaps {
     send_actual_global_is_local: true,
 };
 
-/// The sidecar: `$MPIR_OMPI_TYPES_SIDECAR`, else what the project script prints (cached).
-fn sidecar() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("MPIR_OMPI_TYPES_SIDECAR") {
-        return Some(PathBuf::from(p));
-    }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/openmpi-types-sidecar.sh");
-    let out = Command::new(&script)
-        .stderr(Stdio::inherit())
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let text = String::from_utf8(out.stdout).ok()?;
-    text.lines()
-        .last()
-        .map(PathBuf::from)
-        .filter(|p| p.is_file())
-}
-
 /// The peer's sends of the fixture, found in our unexpected queues: tag 44 (2 MiB) on the
 /// world, tag 55 (1 MiB) on the dup.
 fn check_unexpected(comms: &[CommunicatorQueues], rank: u64) {
@@ -102,7 +82,7 @@ fn native_open_mpi_walker_equals_the_dll_and_adds_unexpected_messages() {
         testkit::skip("needs Open MPI (mpicc.openmpi, orterun)");
         return;
     }
-    let Some(sidecar) = sidecar() else {
+    let Some(sidecar) = common::sidecar() else {
         testkit::skip("no Open MPI types sidecar (scripts/openmpi-types-sidecar.sh failed)");
         return;
     };

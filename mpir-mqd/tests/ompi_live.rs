@@ -7,7 +7,7 @@
 mod common;
 
 use common::{Job, comm};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::rc::Rc;
 
@@ -16,26 +16,6 @@ use mpir_target::debuginfo::DebugOptions;
 use mpir_target::live::LiveTarget;
 use mpir_target::testkit;
 use mpir_types::mqd::{OpClass, Peer};
-
-/// The sidecar: `$MPIR_OMPI_TYPES_SIDECAR`, else what the project script prints (cached).
-fn sidecar() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("MPIR_OMPI_TYPES_SIDECAR") {
-        return Some(PathBuf::from(p));
-    }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/openmpi-types-sidecar.sh");
-    let out = Command::new(&script)
-        .stderr(Stdio::inherit())
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let text = String::from_utf8(out.stdout).ok()?;
-    text.lines()
-        .last()
-        .map(PathBuf::from)
-        .filter(|p| p.is_file())
-}
 
 fn check_rank(host: &mut dyn QueueHost, app: &Path, pid: u32, rank: usize, sidecar: &Path) {
     let peer = (rank as u64 + 1) % 2;
@@ -97,7 +77,7 @@ fn open_mpi_dll_reports_posted_operations_of_live_ranks_in_both_modes() {
         testkit::skip("needs Open MPI (mpicc.openmpi, orterun)");
         return;
     }
-    let Some(sidecar) = sidecar() else {
+    let Some(sidecar) = common::sidecar() else {
         testkit::skip("no Open MPI types sidecar (scripts/openmpi-types-sidecar.sh failed)");
         return;
     };

@@ -363,3 +363,26 @@ pub fn comm<'a>(
         .find(|c| c.communicator.name == name)
         .unwrap_or_else(|| panic!("no communicator {name} in {comms:#?}"))
 }
+
+/// The Open MPI types sidecar: `$MPIR_OMPI_TYPES_SIDECAR`, else what the project script prints
+/// (it builds and caches the object); `None` when neither gives a file.
+pub fn sidecar() -> Option<std::path::PathBuf> {
+    use std::path::{Path, PathBuf};
+    use std::process::{Command, Stdio};
+    if let Some(p) = std::env::var_os("MPIR_OMPI_TYPES_SIDECAR") {
+        return Some(PathBuf::from(p));
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/openmpi-types-sidecar.sh");
+    let out = Command::new(&script)
+        .stderr(Stdio::inherit())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8(out.stdout).ok()?;
+    text.lines()
+        .last()
+        .map(PathBuf::from)
+        .filter(|p| p.is_file())
+}

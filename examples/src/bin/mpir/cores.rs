@@ -12,7 +12,9 @@ use mpir_target::corefile::CoreTarget;
 use mpir_target::proctable::{ProcTable, ReadOptions, read_proctable};
 
 use crate::job::{core_job, print};
-use crate::queues::{self, Engine, EngineChoice, RankProc};
+use mpir_target::debuginfo::DebugOptions;
+
+use crate::queues::{self, RankProc, ReaderArgs};
 use crate::{Common, chain};
 
 #[derive(clap::Args)]
@@ -23,18 +25,8 @@ pub(crate) struct CoreArgs {
     /// moved or rebuilt).
     #[arg(long)]
     pub(crate) exe: Option<PathBuf>,
-    /// A types sidecar for MPI libraries without debug info (see `mpir queues --help`).
-    #[arg(long = "types")]
-    pub(crate) types: Vec<PathBuf>,
-    /// The message-queue DLL to use instead of the one the MPI names.
-    #[arg(long)]
-    pub(crate) dll: Option<PathBuf>,
-    /// Which reader to use for ranks' queues.
-    #[arg(long, value_enum, default_value_t = Engine::Auto)]
-    pub(crate) engine: Engine,
-    /// Load the DLL into this process instead of a helper process.
-    #[arg(long)]
-    pub(crate) in_process: bool,
+    #[command(flatten)]
+    pub(crate) reader: ReaderArgs,
     /// Core files: a starter's (the job) and any ranks' (their queues).
     #[arg(required = true)]
     pub(crate) cores: Vec<PathBuf>,
@@ -50,8 +42,8 @@ struct Opened {
     not_starter: String,
 }
 
-fn open(path: &Path, args: &CoreArgs) -> Result<Opened, String> {
-    let debug = queues::rank_debug(&args.common, &args.types);
+fn open(path: &Path, args: &CoreArgs, debug: &DebugOptions) -> Result<Opened, String> {
+    let debug = debug.clone();
     let target = match &args.exe {
         Some(e) if !e.is_file() => return Err(format!("--exe {}: no such file", e.display())),
         Some(e) => CoreTarget::open_with_executable(path, e, debug),
@@ -83,10 +75,11 @@ fn open(path: &Path, args: &CoreArgs) -> Result<Opened, String> {
 }
 
 pub(crate) fn run(args: &CoreArgs) -> Result<ExitCode, String> {
+    let (debug, choice) = args.reader.prepare(&args.common)?;
     let opened: Vec<Opened> = args
         .cores
         .iter()
-        .map(|p| open(p, args))
+        .map(|p| open(p, args, &debug))
         .collect::<Result<_, _>>()?;
     let (starters, ranks): (Vec<&Opened>, Vec<&Opened>) =
         opened.iter().partition(|o| o.table.is_some());
@@ -145,12 +138,6 @@ pub(crate) fn run(args: &CoreArgs) -> Result<ExitCode, String> {
             .and_then(|i| targets.get(i))
             .cloned()
             .ok_or_else(|| format!("no core for pid {}", r.pid))
-    };
-    let choice = EngineChoice {
-        engine: args.engine,
-        dll: args.dll.as_deref(),
-        in_process: args.in_process,
-        types_given: !args.types.is_empty(),
     };
     let (engine, reads) = queues::read_queues_raw(&choice, &procs, &opener).map_err(|e| {
         // Nothing could be read: say also why the cores are not a starter's.

@@ -5,7 +5,6 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::rc::Rc;
 use std::time::Duration;
@@ -15,7 +14,7 @@ use mpir_target::Target;
 use mpir_types::deadlock::{self, CommQueues, DeadlockReport, JobSnapshot, RankQueues};
 use serde::Serialize;
 
-use crate::queues::{self, Engine, EngineChoice, Held, RankProc};
+use crate::queues::{self, EngineChoice, Held, RankArgs, RankProc, ReaderArgs};
 use crate::{Common, chain};
 use mpir_target::debuginfo::DebugOptions;
 
@@ -29,24 +28,10 @@ pub(crate) const DEADLOCK_SCHEMA: &str = "mpir.deadlock/1";
 pub(crate) struct DeadlockArgs {
     #[command(flatten)]
     pub(crate) common: Common,
-    /// The starter's pid (mpiexec, orterun…): every rank of its job.
-    #[arg(long, required_unless_present = "pids", conflicts_with = "pids")]
-    pub(crate) starter: Option<u32>,
-    /// Rank processes to read directly (repeat, or separate with commas).
-    #[arg(long = "pid", value_delimiter = ',')]
-    pub(crate) pids: Vec<u32>,
-    /// The message-queue DLL to use instead of the one the MPI names.
-    #[arg(long)]
-    pub(crate) dll: Option<PathBuf>,
-    /// A types sidecar for MPI libraries without debug info (see `mpir queues --help`).
-    #[arg(long = "types")]
-    pub(crate) types: Vec<PathBuf>,
-    /// Which reader to use.
-    #[arg(long, value_enum, default_value_t = Engine::Auto)]
-    pub(crate) engine: Engine,
-    /// Load the DLL into this process instead of a helper process.
-    #[arg(long)]
-    pub(crate) in_process: bool,
+    #[command(flatten)]
+    pub(crate) ranks: RankArgs,
+    #[command(flatten)]
+    pub(crate) reader: ReaderArgs,
     /// Snapshots to compare (1 reports a potential deadlock from a single instant).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub(crate) samples: u32,
@@ -56,9 +41,6 @@ pub(crate) struct DeadlockArgs {
     /// Print the wait-for graph in Graphviz DOT instead (`| dot -Tsvg > waits.svg`).
     #[arg(long, conflicts_with = "json")]
     pub(crate) dot: bool,
-    /// Longest wait for the starter's acquisition, in seconds.
-    #[arg(long, default_value_t = 60)]
-    pub(crate) timeout: u64,
 }
 
 #[derive(Serialize)]
@@ -108,24 +90,10 @@ fn comm_queues(c: &CommunicatorQueues) -> CommQueues {
 }
 
 pub(crate) fn run(args: &DeadlockArgs) -> Result<ExitCode, String> {
-    for t in &args.types {
-        if !t.is_file() {
-            return Err(format!("types sidecar {}: no such file", t.display()));
-        }
-    }
-    if let Some(d) = args.dll.as_ref().filter(|d| !d.is_file()) {
-        return Err(format!("DLL {}: no such file", d.display()));
-    }
-    let debug = queues::rank_debug(&args.common, &args.types);
-    let timeout = Duration::from_secs(args.timeout);
+    let (debug, choice) = args.reader.prepare(&args.common)?;
+    let timeout = Duration::from_secs(args.ranks.timeout);
     // The ranks: from the starter's table once (then by pid for every sample).
-    let (held, ranks) = queues::hold_ranks(args.starter, &args.pids, &debug, timeout)?;
-    let choice = EngineChoice {
-        engine: args.engine,
-        dll: args.dll.as_deref(),
-        in_process: args.in_process,
-        types_given: !args.types.is_empty(),
-    };
+    let (held, ranks) = queues::hold_ranks(args.ranks.starter, &args.ranks.pids, &debug, timeout)?;
     let sampled = sample(
         held,
         ranks,

@@ -41,16 +41,23 @@ pub(crate) enum Engine {
     Native,
 }
 
+/// Which ranks to read: a starter's whole job, or processes named by pid.
 #[derive(clap::Args)]
-pub(crate) struct QueuesArgs {
-    #[command(flatten)]
-    pub(crate) common: Common,
+pub(crate) struct RankArgs {
     /// The starter's pid (mpiexec, orterun…): every rank of its job.
     #[arg(long, required_unless_present = "pids", conflicts_with = "pids")]
     pub(crate) starter: Option<u32>,
     /// Rank processes to read directly (repeat, or separate with commas).
     #[arg(long = "pid", value_delimiter = ',')]
     pub(crate) pids: Vec<u32>,
+    /// Longest wait for the starter's acquisition, in seconds.
+    #[arg(long, default_value_t = 60)]
+    pub(crate) timeout: u64,
+}
+
+/// How to read queues: the reader and what it needs.
+#[derive(clap::Args)]
+pub(crate) struct ReaderArgs {
     /// The message-queue DLL to use instead of the one the MPI names.
     #[arg(long)]
     pub(crate) dll: Option<PathBuf>,
@@ -66,9 +73,45 @@ pub(crate) struct QueuesArgs {
     /// that crashes or hangs cannot take the tool, and the ranks it holds, down with it).
     #[arg(long)]
     pub(crate) in_process: bool,
-    /// Longest wait for the starter's acquisition, in seconds.
-    #[arg(long, default_value_t = 60)]
-    pub(crate) timeout: u64,
+}
+
+impl ReaderArgs {
+    /// Checks that the files named exist, and gives the debug options for reading ranks (the
+    /// common ones plus the types sidecars) and the reader choice.
+    pub(crate) fn prepare(
+        &self,
+        common: &Common,
+    ) -> Result<(DebugOptions, EngineChoice<'_>), String> {
+        for t in &self.types {
+            if !t.is_file() {
+                return Err(format!("types sidecar {}: no such file", t.display()));
+            }
+        }
+        if let Some(d) = self.dll.as_ref().filter(|d| !d.is_file()) {
+            return Err(format!("DLL {}: no such file", d.display()));
+        }
+        let mut debug = debug_options(common);
+        for t in &self.types {
+            debug = debug.with_types_sidecar(t.clone());
+        }
+        let choice = EngineChoice {
+            engine: self.engine,
+            dll: self.dll.as_deref(),
+            in_process: self.in_process,
+            types_given: !self.types.is_empty(),
+        };
+        Ok((debug, choice))
+    }
+}
+
+#[derive(clap::Args)]
+pub(crate) struct QueuesArgs {
+    #[command(flatten)]
+    pub(crate) common: Common,
+    #[command(flatten)]
+    pub(crate) ranks: RankArgs,
+    #[command(flatten)]
+    pub(crate) reader: ReaderArgs,
 }
 
 /// One rank process to read.
@@ -662,37 +705,14 @@ pub(crate) fn read_queues(
     Ok(queues_doc(engine, ranks, &reads))
 }
 
-/// Debug options for reading ranks: the common ones plus the types sidecars.
-pub(crate) fn rank_debug(common: &Common, types: &[PathBuf]) -> DebugOptions {
-    let mut debug = debug_options(common);
-    for t in types {
-        debug = debug.with_types_sidecar(t.clone());
-    }
-    debug
-}
-
 pub(crate) fn run(args: &QueuesArgs) -> Result<ExitCode, String> {
-    for t in &args.types {
-        if !t.is_file() {
-            return Err(format!("types sidecar {}: no such file", t.display()));
-        }
-    }
-    if let Some(d) = args.dll.as_ref().filter(|d| !d.is_file()) {
-        return Err(format!("DLL {}: no such file", d.display()));
-    }
-    let debug = rank_debug(&args.common, &args.types);
+    let (debug, choice) = args.reader.prepare(&args.common)?;
     let (held, ranks) = hold_ranks(
-        args.starter,
-        &args.pids,
+        args.ranks.starter,
+        &args.ranks.pids,
         &debug,
-        Duration::from_secs(args.timeout),
+        Duration::from_secs(args.ranks.timeout),
     )?;
-    let choice = EngineChoice {
-        engine: args.engine,
-        dll: args.dll.as_deref(),
-        in_process: args.in_process,
-        types_given: !args.types.is_empty(),
-    };
     let result = read_queues(&choice, &ranks, &live_opener(&debug));
     let problems = held.release();
     let mut doc = result?;
