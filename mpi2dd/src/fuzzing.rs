@@ -7,6 +7,7 @@ use mpir_types::DataModel;
 
 use crate::connect::MapConnector;
 use crate::decode::{decode_direntries, decode_info, decode_procdescs, decode_spawndesc};
+use crate::mock::{MockDir, MockProcess, MockRank};
 use crate::read::{ReadOptions, read_snapshot};
 use crate::traverse::{TraverseOptions, traverse};
 
@@ -85,4 +86,62 @@ pub fn traversal(data: &[u8]) {
         max_ranks: 4096,
     };
     let _ = traverse(&c, "fuzz", 1, &options);
+}
+
+/// Valid processes in the snapshot and traversal harnesses' input format, for seeding the
+/// fuzzer's corpus and the bounded test's mutations: a metadirectory naming an unreachable
+/// directory, one naming itself (a cycle), a directory with spawned ranks, and a rank, in all
+/// four data models. Without them random bytes rarely get past `MPI2DD_info`'s magic.
+pub fn seeds() -> Vec<(String, Vec<u8>)> {
+    let mut to_other = MockProcess::metadirectory("fuzz", 1);
+    to_other
+        .directories
+        .push(MockDir::new("fuzz", "/bin/dir", 2));
+    to_other
+        .proctable
+        .push(MockRank::new("fuzz", "/bin/app", "w0", 10, 0));
+    let mut to_itself = MockProcess::metadirectory("fuzz", 1);
+    to_itself
+        .metadirectories
+        .push(MockDir::new("fuzz", "/bin/meta", 1));
+    to_itself
+        .directories
+        .push(MockDir::new("fuzz", "/bin/meta", 1));
+    let mut directory = MockProcess::directory("fuzz", 1);
+    for rank in 0..4 {
+        let r = MockRank::new("node", "/bin/app", "w1", 100 + rank, rank);
+        directory.proctable.push(if rank < 2 {
+            r
+        } else {
+            r.spawned("w0", 0, rank)
+        });
+    }
+    let rank = MockProcess::rank("fuzz", 1);
+    let mut out = Vec::new();
+    for (name, p) in [
+        ("meta-to-other", &to_other),
+        ("meta-to-itself", &to_itself),
+        ("directory", &directory),
+        ("rank", &rank),
+    ] {
+        for (m, model) in ["lp64", "ilp32", "lp64-be", "ilp32-be"].iter().enumerate() {
+            out.push((format!("{name}-{model}"), seed_input(p, m)));
+        }
+    }
+    out
+}
+
+/// `p` placed in a mock of model `MODELS[m]`, dumped in the harness's input format: model
+/// byte, `MPI2DD_info`'s offset, then memory from [`BASE`] to the end of the last
+/// allocation (gaps as 0).
+fn seed_input(p: &MockProcess, m: usize) -> Vec<u8> {
+    let mut b = MockTarget::builder(MODELS[m]);
+    let placed = p.place(&mut b);
+    let end = b.alloc(1);
+    let t = b.build();
+    let offset = u16::try_from(placed.info.saturating_sub(BASE)).unwrap_or(u16::MAX);
+    let mut out = vec![m as u8];
+    out.extend(offset.to_le_bytes());
+    out.extend((BASE..end).map(|a| t.peek(a, 1).map_or(0, |b| b[0])));
+    out
 }

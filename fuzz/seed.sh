@@ -1,0 +1,23 @@
+#!/bin/bash
+# Writes the seed corpora of the fuzz targets that need real input to get anywhere:
+#   elf_types, elf_sparse   the starter fixture (DWARF 4 and 5, linked and as an object), /usr/bin/true
+#   mpi2dd_snapshot/_traversal  valid MPI2DD processes in four data models (mpi2dd::fuzzing::seeds)
+#   wire                    valid pipe messages of every kind (mpir_mqd::fuzzing::seed_stream)
+# The decoder targets (proctable, communicator, pending_operation, view, mpi2dd_decoders) start
+# from nothing: their inputs are small and coverage-guided mutation reaches every branch.
+# Usage: fuzz/seed.sh [CORPUS_DIR]   (default fuzz/corpus; existing files are kept)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+corpus=$(mkdir -p "${1:-$here/corpus}" && cd "${1:-$here/corpus}" && pwd)
+fixtures=$here/../mpir-target/tests/fixtures
+
+for t in elf_types elf_sparse; do
+    mkdir -p "$corpus/$t"
+    cp /usr/bin/true "$corpus/$t/true"
+    for v in 4 5; do
+        gcc -g -gdwarf-$v -O2 -I"$fixtures" "$fixtures/starter.c" -o "$corpus/$t/starter-dwarf$v"
+    done
+    gcc -g -O2 -c -I"$fixtures" "$fixtures/starter.c" -o "$corpus/$t/starter.o"
+done
+cargo run -q --manifest-path "$here/../Cargo.toml" -p mpi2dd --example fuzz_seeds -- "$corpus"
+cargo run -q --manifest-path "$here/../Cargo.toml" -p mpir-mqd --example fuzz_seeds -- "$corpus"
