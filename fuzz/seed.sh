@@ -2,9 +2,10 @@
 # Writes the seed corpora of the fuzz targets that need real input to get anywhere:
 #   elf_types, elf_sparse   the starter fixture (DWARF 4 and 5, linked and as an object), /usr/bin/true
 #   mpi2dd_snapshot/_traversal  valid MPI2DD processes in four data models (mpi2dd::fuzzing::seeds)
+#   mpi2dd_decoders         their MPI2DD_info and what follows it (mpi2dd::fuzzing::decoder_seeds)
 #   wire                    valid pipe messages of every kind (mpir_mqd::fuzzing::seed_stream)
-# The decoder targets (proctable, communicator, pending_operation, view, mpi2dd_decoders) start
-# from nothing: their inputs are small and coverage-guided mutation reaches every branch.
+# The other targets (proctable, communicator, pending_operation, view) start empty: they decode
+# small structs with no magic number or length framing to get past.
 # Usage: fuzz/seed.sh [CORPUS_DIR]   (default fuzz/corpus; existing files are kept)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)

@@ -131,6 +131,19 @@ pub fn seeds() -> Vec<(String, Vec<u8>)> {
     out
 }
 
+/// Seeds for [`decoders`]: each of [`seeds`]' memory from its `MPI2DD_info` on, so that the
+/// info decoder gets past its magic, version and variant checks.
+pub fn decoder_seeds() -> Vec<(String, Vec<u8>)> {
+    seeds()
+        .into_iter()
+        .map(|(name, data)| {
+            let offset = usize::from(u16::from_le_bytes([data[1], data[2]]));
+            let info = data.get(3 + offset..).unwrap_or_default().to_vec();
+            (name, info)
+        })
+        .collect()
+}
+
 /// `p` placed in a mock of model `MODELS[m]`, dumped in the harness's input format: model
 /// byte, `MPI2DD_info`'s offset, then memory from [`BASE`] to the end of the last
 /// allocation (gaps as 0).

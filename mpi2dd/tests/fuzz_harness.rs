@@ -2,6 +2,7 @@
 //! random bytes, and valid processes' memory (`mpi2dd::fuzzing::seeds`) with bytes flipped, through the decoders, a snapshot
 //! and a traversal. Nothing may panic.
 
+use mpir_types::DataModel;
 use proptest::prelude::*;
 
 #[test]
@@ -18,6 +19,25 @@ fn every_seed_is_a_readable_process() {
             .map_or(0, |&(_, n)| n);
         assert_eq!(snap.proctable.len(), expected, "seed {name}");
         mpi2dd::fuzzing::traversal(data);
+    }
+}
+
+#[test]
+fn every_decoder_seed_is_a_valid_info() {
+    for (name, data) in mpi2dd::fuzzing::decoder_seeds() {
+        let model = [
+            DataModel::LP64,
+            DataModel::ILP32,
+            DataModel::LP64_BE,
+            DataModel::ILP32_BE,
+        ]
+        .into_iter()
+        .find(|m| mpi2dd::decode::decode_info(m, mpi2dd::fuzzing::BASE, &data).is_ok());
+        assert!(
+            model.is_some(),
+            "seed {name}: no data model decodes its MPI2DD_info"
+        );
+        mpi2dd::fuzzing::decoders(&data);
     }
 }
 
