@@ -43,6 +43,7 @@
 //! ```
 #![cfg_attr(not(test), deny(clippy::indexing_slicing))]
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod deadlock;
 mod error;
