@@ -243,3 +243,92 @@ fn corrupt_debug_info_section() {
         "{e}"
     );
 }
+
+/// In an ELF64 little-endian file, sets the `ch_size` of section `name`'s compression header
+/// (the uncompressed size the decompressor allocates up front). False when the section is
+/// absent or not `SHF_COMPRESSED`.
+fn set_compressed_size(bytes: &mut [u8], name: &str, size: u64) -> bool {
+    let u16_at = |b: &[u8], o: usize| u16::from_le_bytes(b[o..o + 2].try_into().unwrap()) as usize;
+    let u64_at = |b: &[u8], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap()) as usize;
+    let (shoff, shentsize, shnum, shstrndx) = (
+        u64_at(bytes, 0x28),
+        u16_at(bytes, 0x3a),
+        u16_at(bytes, 0x3c),
+        u16_at(bytes, 0x3e),
+    );
+    let header = |i: usize| shoff + i * shentsize;
+    let names = u64_at(bytes, header(shstrndx) + 24);
+    for i in 0..shnum {
+        let h = header(i);
+        let name_at = names + u32::from_le_bytes(bytes[h..h + 4].try_into().unwrap()) as usize;
+        let end = bytes[name_at..].iter().position(|&c| c == 0).unwrap();
+        let compressed = u64_at(bytes, h + 8) & 0x800 != 0;
+        if &bytes[name_at..name_at + end] == name.as_bytes() && compressed {
+            let chdr = u64_at(bytes, h + 24);
+            bytes[chdr + 8..chdr + 16].copy_from_slice(&size.to_le_bytes());
+            return true;
+        }
+    }
+    false
+}
+
+#[test]
+fn compressed_debug_sections_claiming_impossible_sizes() {
+    if Command::new("objcopy").arg("--version").output().is_err() {
+        return skip("objcopy not installed");
+    }
+    let dir = scratch("hostile-dwarf-compressed");
+    let src = "struct pair { long a; int b; };\nstruct pair p;\nint main(void) { return 0; }\n";
+    let Some(exe) = compile(&dir, "plain", src) else {
+        return;
+    };
+    let good = dir.join("compressed");
+    run_cmd(
+        Command::new("objcopy")
+            .arg("--compress-debug-sections=zlib-gabi")
+            .arg(&exe)
+            .arg(&good),
+    )
+    .unwrap();
+    let layout = |name: &'static str, file: PathBuf| {
+        run(
+            name,
+            FILES,
+            move || ProcessImages::from_files(&[(file, 0)], no_debug_dirs()).unwrap(),
+            |images| images.type_layout(TypeQuery::Named("pair")),
+        )
+    };
+    // The honest compressed file reads: the bound refuses no real section.
+    let l = layout("zlib-compressed DWARF", good.clone())
+        .unwrap()
+        .expect("struct pair");
+    assert_eq!(l.byte_size, 16);
+
+    // A header claiming 720 PiB (what the fuzzer found: the decompressor reserved it), and
+    // one claiming 512 MiB from a few hundred compressed bytes: refused before any
+    // allocation, within the 64 MiB bound of `FILES`.
+    for (name, claimed, why) in [
+        (
+            "720 PiB .debug_info",
+            0x0a00_0000_0000_0000u64,
+            "limit per section",
+        ),
+        (
+            "512 MiB .debug_info",
+            512 << 20,
+            "of zlib expand to at most 1032 times",
+        ),
+    ] {
+        let mut bytes = std::fs::read(&good).unwrap();
+        assert!(set_compressed_size(&mut bytes, ".debug_info", claimed));
+        let bad = dir.join(name.replace(' ', "_"));
+        std::fs::write(&bad, &bytes).unwrap();
+        let e = layout(name, bad.clone()).unwrap_err();
+        assert!(
+            matches!(&e, TargetError::DebugInfo(DebugInfoError::CompressedSection {
+                path, section, claimed: c, reason, ..
+            }) if *path == bad && *section == ".debug_info" && *c == claimed && reason.contains(why)),
+            "{name}: {e}"
+        );
+    }
+}

@@ -140,9 +140,34 @@ fn every_message_round_trips() {
             }),
             messages: vec![],
         },
+        FromHelper::Done {
+            outcome: Err(MqdError::Protocol {
+                path: "p".into(),
+                reason: "helper error: x".into(),
+            }),
+            messages: vec![],
+        },
     ] {
         assert_eq!(FromHelper::decode(&m.encode(), "p"), Ok(m));
     }
+}
+
+#[test]
+fn an_error_of_no_tag_of_its_own_reads_back_stable() {
+    // The `wire` fuzz target's crash input: a Done whose error has tag 0 (an error kind with no
+    // tag of its own, sent by its message). It decodes as `Protocol`, which must then encode to
+    // itself, not to another layer of "broke the protocol: helper error:".
+    let crash = [5u8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    let m = FromHelper::decode(&crash, "fuzz.so").expect("a Done with an error");
+    let FromHelper::Done {
+        outcome: Err(MqdError::Protocol { reason, .. }),
+        ..
+    } = &m
+    else {
+        panic!("tag 0 decodes as a protocol error: {m:?}");
+    };
+    assert_eq!(reason, "helper error: ");
+    assert_eq!(FromHelper::decode(&m.encode(), "fuzz.so"), Ok(m));
 }
 
 #[test]

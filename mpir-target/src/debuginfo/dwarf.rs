@@ -79,10 +79,13 @@ fn load_dwarf(elf: &ElfFile) -> Result<gimli::Dwarf<R>, DebugInfoError> {
     gimli::Dwarf::load(|id: gimli::SectionId| -> Result<R, DebugInfoError> {
         let data: Arc<[u8]> = match obj.section_by_name(id.name()) {
             Some(s) => {
-                let d = s.uncompressed_data().map_err(|e| DebugInfoError::Dwarf {
+                let dwarf_error = |e: object::Error| DebugInfoError::Dwarf {
                     path: path.to_path_buf(),
                     reason: format!("{}: {e}", id.name()),
-                })?;
+                };
+                let compressed = s.compressed_data().map_err(dwarf_error)?;
+                check_compressed(path, id.name(), &compressed)?;
+                let d = compressed.decompress().map_err(dwarf_error)?;
                 if relocatable {
                     Arc::from(relocate(&obj, &s, d.into_owned(), endian))
                 } else {
@@ -92,6 +95,47 @@ fn load_dwarf(elf: &ElfFile) -> Result<gimli::Dwarf<R>, DebugInfoError> {
             None => Arc::from(&[][..]),
         };
         Ok(gimli::EndianArcSlice::new(data, endian))
+    })
+}
+
+/// The most bytes one compressed debug section may expand to. Real ones are far smaller (the
+/// largest `.debug_info` of an MPI library or launcher is tens of MiB); the section header's
+/// claim is what the decompressor allocates up front, so it must be bounded before that.
+pub const MAX_UNCOMPRESSED_SECTION: u64 = 1 << 30;
+
+/// zlib's largest possible expansion (deflate's maximum ratio is 1032:1); a little slack for
+/// the stream's header.
+const ZLIB_MAX_RATIO: u64 = 1032;
+
+/// Refuses a compressed section whose claimed size no real section has, before the
+/// decompressor allocates it.
+fn check_compressed(
+    path: &std::path::Path,
+    section: &'static str,
+    c: &object::CompressedData<'_>,
+) -> Result<(), DebugInfoError> {
+    use object::CompressionFormat;
+    let compressed = c.data.len() as u64;
+    let claimed = c.uncompressed_size;
+    let format = format!("{:?}", c.format).to_lowercase();
+    let reason = match c.format {
+        CompressionFormat::None => return Ok(()),
+        _ if claimed > MAX_UNCOMPRESSED_SECTION => format!(
+            "more than the {MAX_UNCOMPRESSED_SECTION}-byte limit per section \
+             ({format}, {compressed} bytes compressed)"
+        ),
+        CompressionFormat::Zlib
+            if claimed > compressed.saturating_add(64).saturating_mul(ZLIB_MAX_RATIO) =>
+        {
+            format!("{compressed} bytes of zlib expand to at most {ZLIB_MAX_RATIO} times that")
+        }
+        _ => return Ok(()),
+    };
+    Err(DebugInfoError::CompressedSection {
+        path: path.to_path_buf(),
+        section,
+        claimed,
+        reason,
     })
 }
 

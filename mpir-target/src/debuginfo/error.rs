@@ -32,6 +32,20 @@ pub enum DebugInfoError {
         /// What is wrong.
         reason: String,
     },
+    /// A compressed debug section claims more uncompressed bytes than a real one can hold: more
+    /// than [`MAX_UNCOMPRESSED_SECTION`](crate::debuginfo::MAX_UNCOMPRESSED_SECTION), or more
+    /// than zlib can expand its compressed bytes to. Refused before anything is allocated.
+    #[error("{section} in {path} claims {claimed} bytes uncompressed; refused: {reason}")]
+    CompressedSection {
+        /// The file.
+        path: PathBuf,
+        /// The section (`.debug_info`, ...).
+        section: &'static str,
+        /// The uncompressed size its header claims.
+        claimed: u64,
+        /// Which bound it breaks, with the compression and the compressed size.
+        reason: String,
+    },
     /// A type's description could not be followed (cycle, excessive depth, missing target).
     #[error("type {name} in {path}: {reason}")]
     Type {
