@@ -240,7 +240,7 @@ fn program_headers_end<Elf: FileHeader<Endian = Endianness>>(head: &[u8]) -> Opt
 impl CoreFile {
     /// Opens and parses `path` (headers and notes only).
     pub fn open(path: &Path) -> Result<Self> {
-        let file = File::open(path).map_err(|e| DebugInfoError::io(path, &e))?;
+        let file = crate::files::open_regular(path).map_err(|e| DebugInfoError::io(path, &e))?;
         let len = file
             .metadata()
             .map_err(|e| DebugInfoError::io(path, &e))?
@@ -348,7 +348,7 @@ impl CoreFile {
         let mut files = self.files.lock().unwrap_or_else(|e| e.into_inner());
         let file = files
             .entry(path.to_path_buf())
-            .or_insert_with(|| File::open(path).ok());
+            .or_insert_with(|| crate::files::open_regular(path).ok());
         file.as_ref()
             .and_then(|f| f.read_at(buf, offset).ok())
             .unwrap_or(0)

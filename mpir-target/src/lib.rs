@@ -42,6 +42,7 @@ pub mod corefile;
 pub mod debuginfo;
 mod error;
 mod ext;
+mod files;
 #[doc(hidden)]
 pub mod fuzzing;
 mod image_target;

@@ -142,6 +142,39 @@ fn a_directory_given_as_an_executable() {
     );
 }
 
+#[test]
+fn a_fifo_or_a_device_named_as_an_image() {
+    // A path the target names (its memory map after a mapped file was replaced, a core's
+    // NT_FILE note) can be a FIFO, whose open(2) waits for a writer for ever, or a device that
+    // never ends. Refused as not a regular file, at once.
+    let dir = scratch("hostile-elf-fifo");
+    let fifo = dir.join("libfake.so");
+    if let Err(e) = run_cmd(Command::new("mkfifo").arg(&fifo)) {
+        return skip(&e);
+    }
+    for (name, path, what) in [
+        ("FIFO as ELF", fifo.clone(), "a FIFO"),
+        ("/dev/zero as ELF", PathBuf::from("/dev/zero"), "a device"),
+    ] {
+        let p = path.clone();
+        let e = run(name, LIVE, move || p, |p| ElfFile::open(&p).map(|_| ())).unwrap_err();
+        assert!(
+            matches!(&e, DebugInfoError::Io { path: p, reason } if *p == path && reason.contains(what)),
+            "{name}: {e}"
+        );
+    }
+    // Through the image list, as a process's or a core's mappings reach it.
+    let p = fifo.clone();
+    let e = run(
+        "FIFO among a process's images",
+        LIVE,
+        move || p,
+        |p| ProcessImages::from_files(&[(p, 0)], no_debug_dirs()).map(|_| ()),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("a FIFO, not a regular file"), "{e}");
+}
+
 /// The layout `query` gives in the compiled `source`.
 fn layout_of(
     name: &str,

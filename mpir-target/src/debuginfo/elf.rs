@@ -81,7 +81,7 @@ impl ElfFile {
     /// tables, notes and small sections (a sparse view of the file).
     pub fn open(path: &Path) -> Result<Self, DebugInfoError> {
         let io = |e: std::io::Error| DebugInfoError::io(path, &e);
-        let file = std::fs::File::open(path).map_err(io)?;
+        let file = crate::files::open_regular(path).map_err(io)?;
         let len = file.metadata().map_err(io)?.len();
         let ranges = {
             let cache = object::ReadCache::new(&file);
@@ -219,7 +219,7 @@ impl ElfFile {
     pub fn data(&self) -> Result<&Arc<[u8]>, DebugInfoError> {
         self.data
             .get_or_init(|| {
-                std::fs::read(&self.path)
+                crate::files::read_regular(&self.path)
                     .map(Arc::from)
                     .map_err(|e| DebugInfoError::io(&self.path, &e))
             })

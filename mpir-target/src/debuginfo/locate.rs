@@ -162,7 +162,7 @@ pub(crate) fn find_debug_file(
             if p == elf.path() || !p.exists() {
                 continue;
             }
-            match std::fs::read(&p) {
+            match crate::files::read_regular(&p) {
                 Ok(bytes) if debuglink_crc(&bytes) == crc => match cache.open(&p) {
                     Ok(f) => return Some((f, DebugSource::Debuglink(p))),
                     Err(e) => notes.push(e.to_string()),
