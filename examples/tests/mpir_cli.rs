@@ -236,6 +236,22 @@ fn core_reads_the_table_of_a_starter_core() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(ranks_of(&json(&o)), printed(&seen));
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("truncated"));
+
+    // The core cut short (as `ulimit -c` leaves one): a warning that says so, whatever can
+    // still be read.
+    let bytes = std::fs::read(&core).unwrap();
+    let cut = f.dir.join("core.cut");
+    std::fs::write(&cut, &bytes[..bytes.len() / 3]).unwrap();
+    let o = mpir().arg("core").arg(&cut).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!(
+            "mpir: warning: core {} is truncated: its segments need",
+            cut.display()
+        )) && err.contains(&format!("the file has {}", bytes.len() / 3)),
+        "{err}"
+    );
 }
 
 #[test]

@@ -73,6 +73,31 @@ pub struct CoreFile {
     threads: Vec<CoreThread>,
     auxv: Vec<(u64, u64)>,
     files: Mutex<HashMap<PathBuf, Option<File>>>,
+    /// The file's length when opened.
+    len: u64,
+}
+
+/// A core file shorter than its own segments say (a dump cut short by `ulimit -c`, a full disk
+/// or a partial copy): memory past `length` reads as unavailable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Truncation {
+    /// The bytes the segments' dumped data needs (the end of the last one).
+    pub needed: u64,
+    /// The bytes the file has.
+    pub length: u64,
+    /// Segments whose dumped bytes are wholly or partly missing.
+    pub segments_cut: usize,
+}
+
+impl std::fmt::Display for Truncation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "truncated: its segments need {} bytes, the file has {} ({} segment(s) cut; memory \
+             in them reads as unavailable)",
+            self.needed, self.length, self.segments_cut
+        )
+    }
 }
 
 fn elf_err(path: &Path, e: impl std::fmt::Display) -> DebugInfoError {
@@ -276,6 +301,19 @@ impl CoreFile {
             threads: parsed.threads,
             auxv: parsed.auxv,
             files: Mutex::new(HashMap::new()),
+            len,
+        })
+    }
+
+    /// Whether the file is shorter than its segments' dumped data: `None` for a whole core.
+    pub fn truncation(&self) -> Option<Truncation> {
+        let end = |s: &CoreSegment| s.offset.saturating_add(s.file_size);
+        let needed = self.segments.iter().map(end).max()?;
+        let segments_cut = self.segments.iter().filter(|s| end(s) > self.len).count();
+        (needed > self.len).then_some(Truncation {
+            needed,
+            length: self.len,
+            segments_cut,
         })
     }
 

@@ -55,8 +55,42 @@ fn gcore_reads_like_the_live_process() {
     );
     assert_eq!(snapshot(&target), live);
     assert_eq!(live.0.len(), 200);
+    assert_eq!(target.core().truncation(), None);
     // The process went on after gcore detached.
     assert!(starter.finish());
+
+    // The same core cut in half, as `ulimit -c` or a full disk leave one: it opens, says it
+    // is truncated, and memory past the cut is a read error, not zeros.
+    let bytes = std::fs::read(&core_path).unwrap();
+    let half = bytes.len() / 2;
+    let cut_path = dir.join("core.half");
+    std::fs::write(&cut_path, &bytes[..half]).unwrap();
+    let cut = CoreFile::open(&cut_path).unwrap();
+    let t = cut.truncation().expect("a core cut in half is truncated");
+    assert_eq!(t.length, half as u64);
+    assert!(
+        t.needed > t.length && t.needed <= bytes.len() as u64,
+        "{t:?}"
+    );
+    assert!(t.segments_cut >= 1, "{t:?}");
+    // An anonymous segment (no NT_FILE mapping to fall back on) wholly past the cut: the
+    // stack is one, as it is dumped last.
+    let anonymous = |s: &&mpir_target::corefile::CoreSegment| {
+        !cut.mappings()
+            .iter()
+            .any(|m| s.vaddr < m.end && m.start < s.vaddr + s.mem_size)
+    };
+    let gone = cut
+        .segments()
+        .iter()
+        .filter(anonymous)
+        .find(|s| s.offset >= half as u64 && s.file_size > 0)
+        .expect("an anonymous segment wholly past the cut");
+    assert!(cut.read_vec(gone.vaddr, 8).is_err());
+    assert!(
+        t.to_string().contains(&format!("the file has {half}")),
+        "{t}"
+    );
 }
 
 #[test]

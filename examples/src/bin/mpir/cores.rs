@@ -50,6 +50,10 @@ fn open(path: &Path, args: &CoreArgs, debug: &DebugOptions) -> Result<Opened, St
         None => CoreTarget::open(path, debug),
     }
     .map_err(|e| format!("core {}: {}", path.display(), chain(&e)))?;
+    let truncation = target.memory().truncation();
+    if let Some(t) = truncation {
+        eprintln!("mpir: warning: core {} is {t}", path.display());
+    }
     // Open MPI's ranks load the library that defines MPIR_proctable too: a starter is a core
     // whose table has entries.
     let (table, mut not_starter) = match read_proctable(&target, &ReadOptions::default()) {
@@ -65,6 +69,9 @@ fn open(path: &Path, args: &CoreArgs, debug: &DebugOptions) -> Result<Opened, St
             "; its executable {} is gone: give it with --exe",
             exe.display()
         ));
+    }
+    if let Some(t) = truncation {
+        not_starter.push_str(&format!("; the core is {t}"));
     }
     Ok(Opened {
         path: path.to_path_buf(),
