@@ -383,6 +383,9 @@ impl CoreFile {
 
     /// Bytes of a mapped file at `offset`, for memory the core did not dump.
     fn read_mapped(&self, path: &Path, offset: u64, buf: &mut [u8]) -> usize {
+        if crate::files::is_kernel_interface(path) {
+            return 0; // a device or /proc, /sys file named by the core: not read
+        }
         let mut files = self.files.lock().unwrap_or_else(|e| e.into_inner());
         let file = files
             .entry(path.to_path_buf())

@@ -37,3 +37,54 @@ pub fn elf_sparse(data: &[u8]) {
     let _ = elf.debuglink();
     let _ = elf.has_dwarf();
 }
+
+thread_local! {
+    /// The in-memory file the [`core`] harness writes each input to (created once per thread).
+    static CORE_FILE: Option<std::fs::File> = nix::sys::memfd::memfd_create(
+        "mpir-fuzz-core",
+        nix::sys::memfd::MFdFlags::MFD_CLOEXEC,
+    )
+    .ok()
+    .map(std::fs::File::from);
+}
+
+/// Parses arbitrary bytes as a core file, the way [`CoreFile::open`](crate::corefile::CoreFile)
+/// reads one from disk (through an in-memory file), then reads what it lists: threads, auxv,
+/// the executable, truncation, and memory at both ends of the first segments and mappings.
+/// Must never panic, hang, or allocate more than the input's size. Mapped files the input
+/// names are read as the core's `NT_FILE` asks (regular files only, never `/dev`, `/proc` or
+/// `/sys`).
+pub fn core(data: &[u8]) {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::FileExt;
+
+    use crate::Memory;
+    use crate::corefile::CoreFile;
+
+    CORE_FILE.with(|file| {
+        let Some(file) = file else {
+            return;
+        };
+        if file.set_len(0).is_err() || file.write_all_at(data, 0).is_err() {
+            return;
+        }
+        let path = format!("/proc/self/fd/{}", file.as_raw_fd());
+        let Ok(core) = CoreFile::open(Path::new(&path)) else {
+            return;
+        };
+        let _ = (core.pid(), core.threads(), core.auxv(), core.executable());
+        let _ = core.truncation();
+        let mut buf = [0u8; 64];
+        let ends = |start: u64, len: u64| [start, start.wrapping_add(len).wrapping_sub(1)];
+        for s in core.segments().iter().take(8) {
+            for a in ends(s.vaddr, s.mem_size) {
+                let _ = core.read_partial(a, &mut buf);
+            }
+        }
+        for m in core.mappings().iter().take(8) {
+            for a in ends(m.start, m.end.wrapping_sub(m.start)) {
+                let _ = core.read_partial(a, &mut buf);
+            }
+        }
+    });
+}
