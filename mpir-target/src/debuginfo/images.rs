@@ -282,8 +282,10 @@ impl ProcessImages {
         mappings.sort_by_key(|m| (Some(m.path.as_path()) != exe, m.start));
         let mut images = Vec::with_capacity(mappings.len());
         for (i, m) in mappings.iter().enumerate() {
-            if crate::files::is_kernel_interface(&m.path) {
-                continue; // a device or /proc, /sys file: never an image, and not to be touched
+            if crate::files::is_kernel_interface(&m.path) && Some(m.path.as_path()) != exe {
+                // A device or /proc, /sys file: never an image, and not to be touched (the
+                // executable itself may be given as /proc/PID/exe, e.g. `mpir core --exe`).
+                continue;
             }
             let opened = self.cache.open(&m.path).or_else(|e| match pid {
                 // Files of a process in another mount namespace.
