@@ -14,9 +14,8 @@ use serde_json::{Value, json};
 #[path = "../src/demo_paths.rs"]
 mod demo_paths;
 
-fn mpir() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_mpir"))
-}
+mod common;
+use common::mpir;
 
 fn json_of(args: &[&str]) -> (i32, Value) {
     let out = mpir().args(args).output().unwrap();

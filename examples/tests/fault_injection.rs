@@ -15,44 +15,14 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+mod common;
+
+use common::{fixtures, mpir};
 use mpir_target::testkit::{
-    Scratch, assert_code_as_in_file, assert_untouched, entry_point, have, run, scratch, skip,
-    status_field, symbol_address, wait_for,
+    assert_code_as_in_file, assert_untouched, entry_point, have, run, scratch, skip, status_field,
+    symbol_address, wait_for,
 };
 use mpir_target::{MemoryExt, SymbolLookupExt};
-
-fn mpir() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_mpir"))
-}
-
-struct Fake {
-    dir: Scratch,
-    starter: PathBuf,
-    rank: PathBuf,
-}
-
-fn fake(name: &str) -> Option<Fake> {
-    let dir = scratch(name);
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../mpir-acquire/tests/fixtures");
-    let build = |file: &str, out: &str| -> Option<PathBuf> {
-        let exe = dir.join(out);
-        match run(Command::new("cc")
-            .args(["-g", "-pthread"])
-            .arg(src.join(file))
-            .arg("-o")
-            .arg(&exe))
-        {
-            Ok(_) => Some(exe),
-            Err(e) => {
-                skip(&e);
-                None
-            }
-        }
-    };
-    let starter = build("starter.c", "starter")?;
-    let rank = build("rank.c", "rank")?;
-    Some(Fake { dir, starter, rank })
-}
 
 /// Output lines with pids masked, sorted.
 fn normalized(output: &str) -> Vec<String> {
@@ -143,7 +113,7 @@ fn assert_starter_as_found(pid: u32) {
 
 #[test]
 fn sigint_while_launch_waits_for_the_spawn_event() {
-    let Some(f) = fake("cli-fi-launch") else {
+    let Some(f) = fixtures("cli-fi-launch") else {
         return;
     };
     // -z: the starter never spawns; closing its stdin ends it.
@@ -192,7 +162,7 @@ fn sigint_while_launch_waits_for_the_spawn_event() {
 
 #[test]
 fn sigterm_while_attach_waits_for_the_spawn_event() {
-    let Some(f) = fake("cli-fi-attach") else {
+    let Some(f) = fixtures("cli-fi-attach") else {
         return;
     };
     let mut starter = Command::new(&f.starter)

@@ -8,42 +8,10 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use mpir_target::testkit::{
-    Scratch, assert_untouched, have, run, scratch, skip, status_field, wait_for,
-};
+mod common;
 
-fn mpir() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_mpir"))
-}
-
-struct Fixtures {
-    dir: Scratch,
-    starter: PathBuf,
-    rank: PathBuf,
-}
-
-fn fixtures(name: &str) -> Option<Fixtures> {
-    let dir = scratch(name);
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../mpir-acquire/tests/fixtures");
-    let build = |file: &str, out: &str| -> Option<PathBuf> {
-        let exe = dir.join(out);
-        match run(Command::new("cc")
-            .args(["-g", "-pthread"])
-            .arg(src.join(file))
-            .arg("-o")
-            .arg(&exe))
-        {
-            Ok(_) => Some(exe),
-            Err(e) => {
-                skip(&e);
-                None
-            }
-        }
-    };
-    let starter = build("starter.c", "starter")?;
-    let rank = build("rank.c", "rank")?;
-    Some(Fixtures { dir, starter, rank })
-}
+use common::{fixtures, mpir};
+use mpir_target::testkit::{assert_untouched, have, run, scratch, skip, status_field, wait_for};
 
 /// "rank R pid P" lines, sorted.
 fn printed(text: &str) -> Vec<(u64, i64)> {

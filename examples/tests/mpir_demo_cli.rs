@@ -4,13 +4,10 @@
 
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
-use std::process::Command;
-
 use serde_json::Value;
 
-fn mpir() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_mpir"))
-}
+mod common;
+use common::mpir;
 
 fn gone(pid: u64) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {

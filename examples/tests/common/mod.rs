@@ -6,11 +6,43 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use mpir_target::testkit::wait_for;
+use mpir_target::testkit::{Scratch, run, scratch, skip, wait_for};
 
 /// The `mpir` binary under test.
 pub fn mpir() -> Command {
     Command::new(env!("CARGO_BIN_EXE_mpir"))
+}
+
+/// mpir-acquire's fake starter and rank (C fixtures), compiled into a scratch directory.
+pub struct Fixtures {
+    pub dir: Scratch,
+    pub starter: PathBuf,
+    pub rank: PathBuf,
+}
+
+/// Compiles the fake starter and rank into scratch directory `name`; `None` after a skip (no
+/// C compiler).
+pub fn fixtures(name: &str) -> Option<Fixtures> {
+    let dir = scratch(name);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../mpir-acquire/tests/fixtures");
+    let build = |file: &str, out: &str| -> Option<PathBuf> {
+        let exe = dir.join(out);
+        match run(Command::new("cc")
+            .args(["-g", "-pthread"])
+            .arg(src.join(file))
+            .arg("-o")
+            .arg(&exe))
+        {
+            Ok(_) => Some(exe),
+            Err(e) => {
+                skip(&e);
+                None
+            }
+        }
+    };
+    let starter = build("starter.c", "starter")?;
+    let rank = build("rank.c", "rank")?;
+    Some(Fixtures { dir, starter, rank })
 }
 
 /// The Open MPI types sidecar: `$MPIR_OMPI_TYPES_SIDECAR`, else what the project script prints
