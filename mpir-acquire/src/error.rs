@@ -63,6 +63,19 @@ pub enum AcquireError {
         /// How many.
         events: u32,
     },
+    /// The starter says its table is ready but its size is impossible.
+    #[error(
+        "the starter (pid {pid}) says {state} with MPIR_proctable_size = {size}: a table cannot \
+         have a negative size"
+    )]
+    BadTable {
+        /// The starter.
+        pid: u32,
+        /// `MPIR_proctable_size` as read.
+        size: i64,
+        /// The `MPIR_debug_state` that said the table is ready.
+        state: &'static str,
+    },
     /// Reading or controlling a process failed.
     #[error("{context}: {source}")]
     Target {

@@ -3,8 +3,10 @@
 use std::collections::BTreeMap;
 
 use mpir_target::proctable::ProcTable;
-use mpir_types::mpir::{MpirFlags, Rank};
+use mpir_types::mpir::{DebugState, MpirFlags, Rank};
+use mpir_types::node::{Locality, ThisNode};
 
+use crate::identity::{Proven, Refusal};
 use crate::quirks::Launcher;
 
 /// The starter process as found.
@@ -25,9 +27,17 @@ pub struct Starter {
     pub launcher: Option<Launcher>,
     /// Whether this tool set `MPIR_being_debugged` (it is set back to 0 on detach).
     pub set_being_debugged: bool,
+    /// `MPIR_debug_state` as read when the table was read (raw: a starter may hold a value
+    /// the spec does not define), when it could be read.
+    pub debug_state: Option<i64>,
 }
 
 impl Starter {
+    /// [`Starter::debug_state`] as the spec names it.
+    pub fn debug_state_name(&self) -> Option<DebugState> {
+        self.debug_state.map(DebugState::from_raw)
+    }
+
     /// Whether the starter is a separate process from the ranks (`MPIR_i_am_starter` defined);
     /// otherwise the starter is rank 0 itself.
     pub fn is_separate(&self) -> bool {
@@ -40,18 +50,40 @@ impl Starter {
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub enum RankControl {
-    /// Not attached (not selected, and the starter allows partial attach).
+    /// Not attached: not needed (attach mode reads the table without touching ranks unless
+    /// asked to hold them), or not selected (and the starter allows partial attach).
     NotAttached,
-    /// Attached; these are its threads.
+    /// On another node (or on no usable host): nothing on this machine was done to its pid.
+    Remote,
+    /// Attached (proven to be the rank first); these are its threads.
     Attached {
         /// Thread ids.
         threads: Vec<u32>,
+        /// How it was proven: in its program, or caught between its fork and its exec.
+        proven: Proven,
     },
-    /// Attaching failed (e.g. it exited meanwhile, or the pid is not local).
+    /// Not touched: it could not be shown to be the rank the table names.
+    Refused {
+        /// Why.
+        reason: Refusal,
+    },
+    /// Proven, but attaching failed (e.g. it exited meanwhile).
     Failed {
         /// Why.
         reason: String,
     },
+}
+
+/// One node of a job: a distinct host string and its ranks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Node<'a> {
+    /// The host as reported, verbatim (`None`: ranks whose host could not be read).
+    pub host: Option<&'a str>,
+    /// Whether it is this node.
+    pub locality: Locality,
+    /// How many ranks it has.
+    pub ranks: usize,
 }
 
 /// An acquired MPI job.
@@ -68,6 +100,25 @@ pub struct Job {
     pub control: BTreeMap<u64, RankControl>,
     /// Facts worth telling the user (quirks met, fallbacks taken, events ignored).
     pub notes: Vec<String>,
+    /// The facts that said which hosts are this node.
+    pub this_node: ThisNode,
+    /// The locality of each host name, by the name's index in the table's names (`None` for
+    /// names that are no rank's host).
+    pub(crate) host_locality: Vec<Option<Locality>>,
+}
+
+/// The locality of every distinct host name of `table` (by name index).
+pub(crate) fn classify_hosts(table: &ProcTable, node: &ThisNode) -> Vec<Option<Locality>> {
+    let mut out = vec![None; table.resolved.names.len()];
+    for e in &table.resolved.entries {
+        if let Some(id) = e.host
+            && let Some(slot) = out.get_mut(id.index())
+            && slot.is_none()
+        {
+            *slot = Some(node.classify(Some(table.resolved.name(id))));
+        }
+    }
+    out
 }
 
 impl Job {
@@ -88,7 +139,90 @@ impl Job {
 
     /// How rank `rank` was handled.
     pub fn control(&self, rank: u64) -> &RankControl {
-        self.control.get(&rank).unwrap_or(&RankControl::NotAttached)
+        match self.control.get(&rank) {
+            Some(c) => c,
+            None if !self.locality(rank).is_local() => &RankControl::Remote,
+            None => &RankControl::NotAttached,
+        }
+    }
+
+    /// Where rank `rank` lives: this node, another, or unknown (no usable host name, or no
+    /// such rank).
+    pub fn locality(&self, rank: u64) -> Locality {
+        let entry = usize::try_from(rank)
+            .ok()
+            .and_then(|r| self.table.resolved.entries.get(r));
+        match entry.and_then(|e| e.host) {
+            Some(id) => self
+                .host_locality
+                .get(id.index())
+                .cloned()
+                .flatten()
+                .unwrap_or(Locality::Unknown),
+            None => Locality::Unknown,
+        }
+    }
+
+    /// The job's nodes: each distinct host string with its locality and number of ranks, in
+    /// order of first appearance; ranks with no readable host are one node with host `None`.
+    pub fn nodes(&self) -> Vec<Node<'_>> {
+        let mut counts: Vec<usize> = vec![0; self.table.resolved.names.len()];
+        let mut order = Vec::new();
+        let mut unknown = 0;
+        for e in &self.table.resolved.entries {
+            match e
+                .host
+                .and_then(|id| counts.get_mut(id.index()).map(|c| (id, c)))
+            {
+                Some((id, c)) => {
+                    if *c == 0 {
+                        order.push(id);
+                    }
+                    *c += 1;
+                }
+                None => unknown += 1,
+            }
+        }
+        let mut nodes: Vec<Node<'_>> = order
+            .into_iter()
+            .map(|id| Node {
+                host: Some(self.table.resolved.name(id)),
+                locality: self
+                    .host_locality
+                    .get(id.index())
+                    .cloned()
+                    .flatten()
+                    .unwrap_or(Locality::Unknown),
+                ranks: counts.get(id.index()).copied().unwrap_or(0),
+            })
+            .collect();
+        if unknown > 0 {
+            nodes.push(Node {
+                host: None,
+                locality: Locality::Unknown,
+                ranks: unknown,
+            });
+        }
+        nodes
+    }
+
+    /// The ranks we hold (attached): rank, pid and how each was proven.
+    pub fn attached(&self) -> Vec<(u64, u32, Proven)> {
+        self.control
+            .iter()
+            .filter_map(|(&r, c)| match c {
+                RankControl::Attached { proven, .. } => {
+                    let pid = self
+                        .table
+                        .resolved
+                        .entries
+                        .get(usize::try_from(r).ok()?)?
+                        .pid;
+                    Some((r, u32::try_from(pid).ok()?, *proven))
+                }
+                _ => None,
+            })
+            .collect()
     }
 
     /// The pids of the ranks we hold (attached).

@@ -36,6 +36,7 @@
 
 pub mod daemon;
 mod error;
+pub mod identity;
 pub mod interface;
 mod job;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
@@ -46,7 +47,8 @@ pub mod protocol;
 pub mod quirks;
 
 pub use error::AcquireError;
+pub use identity::{Proven, Refusal};
 pub use interface::Interface;
-pub use job::{Job, RankControl, Starter};
+pub use job::{Job, Node, RankControl, Starter};
 pub use options::{AcquireOptions, GateRelease, RankSelection, ToolDaemon};
 pub use protocol::{Acquisition, Action, Event, Mode};

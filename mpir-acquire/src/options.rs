@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use mpir_target::debuginfo::DebugOptions;
 use mpir_target::proctable::ReadOptions;
+use mpir_types::node::ThisNode;
 
 /// Which ranks to attach to.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -84,6 +85,17 @@ pub struct AcquireOptions {
     /// separate symbol files, types sidecars): e.g. the rebuilt symbols of a stripped
     /// `mpiexec.hydra`.
     pub debug: DebugOptions,
+    /// Which host strings name this node. `None`: the live drivers gather the machine's facts
+    /// (host name, `/etc/hosts` aliases, interface addresses), and a bare [`Acquisition`](crate::Acquisition)
+    ///  knows only `localhost` and loopback addresses. Ranks on any other
+    /// node are never touched.
+    pub this_node: Option<ThisNode>,
+    /// Aliases the caller says name this node, added to its facts (a launcher that reports
+    /// an address or an alias: `--this-node NAME`).
+    pub aliases: Vec<String>,
+    /// Touch ranks that belong to another user than the starter's (a privileged caller that
+    /// knows why). Off by default: such a process is not this job's.
+    pub allow_other_users: bool,
 }
 
 impl Default for AcquireOptions {
@@ -97,6 +109,9 @@ impl Default for AcquireOptions {
             gate: GateRelease::Auto,
             max_events: 1000,
             debug: DebugOptions::default(),
+            this_node: None,
+            aliases: Vec::new(),
+            allow_other_users: false,
         }
     }
 }
@@ -136,6 +151,31 @@ impl AcquireOptions {
     pub fn debug(mut self, debug: DebugOptions) -> Self {
         self.debug = debug;
         self
+    }
+
+    /// With these facts about this node (instead of the machine's own).
+    pub fn this_node(mut self, node: ThisNode) -> Self {
+        self.this_node = Some(node);
+        self
+    }
+
+    /// With `alias` naming this node too.
+    pub fn alias(mut self, alias: impl Into<String>) -> Self {
+        self.aliases.push(alias.into());
+        self
+    }
+
+    /// Touching ranks of other users than the starter's, or not.
+    pub fn allow_other_users(mut self, allow: bool) -> Self {
+        self.allow_other_users = allow;
+        self
+    }
+
+    /// The facts about this node in force: the given ones (or only loopback when none were
+    /// given) plus the aliases.
+    pub fn node_facts(&self) -> ThisNode {
+        let base = self.this_node.clone().unwrap_or_default();
+        self.aliases.iter().fold(base, |n, a| n.with_alias(a))
     }
 
     /// Launching this tool daemon.

@@ -27,6 +27,7 @@ use mpir_types::mpir::{DebugState, Flag, MpirFlags, symbols};
 
 use crate::daemon;
 use crate::error::AcquireError;
+use crate::identity::Refusal;
 use crate::job::{Job, RankControl, Starter};
 use crate::options::AcquireOptions;
 use crate::quirks::{self, Quirks};
@@ -66,8 +67,9 @@ pub enum Event {
     },
     /// The wait that followed [`Action::Continue`] ended with nothing to report.
     Timeout,
-    /// The outcome of [`Action::AttachRanks`], rank by rank: thread ids or why not.
-    RanksAttached(Vec<(u64, Result<Vec<u32>, String>)>),
+    /// The outcome of [`Action::AttachRanks`], rank by rank: attached (proven first), refused
+    /// (not shown to be the rank: never touched), or failed.
+    RanksAttached(Vec<(u64, RankControl)>),
 }
 
 /// What the driver must do next.
@@ -98,7 +100,9 @@ pub enum Action {
         /// The FIFO.
         path: String,
     },
-    /// Attach to these ranks (rank, pid) and report [`Event::RanksAttached`].
+    /// Attach to these ranks (rank, pid), each on this node by the table, once proven to be
+    /// the rank the table names ([`crate::identity`]; the table is
+    /// [`Acquisition::table`]), and report [`Event::RanksAttached`].
     AttachRanks(Vec<(u64, u32)>),
     /// The job is acquired: [`Acquisition::take_job`] has it. The starter is stopped.
     Finished,
@@ -133,6 +137,10 @@ pub struct Acquisition {
     control: BTreeMap<u64, RankControl>,
     notes: Vec<String>,
     events: u32,
+    /// Whether the job was spawned while we held the starter (so its ranks may wait at
+    /// `MPIR_debug_gate` for us).
+    spawned_here: bool,
+    host_locality: Vec<Option<mpir_types::node::Locality>>,
     job: Option<Job>,
 }
 
@@ -159,8 +167,15 @@ impl Acquisition {
             control: BTreeMap::new(),
             notes: Vec::new(),
             events: 0,
+            spawned_here: false,
+            host_locality: Vec::new(),
             job: None,
         }
+    }
+
+    /// The table, once read (until the job is taken).
+    pub fn table(&self) -> Option<&ProcTable> {
+        self.table.as_ref()
     }
 
     /// The next thing to do, if any.
@@ -277,8 +292,16 @@ impl Acquisition {
                 let size = target
                     .read_c_int(size_sym.address, symbols::PROCTABLE_SIZE)
                     .map_err(AcquireError::target("attach: read MPIR_proctable_size"))?;
+                let state = self.read_debug_state(target);
                 if size > 0 {
                     return self.table_ready(target);
+                }
+                if size < 0 && state == Some(DebugState::Spawned.to_raw()) {
+                    return Err(AcquireError::BadTable {
+                        pid,
+                        size,
+                        state: "MPIR_DEBUG_SPAWNED",
+                    });
                 }
                 self.attach_fifo(target);
                 self.phase = Phase::ToSpawn;
@@ -302,15 +325,7 @@ impl Acquisition {
                 self.mpir_event(target)
             }
             (Phase::Attaching, Event::RanksAttached(results)) => {
-                for (rank, r) in results {
-                    self.control.insert(
-                        rank,
-                        match r {
-                            Ok(threads) => RankControl::Attached { threads },
-                            Err(reason) => RankControl::Failed { reason },
-                        },
-                    );
-                }
+                self.control.extend(results);
                 self.finish();
                 Ok(())
             }
@@ -351,6 +366,7 @@ impl Acquisition {
             flags,
             launcher,
             set_being_debugged: false,
+            debug_state: None,
         };
         if let Some(d) = self.options.tool_daemon.clone() {
             self.write_tool_daemon(target, &d.executable, &d.arguments)?;
@@ -455,6 +471,9 @@ impl Acquisition {
             .map_err(AcquireError::target("MPIR event: read MPIR_debug_state"))?;
         match DebugState::from_raw(raw) {
             DebugState::Spawned => {
+                if let Some(s) = self.starter.as_mut() {
+                    s.debug_state = Some(raw);
+                }
                 let size_sym = target
                     .require_symbol(symbols::PROCTABLE_SIZE)
                     .map_err(AcquireError::target("spawn event: MPIR_proctable_size"))?;
@@ -463,13 +482,22 @@ impl Acquisition {
                     .map_err(AcquireError::target(
                         "spawn event: read MPIR_proctable_size",
                     ))?;
-                if size <= 0 {
-                    self.notes.push(format!(
-                        "a spawn event came with MPIR_proctable_size = {size}; waited for another"
-                    ));
+                if size < 0 {
+                    return Err(AcquireError::BadTable {
+                        pid: self.pid,
+                        size,
+                        state: "MPIR_DEBUG_SPAWNED",
+                    });
+                }
+                if size == 0 {
+                    self.notes.push(
+                        "a spawn event came with MPIR_proctable_size = 0; waited for another"
+                            .into(),
+                    );
                     self.actions.push_back(Action::Continue);
                     return Ok(());
                 }
+                self.spawned_here = true;
                 self.table_ready(target)
             }
             DebugState::Aborting => {
@@ -508,7 +536,47 @@ impl Acquisition {
         }
     }
 
-    /// The table is filled: read it and decide which ranks to attach.
+    /// Reads `MPIR_debug_state` into the starter's record (raw), noting a value the spec does
+    /// not define.
+    fn read_debug_state<T: Target + ?Sized>(&mut self, target: &T) -> Option<i64> {
+        let sym = target.symbol(symbols::DEBUG_STATE).ok().flatten()?;
+        let raw = match target.read_c_int(sym.address, symbols::DEBUG_STATE) {
+            Ok(v) => v,
+            Err(e) => {
+                self.notes
+                    .push(format!("MPIR_debug_state could not be read: {e}"));
+                return None;
+            }
+        };
+        if let DebugState::Unknown(v) = DebugState::from_raw(raw) {
+            self.notes.push(format!(
+                "MPIR_debug_state is {v}, a value the spec does not define (0 NULL, 1 SPAWNED, \
+                 2 ABORTING)"
+            ));
+        }
+        if let Some(s) = self.starter.as_mut() {
+            s.debug_state = Some(raw);
+        }
+        Some(raw)
+    }
+
+    /// Whether acquisition writes the ranks' `MPIR_debug_gate`, so must attach every rank
+    /// (not only the selected ones) to release it: as [`GateRelease`](crate::GateRelease)
+    /// says, and under `Auto` only for a job spawned while we held the starter — the ranks of
+    /// a job that ran before we came were not made to wait for us.
+    fn needs_gate(&self, partial_ok: bool) -> bool {
+        match self.options.gate {
+            crate::GateRelease::Auto => {
+                !partial_ok && (self.spawned_here || self.mode == Mode::Launch)
+            }
+            crate::GateRelease::Always => true,
+            _ => false,
+        }
+    }
+
+    /// The table is filled: read it and decide which ranks to attach. Only ranks on this node
+    /// are candidates (the driver proves each before attaching); in attach mode a job that
+    /// already ran is read without touching its ranks unless asked to hold them.
     fn table_ready<T: Target + ?Sized>(&mut self, target: &T) -> Result<(), AcquireError> {
         let table = read_proctable(target, &self.options.read)
             .map_err(AcquireError::target("read the process descriptor table"))?;
@@ -516,17 +584,46 @@ impl Acquisition {
             .starter
             .as_ref()
             .is_some_and(|s| s.flags.partial_attach_ok.present);
-        if !partial_ok && self.options.ranks != crate::RankSelection::All {
+        let gate = self.needs_gate(partial_ok);
+        let attach_mode_read_only = self.mode == Mode::Attach && !self.spawned_here;
+        if !partial_ok && gate && self.options.ranks != crate::RankSelection::All {
             self.notes.push(
                 "MPIR_partial_attach_ok is not defined: every rank is attached, to release its \
                  MPIR_debug_gate (MPIR 1.1 §8 step 18)"
                     .into(),
             );
         }
+        if attach_mode_read_only && !partial_ok && !gate {
+            self.notes.push(
+                "MPIR_partial_attach_ok is not defined, but the job was spawned before this \
+                 tool attached: its ranks' MPIR_debug_gate is left alone (ask for it with \
+                 GateRelease::Always if they wait for a debugger)"
+                    .into(),
+            );
+        }
+        // Attach mode reads a running job without touching it, unless asked for control.
+        let wanted = |rank: u64| {
+            if gate && !partial_ok {
+                return true;
+            }
+            if attach_mode_read_only && !self.options.hold && !gate {
+                return false;
+            }
+            self.options.ranks.contains(rank)
+        };
+        let node = self.options.node_facts();
+        self.host_locality = crate::job::classify_hosts(&table, &node);
         let mut attach = Vec::new();
         for e in &table.resolved.entries {
-            if partial_ok && !self.options.ranks.contains(e.rank) {
+            if !wanted(e.rank) {
                 continue;
+            }
+            let local = e
+                .host
+                .and_then(|id| self.host_locality.get(id.index()).cloned().flatten())
+                .is_some_and(|l| l.is_local());
+            if !local {
+                continue; // Job::control says Remote
             }
             match u32::try_from(e.pid) {
                 Ok(p) if p > 0 && p == self.pid => {
@@ -537,8 +634,8 @@ impl Acquisition {
                 _ => {
                     self.control.insert(
                         e.rank,
-                        RankControl::Failed {
-                            reason: format!("invalid pid {}", e.pid),
+                        RankControl::Refused {
+                            reason: Refusal::InvalidPid { pid: e.pid },
                         },
                     );
                 }
@@ -562,6 +659,8 @@ impl Acquisition {
                 table,
                 control: std::mem::take(&mut self.control),
                 notes: std::mem::take(&mut self.notes),
+                this_node: self.options.node_facts(),
+                host_locality: std::mem::take(&mut self.host_locality),
             });
             self.actions.push_back(Action::Finished);
         } else {

@@ -5,13 +5,14 @@
 use std::time::Duration;
 
 use mpir_acquire::{
-    AcquireError, AcquireOptions, Acquisition, Action, Event, Mode, RankControl, RankSelection,
-    ToolDaemon,
+    AcquireError, AcquireOptions, Acquisition, Action, Event, GateRelease, Mode, Proven,
+    RankControl, RankSelection, Refusal, ToolDaemon,
 };
 use mpir_target::mock::{MockStarter, MockTarget};
 use mpir_target::{Memory, MemoryExt, SymbolLookupExt};
 use mpir_types::DataModel;
 use mpir_types::mpir::{DebugState, symbols};
+use mpir_types::node::ThisNode;
 
 fn drain(acq: &mut Acquisition) -> Vec<Action> {
     std::iter::from_fn(|| acq.poll_action()).collect()
@@ -38,10 +39,23 @@ fn starter(n: usize, model: DataModel, edit: impl FnOnce(&mut MockStarter)) -> M
     b.build()
 }
 
-fn attached(n: usize) -> Vec<(u64, Result<Vec<u32>, String>)> {
-    (0..n as u64)
-        .map(|r| (r, Ok(vec![1000 + r as u32])))
-        .collect()
+fn ok(tid: u32) -> RankControl {
+    RankControl::Attached {
+        threads: vec![tid],
+        proven: Proven::InProgram,
+    }
+}
+
+fn attached(n: usize) -> Vec<(u64, RankControl)> {
+    (0..n as u64).map(|r| (r, ok(1000 + r as u32))).collect()
+}
+
+/// Options under which the mock job's hosts (`node00`, `node01`) are this node, and attach
+/// mode holds the ranks (so attaches them).
+fn here() -> AcquireOptions {
+    AcquireOptions::default()
+        .this_node(ThisNode::new().with_name("node00").with_name("node01"))
+        .hold(true)
 }
 
 #[test]
@@ -53,7 +67,7 @@ fn attach_to_a_filled_table_reads_it_and_attaches_every_rank() {
         DataModel::ILP32_BE,
     ] {
         let t = starter(4, model, |_| {});
-        let mut acq = Acquisition::new(77, Mode::Attach, AcquireOptions::default());
+        let mut acq = Acquisition::new(77, Mode::Attach, here());
         acq.handle(&t, Event::Attached);
         let bp = addr(&t, symbols::BREAKPOINT);
         let acts = drain(&mut acq);
@@ -92,7 +106,7 @@ fn launch_goes_to_the_entry_point_then_waits_for_the_spawn_event() {
     let entry = addr(&t, "_start");
     let bp = addr(&t, symbols::BREAKPOINT);
     let state = addr(&t, symbols::DEBUG_STATE);
-    let mut acq = Acquisition::new(9, Mode::Launch, AcquireOptions::default());
+    let mut acq = Acquisition::new(9, Mode::Launch, here());
     acq.handle(&t, Event::Exec { entry });
     assert_eq!(
         drain(&mut acq),
@@ -159,7 +173,9 @@ fn launch_goes_to_the_entry_point_then_waits_for_the_spawn_event() {
     assert_eq!(acts[0], Action::ReturnFromCall { tid: 11 });
     assert!(matches!(&acts[1], Action::AttachRanks(r) if r.len() == 3));
     let mut results = attached(3);
-    results[1].1 = Err("exited during attach".into());
+    results[1].1 = RankControl::Failed {
+        reason: "exited during attach".into(),
+    };
     acq.handle(&t, Event::RanksAttached(results));
     assert_eq!(drain(&mut acq), [Action::Finished]);
     let job = acq.take_job().unwrap();
@@ -177,7 +193,7 @@ fn a_program_without_mpir_breakpoint_may_exec_one_or_is_not_a_starter() {
     let mut b = MockTarget::builder(DataModel::LP64);
     let entry = b.function("_start");
     let t = b.build();
-    let mut acq = Acquisition::new(5, Mode::Launch, AcquireOptions::default());
+    let mut acq = Acquisition::new(5, Mode::Launch, here());
     acq.handle(&t, Event::Exec { entry });
     drain(&mut acq);
     acq.handle(
@@ -210,7 +226,7 @@ fn a_program_without_mpir_breakpoint_may_exec_one_or_is_not_a_starter() {
     assert!(e.to_string().contains("MPIR_Breakpoint"));
 
     // Attach mode: an immediate, clear error.
-    let mut acq = Acquisition::new(6, Mode::Attach, AcquireOptions::default());
+    let mut acq = Acquisition::new(6, Mode::Attach, here());
     acq.handle(&t, Event::Attached);
     let acts = drain(&mut acq);
     assert!(
@@ -230,7 +246,7 @@ fn an_abort_event_reports_the_abort_string() {
         s.ranks.clear();
     });
     let bp = addr(&t, symbols::BREAKPOINT);
-    let mut acq = Acquisition::new(8, Mode::Attach, AcquireOptions::default());
+    let mut acq = Acquisition::new(8, Mode::Attach, here());
     acq.handle(&t, Event::Attached);
     assert_eq!(
         drain(&mut acq),
@@ -252,7 +268,7 @@ fn an_abort_event_reports_the_abort_string() {
 
 #[test]
 fn partial_attach_is_honoured_only_when_the_starter_allows_it() {
-    let only = AcquireOptions::default().ranks(RankSelection::Only(vec![1, 3]));
+    let only = here().ranks(RankSelection::Only(vec![1, 3]));
     // Hydra-style: the flag is present with value 0 — presence is what counts.
     let t = starter(4, DataModel::LP64, |s| {
         s.flags.push((symbols::PARTIAL_ATTACH_OK.into(), 0))
@@ -261,19 +277,31 @@ fn partial_attach_is_honoured_only_when_the_starter_allows_it() {
     acq.handle(&t, Event::Attached);
     let acts = drain(&mut acq);
     assert_eq!(acts[1], Action::AttachRanks(vec![(1, 1001), (3, 1003)]));
-    acq.handle(
-        &t,
-        Event::RanksAttached(vec![(1, Ok(vec![1001])), (3, Ok(vec![1003]))]),
-    );
+    acq.handle(&t, Event::RanksAttached(vec![(1, ok(1001)), (3, ok(1003))]));
     drain(&mut acq);
     let job = acq.take_job().unwrap();
     assert!(job.starter.flags.partial_attach_ok.present);
     assert_eq!(job.starter.flags.partial_attach_ok.value, Some(0));
     assert_eq!(job.control(0), &RankControl::NotAttached);
 
-    // Without MPIR_partial_attach_ok: every rank, and a note saying why.
+    // Without MPIR_partial_attach_ok, a job that ran before we attached: its ranks were not
+    // made to wait for us, so only the selection is held, and a note says the gate is left.
     let t = starter(4, DataModel::LP64, |_| {});
-    let mut acq = Acquisition::new(1, Mode::Attach, only);
+    let mut acq = Acquisition::new(1, Mode::Attach, only.clone());
+    acq.handle(&t, Event::Attached);
+    let acts = drain(&mut acq);
+    assert_eq!(acts[1], Action::AttachRanks(vec![(1, 1001), (3, 1003)]));
+    acq.handle(&t, Event::RanksAttached(vec![(1, ok(1001)), (3, ok(1003))]));
+    drain(&mut acq);
+    let job = acq.take_job().unwrap();
+    assert!(
+        job.notes
+            .iter()
+            .any(|n| n.contains("MPIR_debug_gate is left alone"))
+    );
+
+    // Asked to release the gate: every rank (MPIR 1.1 §8 step 18), and a note saying why.
+    let mut acq = Acquisition::new(1, Mode::Attach, only.gate(GateRelease::Always));
     acq.handle(&t, Event::Attached);
     let acts = drain(&mut acq);
     assert!(
@@ -293,17 +321,25 @@ fn bad_pids_are_per_rank_problems_and_the_starter_is_not_attached_twice() {
         s.ranks[2].pid = -5;
         s.ranks[3].pid = 4242; // the starter itself (rank 0 runs in the starter)
     });
-    let mut acq = Acquisition::new(4242, Mode::Attach, AcquireOptions::default());
+    let mut acq = Acquisition::new(4242, Mode::Attach, here());
     acq.handle(&t, Event::Attached);
     let acts = drain(&mut acq);
     assert_eq!(acts[1], Action::AttachRanks(vec![(0, 1000)]));
-    acq.handle(&t, Event::RanksAttached(vec![(0, Ok(vec![1000]))]));
+    acq.handle(&t, Event::RanksAttached(vec![(0, ok(1000))]));
     drain(&mut acq);
     let job = acq.take_job().unwrap();
-    assert!(
-        matches!(job.control(1), RankControl::Failed { reason } if reason.contains("invalid pid 0"))
+    assert_eq!(
+        job.control(1),
+        &RankControl::Refused {
+            reason: Refusal::InvalidPid { pid: 0 }
+        }
     );
-    assert!(matches!(job.control(2), RankControl::Failed { .. }));
+    assert_eq!(
+        job.control(2),
+        &RankControl::Refused {
+            reason: Refusal::InvalidPid { pid: -5 }
+        }
+    );
     assert!(
         job.notes
             .iter()
@@ -322,22 +358,50 @@ fn hostile_sizes_are_typed_errors() {
         let t = starter(2, DataModel::LP64, |_| {});
         t.write_c_int(addr(&t, symbols::PROCTABLE_SIZE), size, "size")
             .unwrap();
-        let mut acq = Acquisition::new(3, Mode::Attach, AcquireOptions::default());
+        let mut acq = Acquisition::new(3, Mode::Attach, here());
         acq.handle(&t, Event::Attached);
         let acts = drain(&mut acq);
         match (size, acts.last()) {
-            // A negative size is an empty table: wait for the spawn event.
-            (-1, Some(Action::Continue)) => {}
+            // A negative size while the state says SPAWNED: an error at once, naming it.
+            (-1, Some(Action::Failed(e))) => {
+                assert!(matches!(e, AcquireError::BadTable { size: -1, .. }), "{e}");
+                assert!(e.to_string().contains("MPIR_proctable_size = -1"), "{e}");
+            }
             (_, Some(Action::Failed(e))) => {
                 assert!(e.to_string().contains("MPIR_proctable_size"), "{e}")
             }
             other => panic!("{other:?}"),
         }
     }
+    // A negative size before any spawn (a starter still setting up): wait for the spawn
+    // event (bounded by the timeout), where a still negative size is the same error.
+    let t = starter(2, DataModel::LP64, |s| s.debug_state = DebugState::Null);
+    t.write_c_int(addr(&t, symbols::PROCTABLE_SIZE), -5, "size")
+        .unwrap();
+    let mut acq = Acquisition::new(3, Mode::Attach, here());
+    acq.handle(&t, Event::Attached);
+    assert_eq!(drain(&mut acq).last(), Some(&Action::Continue));
+    t.write_c_int(addr(&t, symbols::DEBUG_STATE), 1, "state")
+        .unwrap();
+    let bp = addr(&t, symbols::BREAKPOINT);
+    acq.handle(
+        &t,
+        Event::Breakpoint {
+            tid: 3,
+            address: bp,
+        },
+    );
+    assert!(
+        matches!(
+            drain(&mut acq).last(),
+            Some(Action::Failed(AcquireError::BadTable { size: -5, .. }))
+        ),
+        "answered at once, not after the timeout"
+    );
     // A NULL table with entries.
     let t = starter(2, DataModel::LP64, |_| {});
     t.write(addr(&t, symbols::PROCTABLE), &[0; 8]).unwrap();
-    let mut acq = Acquisition::new(3, Mode::Attach, AcquireOptions::default());
+    let mut acq = Acquisition::new(3, Mode::Attach, here());
     acq.handle(&t, Event::Attached);
     let acts = drain(&mut acq);
     assert!(
@@ -362,11 +426,7 @@ fn the_tool_daemon_extension_writes_bounded_arrays_or_nothing() {
         b.build()
     };
     let t = make(512);
-    let mut acq = Acquisition::new(
-        2,
-        Mode::Attach,
-        AcquireOptions::default().tool_daemon(daemon.clone()),
-    );
+    let mut acq = Acquisition::new(2, Mode::Attach, here().tool_daemon(daemon.clone()));
     acq.handle(&t, Event::Attached);
     drain(&mut acq);
     let path = t
@@ -387,11 +447,7 @@ fn the_tool_daemon_extension_writes_bounded_arrays_or_nothing() {
 
     // The path does not fit a 16-byte array: refused, nothing written.
     let t = make(16);
-    let mut acq = Acquisition::new(
-        2,
-        Mode::Attach,
-        AcquireOptions::default().tool_daemon(daemon),
-    );
+    let mut acq = Acquisition::new(2, Mode::Attach, here().tool_daemon(daemon));
     acq.handle(&t, Event::Attached);
     let acts = drain(&mut acq);
     assert!(
@@ -410,7 +466,7 @@ fn the_attach_fifo_is_written_after_being_debugged() {
     b.char_array_variable(symbols::ATTACH_FIFO, 512, b"/tmp/mpir-fifo-123");
     let t = b.build();
     let bp = addr(&t, symbols::BREAKPOINT);
-    let mut acq = Acquisition::new(2, Mode::Attach, AcquireOptions::default());
+    let mut acq = Acquisition::new(2, Mode::Attach, here());
     acq.handle(&t, Event::Attached);
     assert_eq!(
         drain(&mut acq),
@@ -429,7 +485,7 @@ fn the_attach_fifo_is_written_after_being_debugged() {
 fn timeouts_and_endless_null_events_end_with_errors_that_say_what_was_awaited() {
     let t = starter(0, DataModel::LP64, |s| s.debug_state = DebugState::Null);
     let bp = addr(&t, symbols::BREAKPOINT);
-    let mut opts = AcquireOptions::default().timeout(Duration::from_millis(5));
+    let mut opts = here().timeout(Duration::from_millis(5));
     opts.max_events = 3;
     let mut acq = Acquisition::new(2, Mode::Attach, opts.clone());
     acq.handle(&t, Event::Attached);
@@ -471,5 +527,98 @@ fn timeouts_and_endless_null_events_end_with_errors_that_say_what_was_awaited() 
             }))
         ),
         "{acts:?}"
+    );
+}
+
+#[test]
+fn attach_mode_reads_a_running_job_without_touching_its_ranks() {
+    let t = starter(4, DataModel::LP64, |s| {
+        s.flags.push((symbols::PARTIAL_ATTACH_OK.into(), 1))
+    });
+    let mut acq = Acquisition::new(9, Mode::Attach, here().hold(false));
+    acq.handle(&t, Event::Attached);
+    let acts = drain(&mut acq);
+    assert!(
+        !acts.iter().any(|a| matches!(a, Action::AttachRanks(_))),
+        "{acts:?}"
+    );
+    assert_eq!(acts.last(), Some(&Action::Finished));
+    let job = acq.take_job().unwrap();
+    assert!((0..4).all(|r| job.control(r) == &RankControl::NotAttached));
+    assert!(job.attached_pids().is_empty());
+}
+
+#[test]
+fn only_this_nodes_ranks_are_ever_candidates() {
+    // node00 is this node; node01 is another (its pids mean nothing here).
+    let opts = here().this_node(ThisNode::new().with_name("node00"));
+    let t = starter(6, DataModel::LP64, |_| {});
+    let mut acq = Acquisition::new(9, Mode::Attach, opts);
+    acq.handle(&t, Event::Attached);
+    let acts = drain(&mut acq);
+    let Some(Action::AttachRanks(ranks)) = acts.get(1) else {
+        panic!("{acts:?}")
+    };
+    assert_eq!(ranks, &[(0, 1000), (2, 1002), (4, 1004)]);
+    acq.handle(
+        &t,
+        Event::RanksAttached(ranks.iter().map(|&(r, p)| (r, ok(p))).collect()),
+    );
+    drain(&mut acq);
+    let job = acq.take_job().unwrap();
+    for r in [1, 3, 5] {
+        assert_eq!(job.control(r), &RankControl::Remote, "rank {r}");
+        assert!(!job.locality(r).is_local());
+    }
+    assert!(job.locality(0).is_local());
+    let nodes: Vec<(Option<&str>, bool, usize)> = job
+        .nodes()
+        .iter()
+        .map(|n| (n.host, n.locality.is_local(), n.ranks))
+        .collect();
+    assert_eq!(
+        nodes,
+        [(Some("node00"), true, 3), (Some("node01"), false, 3)]
+    );
+    // With no facts at all, only loopback names are this node: nothing is attached.
+    let t = starter(4, DataModel::LP64, |_| {});
+    let mut acq = Acquisition::new(9, Mode::Attach, AcquireOptions::default().hold(true));
+    acq.handle(&t, Event::Attached);
+    let acts = drain(&mut acq);
+    assert!(!acts.iter().any(|a| matches!(a, Action::AttachRanks(_))));
+    // An alias the caller gives makes node01 this node.
+    let mut acq = Acquisition::new(
+        9,
+        Mode::Attach,
+        AcquireOptions::default().hold(true).alias("NODE01."),
+    );
+    acq.handle(&t, Event::Attached);
+    let acts = drain(&mut acq);
+    assert_eq!(
+        acts.get(1),
+        Some(&Action::AttachRanks(vec![(1, 1001), (3, 1003)]))
+    );
+}
+
+#[test]
+fn an_unknown_debug_state_is_kept_and_reported() {
+    let t = starter(2, DataModel::LP64, |s| {
+        s.debug_state = DebugState::Unknown(77)
+    });
+    let mut acq = Acquisition::new(9, Mode::Attach, here().hold(false));
+    acq.handle(&t, Event::Attached);
+    drain(&mut acq);
+    let job = acq.take_job().unwrap();
+    assert_eq!(job.starter.debug_state, Some(77));
+    assert_eq!(
+        job.starter.debug_state_name(),
+        Some(DebugState::Unknown(77))
+    );
+    assert!(
+        job.notes
+            .iter()
+            .any(|n| n.contains("MPIR_debug_state is 77")),
+        "{:?}",
+        job.notes
     );
 }

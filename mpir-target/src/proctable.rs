@@ -139,11 +139,12 @@ pub fn read_proctable<T: Target + ?Sized>(target: &T, options: &ReadOptions) -> 
             ),
         });
     }
-    mpir::proctable_bytes(&layout, table_address, count)?; // checks size and address range
+    // Checks size and address range.
+    let span = mpir::proctable_bytes(&layout, table_address, count)?;
     let raw = read_entries(target, &layout, table_address, count)?;
     let addresses = mpir::string_addresses(&raw);
     let batch = target.read_c_strings(&addresses, options.max_string);
-    let resolved = mpir::resolve(&raw, &addresses, &batch);
+    let resolved = mpir::resolve_in(&raw, &addresses, &batch, Some((table_address, span)));
     Ok(ProcTable {
         table_address,
         layout,

@@ -53,6 +53,7 @@ mod layout;
 mod model;
 pub mod mpir;
 pub mod mqd;
+pub mod node;
 mod view;
 
 pub use error::{DecodeError, Result};

@@ -24,6 +24,7 @@ use mpir_target::debuginfo::DebugOptions;
 use mpir_target::live::LiveTarget;
 use mpir_target::live::tracer::{StopEvent, Tracer, TracerOptions};
 
+mod prove;
 mod release;
 mod watch;
 
@@ -36,6 +37,7 @@ use mpi2dd::connect::LocalConnector;
 use mpi2dd::traverse::TraverseOptions;
 
 use crate::error::AcquireError;
+use crate::identity::Refusal;
 use crate::interface::Interface;
 use crate::job::{Job, RankControl};
 use crate::options::{AcquireOptions, GateRelease, RankSelection};
@@ -95,9 +97,14 @@ impl Acquired {
             ));
         };
         self.job
-            .attached_pids()
+            .attached()
             .into_iter()
-            .map(|pid| Ok((pid, open_gate(tracer, pid, &self.debug, self.timeout)?)))
+            .map(|(_, pid, proven)| {
+                Ok((
+                    pid,
+                    open_gate(tracer, pid, proven, &self.debug, self.timeout)?,
+                ))
+            })
             .collect()
     }
 
@@ -300,6 +307,66 @@ impl Driver {
         }
     }
 
+    /// Attaches the ranks the protocol asks for, each only once proven to be the rank the
+    /// table names (and its start time checked again right before and right after the
+    /// attach: a pid reused in between is let go at once and refused).
+    fn attach_proven(
+        &mut self,
+        acq: &Acquisition,
+        ranks: &[(u64, u32)],
+    ) -> Result<Vec<(u64, RankControl)>, AcquireError> {
+        let mut prover = prove::Prover::new(self.pid, self.options.allow_other_users)?;
+        let entries = acq.table().map(|t| &t.resolved);
+        let mut out = Vec::with_capacity(ranks.len());
+        let mut proven = Vec::new();
+        for &(rank, pid) in ranks {
+            let executable = entries
+                .and_then(|t| t.rank(usize::try_from(rank).ok()?))
+                .and_then(|r| r.executable);
+            match prover.prove(rank, i64::from(pid), executable) {
+                Ok(p) => proven.push((rank, pid, p)),
+                Err(reason) => out.push((rank, RankControl::Refused { reason })),
+            }
+        }
+        // Right before attaching: the pid still names the proven process.
+        let (proven, reused): (Vec<_>, Vec<_>) = proven
+            .into_iter()
+            .partition(|(_, pid, p)| prove::still_same(*pid, &p.facts));
+        out.extend(reused.into_iter().map(|(rank, pid, _)| {
+            (
+                rank,
+                RankControl::Refused {
+                    reason: Refusal::Reused { pid },
+                },
+            )
+        }));
+        let pids: Vec<u32> = proven.iter().map(|&(_, pid, _)| pid).collect();
+        let results = self
+            .tracer
+            .attach_many(&pids)
+            .map_err(AcquireError::target("attach the ranks"))?;
+        for ((rank, pid, p), r) in proven.into_iter().zip(results) {
+            let control = match r {
+                // Right after: still the same process (else it was reused in between).
+                Ok(_) if !prove::still_same(pid, &p.facts) => {
+                    let _ = self.tracer.detach(pid);
+                    RankControl::Refused {
+                        reason: Refusal::Reused { pid },
+                    }
+                }
+                Ok(threads) => RankControl::Attached {
+                    threads,
+                    proven: p.proven,
+                },
+                Err(e) => RankControl::Failed {
+                    reason: e.to_string(),
+                },
+            };
+            out.push((rank, control));
+        }
+        Ok(out)
+    }
+
     fn run(&mut self, acq: &mut Acquisition) -> Result<Job, AcquireError> {
         let pid = self.pid;
         loop {
@@ -334,16 +401,7 @@ impl Driver {
                 }
                 Action::WriteAttachFifo { path } => self.fifos.push(write_fifo(&path)?),
                 Action::AttachRanks(ranks) => {
-                    let pids: Vec<u32> = ranks.iter().map(|&(_, p)| p).collect();
-                    let results = self
-                        .tracer
-                        .attach_many(&pids)
-                        .map_err(AcquireError::target("attach the ranks"))?;
-                    let ev = ranks
-                        .iter()
-                        .zip(results)
-                        .map(|(&(rank, _), r)| (rank, r.map_err(|e| e.to_string())))
-                        .collect();
+                    let ev = self.attach_proven(acq, &ranks)?;
                     self.handle(acq, Event::RanksAttached(ev))?;
                 }
                 Action::Finished => {
@@ -366,6 +424,10 @@ fn acquire(
     child: Option<Child>,
     opened: Option<LiveTarget>,
 ) -> Result<Acquired, AcquireError> {
+    let mut options = options;
+    if options.this_node.is_none() {
+        options.this_node = Some(mpir_target::live::node::this_node());
+    }
     let target = match opened.map_or_else(|| open_target(pid, &options.debug), Ok) {
         Ok(t) => t,
         Err(e) => {
@@ -496,34 +558,29 @@ fn attach_opened(
 pub struct LocalRank {
     /// Rank.
     pub rank: u64,
-    /// The executable the rank runs: `/proc/PID/exe` when the rank is a local process, else
-    /// the reported name made absolute against the starter's working directory.
+    /// The executable the rank runs: `/proc/PID/exe` when the rank was proven to be a local
+    /// process in its program (attached), else the reported name made absolute against the
+    /// starter's working directory.
     pub executable: Option<PathBuf>,
-    /// Whether the host name names this machine (`localhost`, its host name, or its fully
-    /// qualified form).
+    /// Whether the rank's host is this node ([`Job::locality`]).
     pub local_host: bool,
 }
 
-/// This machine's host name.
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default()
-}
-
-/// Normalises what the starter reported, for ranks on this machine: relative executable names
-/// resolved, `localhost` recognised. Reads `/proc` only.
+/// Normalises what the starter reported: relative executable names resolved, and for ranks
+/// proven to be local processes, the executable they run. A pid that was not proven to be the
+/// rank is not looked at: on another node, or unproven, it may name an unrelated process.
 pub fn normalize(job: &Job) -> Vec<LocalRank> {
-    let me = hostname();
-    let short = me.split('.').next().unwrap_or_default().to_string();
-    let cwd = std::fs::read_link(format!("/proc/{}/cwd", job.starter.pid)).ok();
+    let cwd = mpir_target::live::procfs::cwd_of(job.starter.pid);
     job.ranks()
         .map(|r| {
-            let local_host = r.host.is_some_and(|h| {
-                let h_short = h.split('.').next().unwrap_or_default();
-                h == "localhost" || h == me || (!short.is_empty() && h_short == short)
-            });
-            let from_proc = if local_host && r.pid > 0 {
+            let proven = matches!(
+                job.control(r.rank),
+                RankControl::Attached {
+                    proven: crate::Proven::InProgram,
+                    ..
+                }
+            );
+            let from_proc = if proven && r.pid > 0 {
                 std::fs::read_link(format!("/proc/{}/exe", r.pid)).ok()
             } else {
                 None
@@ -536,7 +593,7 @@ pub fn normalize(job: &Job) -> Vec<LocalRank> {
             LocalRank {
                 rank: r.rank,
                 executable,
-                local_host,
+                local_host: job.locality(r.rank).is_local(),
             }
         })
         .collect()

@@ -13,6 +13,7 @@ use mpir_types::mpir::symbols;
 
 use super::{entry_point, open_target};
 use crate::error::AcquireError;
+use crate::identity::Proven;
 use crate::job::Job;
 use crate::options::GateRelease;
 use crate::protocol::undo_writes;
@@ -52,10 +53,10 @@ pub(super) fn settle_ranks(
     job: &Job,
     timeout: std::time::Duration,
 ) -> Vec<String> {
-    job.attached_pids()
+    job.attached()
         .into_iter()
-        .filter(|&pid| not_yet_execd(pid))
-        .filter_map(|pid| {
+        .filter(|&(_, _, proven)| proven == Proven::BeforeExec)
+        .filter_map(|(_, pid, _)| {
             run_to_entry(tracer, pid, timeout).err().map(|e| {
                 format!("pid {pid} was held before its exec and could not be run to it: {e}")
             })
@@ -120,8 +121,11 @@ pub(super) fn release(tracer: &Tracer, r: &Release<'_>) -> Result<Vec<String>, A
     let mut problems = Vec::new();
     let ranks = r.job.attached_pids();
     if writes_gate(r.gate, r.job) {
-        for &pid in ranks.iter().filter(|p| !r.armed.contains(p)) {
-            match open_gate(tracer, pid, r.debug, r.timeout) {
+        for (_, pid, proven) in r.job.attached() {
+            if r.armed.contains(&pid) {
+                continue;
+            }
+            match open_gate(tracer, pid, proven, r.debug, r.timeout) {
                 Ok(true) => {}
                 Ok(false) => problems.push(format!("pid {pid} defines no MPIR_debug_gate")),
                 Err(e) => problems.push(format!("pid {pid}: {e}")),
@@ -143,24 +147,14 @@ pub(super) fn release(tracer: &Tracer, r: &Release<'_>) -> Result<Vec<String>, A
     Ok(problems)
 }
 
-/// Whether `pid` still runs its parent's program: forked by the starter (or its proxy) and
-/// listed in the table before it exec'd the rank's program.
-fn not_yet_execd(pid: u32) -> bool {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let Some(ppid) = status
-        .lines()
-        .find_map(|l| l.strip_prefix("PPid:"))
-        .map(str::trim)
-    else {
-        return false;
-    };
-    match (
-        std::fs::read_link(format!("/proc/{pid}/exe")),
-        std::fs::read_link(format!("/proc/{ppid}/exe")),
-    ) {
-        (Ok(own), Ok(parent)) => own == parent,
-        _ => false,
-    }
+/// Whether `pid` (proven to have been caught before its exec) still runs its parent's image
+/// (it may have been run to its program since).
+fn still_parents_image(pid: u32) -> bool {
+    use mpir_target::live::procfs::{FileId, parent_of};
+    let own = FileId::of(std::path::Path::new(&format!("/proc/{pid}/exe")));
+    let parent =
+        parent_of(pid).and_then(|pp| FileId::of(std::path::Path::new(&format!("/proc/{pp}/exe"))));
+    own.is_some() && own == parent
 }
 
 /// Waits (bounded) for a stop of `pid` that `want` accepts; events of other processes are not
@@ -231,18 +225,21 @@ fn run_to_entry(
         .map_err(AcquireError::target("remove a rank's entry breakpoint"))
 }
 
-/// Opens the gate of rank `pid` (attached): a rank caught between fork and exec is first run
-/// to its program's entry point. Says whether the rank defines `MPIR_debug_gate`.
+/// Opens the gate of rank `pid` (attached): a rank proven to be caught between fork and exec
+/// (and not since run to its program: see [`settle_ranks`]) is first run to its program's
+/// entry point. Says whether the rank defines `MPIR_debug_gate`.
 pub(super) fn open_gate(
     tracer: &Tracer,
     pid: u32,
+    proven: Proven,
     debug: &DebugOptions,
     timeout: std::time::Duration,
 ) -> Result<bool, AcquireError> {
     if release_gate(tracer, pid, debug)? {
         return Ok(true);
     }
-    if !not_yet_execd(pid) {
+    // Still its parent's image: run it to its own program (bounded by `timeout`).
+    if proven != Proven::BeforeExec || !still_parents_image(pid) {
         return Ok(false);
     }
     run_to_entry(tracer, pid, timeout)?;

@@ -1,11 +1,14 @@
 //! The acquisition state machine against a hostile starter (MockTarget): variables that say
 //! nonsense, events that never come or never stop, memory that fails in the middle.
 
-use mpir_acquire::{AcquireError, AcquireOptions, Acquisition, Action, Event, Mode, RankControl};
+use mpir_acquire::{
+    AcquireError, AcquireOptions, Acquisition, Action, Event, Mode, Proven, RankControl,
+};
 use mpir_target::mock::{Access, MockStarter, MockTarget};
 use mpir_target::{Fault, Memory, MemoryExt, SymbolLookupExt, TargetError};
 use mpir_types::DataModel;
 use mpir_types::mpir::{DebugState, symbols};
+use mpir_types::node::ThisNode;
 
 use super::harness::{SMALL, run_with};
 
@@ -15,6 +18,13 @@ fn drain(acq: &mut Acquisition) -> Vec<Action> {
 
 fn addr(t: &MockTarget, name: &str) -> u64 {
     t.require_symbol(name).unwrap().address
+}
+
+/// Options under which the mock jobs' hosts are this node and attach mode holds the ranks.
+fn here() -> AcquireOptions {
+    AcquireOptions::default()
+        .this_node(ThisNode::new().with_name("node00").with_name("node01"))
+        .hold(true)
 }
 
 fn starter(n: usize, state: DebugState) -> MockTarget {
@@ -60,7 +70,7 @@ fn the_spawn_event_never_comes() {
     // An empty table: attach waits for the spawn event.
     let t = starter(0, DebugState::Null);
     let acts = run_with("breakpoint never hit", SMALL, t, |t| {
-        let mut acq = Acquisition::new(7, Mode::Attach, AcquireOptions::default());
+        let mut acq = Acquisition::new(7, Mode::Attach, here());
         acq.handle(&t, Event::Attached);
         drain(&mut acq);
         acq.handle(&t, Event::Timeout);
@@ -78,7 +88,7 @@ fn debug_state_holds_unknown_values_forever() {
     let t = starter(0, DebugState::Null);
     t.write_c_int(addr(&t, symbols::DEBUG_STATE), 0x7fff_fff0, "state")
         .unwrap();
-    let mut o = AcquireOptions::default();
+    let mut o = here();
     o.max_events = 50;
     let acts = run_with("unknown debug_state", SMALL, t, move |t| {
         attach_and_hit(&t, o, 10_000)
@@ -97,7 +107,7 @@ fn debug_state_is_negative() {
     let t = starter(0, DebugState::Null);
     t.write_c_int(addr(&t, symbols::DEBUG_STATE), -1, "state")
         .unwrap();
-    let mut o = AcquireOptions::default();
+    let mut o = here();
     o.max_events = 3;
     let acts = run_with("negative debug_state", SMALL, t, move |t| {
         attach_and_hit(&t, o, 100)
@@ -128,7 +138,7 @@ fn starter_with_access(name: &str, state: DebugState, access: Access) -> (MockTa
 fn debug_state_is_unreadable() {
     let (t, state) = starter_with_access(symbols::DEBUG_STATE, DebugState::Spawned, Access::NONE);
     let acts = run_with("unreadable debug_state", SMALL, t, |t| {
-        let mut acq = Acquisition::new(7, Mode::Attach, AcquireOptions::default());
+        let mut acq = Acquisition::new(7, Mode::Attach, here());
         acq.handle(&t, Event::Attached);
         let mut acts = drain(&mut acq);
         if acts.last() == Some(&Action::Continue) {
@@ -155,7 +165,7 @@ fn debug_state_is_unreadable() {
 /// starter's variables.
 fn spawn_after(t: &MockTarget, edit: impl FnOnce(&MockTarget)) -> Vec<Action> {
     let bp = addr(t, symbols::BREAKPOINT);
-    let mut acq = Acquisition::new(7, Mode::Attach, AcquireOptions::default());
+    let mut acq = Acquisition::new(7, Mode::Attach, here());
     acq.handle(t, Event::Attached);
     assert_eq!(drain(&mut acq).last(), Some(&Action::Continue));
     edit(t);
@@ -206,15 +216,15 @@ fn the_spawn_event_comes_with_a_huge_size() {
 }
 
 #[test]
-fn every_spawn_event_comes_with_a_negative_size() {
-    // A spawn event with a size <= 0 is taken as "not yet" (noted), and another awaited: a
+fn every_spawn_event_comes_with_an_empty_table() {
+    // A spawn event with a size of 0 is taken as "not yet" (noted), and another awaited: a
     // starter that keeps doing it ends in TooManyEvents, never in a loop or an allocation.
-    let t = starter(0, DebugState::Spawned);
-    t.write_c_int(addr(&t, symbols::PROCTABLE_SIZE), -1, "size")
-        .unwrap();
-    let mut o = AcquireOptions::default();
+    let t = starter(0, DebugState::Null);
+    let mut o = here();
     o.max_events = 20;
-    let acts = run_with("negative size at every spawn", SMALL, t, move |t| {
+    let state = addr(&t, symbols::DEBUG_STATE);
+    let acts = run_with("empty table at every spawn", SMALL, t, move |t| {
+        t.write_c_int(state, 1, "state").unwrap();
         attach_and_hit(&t, o, 1000)
     });
     assert!(
@@ -227,6 +237,22 @@ fn every_spawn_event_comes_with_a_negative_size() {
 }
 
 #[test]
+fn a_spawned_table_with_a_negative_size_fails_at_once() {
+    // SPAWNED with a negative size cannot become a table: a typed error naming the value at
+    // the first sight of it, not after the timeout or the event limit.
+    let t = starter(0, DebugState::Spawned);
+    t.write_c_int(addr(&t, symbols::PROCTABLE_SIZE), -1, "size")
+        .unwrap();
+    let acts = run_with("negative size, spawned", SMALL, t, move |t| {
+        attach_and_hit(&t, here(), 1000)
+    });
+    assert!(
+        matches!(failed(&acts), AcquireError::BadTable { size: -1, .. }),
+        "{acts:?}"
+    );
+}
+
+#[test]
 fn the_table_changes_between_two_spawn_events() {
     // The starter raises the spawn event, then (say, a buggy second spawn) replaces the
     // table's contents: the machine has read the table once, at the first event, and the job
@@ -234,7 +260,7 @@ fn the_table_changes_between_two_spawn_events() {
     let t = starter(2, DebugState::Spawned);
     let table = t.read_pointer(addr(&t, symbols::PROCTABLE), "t").unwrap();
     let job = run_with("table changes", SMALL, t, move |t| {
-        let mut acq = Acquisition::new(7, Mode::Attach, AcquireOptions::default());
+        let mut acq = Acquisition::new(7, Mode::Attach, here());
         acq.handle(&t, Event::Attached);
         let acts = drain(&mut acq);
         let Some(Action::AttachRanks(ranks)) = acts.last().cloned() else {
@@ -243,7 +269,20 @@ fn the_table_changes_between_two_spawn_events() {
         t.write(table, &[0xff; 48]).unwrap(); // garbage now
         acq.handle(
             &t,
-            Event::RanksAttached(ranks.iter().map(|&(r, p)| (r, Ok(vec![p]))).collect()),
+            Event::RanksAttached(
+                ranks
+                    .iter()
+                    .map(|&(r, p)| {
+                        (
+                            r,
+                            RankControl::Attached {
+                                threads: vec![p],
+                                proven: Proven::InProgram,
+                            },
+                        )
+                    })
+                    .collect(),
+            ),
         );
         drain(&mut acq);
         acq.take_job().unwrap()
@@ -261,13 +300,16 @@ fn memory_fails_in_the_middle_of_the_acquisition() {
         s.place(&mut b);
         b.fail_reads_after(n);
         let acts = run_with("reads fail after n", SMALL, b.build(), |t| {
-            let mut acq = Acquisition::new(7, Mode::Attach, AcquireOptions::default());
+            let mut acq = Acquisition::new(7, Mode::Attach, here());
             acq.handle(&t, Event::Attached);
             drain(&mut acq)
         });
-        // Either the table was read before the fault (ranks to attach) or a typed error.
+        // Either the table was read before the fault (ranks to attach; or none, when the
+        // fault left the host names unreadable: a rank on no known host is never touched) or
+        // a typed error.
         match acts.last() {
             Some(Action::AttachRanks(r)) => assert_eq!(r.len(), 3),
+            Some(Action::Finished) => {}
             Some(Action::Failed(AcquireError::Target { source, .. })) => assert!(
                 matches!(
                     source,
@@ -288,7 +330,7 @@ fn being_debugged_is_read_only() {
     let (t, var) =
         starter_with_access(symbols::BEING_DEBUGGED, DebugState::Null, Access::READ_ONLY);
     let (acts, writes) = run_with("read-only being_debugged", SMALL, t, |t| {
-        let mut acq = Acquisition::new(7, Mode::Attach, AcquireOptions::default());
+        let mut acq = Acquisition::new(7, Mode::Attach, here());
         acq.handle(&t, Event::Attached);
         (drain(&mut acq), t.writes().len())
     });
@@ -309,7 +351,7 @@ fn the_abort_string_is_unterminated() {
     let junk = b.alloc_with(vec![b'!'; 64 << 10]); // no NUL, 64 KiB, then a hole
     b.pointer_variable(symbols::DEBUG_ABORT_STRING, junk);
     let acts = run_with("unterminated abort string", SMALL, b.build(), |t| {
-        attach_and_hit(&t, AcquireOptions::default(), 1)
+        attach_and_hit(&t, here(), 1)
     });
     let e = failed(&acts);
     let AcquireError::JobAborted { pid: 7, message } = e else {
@@ -331,7 +373,7 @@ fn the_abort_string_is_unmapped() {
     s.place(&mut b);
     b.pointer_variable(symbols::DEBUG_ABORT_STRING, 0x5000_0000);
     let acts = run_with("unmapped abort string", SMALL, b.build(), |t| {
-        attach_and_hit(&t, AcquireOptions::default(), 1)
+        attach_and_hit(&t, here(), 1)
     });
     let e = failed(&acts);
     assert!(
@@ -346,7 +388,7 @@ fn no_mpir_breakpoint() {
     b.int_variable(symbols::PROCTABLE_SIZE, 2);
     b.pointer_variable(symbols::PROCTABLE, 0x1234);
     let acts = run_with("no MPIR_Breakpoint", SMALL, b.build(), |t| {
-        let mut acq = Acquisition::new(7, Mode::Attach, AcquireOptions::default());
+        let mut acq = Acquisition::new(7, Mode::Attach, here());
         acq.handle(&t, Event::Attached);
         drain(&mut acq)
     });
@@ -360,7 +402,7 @@ fn no_mpir_breakpoint() {
 fn every_rank_fails_to_attach() {
     let t = starter(4, DebugState::Spawned);
     let job = run_with("all ranks fail", SMALL, t, |t| {
-        let mut acq = Acquisition::new(7, Mode::Attach, AcquireOptions::default());
+        let mut acq = Acquisition::new(7, Mode::Attach, here());
         acq.handle(&t, Event::Attached);
         let acts = drain(&mut acq);
         let Some(Action::AttachRanks(ranks)) = acts.last().cloned() else {
@@ -368,7 +410,14 @@ fn every_rank_fails_to_attach() {
         };
         let failed = ranks
             .iter()
-            .map(|&(r, _)| (r, Err("exited before we could attach".to_string())))
+            .map(|&(r, _)| {
+                (
+                    r,
+                    RankControl::Failed {
+                        reason: "exited before we could attach".to_string(),
+                    },
+                )
+            })
             .collect();
         acq.handle(&t, Event::RanksAttached(failed));
         assert_eq!(drain(&mut acq), [Action::Finished]);

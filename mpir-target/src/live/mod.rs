@@ -6,6 +6,10 @@
 
 mod memory;
 #[cfg(target_os = "linux")]
+pub mod node;
+#[cfg(target_os = "linux")]
+pub mod procfs;
+#[cfg(target_os = "linux")]
 pub mod tracer;
 
 pub use memory::LiveMemory;

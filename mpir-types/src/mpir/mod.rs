@@ -6,8 +6,9 @@ mod state;
 pub mod symbols;
 
 pub use proctable::{
-    DEFAULT_MAX_ENTRIES, DEFAULT_MAX_STRING, EntryField, EntryProblem, FetchedStrings, NameId,
-    ProblemKind, ProcDescLayout, ProcEntry, Rank, RawProcDesc, ResolvedTable, decode_proctable,
-    encode_proctable, proctable_bytes, proctable_len, resolve, string_addresses,
+    DEFAULT_MAX_ENTRIES, DEFAULT_MAX_STRING, EntryField, EntryProblem, FetchedStrings, Implausible,
+    NameId, ProblemKind, ProcDescLayout, ProcEntry, Rank, RawProcDesc, ResolvedTable,
+    decode_proctable, encode_proctable, proctable_bytes, proctable_len, resolve, resolve_in,
+    string_addresses,
 };
 pub use state::{DebugState, Flag, MpirFlags};

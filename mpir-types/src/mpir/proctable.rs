@@ -427,6 +427,54 @@ pub enum ProblemKind {
     },
     /// The pid is zero or negative.
     InvalidPid(i64),
+    /// The string was read but is not a plausible name; it is kept (decoded, invalid UTF-8
+    /// replaced) and should not be trusted.
+    Implausible {
+        /// The string's address in the starter.
+        address: u64,
+        /// Why it is not plausible.
+        reason: Implausible,
+    },
+}
+
+/// Why a string read from a table is not a plausible host or executable name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
+pub enum Implausible {
+    /// It holds control characters (bytes below 0x20, or 0x7f).
+    ControlBytes,
+    /// It is not valid UTF-8.
+    InvalidUtf8,
+    /// It is empty.
+    Empty,
+    /// Its pointer points into the process descriptor table itself.
+    PointsIntoTable,
+}
+
+impl std::fmt::Display for Implausible {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Implausible::ControlBytes => "holds control bytes",
+            Implausible::InvalidUtf8 => "is not valid UTF-8",
+            Implausible::Empty => "is empty",
+            Implausible::PointsIntoTable => "points into the process descriptor table itself",
+        })
+    }
+}
+
+/// Why `bytes` are not a plausible name, if they are not.
+fn implausible(bytes: &[u8]) -> Option<Implausible> {
+    if bytes.is_empty() {
+        Some(Implausible::Empty)
+    } else if bytes.iter().any(|&b| b < 0x20 || b == 0x7f) {
+        Some(Implausible::ControlBytes)
+    } else if std::str::from_utf8(bytes).is_err() {
+        Some(Implausible::InvalidUtf8)
+    } else {
+        None
+    }
 }
 
 /// A problem with one entry; the rest of the table is still usable.
@@ -455,6 +503,9 @@ impl std::fmt::Display for EntryProblem {
                 write!(f, "unreadable string at {address:#x}: {reason}")
             }
             ProblemKind::InvalidPid(p) => write!(f, "invalid pid {p}"),
+            ProblemKind::Implausible { address, reason } => {
+                write!(f, "the string at {address:#x} {reason}; kept, not trusted")
+            }
         }
     }
 }
@@ -563,12 +614,26 @@ pub fn resolve<S: FetchedStrings + ?Sized>(
     addresses: &[u64],
     strings: &S,
 ) -> ResolvedTable {
+    resolve_in(entries, addresses, strings, None)
+}
+
+/// [`resolve`], knowing where the table itself lies (`table`: its first byte and its length in
+/// bytes), so that a name pointer into the table is flagged. Names that are not plausible
+/// (control bytes, invalid UTF-8, empty, inside the table) are kept and listed as
+/// [`ProblemKind::Implausible`] for each rank that uses them.
+pub fn resolve_in<S: FetchedStrings + ?Sized>(
+    entries: &[RawProcDesc],
+    addresses: &[u64],
+    strings: &S,
+    span: Option<(u64, u64)>,
+) -> ResolvedTable {
     let mut table = ResolvedTable {
         entries: Vec::with_capacity(entries.len()),
         names: Vec::new(),
         problems: Vec::new(),
     };
     let mut names = NameCache::new(addresses, strings);
+    names.span = span;
     for (rank, raw) in (0u64..).zip(entries) {
         let host = names.get(
             raw.host_name,
@@ -635,6 +700,10 @@ struct NameCache<'a, S: ?Sized> {
     names: Vec<Box<str>>,
     /// Last (index, address, id) looked up, for host names (0) and executable names (1).
     last: [(usize, u64, Option<NameId>); 2],
+    /// Why each name (by id index) is not plausible, if it is not.
+    doubts: Vec<Option<Implausible>>,
+    /// The table's own bytes: (first address, length).
+    span: Option<(u64, u64)>,
 }
 
 impl<'a, S: FetchedStrings + ?Sized> NameCache<'a, S> {
@@ -646,6 +715,8 @@ impl<'a, S: FetchedStrings + ?Sized> NameCache<'a, S> {
             by_content: std::collections::HashMap::new(),
             names: Vec::new(),
             last: [(0, 0, None); 2],
+            doubts: Vec::new(),
+            span: None,
         }
     }
 
@@ -659,7 +730,9 @@ impl<'a, S: FetchedStrings + ?Sized> NameCache<'a, S> {
         let slot = usize::from(field == EntryField::ExecutableName);
         let (from, last_address, last_id) = self.last.get(slot).copied().unwrap_or_default();
         if address == last_address && last_id.is_some() {
-            return last_id; // the common case: the same string as the previous entry
+            // The common case: the same string as the previous entry.
+            self.doubt(last_id, address, rank, field, problems);
+            return last_id;
         }
         let kind = if address == 0 {
             ProblemKind::NullPointer
@@ -670,6 +743,7 @@ impl<'a, S: FetchedStrings + ?Sized> NameCache<'a, S> {
                         if let Some(last) = self.last.get_mut(slot) {
                             *last = (i, address, Some(id));
                         }
+                        self.doubt(Some(id), address, rank, field, problems);
                         return Some(id);
                     }
                     Err(reason) => ProblemKind::Unreadable { address, reason },
@@ -682,6 +756,32 @@ impl<'a, S: FetchedStrings + ?Sized> NameCache<'a, S> {
         };
         problems.push(EntryProblem { rank, field, kind });
         None
+    }
+
+    /// Lists a problem for `rank` when the name `id` (at `address`) is not plausible.
+    fn doubt(
+        &self,
+        id: Option<NameId>,
+        address: u64,
+        rank: u64,
+        field: EntryField,
+        problems: &mut Vec<EntryProblem>,
+    ) {
+        let in_table = self
+            .span
+            .is_some_and(|(start, len)| address >= start && address - start < len);
+        let reason = if in_table {
+            Some(Implausible::PointsIntoTable)
+        } else {
+            id.and_then(|id| self.doubts.get(id.index()).copied().flatten())
+        };
+        if let Some(reason) = reason {
+            problems.push(EntryProblem {
+                rank,
+                field,
+                kind: ProblemKind::Implausible { address, reason },
+            });
+        }
     }
 
     /// The id of the string at `addresses[i]`, decoding and interning it on first use.
@@ -698,6 +798,7 @@ impl<'a, S: FetchedStrings + ?Sized> NameCache<'a, S> {
                         // At most one name per fetched string: fewer than u32::MAX.
                         let id = NameId::new(names.len()).ok_or("too many names")?;
                         names.push(String::from_utf8_lossy(bytes).into());
+                        self.doubts.push(implausible(bytes));
                         *e.insert(id)
                     }
                 };
@@ -818,10 +919,65 @@ mod tests {
         assert_eq!(
             problems,
             [
+                "rank 0: executable_name: the string at 0x20 is not valid UTF-8; kept, not trusted",
                 "rank 1: executable_name: NULL pointer",
                 "rank 1: pid: invalid pid 0",
                 "rank 2: host_name: unreadable string at 0x30: unmapped",
+                "rank 2: executable_name: the string at 0x20 is not valid UTF-8; kept, not trusted",
             ]
         );
+    }
+
+    #[test]
+    fn implausible_names_are_kept_and_flagged_per_rank() {
+        let raw = [
+            RawProcDesc {
+                host_name: 0x1008, // inside the table below
+                executable_name: 0x20,
+                pid: 10,
+            },
+            RawProcDesc {
+                host_name: 0x30,
+                executable_name: 0x40,
+                pid: 11,
+            },
+        ];
+        let addresses = string_addresses(&raw);
+        assert_eq!(addresses, vec![0x20, 0x30, 0x40, 0x1008]);
+        let strings: [std::result::Result<&[u8], String>; 4] = [
+            Ok(&b"/bin/a"[..]),
+            Ok(&b"no\x07de"[..]),
+            Ok(&b""[..]),
+            Ok(&b"\x10\x20"[..]),
+        ];
+        let t = resolve_in(&raw, &addresses, &strings, Some((0x1000, 48)));
+        let r: Vec<Rank<'_>> = t.ranks().collect();
+        assert_eq!(r[1].host, Some("no\u{7}de"), "kept as read");
+        let kinds: Vec<(u64, EntryField, Implausible)> = t
+            .problems
+            .iter()
+            .filter_map(|p| match p.kind {
+                ProblemKind::Implausible { reason, .. } => Some((p.rank, p.field, reason)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                (0, EntryField::HostName, Implausible::PointsIntoTable),
+                (1, EntryField::HostName, Implausible::ControlBytes),
+                (1, EntryField::ExecutableName, Implausible::Empty),
+            ]
+        );
+        // Without the table's span, the pointer into it goes unnoticed but its bytes do not.
+        let t = resolve(&raw, &addresses, &strings);
+        assert!(t.problems.iter().any(|p| p.rank == 0
+            && matches!(
+                p.kind,
+                ProblemKind::Implausible {
+                    reason: Implausible::ControlBytes,
+                    ..
+                }
+            )));
     }
 }

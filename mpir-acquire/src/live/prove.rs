@@ -1,0 +1,198 @@
+//! The facts behind [`crate::identity`]: what `/proc` says of a rank, weighed against the
+//! starter and the table. Reads only; never stops or signals anything.
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+
+use mpir_target::live::procfs::{self, FileId, ProcessFacts};
+
+use crate::error::AcquireError;
+use crate::identity::{Proven, Refusal};
+
+/// Most parent hops walked looking for the starter (process trees are shallow; a loop in a
+/// hostile `/proc` is not followed for ever).
+const MAX_ANCESTRY: usize = 64;
+
+/// A rank shown to be the table's: its facts as proven (the start time is re-checked right
+/// before acting) and how it stands.
+#[derive(Debug, Clone)]
+pub(crate) struct ProvenRank {
+    pub(crate) facts: ProcessFacts,
+    pub(crate) proven: Proven,
+}
+
+/// Proves ranks against one starter.
+#[derive(Debug)]
+pub(crate) struct Prover {
+    starter: ProcessFacts,
+    starter_cwd: Option<PathBuf>,
+    starter_path: Vec<PathBuf>,
+    tool: u32,
+    allow_other_users: bool,
+    /// pid → the first rank that named it.
+    seen: HashMap<u32, u64>,
+}
+
+/// The starter's `PATH` (bounded read of its environment).
+fn path_of(pid: u32) -> Vec<PathBuf> {
+    use std::io::Read;
+    let Ok(f) = std::fs::File::open(format!("/proc/{pid}/environ")) else {
+        return Vec::new();
+    };
+    let mut env = Vec::new();
+    if f.take(1 << 20).read_to_end(&mut env).is_err() {
+        return Vec::new();
+    }
+    env.split(|&b| b == 0)
+        .find_map(|kv| kv.strip_prefix(b"PATH="))
+        .map(|p| {
+            p.split(|&b| b == b':')
+                .filter(|d| d.first() == Some(&b'/'))
+                .take(256)
+                .map(|d| PathBuf::from(<OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(d)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+impl Prover {
+    /// A prover for the ranks of starter `starter`.
+    pub(crate) fn new(starter: u32, allow_other_users: bool) -> Result<Self, AcquireError> {
+        let facts = ProcessFacts::read(starter)
+            .map_err(AcquireError::target("read the starter's /proc facts"))?;
+        Ok(Prover {
+            starter: facts,
+            starter_cwd: procfs::cwd_of(starter),
+            starter_path: path_of(starter),
+            tool: std::process::id(),
+            allow_other_users,
+            seen: HashMap::new(),
+        })
+    }
+
+    /// Whether `facts` (a process) runs the program `reported` names.
+    fn runs(&self, facts: &ProcessFacts, reported: &str) -> bool {
+        let Some(exe_id) = facts.exe_id else {
+            return false;
+        };
+        let same = |p: &Path| FileId::of(p) == Some(exe_id);
+        let path = Path::new(reported);
+        if path.is_absolute() {
+            return facts.exe.as_deref() == Some(path) || same(path);
+        }
+        if reported.is_empty() {
+            return false;
+        }
+        if self
+            .starter_cwd
+            .as_ref()
+            .is_some_and(|cwd| same(&cwd.join(path)))
+        {
+            return true;
+        }
+        if !reported.contains('/') && self.starter_path.iter().any(|d| same(&d.join(path))) {
+            return true;
+        }
+        let base = |p: &Path| p.file_name().map(OsStr::to_os_string);
+        facts.exe.as_deref().and_then(base).is_some()
+            && facts.exe.as_deref().and_then(base) == base(path)
+    }
+
+    /// Whether `facts` descends from the starter (bounded walk up the parents).
+    fn descends_from_starter(&self, facts: &ProcessFacts) -> bool {
+        let mut pid = facts.ppid;
+        for _ in 0..MAX_ANCESTRY {
+            if pid == self.starter.pid {
+                return true;
+            }
+            if pid <= 1 {
+                return false;
+            }
+            match procfs::parent_of(pid) {
+                Some(p) => pid = p,
+                None => return false,
+            }
+        }
+        false
+    }
+
+    /// Proves that `pid` (reported as rank `rank`'s, running `executable`) is that rank.
+    pub(crate) fn prove(
+        &mut self,
+        rank: u64,
+        pid: i64,
+        executable: Option<&str>,
+    ) -> Result<ProvenRank, Refusal> {
+        let pid = u32::try_from(pid)
+            .ok()
+            .filter(|&p| p > 0)
+            .ok_or(Refusal::InvalidPid { pid })?;
+        if pid == 1 {
+            return Err(Refusal::Reserved { pid, what: "init" });
+        }
+        if pid == self.tool {
+            return Err(Refusal::Reserved {
+                pid,
+                what: "this tool",
+            });
+        }
+        if let Some(&first) = self.seen.get(&pid) {
+            return Err(Refusal::Duplicate { pid, first });
+        }
+        self.seen.insert(pid, rank);
+        let facts = ProcessFacts::read(pid).map_err(|e| Refusal::NoProcess {
+            reason: e.to_string(),
+        })?;
+        if facts.is_gone() {
+            return Err(Refusal::NoProcess {
+                reason: format!("pid {pid} has exited"),
+            });
+        }
+        if facts.uid != self.starter.uid && !self.allow_other_users {
+            return Err(Refusal::OtherUser {
+                pid,
+                uid: facts.uid,
+                starter_uid: self.starter.uid,
+            });
+        }
+        if facts.start_time < self.starter.start_time {
+            return Err(Refusal::StartedBefore {
+                pid,
+                start_time: facts.start_time,
+                starter_start_time: self.starter.start_time,
+            });
+        }
+        if executable.is_some_and(|e| self.runs(&facts, e)) {
+            return Ok(ProvenRank {
+                facts,
+                proven: Proven::InProgram,
+            });
+        }
+        // Not (yet) the reported program: a child of the job between its fork and its exec
+        // still runs its parent's image.
+        let parent_image = FileId::of(Path::new(&format!("/proc/{}/exe", facts.ppid)));
+        if facts.exe_id.is_some()
+            && parent_image == facts.exe_id
+            && self.descends_from_starter(&facts)
+        {
+            return Ok(ProvenRank {
+                facts,
+                proven: Proven::BeforeExec,
+            });
+        }
+        Err(Refusal::OtherProgram {
+            pid,
+            runs: facts
+                .exe
+                .as_deref()
+                .map_or_else(|| "?".into(), |p| p.display().to_string()),
+            reported: executable.unwrap_or("?").to_string(),
+        })
+    }
+}
+
+/// Whether `pid` still names the process proven with `facts` (same start time).
+pub(crate) fn still_same(pid: u32, facts: &ProcessFacts) -> bool {
+    procfs::start_time(pid).is_ok_and(|t| t == facts.start_time)
+}
