@@ -552,3 +552,66 @@ fn mpich_gated_ranks_are_released_when_the_tool_is_stopped() {
     assert_left_as_found(&run, true);
     assert_eq!(normalized(&run.finish()), normalized(&baseline));
 }
+
+#[test]
+fn sigterm_while_held_never_touches_other_nodes_pids() {
+    // The table also lists "other nodes'" ranks whose pids are local processes that are no
+    // rank (decoys recording any tracer or stop). The tool holds the job and is told to stop:
+    // the clean-up lets go of what it held and never reaches the decoys.
+    let Some(f) = fake("fi-decoys", &["-g"]) else {
+        return;
+    };
+    let Some(decoy) = build(&f.dir, "decoy", "decoy", &["-O1"]) else {
+        return;
+    };
+    let mut decoys = Vec::new();
+    let mut logs = Vec::new();
+    for i in 0..2 {
+        let log = f.dir.join(format!("decoy{i}.log"));
+        let mut c = Command::new(&decoy)
+            .arg(&log)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(c.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        decoys.push(c);
+        logs.push(log);
+    }
+    let far0 = format!("far-node-1:{}", decoys[0].id());
+    let far1 = format!("far-node-2.cluster.invalid:{}", decoys[1].id());
+    let job = [
+        &*f.starter,
+        "-n",
+        "2",
+        "-R",
+        &far0,
+        "-R",
+        &far1,
+        "--",
+        &*f.rank,
+        "stdin",
+    ];
+    let mut run = ToolRun::held(&f.dir, &["--safety", "signals"], &job);
+    assert_eq!(run.ranks.len(), 2, "only this node's ranks are held");
+    kill(run.tool.id(), "TERM");
+    assert_eq!(run.tool_status().signal(), Some(libc::SIGTERM));
+    assert_left_as_found(&run, true);
+    run.finish();
+    for d in &decoys {
+        assert_untouched(d.id());
+    }
+    let touched: Vec<String> = logs
+        .iter()
+        .filter_map(|l| std::fs::read_to_string(l).ok())
+        .filter(|s| !s.is_empty())
+        .collect();
+    assert!(touched.is_empty(), "{touched:?}");
+    for mut d in decoys {
+        drop(d.stdin.take());
+        let _ = d.wait();
+    }
+}

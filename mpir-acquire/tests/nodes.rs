@@ -177,7 +177,10 @@ fn check_job(a: &Acquired, decoys: &Decoys, expect_attached: bool) {
             job.control(4)
         );
         if let RankControl::Refused { reason } = job.control(4) {
-            assert!(reason.to_string().contains("not this job's process"), "{reason}");
+            assert!(
+                reason.to_string().contains("not this job's process"),
+                "{reason}"
+            );
         }
     }
     let nodes: Vec<(Option<&str>, bool, usize)> = job
