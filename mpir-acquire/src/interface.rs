@@ -38,3 +38,46 @@ pub fn detect<S: SymbolLookup + ?Sized>(target: &S) -> Result<Option<Interface>,
         (false, false) => None,
     })
 }
+
+/// MPI2DD's `mpi_flags` (set by the MPI in `MPI2DD_INFO`) in the shape of MPIR's presence flags,
+/// so that a job read through either interface reports the same five facts: a bit set reads as
+/// a present flag with value 1, a bit clear as an absent one. (`I_AM_METADIR`, `I_AM_DIR` have
+/// no MPIR counterpart.)
+pub fn flags_of_mpi2dd(flags: mpi2dd::flags::MpiFlags) -> mpir_types::mpir::MpirFlags {
+    use mpi2dd::flags::MpiFlags;
+    use mpir_types::mpir::Flag;
+    let flag = |bit: MpiFlags| {
+        if flags.contains(bit) {
+            Flag::present(Some(1))
+        } else {
+            Flag::ABSENT
+        }
+    };
+    mpir_types::mpir::MpirFlags {
+        i_am_starter: flag(MpiFlags::I_AM_STARTER),
+        acquired_pre_main: flag(MpiFlags::ACQUIRED_PRE_MAIN),
+        force_to_main: flag(MpiFlags::FORCE_TO_MAIN),
+        partial_attach_ok: flag(MpiFlags::PARTIAL_ATTACH_OK),
+        ignore_queues: flag(MpiFlags::IGNORE_QUEUE),
+    }
+}
+
+#[cfg(test)]
+mod flag_tests {
+    use super::*;
+    use mpi2dd::flags::MpiFlags;
+
+    #[test]
+    fn mpi2dd_flags_read_as_mpir_flags() {
+        let f =
+            flags_of_mpi2dd(MpiFlags::I_AM_STARTER | MpiFlags::IGNORE_QUEUE | MpiFlags::I_AM_DIR);
+        assert!(f.i_am_starter.present && f.i_am_starter.value == Some(1));
+        assert!(f.ignore_queues.present);
+        assert!(!f.partial_attach_ok.present && !f.force_to_main.present);
+        assert!(!f.acquired_pre_main.present);
+        let all = flags_of_mpi2dd(MpiFlags::KNOWN);
+        assert!(all.partial_attach_ok.present && all.force_to_main.present);
+        assert!(all.acquired_pre_main.present);
+        assert_eq!(flags_of_mpi2dd(MpiFlags::EMPTY), Default::default());
+    }
+}

@@ -144,6 +144,18 @@ pub struct Acquisition {
     job: Option<Job>,
 }
 
+/// The starter's presence flags (MPIR 1.1 §9.10–9.14) as `target` defines them: from a live
+/// starter, or from a starter's core file.
+pub fn read_flags<T: Target + ?Sized>(target: &T) -> MpirFlags {
+    MpirFlags {
+        i_am_starter: read_flag(target, &[symbols::I_AM_STARTER]),
+        acquired_pre_main: read_flag(target, &[symbols::ACQUIRED_PRE_MAIN]),
+        force_to_main: read_flag(target, &[symbols::FORCE_TO_MAIN]),
+        partial_attach_ok: read_flag(target, &[symbols::PARTIAL_ATTACH_OK]),
+        ignore_queues: read_flag(target, &symbols::IGNORE_QUEUES_SPELLINGS),
+    }
+}
+
 fn read_flag<T: Target + ?Sized>(target: &T, names: &[&str]) -> Flag {
     for name in names {
         if let Ok(Some(sym)) = target.symbol(name) {
@@ -346,13 +358,7 @@ impl Acquisition {
         else {
             return Ok(false);
         };
-        let flags = MpirFlags {
-            i_am_starter: read_flag(target, &[symbols::I_AM_STARTER]),
-            acquired_pre_main: read_flag(target, &[symbols::ACQUIRED_PRE_MAIN]),
-            force_to_main: read_flag(target, &[symbols::FORCE_TO_MAIN]),
-            partial_attach_ok: read_flag(target, &[symbols::PARTIAL_ATTACH_OK]),
-            ignore_queues: read_flag(target, &symbols::IGNORE_QUEUES_SPELLINGS),
-        };
+        let flags = read_flags(target);
         let image = bp.image.clone().or_else(|| bp.found_in.clone());
         let launcher = quirks::identify(image.as_deref(), image.as_deref());
         if let Some(l) = launcher {
