@@ -93,13 +93,15 @@ pub trait Connector {
 
 /// Opens processes of this machine with [`LiveTarget::open`] (no stop, no trace).
 ///
-/// A host is local when it is this machine's host name (`/proc/sys/kernel/hostname`), its
-/// first label, `localhost`, `127.0.0.1`, `::1`, or an alias added with
+/// A host is local when this machine's facts say so
+/// ([`this_node`](mpir_target::live::node::this_node): its host name and `/etc/hosts` aliases,
+/// the addresses of its interfaces, `localhost` and loopback addresses; see
+/// [`mpir_types::node`] for the matching rules), or it is an alias added with
 /// [`LocalConnector::with_alias`]. Local hosts are canonicalised to the host name.
 #[derive(Debug, Clone)]
 pub struct LocalConnector {
     hostname: Arc<str>,
-    aliases: Vec<String>,
+    node: mpir_types::node::ThisNode,
     options: DebugOptions,
 }
 
@@ -111,20 +113,16 @@ impl LocalConnector {
             .ok()
             .filter(|s| !s.is_empty())
             .unwrap_or_else(|| "localhost".into());
-        let mut aliases = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
-        if let Some(short) = hostname.split('.').next() {
-            aliases.push(short.to_string());
-        }
         LocalConnector {
             hostname: hostname.into(),
-            aliases,
+            node: mpir_target::live::node::this_node(),
             options: DebugOptions::default(),
         }
     }
 
     /// Also treats `alias` as this machine.
     pub fn with_alias(mut self, alias: impl Into<String>) -> Self {
-        self.aliases.push(alias.into());
+        self.node = self.node.with_alias(&alias.into());
         self
     }
 
@@ -140,7 +138,7 @@ impl LocalConnector {
     }
 
     fn is_local(&self, host: &str) -> bool {
-        *host == *self.hostname || self.aliases.iter().any(|a| a.eq_ignore_ascii_case(host))
+        *host == *self.hostname || self.node.classify(Some(host)).is_local()
     }
 }
 

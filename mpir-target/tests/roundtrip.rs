@@ -6,7 +6,7 @@
 use mpir_target::mock::{MockRank, MockStarter, MockTarget};
 use mpir_target::proctable::{ReadOptions, read_proctable};
 use mpir_target::{MemoryExt, TypeQuery};
-use mpir_types::mpir::ProcDescLayout;
+use mpir_types::mpir::{EntryField, Implausible, ProblemKind, ProcDescLayout};
 use mpir_types::mqd::{
     self, Communicator, CommunicatorLayout, OpStatus, PendingOperation, PendingOperationLayout,
 };
@@ -103,7 +103,41 @@ fn check_proctable(model: DataModel, case: &StarterCase) -> Result<(), TestCaseE
     let table = read_proctable(&target, &ReadOptions::default()).unwrap();
     prop_assert_eq!(table.table_address, placed.table_address);
     prop_assert_eq!(&table.raw, &placed.raw);
-    prop_assert_eq!(table.resolved.problems.len(), 0);
+    // Every name reads back; the only problems are names that are no plausible name (empty,
+    // or holding control characters), each flagged and kept.
+    let expected: Vec<(u64, EntryField, Implausible)> = case
+        .starter
+        .ranks
+        .iter()
+        .zip(0u64..)
+        .flat_map(|(r, rank)| {
+            [
+                (EntryField::HostName, &r.host),
+                (EntryField::ExecutableName, &r.executable),
+            ]
+            .into_iter()
+            .filter_map(move |(field, name)| {
+                let why = if name.is_empty() {
+                    Implausible::Empty
+                } else if name.bytes().any(|b| b < 0x20 || b == 0x7f) {
+                    Implausible::ControlBytes
+                } else {
+                    return None;
+                };
+                Some((rank, field, why))
+            })
+        })
+        .collect();
+    let found: Vec<(u64, EntryField, Implausible)> = table
+        .resolved
+        .problems
+        .iter()
+        .map(|p| match p.kind {
+            ProblemKind::Implausible { reason, .. } => (p.rank, p.field, reason),
+            ref other => panic!("unexpected problem {other:?}"),
+        })
+        .collect();
+    prop_assert_eq!(found, expected);
     prop_assert_eq!(table.resolved.entries.len(), case.starter.ranks.len());
     for (entry, rank) in table.resolved.ranks().zip(&case.starter.ranks) {
         prop_assert_eq!(entry.host, Some(rank.host.as_str()));
