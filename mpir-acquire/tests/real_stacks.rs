@@ -118,6 +118,12 @@ fn assert_completes(mut child: Child, mut seen: String, n: usize) -> String {
 }
 
 fn check_job(stack: Stack, job: &mpir_acquire::Job, n: usize) {
+    check_job_held(stack, job, n, true);
+}
+
+/// The job as the stack reports it: every rank on this node (by the host name the launcher
+/// really reports), and attached (proven first) when `held`, else untouched.
+fn check_job_held(stack: Stack, job: &mpir_acquire::Job, n: usize, held: bool) {
     assert_eq!(job.len(), n);
     assert_eq!(job.starter.launcher, Some(stack.launcher()));
     assert!(job.starter.flags.i_am_starter.present);
@@ -129,11 +135,21 @@ fn check_job(stack: Stack, job: &mpir_acquire::Job, n: usize) {
     );
     for r in 0..n as u64 {
         assert!(
-            matches!(job.control(r), RankControl::Attached { .. }),
+            job.locality(r).is_local(),
             "rank {r}: {:?}",
-            job.control(r)
+            job.locality(r)
         );
+        if held {
+            assert!(
+                matches!(job.control(r), RankControl::Attached { .. }),
+                "rank {r}: {:?}",
+                job.control(r)
+            );
+        } else {
+            assert_eq!(job.control(r), &RankControl::NotAttached, "rank {r}");
+        }
     }
+    assert_eq!(job.nodes().len(), 1, "{:?}", job.nodes());
 }
 
 fn launch(stack: Stack, n: usize) {
@@ -169,9 +185,19 @@ fn attach(stack: Stack, n: usize) {
             panic!("the job ended early: {seen}");
         }
     }
-    let a = live::attach(child.id(), options).unwrap();
+    // Reading the running job touches no rank.
+    let a = live::attach(child.id(), options.clone()).unwrap();
+    check_job_held(stack, a.job(), n, false);
+    drop(a);
+    // Holding it attaches every rank, each proven to be the table's.
+    let a = live::attach(child.id(), options.hold(true)).unwrap();
     let job = a.job().clone();
     check_job(stack, &job, n);
+    assert!(
+        job.attached()
+            .iter()
+            .all(|&(_, _, p)| p == mpir_acquire::Proven::InProgram)
+    );
     let table: Vec<(u64, i64)> = job.ranks().map(|r| (r.rank, r.pid)).collect();
     assert_eq!(printed_ranks(&seen), table);
     drop(a);
