@@ -53,9 +53,11 @@ pub(super) fn settle_ranks(
     job: &Job,
     timeout: std::time::Duration,
 ) -> Vec<String> {
+    // Proven before its exec, and (checked now that it is stopped: it may have exec'd
+    // between the proof and the attach) still in its parent's image.
     job.attached()
         .into_iter()
-        .filter(|&(_, _, proven)| proven == Proven::BeforeExec)
+        .filter(|&(_, pid, proven)| proven == Proven::BeforeExec && still_parents_image(pid))
         .filter_map(|(_, pid, _)| {
             run_to_entry(tracer, pid, timeout).err().map(|e| {
                 format!("pid {pid} was held before its exec and could not be run to it: {e}")
