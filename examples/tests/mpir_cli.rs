@@ -156,7 +156,8 @@ fn attach_prints_a_running_job_and_leaves_it_running() {
                 let w: Vec<&str> = l.split_whitespace().collect();
                 w.first() == Some(&rank.to_string().as_str())
                     && w.get(2) == Some(&pid.to_string().as_str())
-                    && w.get(3) == Some(&"attached")
+                    // Reading a running job touches no rank.
+                    && w.get(3) == Some(&"not_attached")
             }),
             "rank {rank} pid {pid} in:\n{text}"
         );
@@ -203,8 +204,17 @@ fn core_reads_the_table_of_a_starter_core() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(ranks_of(&json(&o)), printed(&seen));
+    let doc = json(&o);
+    assert_eq!(ranks_of(&doc), printed(&seen));
     assert!(!String::from_utf8_lossy(&o.stderr).contains("truncated"));
+    // The flags the starter's core defines (the fixture defines MPIR_i_am_starter and
+    // MPIR_partial_attach_ok as 0, and no MPIR_force_to_main).
+    assert_eq!(doc["flags"]["i_am_starter"]["present"], true, "{doc:#}");
+    assert_eq!(doc["flags"]["i_am_starter"]["value"], 0);
+    assert_eq!(doc["flags"]["partial_attach_ok"]["present"], true);
+    assert_eq!(doc["flags"]["force_to_main"]["present"], false);
+    // A core's hosts say nothing about this machine.
+    assert!(doc["ranks"][0]["local"].is_null());
 
     // The core cut short (as `ulimit -c` leaves one): a warning that says so, whatever can
     // still be read.

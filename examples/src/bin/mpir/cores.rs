@@ -100,9 +100,12 @@ pub(crate) fn run(args: &CoreArgs) -> Result<ExitCode, String> {
             names.join(", ")
         ));
     }
-    let job = starters
-        .first()
-        .and_then(|s| s.table.as_ref().map(|t| (s, core_job(t))));
+    let job = starters.first().and_then(|s| {
+        s.table.as_ref().map(|t| {
+            let flags = mpir_acquire::protocol::read_flags(&*s.target);
+            (s, core_job(t, flags))
+        })
+    });
     if ranks.is_empty() {
         let (_, out) = job.ok_or("no core given")?;
         print(&out, args.common.json)?;

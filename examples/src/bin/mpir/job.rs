@@ -5,13 +5,14 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
 use mpir_acquire::live;
-use mpir_acquire::{AcquireOptions, Interface, Job, RankControl, RankSelection};
+use mpir_acquire::{Interface, Job, RankControl, RankSelection};
 use mpir_target::proctable::ProcTable;
 use mpir_types::LayoutSource;
-use mpir_types::mpir::MpirFlags;
+use mpir_types::mpir::{DebugState, MpirFlags};
+use mpir_types::node::Locality;
 use serde::Serialize;
 
-use crate::{Common, chain, debug_options};
+use crate::{Common, acquire_options, chain};
 
 /// `schema` of a job document (docs/cli-json.md).
 pub(crate) const JOB_SCHEMA: &str = "mpir.job/1";
@@ -20,10 +21,36 @@ pub(crate) const JOB_SCHEMA: &str = "mpir.job/1";
 struct RankOut<'a> {
     rank: u64,
     host: Option<&'a str>,
+    /// Whether `host` is this node: `null` when unknown (no usable host name, a core file).
+    local: Option<bool>,
     executable: Option<&'a str>,
     pid: i64,
-    /// "attached", "not_attached", or "failed: …".
+    /// "attached", "not_attached", "remote", "refused: …", or "failed: …".
     control: String,
+}
+
+/// One node of the job: a distinct host string as reported.
+#[derive(Serialize)]
+struct NodeOut<'a> {
+    host: Option<&'a str>,
+    local: Option<bool>,
+    ranks: usize,
+}
+
+/// The facts that decided which hosts are this node.
+#[derive(Serialize)]
+struct ThisNodeOut<'a> {
+    names: &'a [String],
+    addresses: Vec<String>,
+    aliases: &'a [String],
+}
+
+/// `MPIR_debug_state` as read: the raw value and its name in the spec (`"unknown"` for a
+/// value the spec does not define).
+#[derive(Serialize)]
+struct DebugStateOut {
+    raw: i64,
+    name: &'static str,
 }
 
 #[derive(Serialize)]
@@ -31,6 +58,27 @@ struct StarterOut<'a> {
     pid: Option<u32>,
     image: Option<&'a str>,
     launcher: Option<String>,
+    debug_state: Option<DebugStateOut>,
+}
+
+fn local_of(l: &Locality) -> Option<bool> {
+    match l {
+        Locality::Local(_) => Some(true),
+        Locality::Remote => Some(false),
+        _ => None,
+    }
+}
+
+fn debug_state_out(raw: Option<i64>) -> Option<DebugStateOut> {
+    raw.map(|raw| DebugStateOut {
+        raw,
+        name: match DebugState::from_raw(raw) {
+            DebugState::Null => "null",
+            DebugState::Spawned => "spawned",
+            DebugState::Aborting => "aborting",
+            _ => "unknown",
+        },
+    })
 }
 
 #[derive(Serialize)]
@@ -44,6 +92,12 @@ pub(crate) struct JobOut<'a> {
     interfaces: Vec<&'static str>,
     flags: Option<MpirFlags>,
     layout: &'static str,
+    /// The job's nodes (distinct hosts), in order of first appearance.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nodes: Option<Vec<NodeOut<'a>>>,
+    /// What said which hosts are this node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    this_node: Option<ThisNodeOut<'a>>,
     ranks: Vec<RankOut<'a>>,
     problems: Vec<String>,
     notes: Vec<String>,
@@ -57,18 +111,34 @@ fn layout_name(source: &LayoutSource) -> &'static str {
     }
 }
 
-fn table_out<'a>(table: &'a ProcTable, control: impl Fn(u64) -> String) -> Vec<RankOut<'a>> {
+fn table_out<'a>(
+    table: &'a ProcTable,
+    local: impl Fn(u64) -> Option<bool>,
+    control: impl Fn(u64) -> String,
+) -> Vec<RankOut<'a>> {
     table
         .resolved
         .ranks()
         .map(|r| RankOut {
             rank: r.rank,
             host: r.host,
+            local: local(r.rank),
             executable: r.executable,
             pid: r.pid,
             control: control(r.rank),
         })
         .collect()
+}
+
+/// How rank `rank` of `job` was handled, in the documents' words.
+pub(crate) fn control_text(job: &Job, rank: u64) -> String {
+    match job.control(rank) {
+        RankControl::Attached { .. } => "attached".into(),
+        RankControl::Remote => "remote".into(),
+        RankControl::Refused { reason } => format!("refused: {reason}"),
+        RankControl::Failed { reason } => format!("failed: {reason}"),
+        _ => "not_attached".into(),
+    }
 }
 
 pub(crate) fn job_out<'a>(job: &'a Job, interface: &'static str) -> JobOut<'a> {
@@ -78,16 +148,37 @@ pub(crate) fn job_out<'a>(job: &'a Job, interface: &'static str) -> JobOut<'a> {
             pid: Some(job.starter.pid),
             image: job.starter.image.as_deref(),
             launcher: job.starter.launcher.map(|l| l.to_string()),
+            debug_state: debug_state_out(job.starter.debug_state),
         },
         interface,
         interfaces: vec![interface],
         flags: Some(job.starter.flags),
         layout: layout_name(&job.table.layout.source),
-        ranks: table_out(&job.table, |r| match job.control(r) {
-            RankControl::Attached { .. } => "attached".into(),
-            RankControl::Failed { reason } => format!("failed: {reason}"),
-            _ => "not_attached".into(),
+        nodes: Some(
+            job.nodes()
+                .into_iter()
+                .map(|n| NodeOut {
+                    host: n.host,
+                    local: local_of(&n.locality),
+                    ranks: n.ranks,
+                })
+                .collect(),
+        ),
+        this_node: Some(ThisNodeOut {
+            names: job.this_node.names(),
+            addresses: job
+                .this_node
+                .addresses()
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+            aliases: job.this_node.aliases(),
         }),
+        ranks: table_out(
+            &job.table,
+            |r| local_of(&job.locality(r)),
+            |r| control_text(job, r),
+        ),
         problems: job
             .table
             .resolved
@@ -160,9 +251,8 @@ pub(crate) fn launch(
             .map_err(|e| e.to_string())?;
         cmd.stdout(Stdio::from(err));
     }
-    let mut options = AcquireOptions::default()
+    let mut options = acquire_options(common)
         .timeout(Duration::from_secs(timeout))
-        .debug(debug_options(common))
         .hold(hold);
     if let Some(r) = ranks {
         options = options.ranks(RankSelection::Only(r));
@@ -188,9 +278,7 @@ pub(crate) fn launch(
 }
 
 pub(crate) fn attach(common: &Common, timeout: u64, pid: u32) -> Result<ExitCode, String> {
-    let options = AcquireOptions::default()
-        .timeout(Duration::from_secs(timeout))
-        .debug(debug_options(common));
+    let options = acquire_options(common).timeout(Duration::from_secs(timeout));
     let any = live::attach_any(pid, options).map_err(|e| chain(&e))?;
     match (&any.mpir, &any.mpi2dd) {
         (Some(a), _) => {
@@ -206,28 +294,50 @@ pub(crate) fn attach(common: &Common, timeout: u64, pid: u32) -> Result<ExitCode
             print(&out, common.json)?;
         }
         (None, Some(t)) => {
+            let node = acquire_options(common)
+                .this_node(mpir_target::live::node::this_node())
+                .node_facts();
             let ranks: Vec<RankOut<'_>> = t
                 .job
                 .ranks()
                 .map(|(w, r)| RankOut {
                     rank: r.rank as u64,
                     host: Some(&*r.process.host),
+                    local: local_of(&node.classify(Some(&r.process.host))),
                     executable: r.executable.as_deref(),
                     pid: i64::from(r.process.pid),
                     control: format!("world {}", w.id),
                 })
                 .collect();
+            // The flags of the process named (else of the metadirectory), in MPIR's shape.
+            let record = |p: i64| {
+                t.job
+                    .processes
+                    .iter()
+                    .find(|r| i64::from(r.process.pid) == p)
+            };
+            let flags = record(i64::from(pid))
+                .or_else(|| {
+                    t.job
+                        .metadirectory
+                        .as_ref()
+                        .and_then(|m| record(i64::from(m.pid)))
+                })
+                .map(|r| mpir_acquire::interface::flags_of_mpi2dd(r.mpi_flags));
             let out = JobOut {
                 schema: JOB_SCHEMA,
                 starter: StarterOut {
                     pid: t.job.metadirectory.as_ref().map(|m| m.pid as u32),
                     image: None,
                     launcher: None,
+                    debug_state: None,
                 },
                 interface: "mpi2dd",
                 interfaces: vec!["mpi2dd"],
-                flags: None,
+                flags,
                 layout: "abi",
+                nodes: None,
+                this_node: None,
                 ranks,
                 problems: t.job.problems.iter().map(|p| format!("{p:?}")).collect(),
                 notes: t
@@ -244,20 +354,24 @@ pub(crate) fn attach(common: &Common, timeout: u64, pid: u32) -> Result<ExitCode
     Ok(ExitCode::SUCCESS)
 }
 
-/// The job document of a starter's process table read from a core file.
-pub(crate) fn core_job(table: &ProcTable) -> JobOut<'_> {
+/// The job document of a starter's process table read from a core file, with the flags the
+/// starter's core defines. Its ranks' hosts say nothing about this machine (`local` null).
+pub(crate) fn core_job(table: &ProcTable, flags: MpirFlags) -> JobOut<'_> {
     JobOut {
         schema: JOB_SCHEMA,
         starter: StarterOut {
             pid: None,
             image: None,
             launcher: None,
+            debug_state: None,
         },
         interface: "mpir",
         interfaces: vec!["mpir"],
-        flags: None,
+        flags: Some(flags),
         layout: layout_name(&table.layout.source),
-        ranks: table_out(table, |_| "core".into()),
+        nodes: None,
+        this_node: None,
+        ranks: table_out(table, |_| None, |_| "core".into()),
         problems: table
             .resolved
             .problems

@@ -72,6 +72,11 @@ pub(crate) struct Common {
     /// Extra debug directory (build-id tree) for symbols of stripped programs.
     #[arg(long = "debug-dir")]
     pub(crate) debug_dirs: Vec<PathBuf>,
+    /// A name (or address) the launcher reports for this node that the machine's own facts
+    /// (host name, /etc/hosts aliases, interface addresses) do not list; repeatable. Ranks on
+    /// any other node are never touched.
+    #[arg(long = "this-node", value_name = "NAME")]
+    pub(crate) this_node: Vec<String>,
 }
 
 #[derive(Subcommand)]
@@ -132,6 +137,17 @@ pub(crate) fn debug_options(common: &Common) -> DebugOptions {
     let mut d = DebugOptions::default();
     d.debug_dirs.extend(common.debug_dirs.iter().cloned());
     d
+}
+
+/// Acquisition options from the common arguments: debug directories, this node's aliases.
+pub(crate) fn acquire_options(common: &Common) -> mpir_acquire::AcquireOptions {
+    common
+        .this_node
+        .iter()
+        .fold(mpir_acquire::AcquireOptions::default(), |o, a| {
+            o.alias(a.clone())
+        })
+        .debug(debug_options(common))
 }
 
 /// The error and its causes on one line.
