@@ -359,3 +359,89 @@ fn ranks_listed_before_their_exec_are_proven_by_descent() {
     let out = BufReader::new(child.stdout.take().unwrap());
     assert_eq!(finish(child, out), 0);
 }
+
+#[test]
+fn reserved_duplicate_and_oddly_spelled_entries() {
+    let Some(f) = fixtures("nodes-odd") else {
+        return;
+    };
+    // The ranks' host as the kernel's name in capitals with DNS's trailing dot: still this
+    // node. Extra entries on this node: pid 1, this test's own pid (the tool), the starter
+    // itself, and rank 0's pid again.
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let shouted = format!("{}.", hostname.trim().to_ascii_uppercase());
+    let me = std::process::id();
+    let opts: Vec<String> = [
+        "-n",
+        "2",
+        "-H",
+        &shouted,
+        "-R",
+        "=:1",
+        "-R",
+        &format!("=:{me}"),
+        "-R",
+        "=:self",
+        "-R",
+        "=:rank0",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let mut child = starter_command(&f, &opts, &["stdin"]).spawn().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    wait_ranks(&mut out, 2);
+    let a = live::attach(child.id(), options().hold(true)).unwrap();
+    let job = a.job();
+    assert_eq!(job.len(), 6);
+    assert_eq!(job.nodes().len(), 1, "{:?}", job.nodes());
+    for r in 0..2 {
+        assert!(
+            matches!(job.control(r), RankControl::Attached { .. }),
+            "rank {r}: {:?}",
+            job.control(r)
+        );
+    }
+    assert_eq!(
+        job.control(2),
+        &RankControl::Refused {
+            reason: Refusal::Reserved {
+                pid: 1,
+                what: "init"
+            }
+        }
+    );
+    assert_eq!(
+        job.control(3),
+        &RankControl::Refused {
+            reason: Refusal::Reserved {
+                pid: me,
+                what: "this tool"
+            }
+        }
+    );
+    // The starter is held as the starter, never attached a second time as a rank.
+    assert_eq!(job.control(4), &RankControl::NotAttached);
+    assert!(
+        job.notes
+            .iter()
+            .any(|n| n.contains("rank 4 is the starter")),
+        "{:?}",
+        job.notes
+    );
+    let rank0 = job.ranks().next().unwrap().pid as u32;
+    assert_eq!(
+        job.control(5),
+        &RankControl::Refused {
+            reason: Refusal::Duplicate {
+                pid: rank0,
+                first: 0
+            }
+        }
+    );
+    assert_eq!(job.attached_pids().len(), 2);
+    drop(a);
+    assert_untouched(child.id());
+    assert_untouched(1);
+    assert_eq!(finish(child, out), 0);
+}

@@ -196,3 +196,89 @@ impl Prover {
 pub(crate) fn still_same(pid: u32, facts: &ProcessFacts) -> bool {
     procfs::start_time(pid).is_ok_and(|t| t == facts.start_time)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::{Command, Stdio};
+
+    /// A child of this test that sleeps, as a stand-in starter or rank.
+    fn sleeper() -> std::process::Child {
+        Command::new("sleep")
+            .arg("20")
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_pid_is_the_same_process_only_with_the_same_start_time() {
+        let mut c = sleeper();
+        let facts = ProcessFacts::read(c.id()).unwrap();
+        assert!(still_same(c.id(), &facts));
+        // What a reused pid looks like: a later start time under the same number.
+        let mut later = facts.clone();
+        later.start_time += 1;
+        assert!(!still_same(c.id(), &later));
+        c.kill().unwrap();
+        c.wait().unwrap();
+        assert!(!still_same(c.id(), &facts), "gone");
+    }
+
+    #[test]
+    fn executables_match_by_path_file_or_name_and_nothing_else() {
+        // The test process is the "starter"; its child `sleep` the "rank".
+        let mut rank = sleeper();
+        let mut prover = Prover::new(std::process::id(), false).unwrap();
+        let pid = i64::from(rank.id());
+        // Found through the starter's PATH (a relative name), whatever file `sleep` is.
+        let p = prover.prove(0, pid, Some("sleep")).unwrap();
+        assert_eq!(p.proven, Proven::InProgram);
+        // The same file by its absolute path.
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap();
+        let mut prover = Prover::new(std::process::id(), false).unwrap();
+        assert!(prover.prove(0, pid, exe.to_str()).is_ok());
+        // Another program: refused (it is our child, but runs no image of ours).
+        let mut prover = Prover::new(std::process::id(), false).unwrap();
+        let e = prover.prove(0, pid, Some("/bin/sh-not-this")).unwrap_err();
+        assert!(matches!(e, Refusal::OtherProgram { .. }), "{e}");
+        // No name at all: nothing to prove it by.
+        let mut prover = Prover::new(std::process::id(), false).unwrap();
+        assert!(prover.prove(0, pid, None).is_err());
+        // The same pid twice in one table.
+        let mut prover = Prover::new(std::process::id(), false).unwrap();
+        prover.prove(0, pid, Some("sleep")).unwrap();
+        assert_eq!(
+            prover.prove(3, pid, Some("sleep")).unwrap_err(),
+            Refusal::Duplicate {
+                pid: rank.id(),
+                first: 0
+            }
+        );
+        rank.kill().unwrap();
+        rank.wait().unwrap();
+    }
+
+    #[test]
+    fn a_process_older_than_the_starter_is_not_its_rank() {
+        // Our parent (cargo's test runner) started before us: as a "rank" of ours, refused.
+        let parent = std::os::unix::process::parent_id();
+        let mut prover = Prover::new(std::process::id(), true).unwrap();
+        let e = prover
+            .prove(0, i64::from(parent), Some("anything"))
+            .unwrap_err();
+        assert!(matches!(e, Refusal::StartedBefore { .. }), "{e}");
+        assert!(matches!(
+            prover.prove(1, 0, Some("x")),
+            Err(Refusal::InvalidPid { pid: 0 })
+        ));
+        assert!(matches!(
+            prover.prove(2, i64::from(u32::MAX) + 1, Some("x")),
+            Err(Refusal::InvalidPid { .. })
+        ));
+        assert!(matches!(
+            prover.prove(3, 999_999_999, Some("x")),
+            Err(Refusal::NoProcess { .. })
+        ));
+    }
+}
