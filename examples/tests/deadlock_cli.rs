@@ -206,9 +206,39 @@ fn on_stack(stack: Stack) {
     let (code, doc) = deadlock(&stack, &job);
     assert_eq!(code, 0, "{name} progress: {doc:#}");
     assert_eq!(doc["verdict"], "no_cycle", "{name} progress: {doc:#}");
+    assert_eq!(doc["coverage"]["complete"], true, "{name}: {doc:#}");
     for &pid in &job.pids {
         assert_untouched(pid);
     }
+
+    // One more process that is no MPI rank: the verdict covers only the ranks read, and the
+    // exit status says the reading was partial (4), not "no problem" (0).
+    let mut other = Command::new("sleep").arg("30").spawn().unwrap();
+    let mut pids: Vec<String> = job.pids.iter().map(u32::to_string).collect();
+    pids.push(other.id().to_string());
+    let out = mpir()
+        .args(["deadlock", "--json", "--pid", &pids.join(",")])
+        .args(&stack.extra)
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(4), "{name} partial: {doc:#}");
+    assert_eq!(doc["coverage"]["ranks"], 4, "{name}: {doc:#}");
+    assert_eq!(doc["coverage"]["read"], 3);
+    assert_eq!(doc["coverage"]["complete"], false);
+    assert_eq!(doc["coverage"]["not_read"][0]["pid"], other.id());
+    let text = mpir()
+        .args(["deadlock", "--pid", &pids.join(",")])
+        .args(&stack.extra)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("the verdict covers only the 3 of 4 ranks read"),
+        "{name}: {text}"
+    );
+    let _ = other.kill();
+    let _ = other.wait();
 }
 
 #[test]
@@ -222,5 +252,51 @@ fn deadlocks_on_open_mpi() {
 fn deadlocks_on_mpich() {
     if let Some(s) = mpich() {
         on_stack(s);
+    }
+}
+
+#[test]
+fn stock_open_mpi_without_types_gives_no_verdict_but_the_reason_and_the_fix() {
+    // The case measured on main before: every rank unread ("mqs_image_has_queues failed …")
+    // and still "no_cycle", exit 0. Now: exit 4, verdict "unknown", the reason and the fix.
+    let Some(mut stack) = open_mpi() else {
+        return;
+    };
+    stack.extra.clear();
+    let dir = scratch("deadlock-openmpi-no-types");
+    let program = dir.join("deadlock");
+    run(Command::new(&stack.mpicc)
+        .args(["-g", "-o"])
+        .arg(&program)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/deadlock.c")))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let job = start(&stack, &dir, &program, "ring", 3);
+    let out = mpir()
+        .args(["deadlock", "--json", "--engine", "dll", "--starter"])
+        .arg(job.starter().to_string())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["verdict"], "unknown", "{doc:#}");
+    assert_eq!(doc["coverage"]["read"], 0, "{doc:#}");
+    assert_eq!(doc["coverage"]["ranks"], 3);
+    assert_eq!(doc["coverage"]["complete"], false);
+    assert!(
+        err.contains("no verdict") && err.contains("--types"),
+        "{err}"
+    );
+    // The same in text: never "no cycle".
+    let out = mpir()
+        .args(["deadlock", "--engine", "dll", "--starter"])
+        .arg(job.starter().to_string())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("no cycle"), "{text}");
+    for &pid in &job.pids {
+        assert_untouched(pid);
     }
 }

@@ -232,6 +232,12 @@ pub trait QueueHost: std::fmt::Debug {
     fn length_unit(&self) -> LengthUnit;
     /// Messages the DLL printed through `dprints` (most recent last, bounded).
     fn dll_messages(&self) -> Vec<String>;
+    /// Ends the host and returns what the DLL printed on its own (on stderr), deduplicated
+    /// and counted: the out-of-process host collects it from its helper; the in-process host
+    /// cannot (the DLL writes to this process's own stderr) and returns an empty log.
+    fn finish_printed(&mut self) -> crate::output::OutputLog {
+        crate::output::OutputLog::new()
+    }
     /// The has-queues messages for `process` (image, process), formatted with the image name.
     fn queue_messages(&self, process: ProcessId) -> (Option<&str>, Option<&str>);
     /// Attaches a process (see [`Host::attach`]).

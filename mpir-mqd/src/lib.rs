@@ -58,6 +58,7 @@ mod helper;
 mod host;
 mod mpi2;
 pub mod native;
+pub mod output;
 mod raw;
 mod remote;
 mod state;

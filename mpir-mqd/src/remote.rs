@@ -180,6 +180,9 @@ pub struct OutOfProcessHost {
     next_target: u64,
     messages: Vec<(ProcessId, Option<String>, Option<String>)>,
     dll_messages: Vec<String>,
+    /// What the helper (the DLL in it) printed on stderr.
+    printed: std::sync::Arc<std::sync::Mutex<crate::output::OutputLog>>,
+    printed_reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for OutOfProcessHost {
@@ -214,7 +217,8 @@ impl OutOfProcessHost {
             .args(&helper.args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            // What the DLL prints is collected (deduplicated, bounded), not sprayed on ours.
+            .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| MqdError::HelperStart {
                 helper: program.display().to_string(),
@@ -222,6 +226,30 @@ impl OutOfProcessHost {
             })?;
         let stdin = child.stdin.take();
         let stdout = child.stdout.take();
+        let printed = std::sync::Arc::new(std::sync::Mutex::new(crate::output::OutputLog::new()));
+        let printed_reader = child.stderr.take().and_then(|mut err| {
+            let log = std::sync::Arc::clone(&printed);
+            std::thread::Builder::new()
+                .name("mpir-mqd-helper-stderr".into())
+                .spawn(move || {
+                    use std::io::Read;
+                    let mut buf = [0u8; 4096];
+                    loop {
+                        match err.read(&mut buf) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => {
+                                if let (Ok(mut l), Some(bytes)) = (log.lock(), buf.get(..n)) {
+                                    l.push_bytes(bytes);
+                                }
+                            }
+                        }
+                    }
+                    if let Ok(mut l) = log.lock() {
+                        l.finish();
+                    }
+                })
+                .ok()
+        });
         let (tx, rx) = sync_channel(4);
         if let Some(mut out) = stdout {
             std::thread::Builder::new()
@@ -264,6 +292,8 @@ impl OutOfProcessHost {
             next_target: 1,
             messages: Vec::new(),
             dll_messages: Vec::new(),
+            printed,
+            printed_reader,
         };
         host.greeting()?;
         let load = ToHelper::Load {
@@ -519,6 +549,10 @@ impl QueueHost for OutOfProcessHost {
         &self.path
     }
 
+    fn finish_printed(&mut self) -> crate::output::OutputLog {
+        OutOfProcessHost::finish_printed(self)
+    }
+
     fn version(&self) -> &str {
         &self.version
     }
@@ -652,8 +686,28 @@ impl QueueHost for OutOfProcessHost {
     }
 }
 
-impl Drop for OutOfProcessHost {
-    fn drop(&mut self) {
+impl OutOfProcessHost {
+    /// Ends the helper (orderly, bounded) and returns every line it printed on stderr — what
+    /// the DLL printed on its own, deduplicated and counted. The host can do nothing more
+    /// afterwards (calls return [`MqdError::HelperGone`]).
+    pub fn finish_printed(&mut self) -> crate::output::OutputLog {
+        self.end();
+        // The stream ends with the helper; never wait long for it (a process the DLL left
+        // behind could hold it open).
+        if let Some(t) = self.printed_reader.take() {
+            let deadline = Instant::now() + Duration::from_secs(1);
+            while !t.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            if t.is_finished() {
+                let _ = t.join();
+            }
+        }
+        self.printed.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    /// Asks for an orderly end (the DLL destroys what it kept), but never waits long for it.
+    fn end(&mut self) {
         if self.child.is_none() {
             return;
         }
@@ -673,5 +727,11 @@ impl Drop for OutOfProcessHost {
             }
         }
         self.kill();
+    }
+}
+
+impl Drop for OutOfProcessHost {
+    fn drop(&mut self) {
+        self.end();
     }
 }

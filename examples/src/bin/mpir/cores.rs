@@ -149,7 +149,7 @@ pub(crate) fn run(args: &CoreArgs) -> Result<ExitCode, String> {
             .cloned()
             .ok_or_else(|| format!("no core for pid {}", r.pid))
     };
-    let (engine, reads) = queues::read_queues_raw(&choice, &procs, &opener).map_err(|e| {
+    let read = queues::read_queues_raw(&choice, &procs, &opener).map_err(|e| {
         // Nothing could be read: say also why the cores are not a starter's.
         let why: Vec<String> = ranks
             .iter()
@@ -157,7 +157,9 @@ pub(crate) fn run(args: &CoreArgs) -> Result<ExitCode, String> {
             .collect();
         format!("{e} (and not a starter's core: {})", why.join("; "))
     })?;
-    let mut doc = queues::queues_doc(engine, &procs, &reads);
+    let mut doc = queues::queues_doc(read.engine.clone(), &procs, &read.reads);
+    doc.notes.extend(read.notes());
+    let reads = read.reads;
     // The wait-for analysis of this one snapshot (a core is one instant: potential only).
     let sample: Vec<_> = procs
         .iter()
@@ -167,7 +169,22 @@ pub(crate) fn run(args: &CoreArgs) -> Result<ExitCode, String> {
             Some((rank.or(p.rank), p.pid, q.communicators.clone()))
         })
         .collect();
-    doc.deadlock = mpir_types::deadlock::analyze(&crate::deadlock::snapshot(&sample)).ok();
+    // A verdict only from what was read: none when nothing was, and said to cover only the
+    // cores read otherwise.
+    let outcomes: Vec<Option<String>> = reads.iter().map(|r| r.as_ref().err().cloned()).collect();
+    let coverage = crate::deadlock::Coverage::of(&procs, &outcomes);
+    if coverage.read == 0 {
+        doc.notes.push(format!(
+            "no wait-for verdict: {}",
+            crate::deadlock::nothing_read(&coverage, None)
+        ));
+    } else {
+        doc.deadlock = mpir_types::deadlock::analyze(&crate::deadlock::snapshot(&sample)).ok();
+        if let Some(c) = coverage.caveat() {
+            doc.notes.push(c);
+        }
+    }
+    doc.coverage = Some(coverage);
     for (r, o) in doc.ranks.iter_mut().zip(&ranks) {
         r.source = Some(o.path.display().to_string());
     }

@@ -49,8 +49,117 @@ pub(crate) struct DeadlockDoc<'a> {
     pub(crate) engine: String,
     /// Ranks that could not be read in some sample (the analysis treats them as progressing).
     pub(crate) unread: Vec<String>,
+    /// Which ranks the verdict covers.
+    pub(crate) coverage: &'a Coverage,
+    /// What the queue reader had to tell about the whole read: what the MPI's DLL printed on
+    /// its own (each distinct line once, with its count).
+    pub(crate) reader_notes: &'a [String],
     #[serde(flatten)]
     pub(crate) report: &'a DeadlockReport,
+}
+
+/// A rank the analysis could not cover, and why.
+#[derive(Serialize, Clone, Debug)]
+pub(crate) struct UnreadRank {
+    pub(crate) rank: Option<u64>,
+    pub(crate) pid: u32,
+    pub(crate) reason: String,
+}
+
+/// Which ranks a verdict rests on: a verdict is only about the ranks read.
+#[derive(Serialize, Clone, Debug)]
+pub(crate) struct Coverage {
+    /// Ranks asked for (the job's, or the pids named).
+    pub(crate) ranks: usize,
+    /// Ranks read in every sample: the verdict covers these only.
+    pub(crate) read: usize,
+    /// Whether every rank asked for was read.
+    pub(crate) complete: bool,
+    /// The others, with the first reason each could not be read.
+    pub(crate) not_read: Vec<UnreadRank>,
+}
+
+impl Coverage {
+    /// From each rank's outcome over the samples: `None` when read in every sample, else why
+    /// not (the first reason).
+    pub(crate) fn of(ranks: &[RankProc], outcomes: &[Option<String>]) -> Coverage {
+        let not_read: Vec<UnreadRank> = ranks
+            .iter()
+            .zip(outcomes)
+            .filter_map(|(r, o)| {
+                o.as_ref().map(|reason| UnreadRank {
+                    rank: r.rank,
+                    pid: r.pid,
+                    reason: reason.clone(),
+                })
+            })
+            .collect();
+        Coverage {
+            ranks: ranks.len(),
+            read: ranks.len() - not_read.len(),
+            complete: not_read.is_empty(),
+            not_read,
+        }
+    }
+
+    /// The distinct reasons ranks were not read, each with how many ranks gave it (at most
+    /// `max`, the most frequent first).
+    pub(crate) fn reasons(&self, max: usize) -> Vec<(String, usize)> {
+        let mut counts: Vec<(String, usize)> = Vec::new();
+        for u in &self.not_read {
+            match counts.iter_mut().find(|(r, _)| *r == u.reason) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((u.reason.clone(), 1)),
+            }
+        }
+        counts.sort_by_key(|c| std::cmp::Reverse(c.1));
+        counts.truncate(max);
+        counts
+    }
+
+    /// One line on what a verdict covers (text output), or `None` when complete.
+    pub(crate) fn caveat(&self) -> Option<String> {
+        if self.complete {
+            return None;
+        }
+        let ranks: Vec<String> = self
+            .not_read
+            .iter()
+            .take(16)
+            .map(|u| u.rank.map_or(format!("pid {}", u.pid), |r| r.to_string()))
+            .collect();
+        let more = if self.not_read.len() > 16 {
+            ", …"
+        } else {
+            ""
+        };
+        Some(format!(
+            "the verdict covers only the {} of {} ranks read; not read: {}{more}",
+            self.read,
+            self.ranks,
+            ranks.join(", ")
+        ))
+    }
+}
+
+/// The error when no rank at all could be read: there is no verdict. Says why (the distinct
+/// reasons) and what to do.
+pub(crate) fn nothing_read(coverage: &Coverage, hint: Option<&str>) -> String {
+    let reasons: Vec<String> = coverage
+        .reasons(3)
+        .into_iter()
+        .map(|(r, n)| if n > 1 { format!("{r} ({n} ranks)") } else { r })
+        .collect();
+    let mut s = format!(
+        "no rank's queues could be read, so there is no verdict ({} ranks: {})",
+        coverage.ranks,
+        reasons.join("; ")
+    );
+    if let Some(h) = hint {
+        s.push_str("; ");
+        s.push_str(h);
+    }
+    s
 }
 
 /// The analysis input from one sample's queues.
@@ -102,7 +211,39 @@ pub(crate) fn run(args: &DeadlockArgs) -> Result<ExitCode, String> {
         args.samples,
         Duration::from_millis(args.interval_ms),
     )?;
-    let (engine, report, unread) = (sampled.engine, sampled.report, sampled.unread);
+    let (engine, report, unread) = (
+        sampled.engine.clone(),
+        &sampled.report,
+        sampled.unread.clone(),
+    );
+    let coverage = &sampled.coverage;
+    if coverage.read == 0 {
+        // Nothing was read: no verdict at all, never "no cycle".
+        let message = nothing_read(coverage, sampled.hint.as_deref());
+        if args.common.json {
+            let mut doc = serde_json::to_value(DeadlockDoc {
+                schema: DEADLOCK_SCHEMA,
+                engine,
+                unread,
+                coverage,
+                reader_notes: &sampled.notes,
+                report,
+            })
+            .map_err(|e| e.to_string())?;
+            doc["verdict"] = serde_json::Value::from("unknown");
+            doc["error"] = serde_json::Value::from(message.clone());
+            outln!(
+                "{}",
+                serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
+            );
+        } else {
+            for n in &sampled.notes {
+                eprintln!("mpir: note: {n}");
+            }
+        }
+        eprintln!("mpir: error: {message}");
+        return Ok(ExitCode::from(queues::PARTIAL));
+    }
     if args.dot {
         out!("{}", report.to_dot());
     } else if args.common.json {
@@ -110,7 +251,9 @@ pub(crate) fn run(args: &DeadlockArgs) -> Result<ExitCode, String> {
             schema: DEADLOCK_SCHEMA,
             engine,
             unread,
-            report: &report,
+            coverage,
+            reader_notes: &sampled.notes,
+            report,
         };
         outln!(
             "{}",
@@ -119,12 +262,21 @@ pub(crate) fn run(args: &DeadlockArgs) -> Result<ExitCode, String> {
     } else {
         outln!("wait-for analysis ({engine}), {} ranks", report.ranks);
         out!("{report}");
+        if let Some(c) = coverage.caveat() {
+            outln!("{c}");
+        }
         for u in &unread {
             outln!("not read: {u}");
         }
+        for n in &sampled.notes {
+            outln!("note: {n}");
+        }
     }
     Ok(if report.has_cycle() {
+        // A cycle among the ranks read is real whatever the others do.
         ExitCode::from(CYCLE)
+    } else if !coverage.complete {
+        ExitCode::from(queues::PARTIAL)
     } else {
         ExitCode::SUCCESS
     })
@@ -138,6 +290,12 @@ pub(crate) struct Sampled {
     pub(crate) report: DeadlockReport,
     /// Ranks not read in some sample, and release problems.
     pub(crate) unread: Vec<String>,
+    /// Which ranks the analysis covers.
+    pub(crate) coverage: Coverage,
+    /// What to do when ranks could not be read, from the facts of the reading.
+    pub(crate) hint: Option<String>,
+    /// What the reader had to tell (the DLL's own output, each distinct line once).
+    pub(crate) notes: Vec<String>,
 }
 
 /// Reads `samples` snapshots of the queues of `ranks` (the first while `held`, the others
@@ -166,6 +324,9 @@ pub(crate) fn sample(
     let mut unread = Vec::new();
     let mut engine = String::new();
     let mut held = Some(held);
+    // Per rank: None while read in every sample, else the first reason it was not.
+    let mut outcomes: Vec<Option<String>> = vec![None; ranks.len()];
+    let mut printed: Option<(String, mpir_mqd::output::OutputLog)> = None;
     for i in 0..samples.max(1) {
         if i > 0 {
             std::thread::sleep(interval);
@@ -185,29 +346,82 @@ pub(crate) fn sample(
         }
         let result = queues::read_queues_raw(choice, &ranks, &opener);
         let problems = held.take().map(Held::release).unwrap_or_default();
-        let (name, read) = result?;
+        let (name, read) = match result {
+            Ok(r) => {
+                // What the DLL printed, summed over the samples.
+                if let Some((path, log)) = r.printed {
+                    match printed.as_mut() {
+                        Some((_, all)) => all.merge(&log),
+                        None => printed = Some((path, log)),
+                    }
+                }
+                (r.engine, r.reads)
+            }
+            // No reader, or no rank could be stopped: every rank unread, with the reason.
+            Err(e) => (
+                if engine.is_empty() {
+                    "none".to_string()
+                } else {
+                    engine.clone()
+                },
+                ranks
+                    .iter()
+                    .map(|r| Err(r.unreadable.clone().unwrap_or_else(|| e.clone())))
+                    .collect(),
+            ),
+        };
         engine = name;
         for p in problems {
             unread.push(format!("sample {}: while releasing: {p}", i + 1));
         }
         let mut sample = Vec::new();
-        for (r, outcome) in ranks.iter().zip(read) {
+        for ((r, outcome), seen) in ranks.iter().zip(read).zip(outcomes.iter_mut()) {
             match outcome {
                 Ok((rank, q)) => sample.push((rank.or(r.rank), r.pid, q.communicators)),
-                Err(e) => unread.push(format!(
-                    "sample {}: rank {} (pid {}): {e}",
-                    i + 1,
-                    r.rank.map_or("?".into(), |r| r.to_string()),
-                    r.pid
-                )),
+                Err(e) => {
+                    unread.push(format!(
+                        "sample {}: rank {} (pid {}): {e}",
+                        i + 1,
+                        r.rank.map_or("?".into(), |r| r.to_string()),
+                        r.pid
+                    ));
+                    seen.get_or_insert(e);
+                }
             }
         }
         snapshots.push(snapshot(&sample));
     }
+    // A rank read in some samples only is not covered: its absence elsewhere would read as
+    // progress.
+    let covered: std::collections::HashSet<i64> = ranks
+        .iter()
+        .zip(&outcomes)
+        .filter(|(_, o)| o.is_none())
+        .map(|(r, _)| i64::from(r.pid))
+        .collect();
+    for s in &mut snapshots {
+        s.ranks
+            .retain(|q| q.pid.is_some_and(|p| covered.contains(&p)));
+    }
     let report = deadlock::confirm(&snapshots).map_err(|e| chain(&e))?;
+    let coverage = Coverage::of(&ranks, &outcomes);
+    // The reader failed on ranks it could stop (not remote, not refused): with the MPI's DLL
+    // and no types given, the usual cause is an MPI library without debug information.
+    let reader_failed = ranks
+        .iter()
+        .zip(&outcomes)
+        .any(|(r, o)| o.is_some() && r.unreadable.is_none());
+    let hint = (reader_failed && engine.starts_with("dll") && !choice.types_given).then(|| {
+        "if the MPI library has no debug information (stock Open MPI), build a types \
+         sidecar (scripts/openmpi-types-sidecar.sh) and give it with --types"
+            .to_string()
+    });
     Ok(Sampled {
         engine,
         report,
         unread,
+        coverage,
+        hint,
+        notes: queues::printed_notes(printed.as_ref()),
     })
 }

@@ -151,6 +151,8 @@ pub(crate) fn run(args: &DemoArgs) -> Result<ExitCode, String> {
                 schema: DEADLOCK_SCHEMA,
                 engine: sampled.engine,
                 unread: sampled.unread,
+                coverage: &sampled.coverage,
+                reader_notes: &sampled.notes,
                 report: &sampled.report,
             },
             left_running: left_running.clone(),
@@ -166,6 +168,9 @@ pub(crate) fn run(args: &DemoArgs) -> Result<ExitCode, String> {
         queues::print_doc(&queues_doc, false)?;
         outln!("\n== Wait-for analysis ({})", sampled.engine);
         out!("{}", sampled.report);
+        if let Some(c) = sampled.coverage.caveat() {
+            outln!("{c}");
+        }
         for u in &sampled.unread {
             outln!("not read: {u}");
         }

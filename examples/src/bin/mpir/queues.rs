@@ -227,6 +227,11 @@ pub(crate) trait Reader {
     fn name(&self) -> String;
     /// Every communicator of the rank with its queues, and what the reader could not see.
     fn read(&mut self, rank: &RankProc, target: Rc<dyn Target>) -> Result<RankQueues, String>;
+    /// Ends the reader; what the MPI's DLL printed on its own during the whole read (the DLL's
+    /// path and the lines, deduplicated and counted), if any.
+    fn finish(&mut self) -> Option<(String, mpir_mqd::output::OutputLog)> {
+        None
+    }
 }
 
 /// One rank as a reader saw it.
@@ -344,6 +349,11 @@ impl Reader for DllReader {
             notes: Vec::new(),
         })
     }
+
+    fn finish(&mut self) -> Option<(String, mpir_mqd::output::OutputLog)> {
+        let log = self.host.finish_printed();
+        (!log.is_empty()).then(|| (self.host.path().to_string(), log))
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -358,9 +368,12 @@ pub(crate) struct QueuesDoc {
     /// `core` with a starter's core: the job document.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) job: Option<serde_json::Value>,
-    /// `core`: the wait-for analysis of this one snapshot.
+    /// `core`: the wait-for analysis of this one snapshot (absent when no core was read).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) deadlock: Option<mpir_types::deadlock::DeadlockReport>,
+    /// `core`: which ranks the analysis covers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) coverage: Option<crate::deadlock::Coverage>,
 }
 
 #[derive(Serialize, Clone)]
@@ -614,13 +627,39 @@ pub(crate) struct EngineChoice<'a> {
     pub(crate) types_given: bool,
 }
 
-/// Reads the queues of `ranks` (opened with `open`) with the engine `choice` names: the
-/// engine's name and one result per rank, in order.
+/// What [`read_queues_raw`] read: the engine's name, one result per rank in order, and what
+/// the MPI's DLL printed on its own meanwhile.
+pub(crate) struct Read {
+    pub(crate) engine: String,
+    pub(crate) reads: Vec<RankRead>,
+    pub(crate) printed: Option<(String, mpir_mqd::output::OutputLog)>,
+}
+
+impl Read {
+    /// What the DLL printed, as notes.
+    pub(crate) fn notes(&self) -> Vec<String> {
+        printed_notes(self.printed.as_ref())
+    }
+}
+
+/// Notes for what a DLL printed: each distinct line once, with its count.
+pub(crate) fn printed_notes(
+    printed: Option<&(String, mpir_mqd::output::OutputLog)>,
+) -> Vec<String> {
+    printed.map_or_else(Vec::new, |(path, log)| {
+        log.notes()
+            .into_iter()
+            .map(|l| format!("the DLL {path} printed: {l}"))
+            .collect()
+    })
+}
+
+/// Reads the queues of `ranks` (opened with `open`) with the engine `choice` names.
 pub(crate) fn read_queues_raw(
     choice: &EngineChoice<'_>,
     ranks: &[RankProc],
     open: &Opener<'_>,
-) -> Result<(String, Vec<RankRead>), String> {
+) -> Result<Read, String> {
     let probe_rank = ranks
         .iter()
         .find(|r| r.unreadable.is_none())
@@ -658,7 +697,11 @@ pub(crate) fn read_queues_raw(
     };
     drop(probe);
     let reads = read_all(reader.as_mut(), ranks, open);
-    Ok((reader.name(), reads))
+    Ok(Read {
+        engine: reader.name(),
+        reads,
+        printed: reader.finish(),
+    })
 }
 
 /// The queues document of what [`read_queues_raw`] read.
@@ -692,6 +735,7 @@ pub(crate) fn queues_doc(engine: String, ranks: &[RankProc], reads: &[RankRead])
         notes: Vec::new(),
         job: None,
         deadlock: None,
+        coverage: None,
     }
 }
 
@@ -701,8 +745,10 @@ pub(crate) fn read_queues(
     ranks: &[RankProc],
     open: &Opener<'_>,
 ) -> Result<QueuesDoc, String> {
-    let (engine, reads) = read_queues_raw(choice, ranks, open)?;
-    Ok(queues_doc(engine, ranks, &reads))
+    let read = read_queues_raw(choice, ranks, open)?;
+    let mut doc = queues_doc(read.engine.clone(), ranks, &read.reads);
+    doc.notes.extend(read.notes());
+    Ok(doc)
 }
 
 pub(crate) fn run(args: &QueuesArgs) -> Result<ExitCode, String> {
