@@ -202,6 +202,24 @@ fn on_stack(stack: Stack) {
     drop(job);
 
     // A ring that keeps progressing: never a deadlock.
+    // Only ranks 0-1 of the ring: the verdict says it covers only them (rank 2, not read,
+    // is not assumed stuck), and the JSON names the selection.
+    let job = start(&stack, &dir, &program, "ring", 3);
+    let out = mpir()
+        .args(["deadlock", "--json", "--ranks", "0-1", "--starter"])
+        .arg(job.starter().to_string())
+        .args(&stack.extra)
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["coverage"]["ranks"], 2, "{name} selection: {doc:#}");
+    assert_eq!(doc["coverage"]["read"], 2, "{name} selection: {doc:#}");
+    assert_eq!(doc["coverage"]["selection"], "0-1", "{name}: {doc:#}");
+    assert_eq!(doc["ranks"], 2, "{name}: {doc:#}");
+    assert_eq!(doc["verdict"], "no_cycle", "{name}: {doc:#}");
+    // Rank 2 was never stopped for this.
+    assert_untouched(job.pids[2]);
+    drop(job);
     let job = start(&stack, &dir, &program, "progress", 3);
     let (code, doc) = deadlock(&stack, &job);
     assert_eq!(code, 0, "{name} progress: {doc:#}");

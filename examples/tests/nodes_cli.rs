@@ -327,3 +327,41 @@ fn an_mpi2dd_job_reports_its_mpi_flags_in_the_flags_shape() {
     }
     assert_eq!(doc["ranks"][0]["local"], true, "{doc:#}");
 }
+
+#[test]
+fn rank_lists_and_ranges_select_what_is_held() {
+    let Some(f) = fixtures("cli-ranks") else {
+        return;
+    };
+    // Launch: the starter allows partial attach, so only the selection is attached.
+    let o = mpir()
+        .args(["launch", "--json", "--ranks", "0,2-", "--"])
+        .arg(&f.starter)
+        .args(["-n", "4", "--"])
+        .arg(&f.rank)
+        .arg("linger")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        controls(&json(&o)),
+        ["attached", "not_attached", "attached", "attached"]
+    );
+    // A bad list is refused before anything runs, naming the piece.
+    for (list, piece) in [("3-1", "3-1"), ("0,,2", "\"\""), ("x", "\"x\"")] {
+        let o = mpir()
+            .args(["launch", "--ranks", list, "--", "/bin/true"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{list}: {err}");
+        assert!(err.contains(piece), "{list}: {err}");
+    }
+    // queues and deadlock: --ranks needs --starter.
+    let o = mpir()
+        .args(["queues", "--pid", "1", "--ranks", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}

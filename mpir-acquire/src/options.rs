@@ -5,6 +5,7 @@ use std::time::Duration;
 use mpir_target::debuginfo::DebugOptions;
 use mpir_target::proctable::ReadOptions;
 use mpir_types::node::ThisNode;
+use mpir_types::ranks::RankSet;
 
 /// Which ranks to attach to.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -17,8 +18,9 @@ pub enum RankSelection {
     /// every rank is still attached briefly, to release its `MPIR_debug_gate`, as the spec
     /// requires.)
     None,
-    /// These ranks (others as for `None`).
-    Only(Vec<u64>),
+    /// These ranks (others as for `None`): a [`RankSet`] such as `0-3,7,12-` parsed from
+    /// what a user typed, or built from a list (`vec![0, 3].into()`).
+    Only(RankSet),
 }
 
 impl RankSelection {
@@ -27,7 +29,7 @@ impl RankSelection {
         match self {
             RankSelection::All => true,
             RankSelection::None => false,
-            RankSelection::Only(v) => v.contains(&rank),
+            RankSelection::Only(v) => v.contains(rank),
         }
     }
 }

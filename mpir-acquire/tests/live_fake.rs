@@ -181,7 +181,7 @@ fn the_gate_is_released_when_partial_attach_is_not_allowed() {
     let Some(f) = fixtures_with("gate", &["-g", "-DMINIMAL"]) else {
         return;
     };
-    let o = options().ranks(RankSelection::Only(vec![0]));
+    let o = options().ranks(RankSelection::Only(vec![0].into()));
     let (a, child) = launched(&f, &["-n", "3"], &["gate"], o);
     let job = a.job();
     assert!(!job.starter.flags.partial_attach_ok.present);

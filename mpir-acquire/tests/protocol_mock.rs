@@ -268,7 +268,7 @@ fn an_abort_event_reports_the_abort_string() {
 
 #[test]
 fn partial_attach_is_honoured_only_when_the_starter_allows_it() {
-    let only = here().ranks(RankSelection::Only(vec![1, 3]));
+    let only = here().ranks(RankSelection::Only(vec![1, 3].into()));
     // Hydra-style: the flag is present with value 0 — presence is what counts.
     let t = starter(4, DataModel::LP64, |s| {
         s.flags.push((symbols::PARTIAL_ATTACH_OK.into(), 0))

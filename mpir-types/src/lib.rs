@@ -54,6 +54,7 @@ mod model;
 pub mod mpir;
 pub mod mqd;
 pub mod node;
+pub mod ranks;
 mod view;
 
 pub use error::{DecodeError, Result};

@@ -601,7 +601,7 @@ pub fn normalize(job: &Job) -> Vec<LocalRank> {
 
 /// Which ranks a selection attaches (for callers building a selection from a list).
 pub fn selection(ranks: impl IntoIterator<Item = u64>) -> RankSelection {
-    RankSelection::Only(ranks.into_iter().collect())
+    RankSelection::Only(mpir_types::ranks::RankSet::from_ranks(ranks))
 }
 
 /// Whether rank `rank` of `job` is held by us.

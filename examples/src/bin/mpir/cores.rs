@@ -27,6 +27,10 @@ pub(crate) struct CoreArgs {
     pub(crate) exe: Option<PathBuf>,
     #[command(flatten)]
     pub(crate) reader: ReaderArgs,
+    /// Only these ranks' cores (a list and ranges, e.g. `0-3,7,12-`), by the rank the starter's
+    /// core gives them; cores whose rank is not known are kept.
+    #[arg(long, value_name = "LIST")]
+    pub(crate) ranks: Option<mpir_types::ranks::RankSet>,
     /// Core files: a starter's (the job) and any ranks' (their queues).
     #[arg(required = true)]
     pub(crate) cores: Vec<PathBuf>,
@@ -120,6 +124,20 @@ pub(crate) fn run(args: &CoreArgs) -> Result<ExitCode, String> {
         .unwrap_or_default();
     let mut procs = Vec::new();
     let mut targets: BTreeMap<usize, Rc<dyn Target>> = BTreeMap::new();
+    // Rank cores the selection leaves out (by the starter core's numbering).
+    let ranks: Vec<&Opened> = ranks
+        .into_iter()
+        .filter(|o| {
+            let pid = i64::from(o.target.memory().pid().unwrap_or(0));
+            match (args.ranks.as_ref(), by_pid.get(&pid)) {
+                (Some(sel), Some(&rank)) => sel.contains(rank),
+                _ => true,
+            }
+        })
+        .collect();
+    if ranks.is_empty() {
+        return Err("--ranks leaves no rank core to read".into());
+    }
     for (i, o) in ranks.iter().enumerate() {
         let core = o.target.memory();
         let pid = core.pid().unwrap_or(0);

@@ -77,6 +77,9 @@ pub(crate) struct Coverage {
     pub(crate) complete: bool,
     /// The others, with the first reason each could not be read.
     pub(crate) not_read: Vec<UnreadRank>,
+    /// The ranks asked for, when `--ranks` chose some (the others were not looked at).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) selection: Option<String>,
 }
 
 impl Coverage {
@@ -99,6 +102,7 @@ impl Coverage {
             read: ranks.len() - not_read.len(),
             complete: not_read.is_empty(),
             not_read,
+            selection: None,
         }
     }
 
@@ -119,6 +123,11 @@ impl Coverage {
 
     /// One line on what a verdict covers (text output), or `None` when complete.
     pub(crate) fn caveat(&self) -> Option<String> {
+        if let (true, Some(sel)) = (self.complete, &self.selection) {
+            return Some(format!(
+                "the verdict covers only the selected ranks {sel} (the others were not read)"
+            ));
+        }
         if self.complete {
             return None;
         }
@@ -202,7 +211,12 @@ pub(crate) fn run(args: &DeadlockArgs) -> Result<ExitCode, String> {
     let (debug, choice) = args.reader.prepare(&args.common)?;
     let timeout = Duration::from_secs(args.ranks.timeout);
     // The ranks: from the starter's table once (then by pid for every sample).
-    let (held, ranks) = queues::hold_ranks(args.ranks.starter, &args.ranks.pids, &debug, timeout)?;
+    let how = queues::HoldOptions {
+        base: crate::acquire_options(&args.common).debug(debug.clone()),
+        selection: args.ranks.ranks.as_ref(),
+        start_times: None,
+    };
+    let (held, ranks) = queues::hold_ranks(args.ranks.starter, &args.ranks.pids, &how, timeout)?;
     let sampled = sample(
         held,
         ranks,
@@ -211,6 +225,8 @@ pub(crate) fn run(args: &DeadlockArgs) -> Result<ExitCode, String> {
         args.samples,
         Duration::from_millis(args.interval_ms),
     )?;
+    let mut sampled = sampled;
+    sampled.coverage.selection = args.ranks.ranks.as_ref().map(ToString::to_string);
     let (engine, report, unread) = (
         sampled.engine.clone(),
         &sampled.report,
@@ -327,6 +343,13 @@ pub(crate) fn sample(
     // Per rank: None while read in every sample, else the first reason it was not.
     let mut outcomes: Vec<Option<String>> = vec![None; ranks.len()];
     let mut printed: Option<(String, mpir_mqd::output::OutputLog)> = None;
+    // Read while held: later samples hold a pid again only if it still names that process.
+    let starts = queues::start_times(&ranks);
+    let again_how = queues::HoldOptions {
+        base: mpir_acquire::AcquireOptions::default().debug(debug.clone()),
+        selection: None,
+        start_times: Some(&starts),
+    };
     for i in 0..samples.max(1) {
         if i > 0 {
             std::thread::sleep(interval);
@@ -335,7 +358,7 @@ pub(crate) fn sample(
                 .filter(|r| r.unreadable.is_none())
                 .map(|r| r.pid)
                 .collect();
-            let (h, again) = queues::hold_ranks(None, &pids, debug, interval)?;
+            let (h, again) = queues::hold_ranks(None, &pids, &again_how, interval)?;
             held = Some(h);
             // Keep the job's rank numbers; take this sample's readability.
             for r in &mut ranks {

@@ -104,13 +104,18 @@ pub(crate) fn run(args: &DemoArgs) -> Result<ExitCode, String> {
         };
         // Queues: one snapshot, ranks held while read.
         let pids: Vec<u32> = ranks.iter().map(|r| r.pid).collect();
-        let (held, _) = queues::hold_ranks(None, &pids, &debug, Duration::from_secs(10))?;
+        let how = queues::HoldOptions {
+            base: AcquireOptions::default().debug(debug.clone()),
+            selection: None,
+            start_times: None,
+        };
+        let (held, _) = queues::hold_ranks(None, &pids, &how, Duration::from_secs(10))?;
         let read = queues::read_queues(&choice, &ranks, &queues::live_opener(&debug));
         let problems = held.release();
         let mut queues_doc = read?;
         queues_doc.notes.extend(problems);
         // Deadlock: three samples, confirmed.
-        let (held, _) = queues::hold_ranks(None, &pids, &debug, Duration::from_secs(10))?;
+        let (held, _) = queues::hold_ranks(None, &pids, &how, Duration::from_secs(10))?;
         let sampled =
             deadlock::sample(held, ranks, &choice, &debug, 3, Duration::from_millis(100))?;
         Ok((queues_doc, sampled))

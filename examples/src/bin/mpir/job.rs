@@ -236,7 +236,7 @@ pub(crate) fn print(out: &JobOut<'_>, json: bool) -> Result<(), String> {
 pub(crate) fn launch(
     common: &Common,
     hold: bool,
-    ranks: Option<Vec<u64>>,
+    ranks: Option<mpir_types::ranks::RankSet>,
     timeout: u64,
     starter: &[String],
 ) -> Result<ExitCode, String> {

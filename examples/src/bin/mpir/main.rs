@@ -88,9 +88,9 @@ enum Cmd {
         /// Hand the ranks over stopped, for another tool, and exit at once.
         #[arg(long)]
         hold: bool,
-        /// Ranks to attach (e.g. 0,3,7); all by default.
-        #[arg(long, value_delimiter = ',')]
-        ranks: Option<Vec<u64>>,
+        /// Ranks to attach: a list and ranges, e.g. `0-3,7,12-`; all by default.
+        #[arg(long, value_name = "LIST")]
+        ranks: Option<mpir_types::ranks::RankSet>,
         /// Longest wait for any event, in seconds.
         #[arg(long, default_value_t = 60)]
         timeout: u64,

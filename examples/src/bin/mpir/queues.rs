@@ -7,7 +7,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use mpir_acquire::live::{self, Acquired};
-use mpir_acquire::{AcquireOptions, GateRelease, RankControl};
+use mpir_acquire::{GateRelease, RankControl, RankSelection};
 use mpir_mqd::native::{self, ProcessInfo, WalkOptions, Walker, WalkerKind};
 use mpir_mqd::{
     CommOrigin, CommunicatorQueues, HelperOptions, HostOptions, Hosting, ProcessSpec, Queue,
@@ -50,6 +50,15 @@ pub(crate) struct RankArgs {
     /// Rank processes to read directly (repeat, or separate with commas).
     #[arg(long = "pid", value_delimiter = ',')]
     pub(crate) pids: Vec<u32>,
+    /// With --starter: only these ranks (a list and ranges, e.g. `0-3,7,12-`) are held and
+    /// read; the others are not part of the result.
+    #[arg(
+        long = "ranks",
+        id = "rank_list",
+        value_name = "LIST",
+        conflicts_with = "pids"
+    )]
+    pub(crate) ranks: Option<mpir_types::ranks::RankSet>,
     /// Longest wait for the starter's acquisition, in seconds.
     #[arg(long, default_value_t = 60)]
     pub(crate) timeout: u64,
@@ -152,21 +161,36 @@ impl Held {
     }
 }
 
-/// Stops the ranks named by `--starter` or `--pid` and lists them.
+/// Which ranks to hold and how: the acquisition options (debug directories, this node's
+/// aliases) and, with a starter, the ranks selected.
+pub(crate) struct HoldOptions<'a> {
+    pub(crate) base: mpir_acquire::AcquireOptions,
+    pub(crate) selection: Option<&'a mpir_types::ranks::RankSet>,
+    /// Each pid's start time when it was first held (`--pid` holds again, sample after
+    /// sample): a pid whose start time changed names another process now, and is left alone.
+    pub(crate) start_times: Option<&'a std::collections::HashMap<u32, u64>>,
+}
+
+/// Stops the ranks named by `--starter` (only the selected ones, each proven to be this
+/// node's rank of the job by the library) or `--pid`, and lists them.
 pub(crate) fn hold_ranks(
     starter: Option<u32>,
     pids: &[u32],
-    debug: &DebugOptions,
+    how: &HoldOptions<'_>,
     timeout: Duration,
 ) -> Result<(Held, Vec<RankProc>), String> {
     if let Some(pid) = starter {
         let spin = progress::spinner(&format!("acquiring the job of starter {pid}"));
-        let options = AcquireOptions::default()
+        let mut options = how
+            .base
+            .clone()
             .timeout(timeout)
-            .debug(debug.clone())
             .hold(true)
             // Reading queues must not change the job: the gate is not ours to open here.
             .gate(GateRelease::Never);
+        if let Some(sel) = how.selection {
+            options = options.ranks(RankSelection::Only(sel.clone()));
+        }
         let acquired = live::attach(pid, options).map_err(|e| chain(&e))?;
         spin.finish_and_clear();
         let job = acquired.job();
@@ -174,12 +198,15 @@ pub(crate) fn hold_ranks(
         let ranks = job
             .ranks()
             .zip(local)
+            // Ranks not selected are not part of the result.
+            .filter(|(r, _)| how.selection.is_none_or(|s| s.contains(r.rank)))
             .map(|(r, l)| {
                 let unreadable = match job.control(r.rank) {
                     RankControl::Attached { .. } => None,
                     RankControl::Failed { reason } => Some(format!("not attached: {reason}")),
+                    RankControl::Refused { reason } => Some(reason.to_string()),
                     _ if !l.local_host => Some(format!(
-                        "on host {} (not this machine)",
+                        "remote: on host {} (not this node)",
                         r.host.unwrap_or("?")
                     )),
                     _ => Some("not attached".into()),
@@ -195,10 +222,17 @@ pub(crate) fn hold_ranks(
         tracing::info!(starter = pid, "job acquired and held");
         return Ok((Held::Job(Box::new(acquired)), ranks));
     }
+    // A pid held before is held again only while it names the same process.
+    let same = |pid: u32| {
+        how.start_times
+            .and_then(|t| t.get(&pid))
+            .is_none_or(|&t| mpir_target::live::procfs::start_time(pid).is_ok_and(|now| now == t))
+    };
+    let (to_hold, changed): (Vec<u32>, Vec<u32>) = pids.iter().partition(|&&p| same(p));
     let tracer = Tracer::new().map_err(|e| chain(&e))?;
-    let results = tracer.attach_many(pids).map_err(|e| chain(&e))?;
+    let results = tracer.attach_many(&to_hold).map_err(|e| chain(&e))?;
     let mut held = Vec::new();
-    let ranks = pids
+    let mut outcome: std::collections::HashMap<u32, Option<String>> = to_hold
         .iter()
         .zip(results)
         .map(|(&pid, r)| {
@@ -209,16 +243,38 @@ pub(crate) fn hold_ranks(
                 }
                 Err(e) => Some(chain(&e)),
             };
-            RankProc {
-                rank: None,
-                pid,
-                image: std::fs::read_link(format!("/proc/{pid}/exe"))
-                    .unwrap_or_else(|_| PathBuf::from("?")),
-                unreadable,
-            }
+            (pid, unreadable)
+        })
+        .collect();
+    for pid in changed {
+        outcome.insert(
+            pid,
+            Some(format!(
+                "pid {pid} exited (or names another process now); left alone"
+            )),
+        );
+    }
+    let ranks = pids
+        .iter()
+        .map(|&pid| RankProc {
+            rank: None,
+            pid,
+            image: std::fs::read_link(format!("/proc/{pid}/exe"))
+                .unwrap_or_else(|_| PathBuf::from("?")),
+            unreadable: outcome.get(&pid).cloned().flatten(),
         })
         .collect();
     Ok((Held::Pids(tracer, held), ranks))
+}
+
+/// The start time of each held rank's process (read while held), to hold the same processes
+/// again later.
+pub(crate) fn start_times(ranks: &[RankProc]) -> std::collections::HashMap<u32, u64> {
+    ranks
+        .iter()
+        .filter(|r| r.unreadable.is_none())
+        .filter_map(|r| Some((r.pid, mpir_target::live::procfs::start_time(r.pid).ok()?)))
+        .collect()
 }
 
 /// A source of queues for one rank at a time.
@@ -756,7 +812,11 @@ pub(crate) fn run(args: &QueuesArgs) -> Result<ExitCode, String> {
     let (held, ranks) = hold_ranks(
         args.ranks.starter,
         &args.ranks.pids,
-        &debug,
+        &HoldOptions {
+            base: crate::acquire_options(&args.common).debug(debug.clone()),
+            selection: args.ranks.ranks.as_ref(),
+            start_times: None,
+        },
         Duration::from_secs(args.ranks.timeout),
     )?;
     let result = read_queues(&choice, &ranks, &live_opener(&debug));
