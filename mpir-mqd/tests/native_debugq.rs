@@ -18,22 +18,35 @@ use mpir_target::testkit;
 use mpir_types::mqd::{OpStatus, Peer};
 
 fn build(dir: &Path) -> Option<PathBuf> {
+    build_with(dir, &[])
+}
+
+/// The fixture compiled with `extra` flags (`-m32`: an i386 rank); `None` after a skip (no C
+/// compiler, or no 32-bit support: gcc-multilib). Under `MPIR_REQUIRE_PEERS=1` a skip fails.
+fn build_with(dir: &Path, extra: &[&str]) -> Option<PathBuf> {
     if !testkit::have("cc") {
         testkit::skip("no C compiler (cc)");
         return None;
     }
     let exe = dir.join("debugq");
-    testkit::run(
+    let built = testkit::run(
         Command::new("cc")
+            .args(extra)
             .args(["-g", "-O0", "-pthread", "-o"])
             .arg(&exe)
             .arg(concat!(
                 env!("CARGO_MANIFEST_DIR"),
                 "/tests/fixtures/mpich41_debugq.c"
             )),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    Some(exe)
+    );
+    match built {
+        Ok(_) => Some(exe),
+        Err(e) if !extra.is_empty() => {
+            testkit::skip(&format!("cc {}: {e} (gcc-multilib?)", extra.join(" ")));
+            None
+        }
+        Err(e) => panic!("{e}"),
+    }
 }
 
 /// The fixture in `mode`, with its buffer addresses; killed when dropped.
@@ -226,6 +239,28 @@ fn debug_queue_layout_live_and_from_a_core() {
     } else {
         testkit::skip("gcore (gdb) is not installed: no core part");
     }
+    testkit::assert_untouched(f.pid());
+}
+
+#[test]
+fn an_i386_rank_is_walked_from_the_64_bit_tool() {
+    // The same fixture as a 32-bit process: 4-byte pointers and longs, read by DWARF width.
+    let dir = testkit::scratch("mqd-native-debugq-m32");
+    let Some(exe) = build_with(&dir, &["-m32"]) else {
+        return;
+    };
+    let f = Fixture::start(&exe, &["known"]);
+    let target = LiveTarget::open(f.pid(), DebugOptions::default()).expect("open");
+    assert_eq!(
+        mpir_target::Memory::data_model(&target),
+        mpir_types::DataModel::ILP32
+    );
+    let walker = native::detect(&target, &WalkOptions::default()).expect("detect");
+    assert_eq!(walker.kind(), WalkerKind::MpichDebugq);
+    let live = walker
+        .queues(&target, &ProcessInfo::with_global_rank(1))
+        .expect("walk");
+    check_known(&live, &f);
     testkit::assert_untouched(f.pid());
 }
 

@@ -19,7 +19,6 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::process::{Child, Command};
 
-use mpir_target::TargetError;
 use mpir_target::debuginfo::DebugOptions;
 use mpir_target::live::LiveTarget;
 use mpir_target::live::tracer::{StopEvent, Tracer, TracerOptions};
@@ -172,35 +171,11 @@ impl Drop for Acquired {
     }
 }
 
-/// The value of `AT_ENTRY` in `/proc/PID/auxv` (a 64-bit process).
+/// The value of `AT_ENTRY` in `/proc/PID/auxv`, read with the program's own word size (an
+/// i386 starter or rank under this 64-bit tool has 4-byte entries).
 fn entry_point(pid: u32) -> Result<u64, AcquireError> {
-    let auxv = std::fs::read(format!("/proc/{pid}/auxv")).map_err(|e| AcquireError::Target {
-        context: "read the auxiliary vector".into(),
-        source: TargetError::Control {
-            pid,
-            operation: format!("read /proc/{pid}/auxv"),
-            reason: e.to_string(),
-        },
-    })?;
-    const AT_ENTRY: u64 = 9;
-    auxv.chunks_exact(16)
-        .map(|kv| {
-            let word = |b: &[u8]| u64::from_ne_bytes(b.try_into().unwrap_or([0; 8]));
-            (
-                word(kv.get(..8).unwrap_or_default()),
-                word(kv.get(8..).unwrap_or_default()),
-            )
-        })
-        .find(|&(k, _)| k == AT_ENTRY)
-        .map(|(_, v)| v)
-        .ok_or_else(|| AcquireError::Target {
-            context: "find the entry point".into(),
-            source: TargetError::Control {
-                pid,
-                operation: "read AT_ENTRY".into(),
-                reason: "no AT_ENTRY in the auxiliary vector".into(),
-            },
-        })
+    mpir_target::live::procfs::entry_point(pid)
+        .map_err(AcquireError::target("find the entry point"))
 }
 
 fn open_target(pid: u32, debug: &DebugOptions) -> Result<LiveTarget, AcquireError> {

@@ -175,6 +175,79 @@ impl ProcessFacts {
     }
 }
 
+/// The word size of `pid`'s program (4 or 8 bytes), from the ELF class of its executable
+/// (`/proc/PID/exe`): an i386 process under a 64-bit tool has 4-byte auxiliary vector entries.
+pub fn word_size(pid: u32) -> Result<usize> {
+    use std::io::Read;
+    let mut ident = [0u8; 5];
+    std::fs::File::open(format!("/proc/{pid}/exe"))
+        .and_then(|mut f| f.read_exact(&mut ident))
+        .map_err(|e| gone(pid, "exe", e))?;
+    match ident {
+        [0x7f, b'E', b'L', b'F', 1] => Ok(4),
+        [0x7f, b'E', b'L', b'F', 2] => Ok(8),
+        [0x7f, b'E', b'L', b'F', c] => Err(gone(pid, "exe", format!("unknown ELF class {c}"))),
+        _ => Err(gone(pid, "exe", "not an ELF file")),
+    }
+}
+
+/// `AT_ENTRY` from `/proc/PID/auxv`: the entry point of the program `pid` runs, read with the
+/// program's own word size.
+pub fn entry_point(pid: u32) -> Result<u64> {
+    let word = word_size(pid)?;
+    let auxv = {
+        use std::io::Read;
+        let f =
+            std::fs::File::open(format!("/proc/{pid}/auxv")).map_err(|e| gone(pid, "auxv", e))?;
+        let mut v = Vec::new();
+        f.take(64 * 1024)
+            .read_to_end(&mut v)
+            .map_err(|e| gone(pid, "auxv", e))?;
+        v
+    };
+    parse_auxv_entry(&auxv, word)
+        .ok_or_else(|| {
+            gone(
+                pid,
+                "auxv",
+                format!("no AT_ENTRY among its {}-byte entries", 2 * word),
+            )
+        })
+        .and_then(|v| {
+            if v == 0 {
+                Err(gone(pid, "auxv", "AT_ENTRY is 0"))
+            } else {
+                Ok(v)
+            }
+        })
+}
+
+/// `AT_ENTRY` (type 9) in an auxiliary vector of `word`-byte (4 or 8) native-endian words.
+pub fn parse_auxv_entry(auxv: &[u8], word: usize) -> Option<u64> {
+    const AT_ENTRY: u64 = 9;
+    const AT_NULL: u64 = 0;
+    let get = |b: &[u8]| -> u64 {
+        match word {
+            4 => u64::from(u32::from_ne_bytes(b.try_into().unwrap_or([0; 4]))),
+            _ => u64::from_ne_bytes(b.try_into().unwrap_or([0; 8])),
+        }
+    };
+    if word != 4 && word != 8 {
+        return None;
+    }
+    for kv in auxv.chunks_exact(2 * word) {
+        let key = get(kv.get(..word)?);
+        let value = get(kv.get(word..)?);
+        if key == AT_ENTRY {
+            return Some(value);
+        }
+        if key == AT_NULL {
+            return None;
+        }
+    }
+    None
+}
+
 /// The working directory of `pid`, when it can be read.
 pub fn cwd_of(pid: u32) -> Option<PathBuf> {
     std::fs::read_link(format!("/proc/{pid}/cwd")).ok()
@@ -204,6 +277,28 @@ mod tests {
     }
 
     #[test]
+    fn auxv_entries_of_both_widths() {
+        let mut v64 = Vec::new();
+        for (k, v) in [(6u64, 4096u64), (9, 0x401000), (0, 0)] {
+            v64.extend_from_slice(&k.to_ne_bytes());
+            v64.extend_from_slice(&v.to_ne_bytes());
+        }
+        assert_eq!(parse_auxv_entry(&v64, 8), Some(0x401000));
+        let mut v32 = Vec::new();
+        for (k, v) in [(6u32, 4096u32), (9, 0x8049000), (0, 0)] {
+            v32.extend_from_slice(&k.to_ne_bytes());
+            v32.extend_from_slice(&v.to_ne_bytes());
+        }
+        assert_eq!(parse_auxv_entry(&v32, 4), Some(0x8049000));
+        // Read with the wrong width, the 32-bit vector has no AT_ENTRY where it is looked for.
+        assert_ne!(parse_auxv_entry(&v32, 8), Some(0x8049000));
+        // Hostile: truncated, no AT_ENTRY before AT_NULL, a width that is no width.
+        assert_eq!(parse_auxv_entry(&v64[..20], 8), None);
+        assert_eq!(parse_auxv_entry(&[0u8; 32], 8), None);
+        assert_eq!(parse_auxv_entry(&v64, 3), None);
+    }
+
+    #[test]
     #[cfg_attr(miri, ignore = "reads /proc, which Miri's isolation forbids")]
     fn facts_of_this_process() {
         let me = std::process::id();
@@ -219,6 +314,8 @@ mod tests {
         );
         assert_eq!(f.exe.as_deref(), std::env::current_exe().ok().as_deref());
         assert_eq!(start_time(me).unwrap(), f.start_time);
+        assert_eq!(word_size(me).unwrap(), std::mem::size_of::<usize>());
+        assert!(entry_point(me).unwrap() > 0);
         assert!(!f.is_gone());
         assert!(ProcessFacts::read(0).is_err());
         assert!(ProcessFacts::read(u32::MAX).is_err());

@@ -36,15 +36,40 @@ mod imp {
         pc.wrapping_sub(BREAKPOINT.len() as u64)
     }
 
+    /// The width of a return address for a thread running in code segment `cs`: the
+    /// kernel's user selectors are 0x33 for 64-bit code and 0x23 for 32-bit (compat) code. Any
+    /// other selector is not guessed at.
+    pub(super) fn word_size(tid: Pid, cs: u64) -> Result<u64> {
+        match cs {
+            0x33 => Ok(8),
+            0x23 => Ok(4),
+            other => Err(control_err(
+                tid,
+                "decide the thread's mode",
+                format!("unknown code segment selector {other:#x} (64-bit is 0x33, 32-bit 0x23)"),
+            )),
+        }
+    }
+
     /// At the entry of a function the return address is at the stack pointer: `ret` is
-    /// "pc = *sp; sp += 8".
+    /// "pc = *sp; sp += word", the word 8 bytes in 64-bit code and 4 in 32-bit code (an i386
+    /// process under this 64-bit tool; its registers come zero-extended).
     pub(super) fn emulate_return(
         tid: Pid,
-        read_pointer: impl FnOnce(u64) -> Result<u64>,
+        read: impl FnOnce(u64, usize) -> Result<Vec<u8>>,
     ) -> Result<()> {
         let mut regs = ptrace::getregs(tid).map_err(|e| control_err(tid, "PTRACE_GETREGS", e))?;
-        regs.rip = read_pointer(regs.rsp)?;
-        regs.rsp = regs.rsp.wrapping_add(8);
+        let word = word_size(tid, regs.cs)?;
+        let bytes = read(regs.rsp, word as usize)?;
+        let mut le = [0u8; 8];
+        for (d, b) in le.iter_mut().zip(&bytes) {
+            *d = *b;
+        }
+        regs.rip = u64::from_le_bytes(le);
+        regs.rsp = regs.rsp.wrapping_add(word);
+        if word == 4 {
+            regs.rsp &= 0xffff_ffff;
+        }
         ptrace::setregs(tid, regs).map_err(|e| control_err(tid, "PTRACE_SETREGS", e))
     }
 }
@@ -70,7 +95,10 @@ mod imp {
         pc
     }
 
-    pub(super) fn emulate_return(_: Pid, _: impl FnOnce(u64) -> Result<u64>) -> Result<()> {
+    pub(super) fn emulate_return(
+        _: Pid,
+        _: impl FnOnce(u64, usize) -> Result<Vec<u8>>,
+    ) -> Result<()> {
         Err(unsupported("emulating a function return"))
     }
 }
@@ -111,12 +139,12 @@ pub(super) fn breakpoint_from_trap_pc(pc: u64) -> u64 {
 }
 
 /// Makes stopped thread `tid`, at the first instruction of a `void f(void)`, return to its
-/// caller. `read_pointer` reads a pointer of the target.
+/// caller. `read` reads `len` bytes of the target at an address.
 pub(super) fn emulate_return(
     tid: Pid,
-    read_pointer: impl FnOnce(u64) -> Result<u64>,
+    read: impl FnOnce(u64, usize) -> Result<Vec<u8>>,
 ) -> Result<()> {
-    imp::emulate_return(tid, read_pointer)
+    imp::emulate_return(tid, read)
 }
 
 #[cfg(test)]

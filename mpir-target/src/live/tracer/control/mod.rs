@@ -648,9 +648,7 @@ impl Control {
     pub(super) fn return_from_call(&mut self, pid: i32, t: i32) -> Result<()> {
         self.require_stopped(pid, t)?;
         let memory = &self.traced(pid)?.memory;
-        arch::emulate_return(Pid::from_raw(t), |sp| {
-            memory.read_pointer(sp, "return address")
-        })
+        arch::emulate_return(Pid::from_raw(t), |sp, len| memory.read_vec(sp, len as u64))
     }
 
     fn require_stopped(&mut self, pid: i32, t: i32) -> Result<()> {
