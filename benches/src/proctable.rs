@@ -140,3 +140,42 @@ pub fn gdb_walk(pid: u32) -> Result<f64, String> {
             )
         })
 }
+
+/// The least a tool must do for `mpir attach --json` on this table: [`floor`]'s raw read,
+/// then the same per-rank JSON records (`rank`, `host`, `local`, `executable`, `pid`,
+/// `control`, pretty-printed the way `mpir` prints them) written by a minimal formatter,
+/// without escaping or checks, through a 256 KiB buffer into a pipe read to the end by another
+/// thread — the output `mpir` must produce, at the least cost. Seconds.
+pub fn floor_document(pid: u32, table: u64, n: usize) -> f64 {
+    use std::io::{Read, Write};
+    let (mut reader, writer) = std::io::pipe().expect("pipe");
+    let drain = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 1 << 16];
+        let mut total = 0usize;
+        while let Ok(k) = reader.read(&mut buf) {
+            if k == 0 {
+                break;
+            }
+            total += k;
+        }
+        total
+    });
+    let start = std::time::Instant::now();
+    let (_, ranks) = floor(pid, table, n);
+    let mut w = std::io::BufWriter::with_capacity(1 << 18, writer);
+    // The names: in the fake starter, host i % 16 is node%02d and one executable.
+    let hosts: Vec<String> = (0..16).map(|h| format!("node{h:02}")).collect();
+    w.write_all(b"{\n  \"ranks\": [\n").expect("write");
+    for (i, (h, _e, p)) in ranks.iter().enumerate() {
+        let host = hosts.get(*h as usize % 16).map_or("?", String::as_str);
+        write!(
+            w,
+            "    {{\n      \"rank\": {i},\n      \"host\": \"{host}\",\n      \"local\": false,\n      \"executable\": \"/x/fake_starter\",\n      \"pid\": {p},\n      \"control\": \"remote\"\n    }},\n"
+        )
+        .expect("write");
+    }
+    w.write_all(b"  ]\n}\n").expect("write");
+    drop(w);
+    let _ = drain.join();
+    start.elapsed().as_secs_f64()
+}

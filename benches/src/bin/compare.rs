@@ -13,7 +13,14 @@
 //!    `live::launch`, and under gdb; for Open MPI also its own debugger handshake without a
 //!    tracer (`debug_mode`).
 //!
-//! `--quick` takes fewer samples and skips the 1M table; `--no-gdb` skips gdb. Medians.
+//! 4. `mpir attach --json` end to end (the process, from spawn to exit, its JSON document read
+//!    to the end) on a 100K- and a 1M-entry table whose hosts are all other nodes, against
+//!    the raw floor of the same job (the table read raw, the same document written by a
+//!    minimal hand-written formatter into the same kind of pipe) and gdb's walk; checked to
+//!    have attached no rank.
+//!
+//! `--quick` takes fewer samples and skips the 1M tables; `--no-gdb` skips gdb; `--only
+//! NAME` (`proctable`, `attach64`, `launch`, `attach-e2e`) runs one section. Medians.
 
 use std::process::Stdio;
 use std::time::Instant;
@@ -135,7 +142,8 @@ fn attach_64(cfg: &Config, dir: &std::path::Path) {
         assert_eq!(a.job().len(), 64);
     });
     let all = median(cfg.runs, || {
-        let a = live::attach(pid, AcquireOptions::default()).expect("attach");
+        // Holding: every rank attached (proven first), then released on drop.
+        let a = live::attach(pid, AcquireOptions::default().hold(true)).expect("attach");
         assert_eq!(a.job().attached_pids().len(), 64);
     });
     println!(
@@ -163,6 +171,137 @@ fn attach_64(cfg: &Config, dir: &std::path::Path) {
         );
     } else {
         println!();
+    }
+}
+
+/// The `mpir` binary of this build profile (built by cargo first).
+fn mpir_binary() -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    let dir = exe.parent().expect("target dir");
+    let status =
+        std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .args([
+                "build",
+                "--quiet",
+                "--release",
+                "-p",
+                "mpir-examples",
+                "--bin",
+                "mpir",
+            ])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("run cargo");
+    assert!(status.success(), "cargo build --release --bin mpir failed");
+    dir.join("mpir")
+}
+
+/// Runs `cmd` with stdout piped and read to the end through a 64 KiB buffer (as the floor's
+/// document is): seconds from spawn to exit. With `keep`, the output is kept too (for the
+/// checks, outside the timed runs).
+fn run_to_end(cmd: &mut std::process::Command, keep: bool) -> (f64, Vec<u8>) {
+    use std::io::Read;
+    let start = Instant::now();
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let mut out = Vec::new();
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let k = stdout.read(&mut buf).expect("read the output");
+        if k == 0 {
+            break;
+        }
+        if keep {
+            out.extend_from_slice(buf.get(..k).unwrap_or_default());
+        }
+    }
+    let status = child.wait().expect("wait");
+    let took = start.elapsed().as_secs_f64();
+    assert!(status.success(), "{cmd:?}: {status}");
+    (took, out)
+}
+
+/// Occurrences of `needle` in `hay`.
+fn count(hay: &[u8], needle: &[u8]) -> usize {
+    hay.windows(needle.len()).filter(|w| *w == needle).count()
+}
+
+fn attach_end_to_end(cfg: &Config, dir: &std::path::Path) {
+    println!(
+        "## `mpir attach --json` end to end, every rank on another node
+"
+    );
+    let exe = proctable::compile(dir);
+    let mpir = mpir_binary();
+    println!(
+        "| entries | ours (`mpir attach --json`, whole process) | raw floor (table + same document) | ours/floor | gdb (attach + Python walk, whole process) | gdb/ours | output |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    let sizes: &[usize] = if cfg.quick {
+        &[1_000, 100_000]
+    } else {
+        &[1_000, 100_000, 1 << 20]
+    };
+    let mut at_1m = None;
+    for &n in sizes {
+        eprintln!("compare: attach end to end {n}");
+        // 16 host names node00..node15, none of them this machine: every rank is remote.
+        let starter = proctable::start(&exe, n, "shared");
+        let pid = starter.pid();
+        let attach = || {
+            let mut c = std::process::Command::new(&mpir);
+            c.args(["attach", "--json", &pid.to_string()]);
+            c
+        };
+        // Checked once, untimed: no rank was touched, every one says remote.
+        let (_, out) = run_to_end(&mut attach(), true);
+        assert_eq!(
+            count(&out, b"\"control\": \"remote\""),
+            n,
+            "every rank remote"
+        );
+        assert_eq!(count(&out, b"\"control\": \"attached\""), 0);
+        let bytes = out.len();
+        drop(out);
+        let ours = median(cfg.runs, || run_to_end(&mut attach(), false).0);
+        let floors: Vec<f64> = (0..cfg.runs)
+            .map(|_| proctable::floor_document(pid, starter.table, n))
+            .collect();
+        let floor = {
+            let mut v = floors;
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let gdb = (cfg.gdb && have("gdb")).then(|| {
+            let start = Instant::now();
+            let _ = proctable::gdb_walk(pid);
+            start.elapsed().as_secs_f64()
+        });
+        if n == 1 << 20 {
+            at_1m = Some(ours / floor);
+        }
+        println!(
+            "| {n} | {} | {} | {:.2}× | {} | {} | {:.1} MB |",
+            ms(ours),
+            ms(floor),
+            ours / floor,
+            gdb.map_or("–".into(), ms),
+            gdb.map_or("–".into(), |g| format!("{:.0}×", g / ours)),
+            bytes as f64 / 1e6
+        );
+    }
+    // The floor is in-process code: it starts no process, attaches to nothing and loads no
+    // symbols; the small tables show that fixed cost (a few milliseconds).
+    match at_1m {
+        Some(r) => println!(
+            "\nTarget (1M entries): ours ≤ 1.5× the floor end to end, JSON included: {} ({r:.2}×).\n",
+            verdict(r <= 1.5)
+        ),
+        None => println!("\nTarget (1M entries): not measured (--quick).\n"),
     }
 }
 
@@ -266,10 +405,29 @@ fn main() {
         quick,
         gdb: !args.iter().any(|a| a == "--no-gdb") && have("gdb"),
     };
-    if let Some(bad) = args.iter().find(|a| *a != "--quick" && *a != "--no-gdb") {
-        eprintln!("compare: unknown argument {bad:?} (use --quick, --no-gdb)");
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .cloned();
+    let sections = ["proctable", "attach64", "launch", "attach-e2e"];
+    if let Some(o) = only.as_deref().filter(|o| !sections.contains(o)) {
+        eprintln!("compare: unknown section {o:?} (use one of {sections:?})");
         std::process::exit(2);
     }
+    if let Some(bad) = args.iter().enumerate().find(|(i, a)| {
+        *a != "--quick"
+            && *a != "--no-gdb"
+            && *a != "--only"
+            && args.get(i.wrapping_sub(1)).is_none_or(|p| p != "--only")
+    }) {
+        eprintln!(
+            "compare: unknown argument {:?} (use --quick, --no-gdb, --only NAME)",
+            bad.1
+        );
+        std::process::exit(2);
+    }
+    let run = |name: &str| only.as_deref().is_none_or(|o| o == name);
     let dir = Scratch::new("compare");
     let start = Instant::now();
     println!(
@@ -277,8 +435,17 @@ fn main() {
         cfg.runs,
         if cfg.gdb { "" } else { "; gdb skipped" }
     );
-    proctables(&cfg, &dir.0);
-    attach_64(&cfg, &dir.0);
-    launch_overhead(&cfg, &dir.0);
+    if run("proctable") {
+        proctables(&cfg, &dir.0);
+    }
+    if run("attach64") {
+        attach_64(&cfg, &dir.0);
+    }
+    if run("launch") {
+        launch_overhead(&cfg, &dir.0);
+    }
+    if run("attach-e2e") {
+        attach_end_to_end(&cfg, &dir.0);
+    }
     println!("Whole run: {:.0} s.", start.elapsed().as_secs_f64());
 }

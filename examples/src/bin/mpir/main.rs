@@ -133,6 +133,25 @@ pub(crate) fn emit(args: std::fmt::Arguments<'_>) {
     }
 }
 
+/// Writes a whole document to stdout through one large buffer (a million-rank table is one
+/// stream, not a million line-buffered writes nor one huge string), with [`emit`]'s handling
+/// of a closed pipe.
+pub(crate) fn write_out(
+    f: impl FnOnce(&mut std::io::BufWriter<std::io::StdoutLock<'static>>) -> std::io::Result<()>,
+) {
+    use std::io::Write;
+    let mut w = std::io::BufWriter::with_capacity(1 << 18, std::io::stdout().lock());
+    let result = f(&mut w).and_then(|()| w.flush());
+    if let Err(e) = result {
+        let _ = mpir_target::live::tracer::detach_everything();
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(141);
+        }
+        eprintln!("mpir: error: cannot write the output: {e}");
+        std::process::exit(1);
+    }
+}
+
 pub(crate) fn debug_options(common: &Common) -> DebugOptions {
     let mut d = DebugOptions::default();
     d.debug_dirs.extend(common.debug_dirs.iter().cloned());
