@@ -7,80 +7,14 @@
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, ChildStdout, Command, Stdio};
 
 mod common;
 
 use common::{Fixtures, fixtures, mpir};
-use mpir_target::testkit::{assert_untouched, run, skip};
+use mpir_target::testkit::{Decoys, assert_untouched, run, skip};
 use serde_json::Value;
-
-/// Local processes that are no rank; each records whether it was ever traced or stopped.
-struct Decoys {
-    children: Vec<Child>,
-    logs: Vec<PathBuf>,
-}
-
-impl Decoys {
-    fn start(dir: &Path, n: usize) -> Option<Decoys> {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../mpir-acquire/tests/fixtures");
-        let exe = dir.join("decoy");
-        if let Err(e) = run(Command::new("cc")
-            .arg(src.join("decoy.c"))
-            .arg("-o")
-            .arg(&exe))
-        {
-            skip(&e);
-            return None;
-        }
-        let mut children = Vec::new();
-        let mut logs = Vec::new();
-        for i in 0..n {
-            let log = dir.join(format!("decoy{i}.log"));
-            let mut c = Command::new(&exe)
-                .arg(&log)
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .spawn()
-                .unwrap();
-            let mut line = String::new();
-            BufReader::new(c.stdout.as_mut().unwrap())
-                .read_line(&mut line)
-                .unwrap();
-            children.push(c);
-            logs.push(log);
-        }
-        Some(Decoys { children, logs })
-    }
-
-    fn pids(&self) -> Vec<u32> {
-        self.children.iter().map(Child::id).collect()
-    }
-
-    /// Nothing ever traced or stopped a decoy.
-    fn assert_untouched(&self) {
-        let touched: Vec<String> = self
-            .logs
-            .iter()
-            .filter_map(|l| std::fs::read_to_string(l).ok())
-            .filter(|s| !s.is_empty())
-            .collect();
-        assert!(touched.is_empty(), "{touched:?}");
-        for p in self.pids() {
-            assert_untouched(p);
-        }
-    }
-}
-
-impl Drop for Decoys {
-    fn drop(&mut self) {
-        for c in &mut self.children {
-            drop(c.stdin.take());
-            let _ = c.wait();
-        }
-    }
-}
 
 /// The starter's arguments: two ranks here, decoys 0 and 1 on other nodes, decoy 2 here.
 fn job_args(d: &Decoys) -> Vec<String> {

@@ -561,28 +561,12 @@ fn sigterm_while_held_never_touches_other_nodes_pids() {
     let Some(f) = fake("fi-decoys", &["-g"]) else {
         return;
     };
-    let Some(decoy) = build(&f.dir, "decoy", "decoy", &["-O1"]) else {
+    let Some(decoys) = mpir_target::testkit::Decoys::start(&f.dir, 2) else {
         return;
     };
-    let mut decoys = Vec::new();
-    let mut logs = Vec::new();
-    for i in 0..2 {
-        let log = f.dir.join(format!("decoy{i}.log"));
-        let mut c = Command::new(&decoy)
-            .arg(&log)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(c.stdout.as_mut().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        decoys.push(c);
-        logs.push(log);
-    }
-    let far0 = format!("far-node-1:{}", decoys[0].id());
-    let far1 = format!("far-node-2.cluster.invalid:{}", decoys[1].id());
+    let pids = decoys.pids();
+    let far0 = format!("far-node-1:{}", pids[0]);
+    let far1 = format!("far-node-2.cluster.invalid:{}", pids[1]);
     let job = [
         &*f.starter,
         "-n",
@@ -601,17 +585,5 @@ fn sigterm_while_held_never_touches_other_nodes_pids() {
     assert_eq!(run.tool_status().signal(), Some(libc::SIGTERM));
     assert_left_as_found(&run, true);
     run.finish();
-    for d in &decoys {
-        assert_untouched(d.id());
-    }
-    let touched: Vec<String> = logs
-        .iter()
-        .filter_map(|l| std::fs::read_to_string(l).ok())
-        .filter(|s| !s.is_empty())
-        .collect();
-    assert!(touched.is_empty(), "{touched:?}");
-    for mut d in decoys {
-        drop(d.stdin.take());
-        let _ = d.wait();
-    }
+    decoys.assert_untouched();
 }

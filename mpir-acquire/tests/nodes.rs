@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use mpir_acquire::live::{self, Acquired};
 use mpir_acquire::{AcquireOptions, Proven, RankControl, Refusal};
+use mpir_target::testkit::Decoys;
 use support::*;
 
 struct Fixtures {
@@ -22,75 +23,19 @@ struct Fixtures {
     dir: PathBuf,
     starter: PathBuf,
     rank: PathBuf,
-    decoy: PathBuf,
 }
 
 fn fixtures(name: &str) -> Option<Fixtures> {
     let dir = scratch(name);
     let starter = build(&dir, "starter", "starter", &["-g"])?;
     let rank = build(&dir, "rank", "rank", &["-O1"])?;
-    let decoy = build(&dir, "decoy", "decoy", &["-O1"])?;
     let path = dir.to_path_buf();
     Some(Fixtures {
         _dir: dir,
         dir: path,
         starter,
         rank,
-        decoy,
     })
-}
-
-/// Local processes that are no rank of any job; each records whether it was ever traced or
-/// stopped.
-struct Decoys {
-    children: Vec<Child>,
-    logs: Vec<PathBuf>,
-}
-
-impl Decoys {
-    fn start(f: &Fixtures, n: usize) -> Decoys {
-        let mut children = Vec::new();
-        let mut logs = Vec::new();
-        for i in 0..n {
-            let log = f.dir.join(format!("decoy{i}.log"));
-            let mut c = Command::new(&f.decoy)
-                .arg(&log)
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .spawn()
-                .unwrap();
-            let mut line = String::new();
-            BufReader::new(c.stdout.as_mut().unwrap())
-                .read_line(&mut line)
-                .unwrap();
-            assert!(line.starts_with("decoy pid"), "{line}");
-            children.push(c);
-            logs.push(log);
-        }
-        Decoys { children, logs }
-    }
-
-    fn pids(&self) -> Vec<u32> {
-        self.children.iter().map(Child::id).collect()
-    }
-
-    /// What the decoys recorded: empty when nothing ever traced or stopped them.
-    fn touched(&self) -> Vec<String> {
-        self.logs
-            .iter()
-            .filter_map(|l| std::fs::read_to_string(l).ok())
-            .filter(|s| !s.is_empty())
-            .collect()
-    }
-}
-
-impl Drop for Decoys {
-    fn drop(&mut self) {
-        for c in &mut self.children {
-            drop(c.stdin.take());
-            let _ = c.wait();
-        }
-    }
 }
 
 /// The starter's `-R` arguments: decoy 0 and 1 on other nodes, decoy 2 on this node (listed
@@ -195,7 +140,7 @@ fn launch_touches_only_this_nodes_proven_ranks() {
     let Some(f) = fixtures("nodes-launch") else {
         return;
     };
-    let decoys = Decoys::start(&f, 3);
+    let decoys = Decoys::start(&f.dir, 3).unwrap();
     for hold in [false, true] {
         let mut opts = vec!["-n".to_string(), "2".into()];
         opts.extend(decoy_entries(&decoys));
@@ -221,7 +166,7 @@ fn attach_reads_without_touching_and_holds_only_proven_ranks() {
     let Some(f) = fixtures("nodes-attach") else {
         return;
     };
-    let decoys = Decoys::start(&f, 3);
+    let decoys = Decoys::start(&f.dir, 3).unwrap();
     for hold in [false, true] {
         let mut opts = vec!["-n".to_string(), "2".into()];
         opts.extend(decoy_entries(&decoys));
@@ -250,7 +195,7 @@ fn a_caller_alias_makes_a_far_node_local_and_its_decoy_is_still_refused() {
     let Some(f) = fixtures("nodes-alias") else {
         return;
     };
-    let decoys = Decoys::start(&f, 3);
+    let decoys = Decoys::start(&f.dir, 3).unwrap();
     let mut opts = vec!["-n".to_string(), "2".into()];
     opts.extend(decoy_entries(&decoys));
     let mut child = starter_command(&f, &opts, &["stdin"]).spawn().unwrap();

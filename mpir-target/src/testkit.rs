@@ -206,3 +206,83 @@ pub fn assert_code_as_in_file(pid: u32, addresses: &[u64]) {
         }
     }
 }
+
+/// Local processes that are no rank of any job, for tables shaped like multi-node jobs: put
+/// their pids in "other nodes'" entries (or in this node's, under another program) and check
+/// that nothing ever traced or stopped them. Each polls its own `TracerPid` every millisecond
+/// and records any tracer, or any stop longer than 200 ms, in a file; they run until dropped.
+pub struct Decoys {
+    children: Vec<std::process::Child>,
+    logs: Vec<PathBuf>,
+}
+
+/// The decoy program's source (compiled at test time).
+const DECOY_SOURCE: &str = include_str!("testkit_decoy.c");
+
+impl Decoys {
+    /// Compiles the decoy program into `dir` and starts `n` of them; `None` (after a
+    /// [`skip`]) without a C compiler.
+    pub fn start(dir: &Path, n: usize) -> Option<Decoys> {
+        use std::io::BufRead;
+        let src = dir.join("decoy.c");
+        let exe = dir.join("decoy");
+        std::fs::write(&src, DECOY_SOURCE).expect("write the decoy source");
+        if let Err(e) = run(Command::new("cc").args(["-O1", "-o"]).arg(&exe).arg(&src)) {
+            skip(&e);
+            return None;
+        }
+        let mut children = Vec::new();
+        let mut logs = Vec::new();
+        for i in 0..n {
+            let log = dir.join(format!("decoy{i}.log"));
+            let mut c = Command::new(&exe)
+                .arg(&log)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .expect("start a decoy");
+            let mut line = String::new();
+            if let Some(out) = c.stdout.as_mut() {
+                std::io::BufReader::new(out)
+                    .read_line(&mut line)
+                    .expect("the decoy's first line");
+            }
+            assert!(line.starts_with("decoy pid"), "{line}");
+            children.push(c);
+            logs.push(log);
+        }
+        Some(Decoys { children, logs })
+    }
+
+    /// Their pids.
+    pub fn pids(&self) -> Vec<u32> {
+        self.children.iter().map(std::process::Child::id).collect()
+    }
+
+    /// What the decoys recorded: empty when nothing ever traced or stopped them.
+    pub fn touched(&self) -> Vec<String> {
+        self.logs
+            .iter()
+            .filter_map(|l| std::fs::read_to_string(l).ok())
+            .filter(|s| !s.is_empty())
+            .collect()
+    }
+
+    /// Panics unless no decoy was ever traced or stopped, and each is untraced and running.
+    pub fn assert_untouched(&self) {
+        let touched = self.touched();
+        assert!(touched.is_empty(), "decoys were touched: {touched:?}");
+        for p in self.pids() {
+            assert_untouched(p);
+        }
+    }
+}
+
+impl Drop for Decoys {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            drop(c.stdin.take());
+            let _ = c.wait();
+        }
+    }
+}
