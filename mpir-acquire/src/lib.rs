@@ -11,6 +11,13 @@
 //!   [`mpir_target::Target`], so every edge case is a fast test on a `MockTarget`.
 //! - [`live`]: the driver over live processes — [`live::launch`] (launch mode) and
 //!   [`live::attach`] (attach mode) — with the release protocol (gate, detach).
+//! - [`identity`]: ranks live on nodes. Only ranks whose host is this node
+//!   ([`mpir_types::node::ThisNode`]: its names, `/etc/hosts` aliases, interface addresses, or
+//!   [`AcquireOptions::alias`]) are ever touched, each only once proven from `/proc` to be the
+//!   table's rank (same user as the starter, started after it, running the reported program);
+//!   every other rank is [`RankControl::Remote`] or [`RankControl::Refused`] with a
+//!   [`Refusal`]. Attach mode reads a running job without attaching its ranks unless asked to
+//!   hold them.
 //! - [`quirks`]: what Open MPI's `orterun` and MPICH's hydra do that the spec does not say,
 //!   used to explain and adapt, never to fake a result.
 //! - [`daemon`]: the tool daemon launch extension's encodings.
