@@ -227,18 +227,6 @@ impl Job {
 
     /// The pids of the ranks we hold (attached).
     pub fn attached_pids(&self) -> Vec<u32> {
-        self.control
-            .iter()
-            .filter(|(_, c)| matches!(c, RankControl::Attached { .. }))
-            .filter_map(|(&r, _)| {
-                let pid = self
-                    .table
-                    .resolved
-                    .entries
-                    .get(usize::try_from(r).ok()?)?
-                    .pid;
-                u32::try_from(pid).ok()
-            })
-            .collect()
+        self.attached().into_iter().map(|(_, pid, _)| pid).collect()
     }
 }

@@ -233,19 +233,19 @@ pub(crate) fn run(args: &DeadlockArgs) -> Result<ExitCode, String> {
         sampled.unread.clone(),
     );
     let coverage = &sampled.coverage;
+    let doc = DeadlockDoc {
+        schema: DEADLOCK_SCHEMA,
+        engine: engine.clone(),
+        unread,
+        coverage,
+        reader_notes: &sampled.notes,
+        report,
+    };
     if coverage.read == 0 {
         // Nothing was read: no verdict at all, never "no cycle".
         let message = nothing_read(coverage, sampled.hint.as_deref());
         if args.common.json {
-            let mut doc = serde_json::to_value(DeadlockDoc {
-                schema: DEADLOCK_SCHEMA,
-                engine,
-                unread,
-                coverage,
-                reader_notes: &sampled.notes,
-                report,
-            })
-            .map_err(|e| e.to_string())?;
+            let mut doc = serde_json::to_value(&doc).map_err(|e| e.to_string())?;
             doc["verdict"] = serde_json::Value::from("unknown");
             doc["error"] = serde_json::Value::from(message.clone());
             outln!(
@@ -263,14 +263,6 @@ pub(crate) fn run(args: &DeadlockArgs) -> Result<ExitCode, String> {
     if args.dot {
         out!("{}", report.to_dot());
     } else if args.common.json {
-        let doc = DeadlockDoc {
-            schema: DEADLOCK_SCHEMA,
-            engine,
-            unread,
-            coverage,
-            reader_notes: &sampled.notes,
-            report,
-        };
         outln!(
             "{}",
             serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
@@ -281,7 +273,7 @@ pub(crate) fn run(args: &DeadlockArgs) -> Result<ExitCode, String> {
         if let Some(c) = coverage.caveat() {
             outln!("{c}");
         }
-        for u in &unread {
+        for u in &doc.unread {
             outln!("not read: {u}");
         }
         for n in &sampled.notes {
