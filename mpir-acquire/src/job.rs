@@ -6,7 +6,10 @@ use mpir_target::proctable::ProcTable;
 use mpir_types::mpir::{DebugState, MpirFlags, Rank};
 use mpir_types::node::{Locality, ThisNode};
 
+use mpir_target::TargetError;
+
 use crate::identity::{Proven, Refusal};
+use crate::note::Note;
 use crate::quirks::Launcher;
 
 /// The starter process as found.
@@ -69,8 +72,12 @@ pub enum RankControl {
     },
     /// Proven, but attaching failed (e.g. it exited meanwhile).
     Failed {
-        /// Why.
-        reason: String,
+        /// Why (serialized as its text).
+        #[cfg_attr(
+            feature = "serde",
+            serde(serialize_with = "crate::note::serialize_error")
+        )]
+        error: TargetError,
     },
 }
 
@@ -99,7 +106,7 @@ pub struct Job {
     /// How each rank that we tried to attach was handled; ranks not listed were not attached.
     pub control: BTreeMap<u64, RankControl>,
     /// Facts worth telling the user (quirks met, fallbacks taken, events ignored).
-    pub notes: Vec<String>,
+    pub notes: Vec<Note>,
     /// The facts that said which hosts are this node.
     pub this_node: ThisNode,
     /// The locality of each host name, by the name's index in the table's names (`None` for

@@ -18,6 +18,8 @@
 //!   every other rank is [`RankControl::Remote`] or [`RankControl::Refused`] with a
 //!   [`Refusal`]. Attach mode reads a running job without attaching its ranks unless asked to
 //!   hold them.
+//! - [`Note`]: what acquisition tells besides the job (quirks met, fallbacks taken, per-rank
+//!   trouble while releasing), one typed variant per kind of fact, with its text.
 //! - [`quirks`]: what Open MPI's `orterun` and MPICH's hydra do that the spec does not say,
 //!   used to explain and adapt, never to fake a result.
 //! - [`daemon`]: the tool daemon launch extension's encodings.
@@ -49,6 +51,7 @@ mod job;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 pub mod live;
 pub mod mpi2dd_watch;
+mod note;
 mod options;
 pub mod protocol;
 pub mod quirks;
@@ -57,5 +60,6 @@ pub use error::AcquireError;
 pub use identity::{Proven, Refusal};
 pub use interface::Interface;
 pub use job::{Job, Node, RankControl, Starter};
+pub use note::Note;
 pub use options::{AcquireOptions, GateRelease, RankSelection, ToolDaemon};
-pub use protocol::{Acquisition, Action, Event, Mode};
+pub use protocol::{Acquisition, Action, AttachOutcome, Event, Mode};

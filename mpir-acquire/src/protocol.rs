@@ -22,13 +22,14 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use mpir_target::proctable::{ProcTable, read_proctable};
-use mpir_target::{MemoryExt, SymbolLookupExt, Target};
+use mpir_target::{MemoryExt, SymbolLookupExt, Target, TargetError};
 use mpir_types::mpir::{DebugState, Flag, MpirFlags, symbols};
 
 use crate::daemon;
 use crate::error::AcquireError;
-use crate::identity::Refusal;
+use crate::identity::{Proven, Refusal};
 use crate::job::{Job, RankControl, Starter};
+use crate::note::Note;
 use crate::options::AcquireOptions;
 use crate::quirks::{self, Quirks};
 
@@ -69,7 +70,41 @@ pub enum Event {
     Timeout,
     /// The outcome of [`Action::AttachRanks`], rank by rank: attached (proven first), refused
     /// (not shown to be the rank: never touched), or failed.
-    RanksAttached(Vec<(u64, RankControl)>),
+    RanksAttached(Vec<AttachOutcome>),
+}
+
+/// How one rank asked for by [`Action::AttachRanks`] was handled
+/// ([`Event::RanksAttached`]): [`RankControl::Attached`], [`RankControl::Refused`] or
+/// [`RankControl::Failed`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AttachOutcome {
+    /// The rank.
+    pub rank: u64,
+    /// What was done to it.
+    pub control: RankControl,
+}
+
+impl AttachOutcome {
+    /// `rank` was handled as `control` says.
+    pub fn new(rank: u64, control: RankControl) -> Self {
+        AttachOutcome { rank, control }
+    }
+
+    /// `rank` is attached (proven first as `proven` says); these are its threads.
+    pub fn attached(rank: u64, threads: Vec<u32>, proven: Proven) -> Self {
+        AttachOutcome::new(rank, RankControl::Attached { threads, proven })
+    }
+
+    /// `rank` was not touched: it could not be shown to be the rank the table names.
+    pub fn refused(rank: u64, reason: Refusal) -> Self {
+        AttachOutcome::new(rank, RankControl::Refused { reason })
+    }
+
+    /// `rank` was proven, but attaching it failed.
+    pub fn failed(rank: u64, error: TargetError) -> Self {
+        AttachOutcome::new(rank, RankControl::Failed { error })
+    }
 }
 
 /// What the driver must do next.
@@ -135,7 +170,7 @@ pub struct Acquisition {
     starter: Option<Starter>,
     table: Option<ProcTable>,
     control: BTreeMap<u64, RankControl>,
-    notes: Vec<String>,
+    notes: Vec<Note>,
     events: u32,
     /// Whether the job was spawned while we held the starter (so its ranks may wait at
     /// `MPIR_debug_gate` for us).
@@ -280,11 +315,7 @@ impl Acquisition {
                 if self.set_up_starter(target)? {
                     self.phase = Phase::ToSpawn;
                 } else {
-                    self.notes.push(format!(
-                        "the first program had no {} at its entry point; waited for it to exec \
-                         a starter (a wrapper such as sh -c 'exec mpiexec …')",
-                        symbols::BREAKPOINT
-                    ));
+                    self.notes.push(Note::WaitedForExec);
                     self.phase = Phase::ToExec;
                 }
                 self.actions.push_back(Action::Continue);
@@ -337,7 +368,8 @@ impl Acquisition {
                 self.mpir_event(target)
             }
             (Phase::Attaching, Event::RanksAttached(results)) => {
-                self.control.extend(results);
+                self.control
+                    .extend(results.into_iter().map(|o| (o.rank, o.control)));
                 self.finish();
                 Ok(())
             }
@@ -363,7 +395,7 @@ impl Acquisition {
         let launcher = quirks::identify(image.as_deref(), image.as_deref());
         if let Some(l) = launcher {
             self.notes
-                .extend(Quirks::of(l).facts.iter().map(|f| (*f).to_string()));
+                .extend(Quirks::of(l).facts.iter().map(|&f| Note::Quirk(f)));
         }
         let mut starter = Starter {
             pid: self.pid,
@@ -387,10 +419,7 @@ impl Acquisition {
                     .map_err(AcquireError::target("set MPIR_being_debugged"))?;
                 starter.set_being_debugged = true;
             }
-            None => self.notes.push(format!(
-                "the starter defines no {}; it cannot know a tool is present",
-                symbols::BEING_DEBUGGED
-            )),
+            None => self.notes.push(Note::NoBeingDebugged),
         }
         self.starter = Some(starter);
         self.actions.push_back(Action::InsertBreakpoint {
@@ -405,7 +434,7 @@ impl Acquisition {
         executable: &str,
         arguments: &[String],
     ) -> Result<(), AcquireError> {
-        let array = |name: &str, spec_size: u64, notes: &mut Vec<String>| {
+        let array = |name: &'static str, spec_size: u64, notes: &mut Vec<Note>| {
             let sym = target
                 .symbol(name)
                 .map_err(AcquireError::target(format!("look up {name}")))?
@@ -415,9 +444,10 @@ impl Acquisition {
                     ))
                 })?;
             let size = if sym.size == 0 {
-                notes.push(format!(
-                    "{name} has no size in the symbol table; assumed the spec's {spec_size} bytes"
-                ));
+                notes.push(Note::UnsizedArray {
+                    symbol: name,
+                    assumed: spec_size,
+                });
                 spec_size
             } else {
                 sym.size
@@ -455,15 +485,12 @@ impl Acquisition {
         match target.read_c_string(sym.address, cap.saturating_sub(1)) {
             Ok(bytes) if !bytes.is_empty() => {
                 let path = String::from_utf8_lossy(&bytes).into_owned();
-                self.notes.push(format!(
-                    "attach FIFO extension: wrote 1 into {path} after setting MPIR_being_debugged"
-                ));
+                self.notes
+                    .push(Note::AttachFifoWritten { path: path.clone() });
                 self.actions.push_back(Action::WriteAttachFifo { path });
             }
             Ok(_) => {}
-            Err(e) => self
-                .notes
-                .push(format!("MPIR_attach_fifo could not be read: {e}")),
+            Err(error) => self.notes.push(Note::AttachFifoUnreadable { error }),
         }
     }
 
@@ -496,10 +523,7 @@ impl Acquisition {
                     });
                 }
                 if size == 0 {
-                    self.notes.push(
-                        "a spawn event came with MPIR_proctable_size = 0; waited for another"
-                            .into(),
-                    );
+                    self.notes.push(Note::EmptySpawn);
                     self.actions.push_back(Action::Continue);
                     return Ok(());
                 }
@@ -532,10 +556,9 @@ impl Acquisition {
                 Ok(())
             }
             other => {
-                self.notes.push(format!(
-                    "ignored an MPIR event with unknown MPIR_debug_state {}",
-                    other.to_raw()
-                ));
+                self.notes.push(Note::UnknownEventState {
+                    state: other.to_raw(),
+                });
                 self.actions.push_back(Action::Continue);
                 Ok(())
             }
@@ -548,17 +571,13 @@ impl Acquisition {
         let sym = target.symbol(symbols::DEBUG_STATE).ok().flatten()?;
         let raw = match target.read_c_int(sym.address, symbols::DEBUG_STATE) {
             Ok(v) => v,
-            Err(e) => {
-                self.notes
-                    .push(format!("MPIR_debug_state could not be read: {e}"));
+            Err(error) => {
+                self.notes.push(Note::DebugStateUnreadable { error });
                 return None;
             }
         };
         if let DebugState::Unknown(v) = DebugState::from_raw(raw) {
-            self.notes.push(format!(
-                "MPIR_debug_state is {v}, a value the spec does not define (0 NULL, 1 SPAWNED, \
-                 2 ABORTING)"
-            ));
+            self.notes.push(Note::UndefinedDebugState { value: v });
         }
         if let Some(s) = self.starter.as_mut() {
             s.debug_state = Some(raw);
@@ -593,19 +612,10 @@ impl Acquisition {
         let gate = self.needs_gate(partial_ok);
         let attach_mode_read_only = self.mode == Mode::Attach && !self.spawned_here;
         if !partial_ok && gate && self.options.ranks != crate::RankSelection::All {
-            self.notes.push(
-                "MPIR_partial_attach_ok is not defined: every rank is attached, to release its \
-                 MPIR_debug_gate (MPIR 1.1 §8 step 18)"
-                    .into(),
-            );
+            self.notes.push(Note::AllRanksForGate);
         }
         if attach_mode_read_only && !partial_ok && !gate {
-            self.notes.push(
-                "MPIR_partial_attach_ok is not defined, but the job was spawned before this \
-                 tool attached: its ranks' MPIR_debug_gate is left alone (ask for it with \
-                 GateRelease::Always if they wait for a debugger)"
-                    .into(),
-            );
+            self.notes.push(Note::GateLeftAlone);
         }
         // Attach mode reads a running job without touching it, unless asked for control.
         let wanted = |rank: u64| {
@@ -633,8 +643,10 @@ impl Acquisition {
             }
             match u32::try_from(e.pid) {
                 Ok(p) if p > 0 && p == self.pid => {
-                    self.notes
-                        .push(format!("rank {} is the starter itself (pid {p})", e.rank));
+                    self.notes.push(Note::RankIsStarter {
+                        rank: e.rank,
+                        pid: p,
+                    });
                 }
                 Ok(p) if p > 0 => attach.push((e.rank, p)),
                 _ => {

@@ -37,8 +37,76 @@ pub struct Quirks {
     pub always_breaks: bool,
     /// Ranks wait for the starter to continue after the event (the starter must run).
     pub ranks_wait_for_starter: bool,
-    /// What to tell a user, one fact per line.
-    pub facts: &'static [&'static str],
+    /// What to tell a user, one fact each.
+    pub facts: &'static [QuirkFact],
+}
+
+/// One catalogued fact about a launcher, told to the user as a
+/// [`Note::Quirk`](crate::Note::Quirk); [`Display`](fmt::Display) gives the sentence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
+pub enum QuirkFact {
+    /// Open MPI: the MPIR symbols live in `libopen-rte.so`, loaded after exec.
+    OpenMpiSymbolsInLibrary,
+    /// Open MPI: `MPIR_Breakpoint` is called only if `MPIR_being_debugged` was set before the
+    /// job was spawned.
+    OpenMpiBreaksOnlyIfDebugged,
+    /// Open MPI: ranks wait for a PMIx release, not for `MPIR_debug_gate`.
+    OpenMpiPmixRelease,
+    /// hydra: the presence-only flags are defined with value 0.
+    HydraPresenceFlagsZero,
+    /// hydra: `MPIR_Breakpoint` is called at every launch.
+    HydraAlwaysBreaks,
+    /// hydra: the stock binary is stripped; its MPIR symbols come from a separate debug file.
+    HydraStripped,
+}
+
+impl QuirkFact {
+    /// The launcher the fact is about.
+    pub fn launcher(self) -> Launcher {
+        match self {
+            QuirkFact::OpenMpiSymbolsInLibrary
+            | QuirkFact::OpenMpiBreaksOnlyIfDebugged
+            | QuirkFact::OpenMpiPmixRelease => Launcher::OpenMpi,
+            QuirkFact::HydraPresenceFlagsZero
+            | QuirkFact::HydraAlwaysBreaks
+            | QuirkFact::HydraStripped => Launcher::Hydra,
+        }
+    }
+}
+
+impl fmt::Display for QuirkFact {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            QuirkFact::OpenMpiSymbolsInLibrary => {
+                "Open MPI: the MPIR symbols live in libopen-rte.so (.dynsym), loaded after exec; \
+                 MPIR_being_debugged is set at the program's entry point, once the library is \
+                 mapped"
+            }
+            QuirkFact::OpenMpiBreaksOnlyIfDebugged => {
+                "Open MPI: MPIR_Breakpoint is called only if MPIR_being_debugged was set before \
+                 the job was spawned"
+            }
+            QuirkFact::OpenMpiPmixRelease => {
+                "Open MPI: ranks wait for a PMIx release that orterun sends once MPIR_Breakpoint \
+                 returns; MPIR_debug_gate exists in the ranks but is not used"
+            }
+            QuirkFact::HydraPresenceFlagsZero => {
+                "hydra: presence-only flags (MPIR_i_am_starter, MPIR_partial_attach_ok) are \
+                 defined with value 0; the interface tests presence"
+            }
+            QuirkFact::HydraAlwaysBreaks => {
+                "hydra: MPIR_Breakpoint is called through a function pointer at every launch, \
+                 debugger or not; MPIR_being_debugged is never read"
+            }
+            QuirkFact::HydraStripped => {
+                "hydra: the stock binary is stripped; its MPIR symbols come from a separate debug \
+                 file"
+            }
+        })
+    }
 }
 
 const OPEN_MPI: Quirks = Quirks {
@@ -47,12 +115,9 @@ const OPEN_MPI: Quirks = Quirks {
     always_breaks: false,
     ranks_wait_for_starter: true,
     facts: &[
-        "Open MPI: the MPIR symbols live in libopen-rte.so (.dynsym), loaded after exec; \
-         MPIR_being_debugged is set at the program's entry point, once the library is mapped",
-        "Open MPI: MPIR_Breakpoint is called only if MPIR_being_debugged was set before the job \
-         was spawned",
-        "Open MPI: ranks wait for a PMIx release that orterun sends once MPIR_Breakpoint returns; \
-         MPIR_debug_gate exists in the ranks but is not used",
+        QuirkFact::OpenMpiSymbolsInLibrary,
+        QuirkFact::OpenMpiBreaksOnlyIfDebugged,
+        QuirkFact::OpenMpiPmixRelease,
     ],
 };
 
@@ -62,11 +127,9 @@ const HYDRA: Quirks = Quirks {
     always_breaks: true,
     ranks_wait_for_starter: true,
     facts: &[
-        "hydra: presence-only flags (MPIR_i_am_starter, MPIR_partial_attach_ok) are defined with \
-         value 0; the interface tests presence",
-        "hydra: MPIR_Breakpoint is called through a function pointer at every launch, debugger or \
-         not; MPIR_being_debugged is never read",
-        "hydra: the stock binary is stripped; its MPIR symbols come from a separate debug file",
+        QuirkFact::HydraPresenceFlagsZero,
+        QuirkFact::HydraAlwaysBreaks,
+        QuirkFact::HydraStripped,
     ],
 };
 
@@ -123,5 +186,8 @@ mod tests {
         assert_eq!(identify(None, None), None);
         assert!(Quirks::of(Launcher::OpenMpi).needs_being_debugged_before_spawn);
         assert!(Quirks::of(Launcher::Hydra).always_breaks);
+        for l in [Launcher::OpenMpi, Launcher::Hydra] {
+            assert!(Quirks::of(l).facts.iter().all(|f| f.launcher() == l));
+        }
     }
 }

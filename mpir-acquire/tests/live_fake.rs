@@ -11,7 +11,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use mpir_acquire::live::{self, Acquired};
-use mpir_acquire::{AcquireError, AcquireOptions, RankControl, RankSelection, Refusal, ToolDaemon};
+use mpir_acquire::{
+    AcquireError, AcquireOptions, Note, RankControl, RankSelection, Refusal, ToolDaemon,
+};
 use mpir_target::proctable::{LayoutChoice, ReadOptions};
 use mpir_types::LayoutSource;
 use support::*;
@@ -127,11 +129,7 @@ fn a_wrapper_that_execs_the_starter_with_duplicated_relative_names() {
     let child = a.take_child().unwrap();
     let job = a.job();
     assert_eq!(job.len(), 4);
-    assert!(
-        job.notes.iter().any(|n| n.contains("wrapper")),
-        "{:?}",
-        job.notes
-    );
+    assert!(job.notes.contains(&Note::WaitedForExec), "{:?}", job.notes);
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
     for r in job.ranks() {
         assert_eq!(r.host, Some(host.trim()));
@@ -343,7 +341,14 @@ fn the_attach_fifo_wakes_the_starter() {
     }
     let a = live::attach(pid, options()).unwrap();
     assert_eq!(a.job().len(), 2);
-    assert!(a.job().notes.iter().any(|n| n.contains("FIFO")));
+    assert!(
+        a.job()
+            .notes
+            .iter()
+            .any(|n| matches!(n, Note::AttachFifoWritten { .. })),
+        "{:?}",
+        a.job().notes
+    );
     drop(a);
     drop(child.stdin.take());
     let mut rest = String::new();
@@ -380,8 +385,8 @@ fn ranks_that_exit_before_we_attach_are_per_rank_problems() {
     for r in 0..4 {
         match job.control(r) {
             RankControl::Attached { .. } => {}
-            RankControl::Failed { reason } => {
-                assert!(reason.contains("exited"), "rank {r}: {reason}")
+            RankControl::Failed { error } => {
+                assert!(error.to_string().contains("exited"), "rank {r}: {error}")
             }
             // Gone before it could be proven: never touched.
             RankControl::Refused {
@@ -406,7 +411,13 @@ fn the_gate_is_opened_even_for_ranks_listed_before_their_exec() {
     let (a, child) = launched(&f, &["-n", "3", "-e"], &["gate"], options());
     assert_eq!(a.job().len(), 3);
     assert!(
-        a.job().notes.iter().all(|n| !n.contains("defines no")),
+        a.job().notes.iter().all(|n| !matches!(
+            n,
+            Note::NoGate { .. }
+                | Note::GateFailed { .. }
+                | Note::NotRunToProgram { .. }
+                | Note::NoBeingDebugged
+        )),
         "{:?}",
         a.job().notes
     );

@@ -14,7 +14,7 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use mpir_acquire::live::{self, Acquired};
-use mpir_acquire::{AcquireOptions, Proven, RankControl, Refusal};
+use mpir_acquire::{AcquireOptions, Note, Proven, RankControl, Refusal};
 use mpir_target::testkit::Decoys;
 use support::*;
 
@@ -370,7 +370,7 @@ fn reserved_duplicate_and_oddly_spelled_entries() {
     assert!(
         job.notes
             .iter()
-            .any(|n| n.contains("rank 4 is the starter")),
+            .any(|n| matches!(n, Note::RankIsStarter { rank: 4, .. })),
         "{:?}",
         job.notes
     );

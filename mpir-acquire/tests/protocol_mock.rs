@@ -5,9 +5,10 @@
 use std::time::Duration;
 
 use mpir_acquire::{
-    AcquireError, AcquireOptions, Acquisition, Action, Event, GateRelease, Mode, Proven,
-    RankControl, RankSelection, Refusal, ToolDaemon,
+    AcquireError, AcquireOptions, Acquisition, Action, AttachOutcome, Event, GateRelease, Mode,
+    Note, Proven, RankControl, RankSelection, Refusal, ToolDaemon,
 };
+use mpir_target::TargetError;
 use mpir_target::mock::{MockStarter, MockTarget};
 use mpir_target::{Memory, MemoryExt, SymbolLookupExt};
 use mpir_types::DataModel;
@@ -39,15 +40,12 @@ fn starter(n: usize, model: DataModel, edit: impl FnOnce(&mut MockStarter)) -> M
     b.build()
 }
 
-fn ok(tid: u32) -> RankControl {
-    RankControl::Attached {
-        threads: vec![tid],
-        proven: Proven::InProgram,
-    }
+fn ok(rank: u64, tid: u32) -> AttachOutcome {
+    AttachOutcome::attached(rank, vec![tid], Proven::InProgram)
 }
 
-fn attached(n: usize) -> Vec<(u64, RankControl)> {
-    (0..n as u64).map(|r| (r, ok(1000 + r as u32))).collect()
+fn attached(n: usize) -> Vec<AttachOutcome> {
+    (0..n as u64).map(|r| ok(r, 1000 + r as u32)).collect()
 }
 
 /// Options under which the mock job's hosts (`node00`, `node01`) are this node, and attach
@@ -173,18 +171,26 @@ fn launch_goes_to_the_entry_point_then_waits_for_the_spawn_event() {
     assert_eq!(acts[0], Action::ReturnFromCall { tid: 11 });
     assert!(matches!(&acts[1], Action::AttachRanks(r) if r.len() == 3));
     let mut results = attached(3);
-    results[1].1 = RankControl::Failed {
-        reason: "exited during attach".into(),
+    let exited = TargetError::Control {
+        pid: 1001,
+        operation: "attach".into(),
+        reason: "the process exited during the attach".into(),
     };
+    results[1] = AttachOutcome::failed(1, exited.clone());
     acq.handle(&t, Event::RanksAttached(results));
     assert_eq!(drain(&mut acq), [Action::Finished]);
     let job = acq.take_job().unwrap();
-    assert!(matches!(job.control(1), RankControl::Failed { reason } if reason.contains("exited")));
+    assert_eq!(
+        job.control(1),
+        &RankControl::Failed { error: exited },
+        "the driver's error is kept as it came"
+    );
     assert_eq!(job.attached_pids().len(), 2);
+    assert!(job.notes.contains(&Note::UnknownEventState { state: 7 }));
     assert!(
         job.notes
             .iter()
-            .any(|n| n.contains("unknown MPIR_debug_state 7"))
+            .any(|n| n.to_string().contains("unknown MPIR_debug_state 7"))
     );
 }
 
@@ -277,7 +283,7 @@ fn partial_attach_is_honoured_only_when_the_starter_allows_it() {
     acq.handle(&t, Event::Attached);
     let acts = drain(&mut acq);
     assert_eq!(acts[1], Action::AttachRanks(vec![(1, 1001), (3, 1003)]));
-    acq.handle(&t, Event::RanksAttached(vec![(1, ok(1001)), (3, ok(1003))]));
+    acq.handle(&t, Event::RanksAttached(vec![ok(1, 1001), ok(3, 1003)]));
     drain(&mut acq);
     let job = acq.take_job().unwrap();
     assert!(job.starter.flags.partial_attach_ok.present);
@@ -291,14 +297,10 @@ fn partial_attach_is_honoured_only_when_the_starter_allows_it() {
     acq.handle(&t, Event::Attached);
     let acts = drain(&mut acq);
     assert_eq!(acts[1], Action::AttachRanks(vec![(1, 1001), (3, 1003)]));
-    acq.handle(&t, Event::RanksAttached(vec![(1, ok(1001)), (3, ok(1003))]));
+    acq.handle(&t, Event::RanksAttached(vec![ok(1, 1001), ok(3, 1003)]));
     drain(&mut acq);
     let job = acq.take_job().unwrap();
-    assert!(
-        job.notes
-            .iter()
-            .any(|n| n.contains("MPIR_debug_gate is left alone"))
-    );
+    assert_eq!(job.notes, [Note::GateLeftAlone]);
 
     // Asked to release the gate: every rank (MPIR 1.1 §8 step 18), and a note saying why.
     let mut acq = Acquisition::new(1, Mode::Attach, only.gate(GateRelease::Always));
@@ -311,7 +313,7 @@ fn partial_attach_is_honoured_only_when_the_starter_allows_it() {
     acq.handle(&t, Event::RanksAttached(attached(4)));
     drain(&mut acq);
     let job = acq.take_job().unwrap();
-    assert!(job.notes.iter().any(|n| n.contains("MPIR_debug_gate")));
+    assert_eq!(job.notes, [Note::AllRanksForGate]);
 }
 
 #[test]
@@ -325,7 +327,7 @@ fn bad_pids_are_per_rank_problems_and_the_starter_is_not_attached_twice() {
     acq.handle(&t, Event::Attached);
     let acts = drain(&mut acq);
     assert_eq!(acts[1], Action::AttachRanks(vec![(0, 1000)]));
-    acq.handle(&t, Event::RanksAttached(vec![(0, ok(1000))]));
+    acq.handle(&t, Event::RanksAttached(vec![ok(0, 1000)]));
     drain(&mut acq);
     let job = acq.take_job().unwrap();
     assert_eq!(
@@ -342,8 +344,9 @@ fn bad_pids_are_per_rank_problems_and_the_starter_is_not_attached_twice() {
     );
     assert!(
         job.notes
-            .iter()
-            .any(|n| n.contains("rank 3 is the starter"))
+            .contains(&Note::RankIsStarter { rank: 3, pid: 4242 }),
+        "{:?}",
+        job.notes
     );
     assert_eq!(
         job.table.resolved.problems.len(),
@@ -562,7 +565,7 @@ fn only_this_nodes_ranks_are_ever_candidates() {
     assert_eq!(ranks, &[(0, 1000), (2, 1002), (4, 1004)]);
     acq.handle(
         &t,
-        Event::RanksAttached(ranks.iter().map(|&(r, p)| (r, ok(p))).collect()),
+        Event::RanksAttached(ranks.iter().map(|&(r, p)| ok(r, p)).collect()),
     );
     drain(&mut acq);
     let job = acq.take_job().unwrap();
@@ -615,9 +618,7 @@ fn an_unknown_debug_state_is_kept_and_reported() {
         Some(DebugState::Unknown(77))
     );
     assert!(
-        job.notes
-            .iter()
-            .any(|n| n.contains("MPIR_debug_state is 77")),
+        job.notes.contains(&Note::UndefinedDebugState { value: 77 }),
         "{:?}",
         job.notes
     );

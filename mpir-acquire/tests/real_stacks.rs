@@ -295,7 +295,10 @@ fn mpich_debuginfo_ranks_wait_on_the_gate_until_we_release_it() {
     assert!(job.starter.flags.partial_attach_ok.present);
     let opened = a.release_gate().unwrap();
     assert_eq!(opened.len(), 2);
-    assert!(opened.iter().all(|&(_, defined)| defined), "{opened:?}");
+    assert!(opened.iter().all(|g| g.written()), "{opened:?}");
+    let mut ranks: Vec<u64> = opened.iter().map(|g| g.rank).collect();
+    ranks.sort_unstable();
+    assert_eq!(ranks, [0, 1]);
     assert!(a.release().unwrap().is_empty());
     let out = assert_completes(child, String::new(), 2);
     let table: Vec<(u64, i64)> = job.ranks().map(|r| (r.rank, r.pid)).collect();

@@ -39,8 +39,9 @@ use crate::error::AcquireError;
 use crate::identity::Refusal;
 use crate::interface::Interface;
 use crate::job::{Job, RankControl};
+use crate::note::Note;
 use crate::options::{AcquireOptions, GateRelease, RankSelection};
-use crate::protocol::{Acquisition, Action, Event, Mode, undo_writes};
+use crate::protocol::{Acquisition, Action, AttachOutcome, Event, Mode, undo_writes};
 
 /// A job acquired from live processes. Unless [`AcquireOptions::hold`] was set, everything has
 /// already been released and detached; otherwise the attached ranks and the starter are held
@@ -87,24 +88,29 @@ impl Acquired {
     }
 
     /// Writes `MPIR_debug_gate` = 1 now in every attached rank that defines it (whatever
-    /// [`GateRelease`] says); the ranks stay held. Returns, per rank pid, whether the rank
-    /// defines the gate.
-    pub fn release_gate(&self) -> Result<Vec<(u32, bool)>, AcquireError> {
+    /// [`GateRelease`] says); the ranks stay held. Returns, per attached rank, whether its
+    /// gate was written and if not, why: a rank that fails does not stop the others. Fails
+    /// only when the job is no longer held.
+    pub fn release_gate(&self) -> Result<Vec<GateOpening>, AcquireError> {
         let Some(tracer) = self.tracer() else {
             return Err(AcquireError::Usage(
                 "release_gate: the job is not held (already released)".into(),
             ));
         };
-        self.job
+        Ok(self
+            .job
             .attached()
             .into_iter()
-            .map(|(_, pid, proven)| {
-                Ok((
-                    pid,
-                    open_gate(tracer, pid, proven, &self.debug, self.timeout)?,
-                ))
+            .map(|(rank, pid, proven)| GateOpening {
+                rank,
+                pid,
+                outcome: match open_gate(tracer, pid, proven, &self.debug, self.timeout) {
+                    Ok(true) => GateOutcome::Written,
+                    Ok(false) => GateOutcome::NotDefined,
+                    Err(error) => GateOutcome::Failed(error),
+                },
             })
-            .collect()
+            .collect())
     }
 
     /// Hands the held job over to another tool: the attached ranks are detached but left
@@ -128,7 +134,7 @@ impl Acquired {
             let forgotten = tracer.forget_writes_on_detach(pid);
             match forgotten.and_then(|()| tracer.detach_leaving_stopped(pid)) {
                 Ok(()) => stopped.push(pid),
-                Err(e) => self.job.notes.push(format!("pid {pid}: hand over: {e}")),
+                Err(error) => self.job.notes.push(Note::HandOverFailed { pid, error }),
             }
         }
         let undo = undo_writes(&starter, &self.job.starter);
@@ -142,8 +148,9 @@ impl Acquired {
     /// Releases the job: `MPIR_debug_gate` = 1 in the attached ranks as [`GateRelease`] says,
     /// ranks detached (running), `MPIR_being_debugged` back to 0, the starter's breakpoints
     /// removed and the starter detached (running). Returns per-rank problems met while
-    /// releasing (as text), which do not stop the release.
-    pub fn release(&mut self) -> Result<Vec<String>, AcquireError> {
+    /// releasing ([`Note::NoGate`], [`Note::GateFailed`], [`Note::DetachFailed`]), which do
+    /// not stop the release.
+    pub fn release(&mut self) -> Result<Vec<Note>, AcquireError> {
         if !self.held {
             return Ok(Vec::new());
         }
@@ -163,6 +170,38 @@ impl Acquired {
             },
         )
     }
+}
+
+/// How [`Acquired::release_gate`] did with one attached rank.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GateOpening {
+    /// The rank.
+    pub rank: u64,
+    /// Its pid.
+    pub pid: u32,
+    /// Whether its `MPIR_debug_gate` was written, and if not, why.
+    pub outcome: GateOutcome,
+}
+
+impl GateOpening {
+    /// Whether the gate was written.
+    pub fn written(&self) -> bool {
+        self.outcome == GateOutcome::Written
+    }
+}
+
+/// Whether a rank's `MPIR_debug_gate` was written ([`GateOpening`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GateOutcome {
+    /// `MPIR_debug_gate` = 1 was written.
+    Written,
+    /// The rank defines no `MPIR_debug_gate` (in its program, where a rank caught before its
+    /// exec was first run to).
+    NotDefined,
+    /// Looking the gate up or writing it failed.
+    Failed(AcquireError),
 }
 
 impl Drop for Acquired {
@@ -289,7 +328,7 @@ impl Driver {
         &mut self,
         acq: &Acquisition,
         ranks: &[(u64, u32)],
-    ) -> Result<Vec<(u64, RankControl)>, AcquireError> {
+    ) -> Result<Vec<AttachOutcome>, AcquireError> {
         let mut prover = prove::Prover::new(self.pid, self.options.allow_other_users)?;
         let entries = acq.table().map(|t| &t.resolved);
         let mut out = Vec::with_capacity(ranks.len());
@@ -300,21 +339,18 @@ impl Driver {
                 .and_then(|r| r.executable);
             match prover.prove(rank, i64::from(pid), executable) {
                 Ok(p) => proven.push((rank, pid, p)),
-                Err(reason) => out.push((rank, RankControl::Refused { reason })),
+                Err(reason) => out.push(AttachOutcome::refused(rank, reason)),
             }
         }
         // Right before attaching: the pid still names the proven process.
         let (proven, reused): (Vec<_>, Vec<_>) = proven
             .into_iter()
             .partition(|(_, pid, p)| prove::still_same(*pid, &p.facts));
-        out.extend(reused.into_iter().map(|(rank, pid, _)| {
-            (
-                rank,
-                RankControl::Refused {
-                    reason: Refusal::Reused { pid },
-                },
-            )
-        }));
+        out.extend(
+            reused
+                .into_iter()
+                .map(|(rank, pid, _)| AttachOutcome::refused(rank, Refusal::Reused { pid })),
+        );
         let pids: Vec<u32> = proven.iter().map(|&(_, pid, _)| pid).collect();
         let results = self
             .tracer
@@ -333,11 +369,9 @@ impl Driver {
                     threads,
                     proven: p.proven,
                 },
-                Err(e) => RankControl::Failed {
-                    reason: e.to_string(),
-                },
+                Err(error) => RankControl::Failed { error },
             };
-            out.push((rank, control));
+            out.push(AttachOutcome::new(rank, control));
         }
         Ok(out)
     }

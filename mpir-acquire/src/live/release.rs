@@ -15,6 +15,7 @@ use super::{entry_point, open_target};
 use crate::error::AcquireError;
 use crate::identity::Proven;
 use crate::job::Job;
+use crate::note::Note;
 use crate::options::GateRelease;
 use crate::protocol::undo_writes;
 
@@ -48,20 +49,16 @@ fn gate_write(rank: &LiveTarget) -> Result<Option<(u64, Vec<u8>)>, AcquireError>
 /// its fork and its exec) to its own program's entry point, where it is left stopped: a held
 /// rank is then in its program (its symbols and its gate are there). Returns a note per rank
 /// that could not be (it stays held where it is).
-pub(super) fn settle_ranks(
-    tracer: &Tracer,
-    job: &Job,
-    timeout: std::time::Duration,
-) -> Vec<String> {
+pub(super) fn settle_ranks(tracer: &Tracer, job: &Job, timeout: std::time::Duration) -> Vec<Note> {
     // Proven before its exec, and (checked now that it is stopped: it may have exec'd
     // between the proof and the attach) still in its parent's image.
     job.attached()
         .into_iter()
         .filter(|&(_, pid, proven)| proven == Proven::BeforeExec && still_parents_image(pid))
         .filter_map(|(_, pid, _)| {
-            run_to_entry(tracer, pid, timeout).err().map(|e| {
-                format!("pid {pid} was held before its exec and could not be run to it: {e}")
-            })
+            run_to_entry(tracer, pid, timeout)
+                .err()
+                .map(|error| Note::NotRunToProgram { pid, error })
         })
         .collect()
 }
@@ -119,7 +116,7 @@ pub(super) struct Release<'a> {
 }
 
 /// Gate, detach the ranks, undo our writes, detach the starter.
-pub(super) fn release(tracer: &Tracer, r: &Release<'_>) -> Result<Vec<String>, AcquireError> {
+pub(super) fn release(tracer: &Tracer, r: &Release<'_>) -> Result<Vec<Note>, AcquireError> {
     let mut problems = Vec::new();
     let ranks = r.job.attached_pids();
     if writes_gate(r.gate, r.job) {
@@ -129,15 +126,15 @@ pub(super) fn release(tracer: &Tracer, r: &Release<'_>) -> Result<Vec<String>, A
             }
             match open_gate(tracer, pid, proven, r.debug, r.timeout) {
                 Ok(true) => {}
-                Ok(false) => problems.push(format!("pid {pid} defines no MPIR_debug_gate")),
-                Err(e) => problems.push(format!("pid {pid}: {e}")),
+                Ok(false) => problems.push(Note::NoGate { pid }),
+                Err(error) => problems.push(Note::GateFailed { pid, error }),
             }
         }
     }
     if let Ok(results) = tracer.detach_many(&ranks) {
         for (pid, res) in ranks.iter().zip(results) {
-            if let Err(e) = res {
-                problems.push(format!("pid {pid}: detach: {e}"));
+            if let Err(error) = res {
+                problems.push(Note::DetachFailed { pid: *pid, error });
             }
         }
     }

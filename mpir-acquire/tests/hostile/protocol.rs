@@ -2,7 +2,8 @@
 //! nonsense, events that never come or never stop, memory that fails in the middle.
 
 use mpir_acquire::{
-    AcquireError, AcquireOptions, Acquisition, Action, Event, Mode, Proven, RankControl,
+    AcquireError, AcquireOptions, Acquisition, Action, AttachOutcome, Event, Mode, Proven,
+    RankControl,
 };
 use mpir_target::mock::{Access, MockStarter, MockTarget};
 use mpir_target::{Fault, Memory, MemoryExt, SymbolLookupExt, TargetError};
@@ -272,15 +273,7 @@ fn the_table_changes_between_two_spawn_events() {
             Event::RanksAttached(
                 ranks
                     .iter()
-                    .map(|&(r, p)| {
-                        (
-                            r,
-                            RankControl::Attached {
-                                threads: vec![p],
-                                proven: Proven::InProgram,
-                            },
-                        )
-                    })
+                    .map(|&(r, p)| AttachOutcome::attached(r, vec![p], Proven::InProgram))
                     .collect(),
             ),
         );
@@ -411,10 +404,12 @@ fn every_rank_fails_to_attach() {
         let failed = ranks
             .iter()
             .map(|&(r, _)| {
-                (
+                AttachOutcome::failed(
                     r,
-                    RankControl::Failed {
-                        reason: "exited before we could attach".to_string(),
+                    TargetError::Unreadable {
+                        address: 0,
+                        len: 0,
+                        fault: Fault::ProcessGone,
                     },
                 )
             })
@@ -426,7 +421,15 @@ fn every_rank_fails_to_attach() {
     assert_eq!(job.len(), 4);
     assert!(job.attached_pids().is_empty());
     assert!(
-        (0..4).all(|r| matches!(job.control(r), RankControl::Failed { reason } if reason.contains("exited"))),
+        (0..4).all(|r| matches!(
+            job.control(r),
+            RankControl::Failed {
+                error: TargetError::Unreadable {
+                    fault: Fault::ProcessGone,
+                    ..
+                }
+            }
+        )),
         "{job:?}"
     );
 }

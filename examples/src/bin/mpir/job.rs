@@ -269,7 +269,7 @@ pub(crate) fn control_text(job: &Job, rank: u64) -> Cow<'static, str> {
         RankControl::Attached { .. } => "attached".into(),
         RankControl::Remote => "remote".into(),
         RankControl::Refused { reason } => format!("refused: {reason}").into(),
-        RankControl::Failed { reason } => format!("failed: {reason}").into(),
+        RankControl::Failed { error } => format!("failed: {error}").into(),
         _ => "not_attached".into(),
     }
 }
@@ -315,7 +315,7 @@ pub(crate) fn job_out<'a>(job: &'a Job, interface: &'static str) -> JobOut<'a> {
             .iter()
             .map(ToString::to_string)
             .collect(),
-        notes: job.notes.clone(),
+        notes: job.notes.iter().map(ToString::to_string).collect(),
     }
 }
 

@@ -146,7 +146,7 @@ impl Held {
     pub(crate) fn release(self) -> Vec<String> {
         match self {
             Held::Job(mut a) => match a.release() {
-                Ok(problems) => problems,
+                Ok(problems) => problems.iter().map(ToString::to_string).collect(),
                 Err(e) => vec![chain(&e)],
             },
             Held::Pids(tracer, pids) => match tracer.detach_many(&pids) {
@@ -203,7 +203,7 @@ pub(crate) fn hold_ranks(
             .map(|(r, l)| {
                 let unreadable = match job.control(r.rank) {
                     RankControl::Attached { .. } => None,
-                    RankControl::Failed { reason } => Some(format!("not attached: {reason}")),
+                    RankControl::Failed { error } => Some(format!("not attached: {error}")),
                     RankControl::Refused { reason } => Some(reason.to_string()),
                     _ if !l.local_host => Some(format!(
                         "remote: on host {} (not this node)",
