@@ -63,7 +63,7 @@ pub enum ConnectError {
         pid: i32,
     },
     /// The process exists (or may) but could not be opened.
-    #[error("cannot open process {pid} on {host}: {source}")]
+    #[error("cannot open process {pid} on {host}")]
     Open {
         /// The host.
         host: String,

@@ -63,3 +63,86 @@ pub enum Error {
 
 /// Short alias.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::connect::{ConnectError, ProcessKey};
+    use crate::traverse::TraverseError;
+    use mpir_target::Fault;
+
+    /// Walks `error`'s `source()` chain and fails if a message contains its source's message
+    /// (the error printing its source twice once a reporter prints the chain).
+    fn assert_sources_printed_once(error: &(dyn std::error::Error + 'static)) {
+        let mut cur = error;
+        while let Some(src) = cur.source() {
+            let (outer, inner) = (cur.to_string(), src.to_string());
+            assert!(
+                !inner.is_empty() && !outer.contains(&inner),
+                "{outer:?} prints its source {inner:?}"
+            );
+            cur = src;
+        }
+    }
+
+    fn denied() -> TargetError {
+        TargetError::Control {
+            pid: 99,
+            operation: "open".into(),
+            reason: "EPERM: Operation not permitted".into(),
+        }
+    }
+
+    #[test]
+    fn no_error_prints_its_source_twice() {
+        let open = ConnectError::Open {
+            host: "node3".into(),
+            pid: 99,
+            source: denied(),
+        };
+        let errors: Vec<Box<dyn std::error::Error>> = vec![
+            Box::new(open.clone()),
+            Box::new(TraverseError::Connect(open)),
+            Box::new(TraverseError::Connect(ConnectError::Remote {
+                host: "far".into(),
+            })),
+            Box::new(TraverseError::Read {
+                process: ProcessKey::new("node3", 99),
+                error: Error::Target(TargetError::Unreadable {
+                    address: 0x40,
+                    len: 128,
+                    fault: Fault::Unmapped,
+                }),
+            }),
+            Box::new(Error::Decode(DecodeError::Truncated {
+                what: "MPI2DD_info".into(),
+                address: 0x1000,
+                needed: 128,
+                available: 3,
+            })),
+            Box::new(Error::NullTable {
+                table: "proctable",
+                size: 4,
+                info: 0x1000,
+            }),
+        ];
+        for e in &errors {
+            assert_sources_printed_once(e.as_ref());
+        }
+        // The connect failure's cause is still reachable under the traversal error.
+        let e = &errors[1];
+        let cause = e.source().and_then(|c| c.source()).unwrap();
+        assert!(cause.to_string().contains("EPERM"), "{cause}");
+    }
+
+    #[test]
+    fn the_check_catches_an_error_that_prints_its_source() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("outer: {source}")]
+        struct Twice {
+            source: TargetError,
+        }
+        let bad = Twice { source: denied() };
+        assert!(std::panic::catch_unwind(|| assert_sources_printed_once(&bad)).is_err());
+    }
+}

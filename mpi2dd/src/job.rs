@@ -98,12 +98,24 @@ pub enum UnreachedReason {
     Read(Error),
 }
 
+/// The error and every source under it, joined with `: ` (a reason is not an error: it
+/// prints the whole chain).
 impl std::fmt::Display for UnreachedReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            UnreachedReason::Connect(e) => e.fmt(f),
-            UnreachedReason::Read(e) => e.fmt(f),
+        let mut e: Option<&(dyn std::error::Error + 'static)> = Some(match self {
+            UnreachedReason::Connect(e) => e,
+            UnreachedReason::Read(e) => e,
+        });
+        let mut first = true;
+        while let Some(err) = e {
+            if !first {
+                f.write_str(": ")?;
+            }
+            first = false;
+            write!(f, "{err}")?;
+            e = err.source();
         }
+        Ok(())
     }
 }
 

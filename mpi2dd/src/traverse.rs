@@ -57,7 +57,7 @@ impl Default for TraverseOptions {
 #[non_exhaustive]
 pub enum TraverseError {
     /// The entry process could not be opened.
-    #[error("entry process: {0}")]
+    #[error("cannot open the entry process")]
     Connect(#[from] ConnectError),
     /// The entry process has no valid `MPI2DD_info`.
     #[error("entry process {process}: {error}")]

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use mpi2dd::traverse::TraverseError;
 use mpir_target::TargetError;
 use thiserror::Error;
 
@@ -77,7 +78,7 @@ pub enum AcquireError {
         state: &'static str,
     },
     /// Reading or controlling a process failed.
-    #[error("{context}: {source}")]
+    #[error("{context}")]
     Target {
         /// What we were doing.
         context: String,
@@ -85,13 +86,25 @@ pub enum AcquireError {
         #[source]
         source: TargetError,
     },
-    /// The MPI2DD side of a job could not be read from its entry process.
-    #[error("MPI2DD (pid {pid}): {reason}")]
+    /// The MPI2DD side of a job could not be read from a process (the entry process of a
+    /// traversal, or a held process at an event).
+    #[error("MPI2DD (pid {pid}): cannot read the job")]
     Mpi2dd {
-        /// The entry process.
+        /// The process.
         pid: u32,
         /// Why.
-        reason: String,
+        #[source]
+        source: TraverseError,
+    },
+    /// The MPI2DD interface of one process could not be used (its `MPI2DD_breakpoint`
+    /// looked up, its `MPI2DD_info` read at an event, its `debugger_flags` written).
+    #[error("MPI2DD (pid {pid}): cannot use the process's MPI2DD interface")]
+    Mpi2ddProcess {
+        /// The process.
+        pid: u32,
+        /// Why.
+        #[source]
+        source: mpi2dd::Error,
     },
     /// The caller used the session in an order it does not allow.
     #[error("{0}")]
@@ -102,5 +115,91 @@ impl AcquireError {
     pub(crate) fn target(context: impl Into<String>) -> impl FnOnce(TargetError) -> Self {
         let context = context.into();
         move |source| AcquireError::Target { context, source }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mpi2dd::connect::{ConnectError, ProcessKey};
+    use mpir_target::Fault;
+    use std::error::Error as _;
+
+    /// Walks `error`'s `source()` chain and fails if a message contains its source's message
+    /// (the error printing its source twice once a reporter prints the chain).
+    fn assert_sources_printed_once(error: &(dyn std::error::Error + 'static)) {
+        let mut cur = error;
+        while let Some(src) = cur.source() {
+            let (outer, inner) = (cur.to_string(), src.to_string());
+            assert!(
+                !inner.is_empty() && !outer.contains(&inner),
+                "{outer:?} prints its source {inner:?}"
+            );
+            cur = src;
+        }
+    }
+
+    fn gone() -> TargetError {
+        TargetError::Control {
+            pid: 4242,
+            operation: "PTRACE_SEIZE".into(),
+            reason: "ESRCH: No such process".into(),
+        }
+    }
+
+    fn representative() -> Vec<AcquireError> {
+        vec![
+            AcquireError::target("attach the ranks")(gone()),
+            AcquireError::target("read the table")(TargetError::Unreadable {
+                address: 0x1000,
+                len: 8,
+                fault: Fault::Unmapped,
+            }),
+            AcquireError::Mpi2dd {
+                pid: 7,
+                source: TraverseError::Connect(ConnectError::Open {
+                    host: "node0".into(),
+                    pid: 7,
+                    source: gone(),
+                }),
+            },
+            AcquireError::Mpi2dd {
+                pid: 7,
+                source: TraverseError::Read {
+                    process: ProcessKey::new("node0", 7),
+                    error: mpi2dd::Error::Target(gone()),
+                },
+            },
+            AcquireError::Mpi2ddProcess {
+                pid: 8,
+                source: mpi2dd::Error::Target(gone()),
+            },
+            AcquireError::Usage("no process with pid 3".into()),
+        ]
+    }
+
+    #[test]
+    fn no_error_prints_its_source_twice() {
+        for e in representative() {
+            assert_sources_printed_once(&e);
+        }
+        // And the chain still carries every fact: the deepest cause is reachable.
+        let e = &representative()[2];
+        let mut last: &(dyn std::error::Error + 'static) = e;
+        while let Some(s) = last.source() {
+            last = s;
+        }
+        assert!(last.to_string().contains("ESRCH"), "{last}");
+    }
+
+    #[test]
+    fn the_check_catches_an_error_that_prints_its_source() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("outer: {0}")]
+        struct Twice(#[source] TargetError);
+        let bad = Twice(gone());
+        let caught = std::panic::catch_unwind(|| assert_sources_printed_once(&bad));
+        assert!(caught.is_err());
+        assert!(bad.source().is_some());
     }
 }

@@ -17,6 +17,7 @@ use mpi2dd::connect::ProcessKey;
 use mpi2dd::events::{Event, Reaction};
 use mpi2dd::flags::{DebugState, DebuggerFlags, MpiFlags};
 use mpi2dd::job::{Job, JobDelta};
+use mpi2dd::traverse::TraverseError;
 
 /// What happened to a held process (the driver's report).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,7 +33,7 @@ pub enum WatchInput {
         event: Event,
     },
     /// The traversal asked for by [`WatchAction::Traverse`], or why it failed.
-    Traversed(Result<Job, String>),
+    Traversed(Result<Job, TraverseError>),
 }
 
 /// What the driver must do.
@@ -95,7 +96,7 @@ pub enum WatchReport {
         /// The process that raised the event.
         from: ProcessKey,
         /// Why.
-        reason: String,
+        error: TraverseError,
     },
 }
 
@@ -208,9 +209,9 @@ impl Watch {
                             delta,
                         }
                     }
-                    Err(reason) => WatchReport::Failed {
+                    Err(error) => WatchReport::Failed {
                         from: from.clone(),
-                        reason,
+                        error,
                     },
                 };
                 self.actions.push_back(WatchAction::Report(report));

@@ -281,7 +281,7 @@ fn absent_and_wrong_debug_types() {
     let mut cmd = command(&f, &["-n", "2"], &[]);
     cmd.stdout(Stdio::null());
     let e = live::launch(cmd, options()).unwrap_err();
-    assert!(e.to_string().contains("host_name"), "{e}");
+    assert!(chain(&e).contains("host_name"), "{}", chain(&e));
     let abi = options().read(ReadOptions::default().with_layout(LayoutChoice::Abi));
     let (a, child) = launched(&f, &["-n", "2"], &[], abi);
     assert_eq!(a.job().len(), 2);

@@ -1,11 +1,12 @@
 //! The MPI2DD event watch, sans-IO: jobs traversed from mock processes, events fed by hand.
 
+use mpi2dd::connect::ConnectError;
 use mpi2dd::connect::{MapConnector, ProcessKey};
 use mpi2dd::events::Event;
 use mpi2dd::flags::{DebugState, DebuggerFlags};
 use mpi2dd::job::Job;
 use mpi2dd::mock::{MockDir, MockProcess, MockRank};
-use mpi2dd::traverse::{TraverseOptions, traverse};
+use mpi2dd::traverse::{TraverseError, TraverseOptions, traverse};
 use mpir_acquire::mpi2dd_watch::{Watch, WatchAction, WatchInput, WatchReport};
 use mpir_target::MockTarget;
 use mpir_types::DataModel;
@@ -141,11 +142,15 @@ fn aborts_unknown_states_and_failed_traversals_are_reported_and_resumed() {
         },
     });
     drain(&mut w);
-    w.handle(WatchInput::Traversed(Err("unreachable".into())));
+    let unreachable = TraverseError::Connect(ConnectError::NoSuchProcess {
+        host: "node0".into(),
+        pid: 11,
+    });
+    w.handle(WatchInput::Traversed(Err(unreachable.clone())));
     let acts = drain(&mut w);
     assert!(matches!(
         &acts[0],
-        WatchAction::Report(WatchReport::Failed { reason, .. }) if reason == "unreachable"
+        WatchAction::Report(WatchReport::Failed { error, .. }) if *error == unreachable
     ));
     assert!(matches!(acts[1], WatchAction::Resume { .. }));
 }

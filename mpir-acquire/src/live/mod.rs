@@ -650,10 +650,7 @@ pub fn attach_any(pid: u32, options: AcquireOptions) -> Result<AnyJob, AcquireEr
         let connector = LocalConnector::new().with_debug_options(options.debug.clone());
         let host = connector.hostname().clone();
         mpi2dd::traverse::traverse(&connector, &host, pid as i32, &TraverseOptions::default())
-            .map_err(|e| AcquireError::Mpi2dd {
-                pid,
-                reason: e.to_string(),
-            })
+            .map_err(|source| AcquireError::Mpi2dd { pid, source })
     };
     match interface {
         Interface::Mpir => Ok(AnyJob {

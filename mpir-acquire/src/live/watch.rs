@@ -39,7 +39,7 @@ pub struct Watcher {
     /// A process held stopped in `MPI2DD_breakpoint` while the first holds are made (launch).
     in_event: Option<i32>,
     /// Processes that could not be held, and why.
-    pub not_held: Vec<(ProcessKey, String)>,
+    pub not_held: Vec<(ProcessKey, AcquireError)>,
 }
 
 /// Waits (bounded) for a stop of `pid` that `want` accepts.
@@ -84,10 +84,7 @@ impl Watcher {
         let connector = LocalConnector::new().with_debug_options(options.debug.clone());
         let host = connector.hostname().clone();
         let job = traverse(&connector, &host, pid as i32, &TraverseOptions::default())
-            .map_err(|e| AcquireError::Mpi2dd {
-                pid,
-                reason: e.to_string(),
-            })?
+            .map_err(|source| AcquireError::Mpi2dd { pid, source })?
             .job;
         let tracer = Tracer::with_options(TracerOptions::default().stop_timeout(options.timeout))
             .map_err(AcquireError::target("start the tracer"))?;
@@ -169,10 +166,8 @@ impl Watcher {
             tracer
                 .stop_all(pid)
                 .map_err(AcquireError::target("stop the starter"))?;
-            let event = read_event(&target, info, 4096).map_err(|e| AcquireError::Mpi2dd {
-                pid,
-                reason: e.to_string(),
-            })?;
+            let event = read_event(&target, info, 4096)
+                .map_err(|source| AcquireError::Mpi2ddProcess { pid, source })?;
             if let DebugState::Abort = event.state {
                 return Err(AcquireError::JobAborted {
                     pid,
@@ -192,12 +187,9 @@ impl Watcher {
         let host = connector.hostname().clone();
         let job = match traverse(&connector, &host, pid as i32, &TraverseOptions::default()) {
             Ok(t) => t.job,
-            Err(e) => {
+            Err(source) => {
                 let _ = tracer.detach_all();
-                return Err(AcquireError::Mpi2dd {
-                    pid,
-                    reason: e.to_string(),
-                });
+                return Err(AcquireError::Mpi2dd { pid, source });
             }
         };
         let mut w = Watcher {
@@ -233,30 +225,40 @@ impl Watcher {
         v
     }
 
-    fn hold(&mut self, process: &ProcessKey, flags: DebuggerFlags) -> Result<(), String> {
+    fn hold(&mut self, process: &ProcessKey, flags: DebuggerFlags) -> Result<(), AcquireError> {
         if process.host != *self.connector.hostname() {
-            return Err(format!("{process} is not on this machine"));
+            return Err(AcquireError::Usage(format!(
+                "{process} is not on this machine"
+            )));
         }
-        let pid = u32::try_from(process.pid).map_err(|_| "invalid pid".to_string())?;
+        let pid = u32::try_from(process.pid)
+            .map_err(|_| AcquireError::Usage(format!("{process}: invalid pid")))?;
         // The launched starter is attached already, and stopped in its event.
         let in_event = self.in_event == Some(process.pid);
         if !in_event {
-            self.tracer.attach(pid).map_err(|e| e.to_string())?;
+            self.tracer
+                .attach(pid)
+                .map_err(AcquireError::target(format!("attach to {process}")))?;
         }
         let held = (|| {
-            let target = open_target(pid, &self.options.debug).map_err(|e| e.to_string())?;
-            let breakpoint = breakpoint_address(&target).map_err(|e| e.to_string())?;
+            let target = open_target(pid, &self.options.debug)?;
+            let breakpoint = breakpoint_address(&target)
+                .map_err(|source| AcquireError::Mpi2ddProcess { pid, source })?;
             let info = target
                 .symbol(mpi2dd::abi::INFO_SYMBOL)
-                .map_err(|e| e.to_string())?
-                .ok_or("no MPI2DD_info")?
+                .map_err(AcquireError::target("look up MPI2DD_info"))?
+                .ok_or(AcquireError::NotAStarter {
+                    pid,
+                    symbol: mpi2dd::abi::INFO_SYMBOL,
+                    images: "any image of the process".into(),
+                })?
                 .address;
             self.tracer
                 .insert_breakpoint(pid, breakpoint)
-                .map_err(|e| e.to_string())?;
+                .map_err(AcquireError::target("plant the MPI2DD breakpoint"))?;
             update_debugger_flags(&target, info, flags, DebuggerFlags::EMPTY)
-                .map_err(|e| e.to_string())?;
-            Ok::<_, String>(Held {
+                .map_err(|source| AcquireError::Mpi2ddProcess { pid, source })?;
+            Ok::<_, AcquireError>(Held {
                 target,
                 breakpoint,
                 info,
@@ -268,7 +270,9 @@ impl Watcher {
                 if in_event {
                     return Ok(());
                 }
-                self.tracer.resume(pid).map_err(|e| e.to_string())
+                self.tracer
+                    .resume(pid)
+                    .map_err(AcquireError::target(format!("resume {process}")))
             }
             Err(e) => {
                 if !in_event {
@@ -296,8 +300,7 @@ impl Watcher {
                         from.pid,
                         &TraverseOptions::default(),
                     )
-                    .map(|t| t.job)
-                    .map_err(|e| e.to_string());
+                    .map(|t| t.job);
                     self.watch.handle(WatchInput::Traversed(r));
                 }
                 WatchAction::Resume { process, tid } => {
@@ -340,10 +343,10 @@ impl Watcher {
                     self.tracer
                         .stop_all(pid as u32)
                         .map_err(AcquireError::target("stop a process at an MPI2DD event"))?;
-                    let event = read_event(&held.target, held.info, 4096).map_err(|e| {
-                        AcquireError::Mpi2dd {
+                    let event = read_event(&held.target, held.info, 4096).map_err(|source| {
+                        AcquireError::Mpi2ddProcess {
                             pid: pid as u32,
-                            reason: e.to_string(),
+                            source,
                         }
                     })?;
                     self.watch.handle(WatchInput::Stopped {

@@ -210,9 +210,14 @@ fn the_spawn_event_comes_with_a_huge_size() {
         })
     });
     let e = failed(&acts);
+    // The context says what was read; its source why it cannot be.
+    let AcquireError::Target { source, .. } = e else {
+        panic!("{e:?}")
+    };
+    let cause = source.to_string();
     assert!(
-        e.to_string().contains("MPIR_proctable_size") && e.to_string().contains("above the limit"),
-        "{e}"
+        cause.contains("MPIR_proctable_size") && cause.contains("above the limit"),
+        "{e}: {cause}"
     );
 }
 

@@ -88,3 +88,16 @@ pub fn normalized(output: &str) -> Vec<String> {
     v.sort();
     v
 }
+
+/// `error` with every source under it, joined with `: ` (as a tool reports it: errors print
+/// their own context, their sources say why).
+pub fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = error.to_string();
+    let mut next = error.source();
+    while let Some(e) = next {
+        out.push_str(": ");
+        out.push_str(&e.to_string());
+        next = e.source();
+    }
+    out
+}
