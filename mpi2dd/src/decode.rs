@@ -1,17 +1,34 @@
 //! Decoders (and encoders, for test targets and fixtures) of the draft's four structs, in any
 //! data model: byte order and address width come from the [`DataModel`], addresses are `u64`.
+//! Both directions go through the fixed layouts of [`crate::abi`]: the model picks the
+//! struct's byte order and width, zerocopy reads or writes its bytes.
 //!
 //! Decoding never panics and never allocates more than the bytes it is given justify: a table
 //! decoder needs all `count` entries in its buffer before it allocates, and the caller bounds
 //! `count` (see [`table_len`]) before reading those bytes from the target.
 
-use mpir_types::{DataModel, DecodeError, FieldLayout, View, ViewMut};
+use std::mem::{offset_of, size_of};
+
+use mpir_types::{ByteOrder, DataModel, DecodeError};
+use zerocopy::{FromBytes, FromZeros, Immutable, IntoBytes, KnownLayout};
 
 use crate::abi::{
-    DirEntryLayout, InfoLayout, MAGIC, ProcDescLayout, SpawnDescLayout, VARIANT, VERSION,
+    self, BigEndian, I32, LittleEndian, MAGIC, U32, U64, VARIANT, VERSION, Width, Word,
 };
 use crate::error::{Error, Result};
 use crate::flags::{DebugState, DebuggerFlags, MpiFlags};
+
+/// Calls `$f::<E, A>(args)` with the byte order and address type of `$model`.
+macro_rules! by_model {
+    ($model:expr, $f:ident ( $($arg:expr),* $(,)? )) => {
+        match ($model.byte_order(), Width::of($model)) {
+            (ByteOrder::Little, Width::W32) => $f::<LittleEndian, U32<LittleEndian>>($($arg),*),
+            (ByteOrder::Little, Width::W64) => $f::<LittleEndian, U64<LittleEndian>>($($arg),*),
+            (ByteOrder::Big, Width::W32) => $f::<BigEndian, U32<BigEndian>>($($arg),*),
+            (ByteOrder::Big, Width::W64) => $f::<BigEndian, U64<BigEndian>>($($arg),*),
+        }
+    };
+}
 
 /// A decoded `MPI2DD_INFO` (magic, version and variant checked; padding ignored).
 ///
@@ -68,64 +85,102 @@ impl Info {
     }
 }
 
-fn i32_of(v: &View<'_>, f: FieldLayout, what: &str) -> Result<i32, DecodeError> {
-    // A 4-byte field sign-extended into i64 always fits i32.
-    Ok(v.field_int(f, what)? as i32)
+/// `what` needs `needed` bytes at `address`; `available` are there.
+fn truncated(what: &str, address: u64, needed: u64, available: usize) -> DecodeError {
+    DecodeError::Truncated {
+        what: what.to_string(),
+        address,
+        needed,
+        available: available as u64,
+    }
 }
 
-fn u32_of(v: &View<'_>, f: FieldLayout, what: &str) -> Result<u32, DecodeError> {
-    Ok(v.field_uint(f, what)? as u32)
+/// `value` as an address of width `A`, if it fits.
+fn addr<A: Word>(value: u64, what: &str) -> Result<A, DecodeError> {
+    A::from_u64(value).ok_or_else(|| DecodeError::TooLarge {
+        what: what.to_string(),
+        value,
+        limit: u32::MAX.into(),
+    })
+}
+
+/// Copies `value`'s bytes to the start of `out` (`what` names it when `out` is too short).
+fn put<T: IntoBytes + Immutable>(
+    value: &T,
+    out: &mut [u8],
+    address: u64,
+    what: &str,
+) -> Result<(), DecodeError> {
+    let bytes = value.as_bytes();
+    let available = out.len();
+    out.get_mut(..bytes.len())
+        .ok_or_else(|| truncated(what, address, bytes.len() as u64, available))?
+        .copy_from_slice(bytes);
+    Ok(())
 }
 
 /// Decodes `MPI2DD_INFO` from `bytes`, read at `address`, checking magic, then version, then
-/// variant. `bytes` must hold [`InfoLayout::size`] bytes.
+/// variant. `bytes` must hold [`abi::info_size`] bytes.
 pub fn decode_info(model: &DataModel, address: u64, bytes: &[u8]) -> Result<Info> {
-    let l = InfoLayout::new(model);
-    let v = View::new(*model, address, bytes);
-    let magic = v.slice(l.magic.offset, l.magic.size, "MPI2DD_INFO.magic")?;
+    // Magic, version and variant come first (same offsets in every model), checked in that
+    // order on whatever bytes there are.
+    type Head = abi::Info32<LittleEndian>;
+    let magic = bytes
+        .get(..MAGIC.len())
+        .ok_or_else(|| truncated("MPI2DD_INFO.magic", address, 5, bytes.len()))?;
     if magic != MAGIC {
         let mut found = [0u8; 5];
         found.copy_from_slice(magic);
         return Err(Error::BadMagic { address, found });
     }
-    let byte = |f: FieldLayout, what| v.field_uint(f, what).map(|b| b as u8);
-    let version = byte(l.version, "MPI2DD_INFO.version")?;
+    let byte = |at: usize, what: &str| {
+        bytes
+            .get(at)
+            .copied()
+            .ok_or_else(|| truncated(what, address + at as u64, 1, 0))
+    };
+    let version = byte(offset_of!(Head, version), "MPI2DD_INFO.version")?;
     if version != VERSION {
         return Err(Error::UnsupportedVersion {
             address,
             found: version,
         });
     }
-    let variant = byte(l.variant, "MPI2DD_INFO.variant")?;
+    let variant = byte(offset_of!(Head, variant), "MPI2DD_INFO.variant")?;
     if variant != VARIANT {
         return Err(Error::UnsupportedVariant {
             address,
             found: variant,
         });
     }
-    // Everything after the check must be inside the buffer too (the padding is not read).
-    v.slice(0, l.padding.offset, "MPI2DD_INFO")?;
-    let ptr = |f: FieldLayout, what| v.field_uint(f, what);
+    Ok(by_model!(model, info_from(address, bytes))?)
+}
+
+fn info_from<E: abi::ByteOrder, A: Word>(address: u64, bytes: &[u8]) -> Result<Info, DecodeError> {
+    let (raw, _) = abi::Info::<E, A>::read_from_prefix(bytes).map_err(|_| {
+        truncated(
+            "MPI2DD_INFO",
+            address,
+            size_of::<abi::Info<E, A>>() as u64,
+            bytes.len(),
+        )
+    })?;
     Ok(Info {
-        debug_state: DebugState::from_raw(byte(l.debug_state, "MPI2DD_INFO.debug_state")?),
-        debugger_flags: DebuggerFlags::from_bits_retain(u32_of(
-            &v,
-            l.debugger_flags,
-            "MPI2DD_INFO.debugger_flags",
-        )?),
-        mpi_flags: MpiFlags::from_bits_retain(u32_of(&v, l.mpi_flags, "MPI2DD_INFO.mpi_flags")?),
-        dll_name_32: ptr(l.dll_name_32, "MPI2DD_INFO.dll_name_32")?,
-        dll_name_64: ptr(l.dll_name_64, "MPI2DD_INFO.dll_name_64")?,
-        meta_host_name: ptr(l.meta_host_name, "MPI2DD_INFO.meta_host_name")?,
-        meta_executable_name: ptr(l.meta_executable_name, "MPI2DD_INFO.meta_executable_name")?,
-        abort_string: ptr(l.abort_string, "MPI2DD_INFO.abort_string")?,
-        proctable: ptr(l.proctable, "MPI2DD_INFO.proctable")?,
-        directory_table: ptr(l.directory_table, "MPI2DD_INFO.directory_table")?,
-        metadirectory_table: ptr(l.metadirectory_table, "MPI2DD_INFO.metadirectory_table")?,
-        proctable_size: i32_of(&v, l.proctable_size, "MPI2DD_INFO.proctable_size")?,
-        directory_size: i32_of(&v, l.directory_size, "MPI2DD_INFO.directory_size")?,
-        metadirectory_size: i32_of(&v, l.metadirectory_size, "MPI2DD_INFO.metadirectory_size")?,
-        meta_pid: i32_of(&v, l.meta_pid, "MPI2DD_INFO.meta_pid")?,
+        debug_state: DebugState::from_raw(raw.debug_state),
+        debugger_flags: DebuggerFlags::from_bits_retain(raw.debugger_flags.get()),
+        mpi_flags: MpiFlags::from_bits_retain(raw.mpi_flags.get()),
+        dll_name_32: raw.dll_name_32.to_u64(),
+        dll_name_64: raw.dll_name_64.to_u64(),
+        meta_host_name: raw.meta_host_name.to_u64(),
+        meta_executable_name: raw.meta_executable_name.to_u64(),
+        abort_string: raw.abort_string.to_u64(),
+        proctable: raw.proctable.to_u64(),
+        directory_table: raw.directory_table.to_u64(),
+        metadirectory_table: raw.metadirectory_table.to_u64(),
+        proctable_size: raw.proctable_size.get(),
+        directory_size: raw.directory_size.get(),
+        metadirectory_size: raw.metadirectory_size.get(),
+        meta_pid: raw.meta_pid.get(),
     })
 }
 
@@ -137,59 +192,34 @@ pub fn encode_info(
     info: &Info,
     out: &mut [u8],
 ) -> Result<(), DecodeError> {
-    let l = InfoLayout::new(model);
-    let mut w = ViewMut::new(*model, address, out);
-    w.put_bytes(l.magic.offset, &MAGIC, "magic")?;
-    w.put_field_uint(l.version, VERSION.into(), "version")?;
-    w.put_field_uint(l.variant, VARIANT.into(), "variant")?;
-    w.put_field_uint(
-        l.debug_state,
-        info.debug_state.to_raw().into(),
-        "debug_state",
-    )?;
-    w.put_field_uint(
-        l.debugger_flags,
-        info.debugger_flags.bits().into(),
-        "debugger_flags",
-    )?;
-    w.put_field_uint(l.mpi_flags, info.mpi_flags.bits().into(), "mpi_flags")?;
-    for (f, a, what) in [
-        (l.dll_name_32, info.dll_name_32, "dll_name_32"),
-        (l.dll_name_64, info.dll_name_64, "dll_name_64"),
-        (l.meta_host_name, info.meta_host_name, "meta_host_name"),
-        (
-            l.meta_executable_name,
-            info.meta_executable_name,
-            "meta_executable_name",
-        ),
-        (l.abort_string, info.abort_string, "abort_string"),
-        (l.proctable, info.proctable, "proctable"),
-        (l.directory_table, info.directory_table, "directory_table"),
-        (
-            l.metadirectory_table,
-            info.metadirectory_table,
-            "metadirectory_table",
-        ),
-    ] {
-        w.put_field_uint(f, a, what)?;
-    }
-    for (f, n, what) in [
-        (l.proctable_size, info.proctable_size, "proctable_size"),
-        (l.directory_size, info.directory_size, "directory_size"),
-        (
-            l.metadirectory_size,
-            info.metadirectory_size,
-            "metadirectory_size",
-        ),
-        (l.meta_pid, info.meta_pid, "meta_pid"),
-    ] {
-        w.put_field_int(f, n.into(), what)?;
-    }
-    w.put_bytes(
-        l.padding.offset,
-        &[0; (crate::abi::INT32 * crate::abi::PADDING_WORDS) as usize],
-        "padding",
-    )
+    by_model!(model, info_to(address, info, out))
+}
+
+fn info_to<E: abi::ByteOrder, A: Word>(
+    address: u64,
+    info: &Info,
+    out: &mut [u8],
+) -> Result<(), DecodeError> {
+    let mut raw = abi::Info::<E, A>::new_zeroed();
+    raw.magic = MAGIC;
+    raw.version = VERSION;
+    raw.variant = VARIANT;
+    raw.debug_state = info.debug_state.to_raw();
+    raw.debugger_flags = U32::new(info.debugger_flags.bits());
+    raw.mpi_flags = U32::new(info.mpi_flags.bits());
+    raw.dll_name_32 = addr(info.dll_name_32, "dll_name_32")?;
+    raw.dll_name_64 = addr(info.dll_name_64, "dll_name_64")?;
+    raw.meta_host_name = addr(info.meta_host_name, "meta_host_name")?;
+    raw.meta_executable_name = addr(info.meta_executable_name, "meta_executable_name")?;
+    raw.abort_string = addr(info.abort_string, "abort_string")?;
+    raw.proctable = addr(info.proctable, "proctable")?;
+    raw.directory_table = addr(info.directory_table, "directory_table")?;
+    raw.metadirectory_table = addr(info.metadirectory_table, "metadirectory_table")?;
+    raw.proctable_size = I32::new(info.proctable_size);
+    raw.directory_size = I32::new(info.directory_size);
+    raw.metadirectory_size = I32::new(info.metadirectory_size);
+    raw.meta_pid = I32::new(info.meta_pid);
+    put(&raw, out, address, "MPI2DD_INFO")
 }
 
 /// One `MPI2DD_PROCDESC` as stored: string and descriptor addresses, pid and rank.
@@ -267,16 +297,17 @@ pub fn table_bytes(
         })
 }
 
-/// Decodes `count` fixed-size entries with `one`, after checking that `bytes` holds them all.
-fn decode_table<T>(
+/// Decodes `count` entries of layout `T` with `one`, after checking that `bytes` holds them
+/// all.
+fn decode_table<T: FromBytes + KnownLayout + Immutable, R>(
     model: &DataModel,
     address: u64,
     bytes: &[u8],
     count: u64,
-    stride: u64,
     what: &str,
-    one: impl Fn(&View<'_>) -> Result<T, DecodeError>,
-) -> Result<Vec<T>, DecodeError> {
+    one: impl Fn(&T) -> R,
+) -> Result<Vec<R>, DecodeError> {
+    let stride = size_of::<T>() as u64;
     let total = table_bytes(model, address, stride, count, what)?;
     if (bytes.len() as u64) < total {
         let first_missing = bytes.len() as u64 / stride;
@@ -288,12 +319,26 @@ fn decode_table<T>(
         });
     }
     // `count * stride <= bytes.len()`: the allocation is bounded by the input.
-    let mut out = Vec::with_capacity(count as usize);
-    let v = View::new(*model, address, bytes);
-    for i in 0..count {
-        out.push(one(&v.sub(i * stride, stride, what)?)?);
+    let (entries, _) = <[T]>::ref_from_prefix_with_elems(bytes, count as usize)
+        .map_err(|_| truncated(what, address, total, bytes.len()))?;
+    Ok(entries.iter().map(one).collect())
+}
+
+/// Encodes `entries` with `one` into consecutive entries of layout `T` at the start of `out`.
+fn encode_table<T: IntoBytes + Immutable, R>(
+    address: u64,
+    entries: &[R],
+    out: &mut [u8],
+    what: &str,
+    one: impl Fn(&R) -> Result<T, DecodeError>,
+) -> Result<(), DecodeError> {
+    let stride = size_of::<T>();
+    for (i, e) in entries.iter().enumerate() {
+        let at = i * stride;
+        let slot = out.get_mut(at..).unwrap_or_default();
+        put(&one(e)?, slot, address.wrapping_add(at as u64), what)?;
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Decodes a proctable of `count` packed `MPI2DD_PROCDESC` read at `address`.
@@ -303,26 +348,29 @@ pub fn decode_procdescs(
     bytes: &[u8],
     count: u64,
 ) -> Result<Vec<RawProcDesc>, DecodeError> {
-    let l = ProcDescLayout::new(model);
-    decode_table(
-        model,
-        address,
-        bytes,
-        count,
-        l.size,
-        "MPI2DD_PROCDESC",
-        |e| {
-            Ok(RawProcDesc {
-                host_name: e.field_uint(l.host_name, "MPI2DD_PROCDESC.host_name")?,
-                executable_name: e
-                    .field_uint(l.executable_name, "MPI2DD_PROCDESC.executable_name")?,
-                spawn_desc: e.field_uint(l.spawn_desc, "MPI2DD_PROCDESC.spawn_desc")?,
-                comm_world_id: e.field_uint(l.comm_world_id, "MPI2DD_PROCDESC.comm_world_id")?,
-                pid: i32_of(e, l.pid, "MPI2DD_PROCDESC.pid")?,
-                rank: i32_of(e, l.rank, "MPI2DD_PROCDESC.rank")?,
-            })
-        },
-    )
+    fn go<E: abi::ByteOrder, A: Word>(
+        model: &DataModel,
+        address: u64,
+        bytes: &[u8],
+        count: u64,
+    ) -> Result<Vec<RawProcDesc>, DecodeError> {
+        decode_table(
+            model,
+            address,
+            bytes,
+            count,
+            "MPI2DD_PROCDESC",
+            |e: &abi::ProcDesc<E, A>| RawProcDesc {
+                host_name: e.host_name.to_u64(),
+                executable_name: e.executable_name.to_u64(),
+                spawn_desc: e.spawn_desc.to_u64(),
+                comm_world_id: e.comm_world_id.to_u64(),
+                pid: e.pid.get(),
+                rank: e.rank.get(),
+            },
+        )
+    }
+    by_model!(model, go(model, address, bytes, count))
 }
 
 /// Decodes one `MPI2DD_SPAWNDESC` read at `address`.
@@ -331,16 +379,25 @@ pub fn decode_spawndesc(
     address: u64,
     bytes: &[u8],
 ) -> Result<RawSpawnDesc, DecodeError> {
-    let l = SpawnDescLayout::new(model);
-    let v = View::new(*model, address, bytes).sub(0, l.size, "MPI2DD_SPAWNDESC")?;
-    Ok(RawSpawnDesc {
-        parent_comm_world_id: v.field_uint(
-            l.parent_comm_world_id,
-            "MPI2DD_SPAWNDESC.parent_comm_world_id",
-        )?,
-        parent_rank: i32_of(&v, l.parent_rank, "MPI2DD_SPAWNDESC.parent_rank")?,
-        sequence: i32_of(&v, l.sequence, "MPI2DD_SPAWNDESC.sequence")?,
-    })
+    fn go<E: abi::ByteOrder, A: Word>(
+        address: u64,
+        bytes: &[u8],
+    ) -> Result<RawSpawnDesc, DecodeError> {
+        let (d, _) = abi::SpawnDesc::<E, A>::read_from_prefix(bytes).map_err(|_| {
+            truncated(
+                "MPI2DD_SPAWNDESC",
+                address,
+                size_of::<abi::SpawnDesc<E, A>>() as u64,
+                bytes.len(),
+            )
+        })?;
+        Ok(RawSpawnDesc {
+            parent_comm_world_id: d.parent_comm_world_id.to_u64(),
+            parent_rank: d.parent_rank.get(),
+            sequence: d.sequence.get(),
+        })
+    }
+    by_model!(model, go(address, bytes))
 }
 
 /// Decodes a directory or metadirectory table of `count` packed `MPI2DD_DIRECTORYENTRY`.
@@ -350,23 +407,26 @@ pub fn decode_direntries(
     bytes: &[u8],
     count: u64,
 ) -> Result<Vec<RawDirEntry>, DecodeError> {
-    let l = DirEntryLayout::new(model);
-    decode_table(
-        model,
-        address,
-        bytes,
-        count,
-        l.size,
-        "MPI2DD_DIRECTORYENTRY",
-        |e| {
-            Ok(RawDirEntry {
-                host_name: e.field_uint(l.host_name, "MPI2DD_DIRECTORYENTRY.host_name")?,
-                executable_name: e
-                    .field_uint(l.executable_name, "MPI2DD_DIRECTORYENTRY.executable_name")?,
-                pid: i32_of(e, l.pid, "MPI2DD_DIRECTORYENTRY.pid")?,
-            })
-        },
-    )
+    fn go<E: abi::ByteOrder, A: Word>(
+        model: &DataModel,
+        address: u64,
+        bytes: &[u8],
+        count: u64,
+    ) -> Result<Vec<RawDirEntry>, DecodeError> {
+        decode_table(
+            model,
+            address,
+            bytes,
+            count,
+            "MPI2DD_DIRECTORYENTRY",
+            |e: &abi::DirEntry<E, A>| RawDirEntry {
+                host_name: e.host_name.to_u64(),
+                executable_name: e.executable_name.to_u64(),
+                pid: e.pid.get(),
+            },
+        )
+    }
+    by_model!(model, go(model, address, bytes, count))
 }
 
 /// Encodes a proctable into `out` (at least `entries.len()` entries long).
@@ -376,18 +436,23 @@ pub fn encode_procdescs(
     entries: &[RawProcDesc],
     out: &mut [u8],
 ) -> Result<(), DecodeError> {
-    let l = ProcDescLayout::new(model);
-    let mut w = ViewMut::new(*model, address, out);
-    for (i, e) in entries.iter().enumerate() {
-        let at = |f: FieldLayout| FieldLayout::new(i as u64 * l.size + f.offset, f.size);
-        w.put_field_uint(at(l.host_name), e.host_name, "host_name")?;
-        w.put_field_uint(at(l.executable_name), e.executable_name, "executable_name")?;
-        w.put_field_uint(at(l.spawn_desc), e.spawn_desc, "spawn_desc")?;
-        w.put_field_uint(at(l.comm_world_id), e.comm_world_id, "comm_world_id")?;
-        w.put_field_int(at(l.pid), e.pid.into(), "pid")?;
-        w.put_field_int(at(l.rank), e.rank.into(), "rank")?;
+    fn go<E: abi::ByteOrder, A: Word>(
+        address: u64,
+        entries: &[RawProcDesc],
+        out: &mut [u8],
+    ) -> Result<(), DecodeError> {
+        encode_table(address, entries, out, "MPI2DD_PROCDESC", |e| {
+            Ok(abi::ProcDesc::<E, A> {
+                host_name: addr(e.host_name, "host_name")?,
+                executable_name: addr(e.executable_name, "executable_name")?,
+                spawn_desc: addr(e.spawn_desc, "spawn_desc")?,
+                comm_world_id: addr(e.comm_world_id, "comm_world_id")?,
+                pid: I32::new(e.pid),
+                rank: I32::new(e.rank),
+            })
+        })
     }
-    Ok(())
+    by_model!(model, go(address, entries, out))
 }
 
 /// Encodes one spawn descriptor into `out`.
@@ -397,15 +462,19 @@ pub fn encode_spawndesc(
     desc: &RawSpawnDesc,
     out: &mut [u8],
 ) -> Result<(), DecodeError> {
-    let l = SpawnDescLayout::new(model);
-    let mut w = ViewMut::new(*model, address, out);
-    w.put_field_uint(
-        l.parent_comm_world_id,
-        desc.parent_comm_world_id,
-        "parent_comm_world_id",
-    )?;
-    w.put_field_int(l.parent_rank, desc.parent_rank.into(), "parent_rank")?;
-    w.put_field_int(l.sequence, desc.sequence.into(), "sequence")
+    fn go<E: abi::ByteOrder, A: Word>(
+        address: u64,
+        desc: &RawSpawnDesc,
+        out: &mut [u8],
+    ) -> Result<(), DecodeError> {
+        let raw = abi::SpawnDesc::<E, A> {
+            parent_comm_world_id: addr(desc.parent_comm_world_id, "parent_comm_world_id")?,
+            parent_rank: I32::new(desc.parent_rank),
+            sequence: I32::new(desc.sequence),
+        };
+        put(&raw, out, address, "MPI2DD_SPAWNDESC")
+    }
+    by_model!(model, go(address, desc, out))
 }
 
 /// Encodes a directory or metadirectory table into `out`.
@@ -415,15 +484,20 @@ pub fn encode_direntries(
     entries: &[RawDirEntry],
     out: &mut [u8],
 ) -> Result<(), DecodeError> {
-    let l = DirEntryLayout::new(model);
-    let mut w = ViewMut::new(*model, address, out);
-    for (i, e) in entries.iter().enumerate() {
-        let at = |f: FieldLayout| FieldLayout::new(i as u64 * l.size + f.offset, f.size);
-        w.put_field_uint(at(l.host_name), e.host_name, "host_name")?;
-        w.put_field_uint(at(l.executable_name), e.executable_name, "executable_name")?;
-        w.put_field_int(at(l.pid), e.pid.into(), "pid")?;
+    fn go<E: abi::ByteOrder, A: Word>(
+        address: u64,
+        entries: &[RawDirEntry],
+        out: &mut [u8],
+    ) -> Result<(), DecodeError> {
+        encode_table(address, entries, out, "MPI2DD_DIRECTORYENTRY", |e| {
+            Ok(abi::DirEntry::<E, A> {
+                host_name: addr(e.host_name, "host_name")?,
+                executable_name: addr(e.executable_name, "executable_name")?,
+                pid: I32::new(e.pid),
+            })
+        })
     }
-    Ok(())
+    by_model!(model, go(address, entries, out))
 }
 
 #[cfg(test)]
@@ -457,6 +531,42 @@ mod tests {
         assert_eq!(i.proctable_size, 7);
         assert_eq!(i.meta_pid, 4242);
         assert_eq!(i.directory_table, 0);
+    }
+
+    /// A big-endian 32-bit proctable entry written by hand from the draft's member list.
+    #[test]
+    fn decodes_and_encodes_a_hand_written_ilp32_be_procdesc() {
+        let mut b = vec![0u8; 24];
+        b[0..4].copy_from_slice(&0x1000u32.to_be_bytes()); // host_name
+        b[4..8].copy_from_slice(&0x2000u32.to_be_bytes()); // executable_name
+        b[12..16].copy_from_slice(&0x3000u32.to_be_bytes()); // comm_world_id
+        b[16..20].copy_from_slice(&4242i32.to_be_bytes()); // pid
+        b[20..24].copy_from_slice(&(-1i32).to_be_bytes()); // rank
+        let m = DataModel::ILP32_BE;
+        let e = decode_procdescs(&m, 0x500, &b, 1).unwrap();
+        let want = RawProcDesc {
+            host_name: 0x1000,
+            executable_name: 0x2000,
+            spawn_desc: 0,
+            comm_world_id: 0x3000,
+            pid: 4242,
+            rank: -1,
+        };
+        assert_eq!(e, [want]);
+        let mut out = vec![0xaau8; 24];
+        encode_procdescs(&m, 0x500, &[want], &mut out).unwrap();
+        assert_eq!(out, b);
+        // An address that does not fit 32 bits is refused, not truncated.
+        let wide = RawProcDesc {
+            host_name: 1 << 32,
+            ..want
+        };
+        assert!(matches!(
+            encode_procdescs(&m, 0x500, &[wide], &mut out),
+            Err(DecodeError::TooLarge { .. })
+        ));
+        // Too short an output buffer is an error, not a panic.
+        assert!(encode_procdescs(&m, 0x500, &[want, want], &mut out).is_err());
     }
 
     #[test]

@@ -18,7 +18,7 @@
 use mpir_target::{Memory, SymbolLookup};
 use mpir_types::ViewMut;
 
-use crate::abi::{BREAKPOINT_SYMBOL, InfoLayout};
+use crate::abi::BREAKPOINT_SYMBOL;
 use crate::error::{Error, Result};
 use crate::flags::{DebugState, DebuggerFlags};
 use crate::read::{read_abort_string, read_info_at};
@@ -107,12 +107,12 @@ pub fn update_debugger_flags<M: Memory + ?Sized>(
         return Ok(old);
     }
     let model = memory.data_model();
-    let field = InfoLayout::new(&model).debugger_flags;
-    let address = info_address.checked_add(field.offset).ok_or_else(|| {
+    let offset = crate::abi_offset!(model, Info.debugger_flags);
+    let address = info_address.checked_add(offset).ok_or_else(|| {
         mpir_types::DecodeError::AddressOverflow {
             what: "MPI2DD_INFO.debugger_flags".into(),
             base: info_address,
-            offset: field.offset,
+            offset,
         }
     })?;
     let mut buf = [0u8; 4];

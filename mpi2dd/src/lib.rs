@@ -6,8 +6,9 @@
 //!
 //! Layers, bottom up:
 //!
-//! 1. [`abi`]: the fixed layouts of `MPI2DD_INFO`, `MPI2DD_PROCDESC`, `MPI2DD_SPAWNDESC` and
-//!    `MPI2DD_DIRECTORYENTRY` in any [`DataModel`](mpir_types::DataModel) — no DWARF needed;
+//! 1. [`abi`]: `MPI2DD_INFO`, `MPI2DD_PROCDESC`, `MPI2DD_SPAWNDESC` and
+//!    `MPI2DD_DIRECTORYENTRY` as `repr(C)` structs of endian-typed fields, one per address
+//!    width, for any [`DataModel`](mpir_types::DataModel) — no DWARF needed;
 //!    [`flags`]: `debug_state` and the two flag words as types.
 //! 2. [`decode`]: endian- and width-generic decoders (and encoders, for test targets) of the
 //!    four structs; magic, version and variant are checked, table sizes bounded.

@@ -24,7 +24,7 @@ use mpir_target::mock::MockTargetBuilder;
 use mpir_target::{Symbol, SymbolKind};
 
 use crate::abi::{
-    BREAKPOINT_SYMBOL, DirEntryLayout, INFO_SYMBOL, InfoLayout, ProcDescLayout, SpawnDescLayout,
+    BREAKPOINT_SYMBOL, INFO_SYMBOL, direntry_size, info_size, procdesc_size, spawndesc_size,
 };
 use crate::decode::{
     Info, RawDirEntry, RawProcDesc, RawSpawnDesc, encode_direntries, encode_info, encode_procdescs,
@@ -183,7 +183,7 @@ impl MockProcess {
                 .entry(text.to_string())
                 .or_insert_with(|| b.cstring(text))
         };
-        let sd = SpawnDescLayout::new(&model);
+        let sd_size = spawndesc_size(&model);
         let mut spawns: BTreeMap<MockSpawn, u64> = BTreeMap::new();
         let mut procs = Vec::new();
         for r in &self.proctable {
@@ -197,9 +197,9 @@ impl MockProcess {
                             parent_rank: sp.parent_rank,
                             sequence: sp.sequence,
                         };
-                        let a = b.alloc(sd.size);
-                        b.write_with(a, sd.size, |w| {
-                            let mut buf = vec![0; sd.size as usize];
+                        let a = b.alloc(sd_size);
+                        b.write_with(a, sd_size, |w| {
+                            let mut buf = vec![0; sd_size as usize];
                             encode_spawndesc(&model, a, &raw, &mut buf)?;
                             w.put_bytes(0, &buf, "MPI2DD_SPAWNDESC")
                         });
@@ -217,11 +217,10 @@ impl MockProcess {
                 rank: r.rank,
             });
         }
-        let pd = ProcDescLayout::new(&model);
-        let proctable = place_table(b, pd.size, procs.len(), |a, buf| {
+        let proctable = place_table(b, procdesc_size(&model), procs.len(), |a, buf| {
             encode_procdescs(&model, a, &procs, buf)
         });
-        let de = DirEntryLayout::new(&model);
+        let de_size = direntry_size(&model);
         let mut dir_table = |b: &mut MockTargetBuilder, dirs: &[MockDir]| {
             let raw: Vec<RawDirEntry> = dirs
                 .iter()
@@ -231,7 +230,7 @@ impl MockProcess {
                     pid: d.pid,
                 })
                 .collect();
-            place_table(b, de.size, raw.len(), |a, buf| {
+            place_table(b, de_size, raw.len(), |a, buf| {
                 encode_direntries(&model, a, &raw, buf)
             })
         };
@@ -256,10 +255,10 @@ impl MockProcess {
             metadirectory_size: count(self.metadirectories.len()),
             meta_pid: self.meta_pid,
         };
-        let il = InfoLayout::new(&model);
-        let info_at = b.variable(INFO_SYMBOL, il.size);
-        b.write_with(info_at, il.size, |w| {
-            let mut buf = vec![0; il.size as usize];
+        let il_size = info_size(&model);
+        let info_at = b.variable(INFO_SYMBOL, il_size);
+        b.write_with(info_at, il_size, |w| {
+            let mut buf = vec![0; il_size as usize];
             encode_info(&model, info_at, &info, &mut buf)?;
             w.put_bytes(0, &buf, "MPI2DD_INFO")
         });

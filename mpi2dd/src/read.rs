@@ -18,7 +18,7 @@ use std::sync::Arc;
 use mpir_target::{Memory, MemoryExt, SymbolLookup};
 use mpir_types::DataModel;
 
-use crate::abi::{DirEntryLayout, INFO_SYMBOL, InfoLayout, ProcDescLayout, SpawnDescLayout};
+use crate::abi::{INFO_SYMBOL, direntry_size, info_size, procdesc_size, spawndesc_size};
 use crate::decode::{
     Info, RawDirEntry, RawProcDesc, RawSpawnDesc, decode_direntries, decode_info, decode_procdescs,
     decode_spawndesc, table_bytes, table_len,
@@ -202,7 +202,7 @@ pub fn info_address<S: SymbolLookup + ?Sized>(target: &S) -> Result<u64> {
 /// Reads and decodes the `MPI2DD_INFO` at `address`.
 pub fn read_info_at<M: Memory + ?Sized>(memory: &M, address: u64) -> Result<Info> {
     let model = memory.data_model();
-    let mut buf = vec![0u8; InfoLayout::new(&model).size as usize];
+    let mut buf = vec![0u8; info_size(&model) as usize];
     memory.read_exact(address, &mut buf)?;
     decode_info(&model, address, &buf)
 }
@@ -292,8 +292,6 @@ fn read_tables<M: Memory + ?Sized>(
 ) -> Snapshot {
     let model = memory.data_model();
     let mut table_errors = Vec::new();
-    let pd = ProcDescLayout::new(&model);
-    let de = DirEntryLayout::new(&model);
 
     let mut procs: (u64, Vec<RawProcDesc>) = (0, Vec::new());
     match read_table_bytes(
@@ -302,7 +300,7 @@ fn read_tables<M: Memory + ?Sized>(
         TableKind::Proctable,
         &info,
         info_address,
-        pd.size,
+        procdesc_size(&model),
         options.max_proctable,
     )
     .and_then(|(a, n, bytes)| Ok((a, decode_procdescs(&model, a, &bytes, n)?)))
@@ -321,7 +319,7 @@ fn read_tables<M: Memory + ?Sized>(
             kind,
             &info,
             info_address,
-            de.size,
+            direntry_size(&model),
             options.max_directory_table,
         )
         .and_then(|(a, n, bytes)| Ok((a, decode_direntries(&model, a, &bytes, n)?)))
@@ -332,12 +330,11 @@ fn read_tables<M: Memory + ?Sized>(
     }
 
     // Spawn descriptors: each distinct one read once (at most one per proctable entry).
-    let sd = SpawnDescLayout::new(&model);
     let mut spawns: BTreeMap<u64, std::result::Result<RawSpawnDesc, String>> = BTreeMap::new();
     for p in &procs.1 {
         if p.spawn_desc != 0 && !spawns.contains_key(&p.spawn_desc) {
             let r = memory
-                .read_vec(p.spawn_desc, sd.size)
+                .read_vec(p.spawn_desc, spawndesc_size(&model))
                 .map_err(Error::from)
                 .and_then(|b| Ok(decode_spawndesc(&model, p.spawn_desc, &b)?))
                 .map_err(|e| e.to_string());
@@ -439,7 +436,7 @@ fn read_tables<M: Memory + ?Sized>(
             Err(kind) => problems.push(EntryProblem {
                 table: TableKind::Proctable,
                 index: i as u64,
-                address: procs.0.wrapping_add(i as u64 * pd.size),
+                address: procs.0.wrapping_add(i as u64 * procdesc_size(&model)),
                 kind,
             }),
         }
@@ -464,7 +461,7 @@ fn read_tables<M: Memory + ?Sized>(
                 Err(k) => problems.push(EntryProblem {
                     table: kind,
                     index: i as u64,
-                    address: at.wrapping_add(i as u64 * de.size),
+                    address: at.wrapping_add(i as u64 * direntry_size(&model)),
                     kind: k,
                 }),
             }

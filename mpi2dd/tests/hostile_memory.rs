@@ -2,7 +2,7 @@
 //! arbitrary bytes, never panics or hangs the reader, in both byte orders and widths; what it
 //! returns never has more entries than the sizes claimed.
 
-use mpi2dd::abi::InfoLayout;
+use mpi2dd::abi::info_size;
 use mpi2dd::decode::{Info, encode_info};
 use mpi2dd::flags::{DebugState, DebuggerFlags, MpiFlags};
 use mpi2dd::read::{ReadOptions, TableKind, read_snapshot};
@@ -67,13 +67,13 @@ proptest! {
             metadirectory_size: sizes[2],
             meta_pid: 1,
         };
-        let l = InfoLayout::new(&model);
-        let mut bytes = vec![0; l.size as usize];
+        let size = info_size(&model);
+        let mut bytes = vec![0; size as usize];
         encode_info(&model, INFO_AT, &info, &mut bytes).unwrap();
         let mut b = MockTarget::builder(model);
         b.map(INFO_AT, bytes, Access::READ_WRITE);
         b.map(HEAP, heap, Access::READ_ONLY);
-        b.symbol(Symbol::new("MPI2DD_info", INFO_AT, l.size, SymbolKind::Object));
+        b.symbol(Symbol::new("MPI2DD_info", INFO_AT, size, SymbolKind::Object));
         let t = b.build();
         let opts = ReadOptions { max_string: 64, max_proctable: 1 << 12, max_directory_table: 1 << 10, retries: 2 };
         let snap = read_snapshot(&t, &opts).unwrap();

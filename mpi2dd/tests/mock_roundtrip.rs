@@ -2,7 +2,8 @@
 //! MockTarget (LP64, ILP32, LP64_BE, ILP32_BE) reads back as it was described, every member of
 //! every struct, and reading writes nothing.
 
-use mpi2dd::abi::{InfoLayout, ProcDescLayout};
+use mpi2dd::abi::{info_size, procdesc_size};
+use mpi2dd::abi_offset;
 use mpi2dd::decode::{Info, decode_info, encode_info};
 use mpi2dd::flags::{DebugState, DebuggerFlags, MpiFlags};
 use mpi2dd::mock::{MockDir, MockProcess, MockRank};
@@ -138,23 +139,24 @@ fn bytes_are_where_the_draft_puts_them() {
         let mut b = MockTarget::builder(model);
         let placed = everything().place(&mut b);
         let t = b.build();
-        let l = InfoLayout::new(&model);
         assert_eq!(t.read_vec(placed.info, 5).unwrap(), b"MPI2\x7f");
         assert_eq!(t.read_vec(placed.info + 5, 3).unwrap(), [1, 1, 8]);
         let meta_pid = t
-            .read_int(placed.info + l.meta_pid.offset, 4, "meta_pid")
+            .read_int(
+                placed.info + abi_offset!(model, Info.meta_pid),
+                4,
+                "meta_pid",
+            )
             .unwrap();
         assert_eq!(meta_pid, 77);
-        let p = ProcDescLayout::new(&model);
         // Entry 2's pid, then its rank right after (packed).
-        let e2 = placed.proctable + 2 * p.size;
-        assert_eq!(
-            t.read_int(e2 + p.pid.offset, 4, "pid").unwrap(),
-            0x7fff_fff0
-        );
-        assert_eq!(t.read_int(e2 + p.pid.offset + 4, 4, "rank").unwrap(), 0);
+        let pid_at = abi_offset!(model, ProcDesc.pid);
+        let e2 = placed.proctable + 2 * procdesc_size(&model);
+        assert_eq!(t.read_int(e2 + pid_at, 4, "pid").unwrap(), 0x7fff_fff0);
+        assert_eq!(t.read_int(e2 + pid_at + 4, 4, "rank").unwrap(), 0);
         let ptr = model.pointer_size();
-        assert_eq!(p.pid.offset, 4 * ptr);
+        assert_eq!(pid_at, 4 * ptr);
+        assert_eq!(abi_offset!(model, Info.meta_pid), 8 + 8 + 8 * ptr + 12);
     }
 }
 
@@ -189,7 +191,7 @@ proptest! {
     #[test]
     fn info_roundtrips(info in arb_info(), at in any::<u32>()) {
         for model in MODELS {
-            let mut buf = vec![0; InfoLayout::new(&model).size as usize];
+            let mut buf = vec![0; info_size(&model) as usize];
             encode_info(&model, at.into(), &info, &mut buf).unwrap();
             prop_assert_eq!(decode_info(&model, at.into(), &buf).unwrap(), info);
         }
@@ -201,7 +203,7 @@ proptest! {
         for model in MODELS {
             if decode_info(&model, 0x1000, &bytes).is_ok() {
                 prop_assert_eq!(&bytes[..5], b"MPI2\x7f");
-                prop_assert!(bytes.len() as u64 >= InfoLayout::new(&model).padding.offset);
+                prop_assert!(bytes.len() as u64 >= info_size(&model));
             }
         }
     }

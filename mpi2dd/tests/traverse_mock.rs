@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use mpi2dd::abi::InfoLayout;
+use mpi2dd::abi_offset;
 use mpi2dd::connect::{ConnectError, MapConnector, ProcessKey};
 use mpi2dd::job::{Problem, Role, UnreachedReason};
 use mpi2dd::mock::{MockDir, MockProcess, MockRank};
@@ -293,16 +293,15 @@ fn an_invalid_entry_is_an_error() {
     assert!(job.worlds.is_empty());
 }
 
-/// Sets a size field of `MPI2DD_info` to `value`.
-fn set_size(b: &mut MockTargetBuilder, info: u64, field: &str, value: i64) {
-    let l = InfoLayout::new(&b.model());
-    let f = l
-        .members()
-        .into_iter()
-        .find(|(n, _)| *n == field)
-        .unwrap()
-        .1;
-    b.write_with(info + f.offset, 4, |w| w.put_int(0, 4, value, field));
+/// Sets the size member `$field` of the `MPI2DD_info` at `$info` to `$value`.
+macro_rules! set_size {
+    ($b:expr, $info:expr, $field:ident, $value:expr) => {{
+        let b: &mut MockTargetBuilder = $b;
+        let at = mpi2dd::abi_offset!(b.model(), Info.$field);
+        b.write_with($info + at, 4, |w| {
+            w.put_int(0, 4, $value, stringify!($field))
+        });
+    }};
 }
 
 #[test]
@@ -310,22 +309,22 @@ fn hostile_table_sizes_are_refused_per_table() {
     for model in MODELS {
         let procs = job_processes();
         let c = connector(model, &procs, |h, _, b, placed| match h {
-            "h1" => set_size(b, placed.info, "proctable_size", i64::from(i32::MAX)),
-            "h2" => set_size(b, placed.info, "proctable_size", -3),
+            "h1" => set_size!(b, placed.info, proctable_size, i64::from(i32::MAX)),
+            "h2" => set_size!(b, placed.info, proctable_size, -3),
             "m2" => {
                 // A directory table that would run past the end of the address space.
-                let l = InfoLayout::new(&b.model());
-                let at = b.model().max_address() - 100;
+                let model = b.model();
+                let at = model.max_address() - 100;
                 b.write_with(
-                    placed.info + l.directory_table.offset,
-                    l.directory_table.size,
+                    placed.info + abi_offset!(model, Info.directory_table),
+                    model.pointer_size(),
                     |w| w.put_pointer(0, at, "directory_table"),
                 );
-                set_size(b, placed.info, "directory_size", 1000);
+                set_size!(b, placed.info, directory_size, 1000);
                 // And a NULL metadirectory table with a size.
                 b.write_with(
-                    placed.info + l.metadirectory_table.offset,
-                    l.metadirectory_table.size,
+                    placed.info + abi_offset!(model, Info.metadirectory_table),
+                    model.pointer_size(),
                     |w| w.put_pointer(0, 0, "metadirectory_table"),
                 );
             }
@@ -494,7 +493,7 @@ fn a_huge_directory_table_is_refused_before_reading() {
     let mut m = MockProcess::metadirectory("m1", 10);
     m.directories = vec![MockDir::new("h", "/x", 1)];
     let c = connector(DataModel::LP64, &[("m1", 10, m)], |_, _, b, placed| {
-        set_size(b, placed.info, "directory_size", 1 << 20);
+        set_size!(b, placed.info, directory_size, 1 << 20);
     });
     let job = traverse(&c, "m1", 10, &TraverseOptions::default())
         .unwrap()

@@ -1,7 +1,6 @@
 //! MPI2DD against hostile processes (MockTarget): a wrong header, tables whose sizes lie,
 //! directories that list each other in cycles or themselves, floods of processes.
 
-use mpi2dd::abi::InfoLayout;
 use mpi2dd::connect::{MapConnector, ProcessKey};
 use mpi2dd::job::Problem;
 use mpi2dd::mock::{MockDir, MockProcess, MockRank, PlacedProcess};
@@ -25,33 +24,39 @@ fn process(
     (b.build(), placed)
 }
 
-fn field(model: DataModel, name: &str) -> mpir_types::FieldLayout {
-    InfoLayout::new(&model)
-        .members()
-        .into_iter()
-        .find(|(n, _)| *n == name)
-        .unwrap()
-        .1
+/// Writes `bytes` over member `$field` of the `MPI2DD_info` at `$info`.
+macro_rules! poke {
+    ($b:expr, $info:expr, $field:ident, $bytes:expr) => {{
+        let b: &mut MockTargetBuilder = $b;
+        let at = mpi2dd::abi_offset!(b.model(), Info.$field);
+        let owned: Vec<u8> = $bytes.to_vec();
+        b.write_with($info + at, owned.len() as u64, move |w| {
+            w.put_bytes(0, &owned, "patch")
+        });
+    }};
 }
 
-fn poke(b: &mut MockTargetBuilder, info: u64, name: &str, bytes: &[u8]) {
-    let f = field(b.model(), name);
-    let owned = bytes.to_vec();
-    b.write_with(info + f.offset, owned.len() as u64, move |w| {
-        w.put_bytes(0, &owned, "patch")
-    });
+/// Sets the 4-byte integer member `$field` of the `MPI2DD_info` at `$info`.
+macro_rules! set_int {
+    ($b:expr, $info:expr, $field:ident, $value:expr) => {{
+        let b: &mut MockTargetBuilder = $b;
+        let at = mpi2dd::abi_offset!(b.model(), Info.$field);
+        b.write_with($info + at, 4, |w| {
+            w.put_int(0, 4, $value, stringify!($field))
+        });
+    }};
 }
 
-fn set_int(b: &mut MockTargetBuilder, info: u64, name: &str, value: i64) {
-    let f = field(b.model(), name);
-    b.write_with(info + f.offset, f.size, |w| {
-        w.put_int(0, f.size, value, name)
-    });
-}
-
-fn set_pointer(b: &mut MockTargetBuilder, info: u64, name: &str, value: u64) {
-    let f = field(b.model(), name);
-    b.write_with(info + f.offset, f.size, |w| w.put_pointer(0, value, name));
+/// Sets the address member `$field` of the `MPI2DD_info` at `$info`.
+macro_rules! set_pointer {
+    ($b:expr, $info:expr, $field:ident, $value:expr) => {{
+        let b: &mut MockTargetBuilder = $b;
+        let model = b.model();
+        let at = mpi2dd::abi_offset!(model, Info.$field);
+        b.write_with($info + at, model.pointer_size(), |w| {
+            w.put_pointer(0, $value, stringify!($field))
+        });
+    }};
 }
 
 fn directory() -> MockProcess {
@@ -70,7 +75,7 @@ fn snapshot(t: MockTarget) -> Result<mpi2dd::read::Snapshot, mpi2dd::Error> {
 #[test]
 fn wrong_magic() {
     let (t, placed) = process(DataModel::LP64, &directory(), |b, p| {
-        poke(b, p.info, "magic", b"MPI3\x7f")
+        poke!(b, p.info, magic, b"MPI3\x7f")
     });
     let e = run_with("wrong magic", SMALL, t, snapshot).unwrap_err();
     assert_eq!(
@@ -85,7 +90,7 @@ fn wrong_magic() {
 #[test]
 fn wrong_version() {
     let (t, placed) = process(DataModel::ILP32_BE, &directory(), |b, p| {
-        poke(b, p.info, "version", &[2])
+        poke!(b, p.info, version, &[2])
     });
     let e = run_with("wrong version", SMALL, t, snapshot).unwrap_err();
     assert_eq!(
@@ -100,7 +105,7 @@ fn wrong_version() {
 #[test]
 fn wrong_variant() {
     let (t, placed) = process(DataModel::LP64_BE, &directory(), |b, p| {
-        poke(b, p.info, "variant", &[0xff])
+        poke!(b, p.info, variant, &[0xff])
     });
     let e = run_with("wrong variant", SMALL, t, snapshot).unwrap_err();
     assert_eq!(
@@ -127,7 +132,7 @@ fn info_symbol_in_a_prot_none_page() {
 #[test]
 fn a_null_proctable_with_entries() {
     let (t, placed) = process(DataModel::LP64, &directory(), |b, p| {
-        set_pointer(b, p.info, "proctable", 0)
+        set_pointer!(b, p.info, proctable, 0)
     });
     let snap = run_with("NULL proctable", SMALL, t, snapshot).unwrap();
     assert!(snap.proctable.is_empty());
@@ -149,7 +154,7 @@ fn a_proctable_count_of_millions_where_two_entries_are_mapped() {
     // Under the default bound (2^22 entries), so accepted as a size: the read must cost what
     // is mapped, not what is claimed (160 MiB on 64-bit).
     let (t, placed) = process(DataModel::LP64, &directory(), |b, p| {
-        set_int(b, p.info, "proctable_size", (1 << 22) - 1)
+        set_int!(b, p.info, proctable_size, (1 << 22) - 1)
     });
     let snap = run_with("huge proctable count", SMALL, t, snapshot).unwrap();
     assert!(snap.proctable.is_empty());
@@ -165,7 +170,7 @@ fn a_proctable_count_of_millions_where_two_entries_are_mapped() {
 #[test]
 fn a_negative_directory_size() {
     let (t, _) = process(DataModel::ILP32, &directory(), |b, p| {
-        set_int(b, p.info, "directory_size", i64::from(i32::MIN))
+        set_int!(b, p.info, directory_size, i64::from(i32::MIN))
     });
     let snap = run_with("negative directory size", SMALL, t, snapshot).unwrap();
     let [(TableKind::DirectoryTable, e)] = snap.table_errors.as_slice() else {
