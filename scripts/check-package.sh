@@ -70,6 +70,13 @@ trap 'rm -rf "$scratch"' EXIT
 for c in "${crates[@]}"; do
     tar -xzf "target/package/${c%%$'\t'*}-${c##*$'\t'}.crate" -C "$scratch"
 done
+# Paths that leave the crate compile but fail at run time: refuse the usual spellings
+# (`CARGO_MANIFEST_DIR` joined with `..`, include_str!/include_bytes! of `../../`).
+if grep -rnE --include='*.rs' \
+    'CARGO_MANIFEST_DIR[^;]*\.\./|join\("\.\.("|/)|include_(str|bytes)!\("(\.\./){2,}' "$scratch"; then
+    echo "the files above reach outside their crate: they fail from the tarball" >&2
+    exit 1
+fi
 # The workspace's lock file pins the same third-party versions the tarballs were verified with.
 cp Cargo.lock "$scratch/"
 CARGO_TARGET_DIR=$PWD/target/package-check \
