@@ -1,8 +1,11 @@
 //! # mpi2dd
 //!
-//! The first implementation of the MPI-2 debugger interface draft
-//! (`../shared/spec/mpi2dd-draft.txt`, R. Faught, 2007): how a debugger finds every process
-//! of a dynamic MPI job (spawn, connect/accept, join) through directories and metadirectories.
+//! The first implementation of the MPI-2 debugger interface draft (*An Interface Between a Debugger
+//! and an MPI Implementation*, R. Faught, 2007; cited in the repository's [spec list]): how a
+//! debugger finds every process of a dynamic MPI job (spawn, connect/accept, join) through
+//! directories and metadirectories.
+//!
+//! [spec list]: https://github.com/mpir-rs/mpir-rs/blob/main/docs/spec/README.md
 //!
 //! Layers, bottom up:
 //!
@@ -26,7 +29,8 @@
 //! [`mock`] lays out MPI2DD processes in a [`MockTarget`](mpir_target::MockTarget).
 //! The crate also ships the **reference provider** in C, `provider/mpi2dd.h` and
 //! `provider/mpi2dd_provider.c`: the way an MPI runtime exports `MPI2DD_info` and
-//! `MPI2DD_breakpoint` and maintains the tables (see the header).
+//! `MPI2DD_breakpoint` and maintains the tables (see the header); [`testkit`] hands its sources
+//! (and a demo job built on it) to test suites.
 //!
 //! With the `serde` feature the model types are `Serialize`/`Deserialize`.
 //!
@@ -73,6 +77,12 @@ pub mod fuzzing;
 pub mod job;
 pub mod mock;
 pub mod read;
+pub mod testkit;
 pub mod traverse;
 
 pub use error::{Error, Result};
+
+// The README's example is a doctest, so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

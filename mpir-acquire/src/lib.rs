@@ -1,8 +1,11 @@
 //! # mpir-acquire
 //!
-//! MPIR process acquisition (`../shared/spec/mpir-process-acquisition-1.1.txt` chapters 6–9,
-//! `mpich-attach.txt`): given a starter command or a running starter's pid, every rank of the
-//! job (rank, host, executable, pid), and, if asked, the ranks held under control.
+//! MPIR process acquisition (*The MPIR Process Acquisition Interface*, version 1.1, chapters 6–9,
+//! and *TV Process Acquisition with MPICH*; cited in the repository's [spec list]): given a starter
+//! command or a running starter's pid, every rank of the job (rank, host, executable, pid), and, if
+//! asked, the ranks held under control.
+//!
+//! [spec list]: https://github.com/mpir-rs/mpir-rs/blob/main/docs/spec/README.md
 //!
 //! - [`protocol`]: the protocol as a sans-IO state machine ([`Acquisition`]): events in
 //!   (stopped after exec, attached, breakpoint hit, starter gone, timeout, ranks attached),
@@ -63,3 +66,8 @@ pub use job::{Job, Node, RankControl, Starter};
 pub use note::Note;
 pub use options::{AcquireOptions, GateRelease, RankSelection, ToolDaemon};
 pub use protocol::{Acquisition, Action, AttachOutcome, Event, Mode};
+
+// The README's example is a doctest, so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

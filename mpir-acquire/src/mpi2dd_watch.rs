@@ -1,6 +1,9 @@
 //! MPI2DD events in acquisition, sans-IO: which processes of an MPI2DD job to hold and which
-//! `debugger_flags` to write in each, and what a stop in `MPI2DD_breakpoint` means for the job
-//! (`../shared/spec/mpi2dd-draft.txt`).
+//! `debugger_flags` to write in each, and what a stop in `MPI2DD_breakpoint` means for the job (the
+//! MPI2DD draft, *An Interface Between a Debugger and an MPI Implementation*; see the repository's
+//! [spec list]).
+//!
+//! [spec list]: https://github.com/mpir-rs/mpir-rs/blob/main/docs/spec/README.md
 //!
 //! [`Watch`] starts from a traversed [`Job`] and emits [`WatchAction`]s:
 //! hold every process (a breakpoint on `MPI2DD_breakpoint`, and the flags the draft lets a

@@ -1,6 +1,8 @@
-//! What real launchers do that the spec does not say: a catalogue used to explain results and
-//! to adapt the protocol, never to fake a result. Facts measured on stock Debian 12 packages
-//! (`../shared/notes/real-peers.md`).
+//! What real launchers do that the spec does not say: a catalogue used to explain results and to
+//! adapt the protocol, never to fake a result. Facts measured on stock Debian 12 packages (Open MPI
+//! 4.1.4, MPICH 4.0.2; see "Behaviour beyond the specs" in the repository's [spec list]).
+//!
+//! [spec list]: https://github.com/mpir-rs/mpir-rs/blob/main/docs/spec/README.md
 
 use std::fmt;
 

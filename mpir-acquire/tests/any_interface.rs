@@ -14,16 +14,13 @@ use mpir_acquire::live::{self, AnyJob};
 use mpir_acquire::{AcquireError, AcquireOptions, Interface};
 use support::*;
 
-fn provider() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../mpi2dd/provider")
-}
-
-/// Builds `both.c` with the provider (and `flags`), and the rank program.
+/// Builds `both.c` with mpi2dd's reference provider (sources from `mpi2dd::testkit`; and
+/// `flags`), and the rank program.
 fn build_both(dir: &Path, flags: &[&str]) -> Option<(PathBuf, PathBuf)> {
-    let p = provider();
-    let mut args: Vec<String> = vec![format!("-I{}", p.display()), "-g".into()];
+    let p = mpi2dd::testkit::write_sources(&dir.join("provider")).expect("write the sources");
+    let mut args: Vec<String> = vec![format!("-I{}", p.include_dir.display()), "-g".into()];
     args.extend(flags.iter().map(|f| f.to_string()));
-    args.push(p.join("mpi2dd_provider.c").display().to_string());
+    args.push(p.provider.display().to_string());
     let both = dir.join("both");
     let r = run(Command::new("cc")
         .args(&args)

@@ -17,14 +17,15 @@ use mpir_acquire::live::Watcher;
 use mpir_acquire::mpi2dd_watch::WatchReport;
 use support::*;
 
+/// Builds mpi2dd's demo job on its reference provider (sources from `mpi2dd::testkit`).
 fn build_job(dir: &Path) -> Option<PathBuf> {
-    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../mpi2dd");
+    let src = mpi2dd::testkit::write_sources(&dir.join("provider")).expect("write the sources");
     let exe = dir.join("job");
     let r = run(Command::new("cc")
         .arg("-g")
-        .arg(format!("-I{}", crate_dir.join("provider").display()))
-        .arg(crate_dir.join("provider/mpi2dd_provider.c"))
-        .arg(crate_dir.join("tests/fixtures/job.c"))
+        .arg(format!("-I{}", src.include_dir.display()))
+        .arg(&src.provider)
+        .arg(&src.job)
         .arg("-o")
         .arg(&exe));
     match r {

@@ -1,8 +1,11 @@
 //! # mpir-mqd
 //!
-//! Message-queue dumping (`../shared/spec/message-queue-dumping.txt`): hosting the vendor
-//! "MQD DLLs" (`libompi_dbg_msgq.so`, MPICH's `libtvmpich.so`) that a debugger loads to show
-//! an MPI process's pending sends, receives and unexpected messages.
+//! Message-queue dumping (*MPI Message Queue Dumping*, J. Cownie, version 1.06; cited in the
+//! repository's [spec list]): hosting the vendor "MQD DLLs" (`libompi_dbg_msgq.so`, MPICH's
+//! `libtvmpich.so`) that a debugger loads to show an MPI process's pending sends, receives and
+//! unexpected messages.
+//!
+//! [spec list]: https://github.com/mpir-rs/mpir-rs/blob/main/docs/spec/README.md
 //!
 //! Layers, bottom up:
 //!
@@ -85,3 +88,8 @@ pub enum Hosting {
     /// the DLL is an error.
     OutOfProcess(HelperOptions),
 }
+
+// The README's example is a doctest, so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

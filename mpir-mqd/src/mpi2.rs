@@ -1,6 +1,8 @@
-//! The MPI-2 extensions of the interface ("MPI 2 extensions to the interface" in
-//! `../shared/spec/message-queue-dumping.txt`), hosted when a DLL of interface version 3
-//! provides them:
+//! The MPI-2 extensions of the interface ("MPI 2 extensions to the interface" in *MPI Message Queue
+//! Dumping*, version 1.06; see the repository's [spec list]), hosted when a DLL of interface
+//! version 3 provides them:
+//!
+//! [spec list]: https://github.com/mpir-rs/mpir-rs/blob/main/docs/spec/README.md
 //!
 //! - **The job object.** One per host at a time, a token like images and processes. It is set
 //!   up (`mqs_setup_job`) before the first process is attached, carries what the DLL hangs on

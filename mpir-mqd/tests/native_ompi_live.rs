@@ -83,7 +83,9 @@ fn native_open_mpi_walker_equals_the_dll_and_adds_unexpected_messages() {
         return;
     }
     let Some(sidecar) = common::sidecar() else {
-        testkit::skip("no Open MPI types sidecar (scripts/openmpi-types-sidecar.sh failed)");
+        testkit::skip(
+            "no Open MPI types sidecar: set MPIR_OMPI_TYPES_SIDECAR (scripts/openmpi-types-sidecar.sh)",
+        );
         return;
     };
     let with_cores = testkit::have("gcore");

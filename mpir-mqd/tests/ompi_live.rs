@@ -78,7 +78,9 @@ fn open_mpi_dll_reports_posted_operations_of_live_ranks_in_both_modes() {
         return;
     }
     let Some(sidecar) = common::sidecar() else {
-        testkit::skip("no Open MPI types sidecar (scripts/openmpi-types-sidecar.sh failed)");
+        testkit::skip(
+            "no Open MPI types sidecar: set MPIR_OMPI_TYPES_SIDECAR (scripts/openmpi-types-sidecar.sh)",
+        );
         return;
     };
     let dir = testkit::scratch("mqd-ompi");

@@ -61,3 +61,8 @@ pub use strings::StringBatch;
 pub use traits::{
     Binding, Memory, Symbol, SymbolKind, SymbolLookup, Target, TypeLookup, TypeQuery,
 };
+
+// The README's example is a doctest, so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

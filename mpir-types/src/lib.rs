@@ -61,3 +61,8 @@ pub use error::{DecodeError, Result};
 pub use layout::{CStructBuilder, FieldLayout, LayoutSource, MemberLayout, TypeLayout};
 pub use model::{ByteOrder, DataModel, TypeSizes};
 pub use view::{View, ViewMut};
+
+// The README's example is a doctest, so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

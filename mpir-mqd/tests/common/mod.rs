@@ -364,25 +364,12 @@ pub fn comm<'a>(
         .unwrap_or_else(|| panic!("no communicator {name} in {comms:#?}"))
 }
 
-/// The Open MPI types sidecar: `$MPIR_OMPI_TYPES_SIDECAR`, else what the project script prints
-/// (it builds and caches the object); `None` when neither gives a file.
+/// The Open MPI types sidecar named by `$MPIR_OMPI_TYPES_SIDECAR` (the repository's
+/// `scripts/openmpi-types-sidecar.sh` builds it and prints its path; `.ci/run` exports it);
+/// `None` when unset or not a file. The crate's tests do not run the script themselves: they
+/// must work from the published crate, which has no `scripts/`.
 pub fn sidecar() -> Option<std::path::PathBuf> {
-    use std::path::{Path, PathBuf};
-    use std::process::{Command, Stdio};
-    if let Some(p) = std::env::var_os("MPIR_OMPI_TYPES_SIDECAR") {
-        return Some(PathBuf::from(p));
-    }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/openmpi-types-sidecar.sh");
-    let out = Command::new(&script)
-        .stderr(Stdio::inherit())
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let text = String::from_utf8(out.stdout).ok()?;
-    text.lines()
-        .last()
-        .map(PathBuf::from)
+    std::env::var_os("MPIR_OMPI_TYPES_SIDECAR")
+        .map(std::path::PathBuf::from)
         .filter(|p| p.is_file())
 }

@@ -1,5 +1,8 @@
-//! The MPIR Process Acquisition Interface: symbols, debug states, flags and the process
-//! descriptor table (`../shared/spec/mpir-process-acquisition-1.1.txt`, `mpich-attach.txt`).
+//! The MPIR Process Acquisition Interface: symbols, debug states, flags and the process descriptor
+//! table (*The MPIR Process Acquisition Interface*, version 1.1, and *TV Process Acquisition with
+//! MPICH*; see the repository's [spec list]).
+//!
+//! [spec list]: https://github.com/mpir-rs/mpir-rs/blob/main/docs/spec/README.md
 
 mod proctable;
 mod state;

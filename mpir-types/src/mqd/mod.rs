@@ -1,6 +1,8 @@
 //! The message-queue dumping (MQD) interface's data: enum values, the `mqs_communicator` and
-//! `mqs_pending_operation` structs in any data model, and their normalised form
-//! (`../shared/spec/message-queue-dumping.txt`, `mpi_interface.h`).
+//! `mqs_pending_operation` structs in any data model, and their normalised form (*MPI Message Queue
+//! Dumping*, J. Cownie, version 1.06, and `mpi_interface.h`; see the repository's [spec list]).
+//!
+//! [spec list]: https://github.com/mpir-rs/mpir-rs/blob/main/docs/spec/README.md
 
 mod codes;
 mod normal;
