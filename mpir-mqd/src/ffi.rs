@@ -342,23 +342,17 @@ impl crate::Host {
     }
 }
 
-/// Opens a host for the DLL at `path` in the mode the caller picks.
+/// Loads the DLL at `path` into this process ([`crate::Host::load`]) as a
+/// [`crate::QueueHost`]; [`crate::open_out_of_process`] is the safe alternative.
 ///
 /// # Safety
-/// For [`crate::Hosting::InProcess`], the contract of [`crate::Host::load`]. Out of process
-/// there is nothing to vouch for (use [`crate::OutOfProcessHost::spawn`], which is safe).
-pub unsafe fn open_host(
+/// The contract of [`crate::Host::load`].
+pub unsafe fn open_in_process(
     path: impl AsRef<Path>,
-    hosting: crate::Hosting,
     options: crate::HostOptions,
 ) -> Result<Box<dyn crate::QueueHost>, MqdError> {
-    Ok(match hosting {
-        // SAFETY: this function's contract, passed on to the caller.
-        crate::Hosting::InProcess => Box::new(unsafe { crate::Host::load(path, options) }?),
-        crate::Hosting::OutOfProcess(helper) => {
-            Box::new(crate::OutOfProcessHost::spawn(path, options, helper)?)
-        }
-    })
+    // SAFETY: this function's contract, passed on to the caller.
+    Ok(Box::new(unsafe { crate::Host::load(path, options) }?))
 }
 
 // ---------------------------------------------------------------------------------------------
