@@ -358,6 +358,17 @@ pub unsafe fn open_in_process(
 // ---------------------------------------------------------------------------------------------
 // The out-of-process helper's process set-up.
 
+/// Loads the DLL into this process for a [`crate::QueueReader`] whose options were made
+/// with [`crate::ReaderOptions::with_dll_in_process`].
+pub(crate) fn open_in_process_vouched(
+    path: &Path,
+    options: crate::HostOptions,
+) -> Result<Box<dyn crate::QueueHost>, MqdError> {
+    // SAFETY: the only caller is `QueueReader::open` for options made by the `unsafe fn`
+    // `ReaderOptions::with_dll_in_process`, whose contract is `Host::load`'s for this DLL.
+    unsafe { open_in_process(path, options) }
+}
+
 /// Loads the DLL inside the helper process (`mpir-mqd-host`).
 pub(crate) fn load_in_helper(
     path: &Path,

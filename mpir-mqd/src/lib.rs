@@ -21,6 +21,12 @@
 //!    hangs or loops is a typed error. Both implement [`QueueHost`]; [`open_out_of_process`] (safe) and
 //!    [`open_in_process`] (`unsafe`: the DLL runs in this process) open either as one.
 //!
+//! 5. [`QueueReader`]: what a tool uses. It picks the engine for a job (a native walker of
+//!    [`native`] when the MPI's types are known, the MPI's DLL otherwise, or what the caller
+//!    forces, with the reason of a fallback) and reads rank after rank into the one result
+//!    model, [`model`] ([`RankQueues`]). Safe: the DLL runs out of process unless the caller
+//!    vouches for it.
+//!
 //! The MPI-2 extensions are hosted where a DLL provides them (interface version 3): the job
 //! object, process identities (each process's global rank) and the new-process calls
 //! ([`Host::new_processes`], [`Host::spawn_breakpoint_name`]).
@@ -58,6 +64,7 @@ mod mpi2;
 pub mod native;
 pub mod output;
 mod raw;
+mod reader;
 mod remote;
 mod state;
 mod wire;
@@ -71,6 +78,7 @@ pub use host::{
 };
 pub use model::{CommOrigin, CommunicatorQueues, Queue, RankQueues, ReadNote};
 pub use mpi2::ProcessLocation;
+pub use reader::{DllHosting, Engine, EngineUsed, QueueReader, ReadRank, ReaderOptions};
 pub use remote::{
     HELPER_ENV, HELPER_NAME, HelperOptions, OutOfProcessHost, find_helper, open_out_of_process,
 };

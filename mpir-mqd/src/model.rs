@@ -9,7 +9,7 @@
 
 use std::fmt;
 
-use mpir_types::mqd::{self, OpClass, Operation};
+use mpir_types::mqd::{self, LengthUnit, OpClass, Operation, Peer};
 
 use crate::error::MqdError;
 use crate::error::native::NativeError;
@@ -201,6 +201,34 @@ impl RankQueues {
 /// model's form.
 pub(crate) fn group_from_raw(raw: &[i64]) -> Vec<Option<u64>> {
     raw.iter().map(|&r| u64::try_from(r).ok()).collect()
+}
+
+/// [`mqd::normalize`], then global ranks filled from `group` where the source gave none.
+pub(crate) fn normalize(
+    op: &mqd::PendingOperation,
+    class: OpClass,
+    unit: LengthUnit,
+    group: Option<&[Option<u64>]>,
+) -> Operation {
+    let mut n = mqd::normalize(op, class, unit);
+    if let Some(group) = group {
+        let global = |local: u64| {
+            usize::try_from(local)
+                .ok()
+                .and_then(|i| group.get(i).copied().flatten())
+        };
+        if n.peer_global.is_none()
+            && let Peer::Rank(r) = n.peer_local
+        {
+            n.peer_global = global(r);
+        }
+        if let Some(a) = n.actual.as_mut()
+            && a.global_rank.is_none()
+        {
+            a.global_rank = a.local_rank.and_then(global);
+        }
+    }
+    n
 }
 
 #[cfg(test)]

@@ -5,11 +5,11 @@
 // are needed there.
 #![allow(clippy::useless_conversion)]
 
-use mpir_types::mqd::{self, LengthUnit, OpClass, OpStatus, Operation, Peer};
+use mpir_types::mqd::{self, LengthUnit, OpClass, OpStatus};
 
 use crate::error::MqdError;
 use crate::ffi::{EXTRA_LINES, RawPendingOperation, char_array_bytes};
-use crate::model::{CommOrigin, CommunicatorQueues, Queue, group_from_raw};
+use crate::model::{CommOrigin, CommunicatorQueues, Queue, group_from_raw, normalize};
 
 /// The DLL's `mqs_pending_operation` in the host-independent raw model.
 pub(crate) fn raw_operation(raw: &RawPendingOperation) -> mqd::PendingOperation {
@@ -106,32 +106,4 @@ pub(crate) fn infer_unit(given: Option<LengthUnit>, version: &str) -> LengthUnit
     } else {
         LengthUnit::Elements { element_size: None }
     })
-}
-
-/// [`mqd::normalize`], then global ranks filled from `group` where the source gave none.
-pub(crate) fn normalize(
-    op: &mqd::PendingOperation,
-    class: OpClass,
-    unit: LengthUnit,
-    group: Option<&[Option<u64>]>,
-) -> Operation {
-    let mut n = mqd::normalize(op, class, unit);
-    if let Some(group) = group {
-        let global = |local: u64| {
-            usize::try_from(local)
-                .ok()
-                .and_then(|i| group.get(i).copied().flatten())
-        };
-        if n.peer_global.is_none()
-            && let Peer::Rank(r) = n.peer_local
-        {
-            n.peer_global = global(r);
-        }
-        if let Some(a) = n.actual.as_mut()
-            && a.global_rank.is_none()
-        {
-            a.global_rank = a.local_rank.and_then(global);
-        }
-    }
-    n
 }

@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use mpir_mqd::native::{self, NativeError, ProcessInfo, Walk, WalkOptions, WalkerKind};
-use mpir_mqd::{CommOrigin, CommunicatorQueues};
+use mpir_mqd::{
+    CommOrigin, CommunicatorQueues, EngineUsed, QueueReader, ReadNote, ReadRank, ReaderOptions,
+};
 use mpir_target::corefile::CoreTarget;
 use mpir_target::debuginfo::DebugOptions;
 use mpir_target::live::LiveTarget;
@@ -222,6 +224,27 @@ fn debug_queue_layout_live_and_from_a_core() {
     let live = walker.queues(&target, &info).expect("walk");
     check_known(&live, &f);
     assert_eq!(live.attempts, 1);
+
+    // The reader picks this walker by itself and gives the same model, with typed notes.
+    let shared: std::rc::Rc<dyn mpir_target::Target> =
+        std::rc::Rc::new(LiveTarget::open(f.pid(), DebugOptions::default()).expect("open"));
+    let mut reader = QueueReader::open(&*shared, ReaderOptions::default()).expect("reader");
+    assert_eq!(reader.engine(), EngineUsed::Native(WalkerKind::MpichDebugq));
+    assert_eq!(reader.engine().to_string(), "native MPICH debug queues");
+    assert_eq!(reader.fallback_reason(), None);
+    let read = reader
+        .read(&ReadRank::new(Some(1), &exe), shared)
+        .expect("read");
+    assert_eq!(read.communicators, live.communicators);
+    assert!(
+        read.notes.iter().any(|n| matches!(
+            n,
+            ReadNote::NotRead { what } if what.contains("MPIR_Datatype_direct")
+        )),
+        "{:?}",
+        read.notes
+    );
+    assert!(reader.finish().is_empty());
 
     if testkit::have("gcore") {
         let prefix = dir.join("core");

@@ -146,6 +146,16 @@ pub enum MqdError {
     /// A native walker failed (see [`crate::native`]); the walker's error is the source.
     #[error("native message-queue walker failed")]
     Native(#[from] NativeError),
+    /// Neither engine fits the process ([`crate::Engine::Auto`]): no native walker
+    /// recognises it (`native`, shown here), and the MPI's DLL failed (the source).
+    #[error("no native walker fits ({native}), and the MPI's message-queue DLL failed")]
+    NoEngine {
+        /// Why no native walker fits.
+        native: NativeError,
+        /// Why the DLL failed.
+        #[source]
+        dll: Box<MqdError>,
+    },
     /// The DLL does not provide an optional function of the interface (not exported, or
     /// exported by a DLL whose interface version does not include it).
     #[error("MQD DLL {path} does not provide {function}: {reason}")]
@@ -207,6 +217,10 @@ impl MqdError {
         match self {
             MqdError::Dll { callbacks, .. } => &callbacks.missing_types,
             MqdError::Native(e) => e.missing_types(),
+            MqdError::NoEngine { native, dll } => match native.missing_types() {
+                [] => dll.missing_types(),
+                types => types,
+            },
             _ => &[],
         }
     }

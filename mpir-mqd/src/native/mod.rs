@@ -341,7 +341,7 @@ impl RawQueue {
         let ops: Vec<Operation> = self
             .ops
             .iter()
-            .map(|r| crate::raw::normalize(&r.op, class, r.unit, group))
+            .map(|r| crate::model::normalize(&r.op, class, r.unit, group))
             .collect();
         match self.error {
             None => Queue::Operations(ops),

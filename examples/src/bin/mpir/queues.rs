@@ -387,7 +387,7 @@ impl Reader for DllReader {
         };
         let hint = |e: mpir_mqd::MqdError| {
             let text = chain(&e);
-            if !self.types_given && text.contains("type") {
+            if !self.types_given && !mpir_mqd::MqdError::missing_types_in(&e).is_empty() {
                 format!(
                     "{text} (the MPI library may lack debug info: give a types sidecar with --types)"
                 )
