@@ -10,15 +10,13 @@ use std::rc::Rc;
 use std::sync::Mutex;
 
 use mpir_target::Target;
-use mpir_types::mqd::{self, LengthUnit, OpClass, result};
+use mpir_types::mqd::{LengthUnit, OpClass, result};
 
 use crate::error::{CallbackReport, MqdError, Result};
-use crate::ffi::{
-    self, Active, Dll, Handle, RawCommunicator, RawPendingOperation, char_array_bytes,
-};
+use crate::ffi::{self, Active, Dll, Handle};
 use crate::model::CommunicatorQueues;
 use crate::mpi2::ProcessLocation;
-use crate::raw::{RawCommQueues, RawQueue, infer_unit, raw_operation};
+use crate::raw::{HostLayouts, RawCommQueues, RawQueue, infer_unit};
 use crate::state::Shared;
 
 /// DLLs hosted in this process (canonical paths): one host per DLL.
@@ -296,6 +294,7 @@ pub struct Host {
     unit: LengthUnit,
     pub(crate) options: HostOptions,
     messages: Vec<(ProcessId, Option<String>, Option<String>)>,
+    layouts: HostLayouts,
 }
 
 impl std::fmt::Debug for Host {
@@ -355,6 +354,7 @@ impl Host {
             unit,
             options,
             messages: Vec::new(),
+            layouts: HostLayouts::new(),
         })
     }
 
@@ -547,6 +547,7 @@ impl Host {
             }
         }
         let mut out = Vec::new();
+        let mut buf = self.layouts.communicator_buf();
         loop {
             if out.len() >= self.options.max_communicators {
                 return Err(MqdError::Unbounded {
@@ -555,18 +556,19 @@ impl Host {
                     limit: self.options.max_communicators,
                 });
             }
-            let mut raw = RawCommunicator::zeroed();
-            let rc = self.call(|d| d.get_communicator(p, &mut raw));
+            buf.clear();
+            let rc = self.call(|d| d.get_communicator(p, &mut buf));
             match rc {
                 result::OK => {}
                 result::END_OF_LIST => break,
                 _ => return Err(self.dll_error("mqs_get_communicator", Some(name), rc, None)),
             }
-            let communicator = mqd::Communicator {
-                unique_id: u64::from(raw.unique_id),
-                local_rank: i64::from(raw.local_rank),
-                size: i64::from(raw.size),
-                name: String::from_utf8_lossy(&char_array_bytes(&raw.name)).into_owned(),
+            let communicator = match self.layouts.communicator(&buf) {
+                Ok(c) => c,
+                Err(e) => {
+                    let why = Some(format!("its result cannot be decoded: {e}"));
+                    return Err(self.dll_error("mqs_get_communicator", Some(name), rc, why));
+                }
             };
             let group = self.comm_group(p, communicator.size);
             let queues = OpClass::ALL.map(|class| self.queue(p, class));
@@ -609,6 +611,7 @@ impl Host {
             }
         }
         let mut ops = Vec::new();
+        let mut buf = self.layouts.operation_buf();
         loop {
             if ops.len() >= self.options.max_operations {
                 let error = MqdError::Unbounded {
@@ -618,10 +621,17 @@ impl Host {
                 };
                 return RawQueue::Operations(ops, Some(error));
             }
-            let mut raw = RawPendingOperation::zeroed();
-            let rc = self.call(|d| d.next_operation(p, &mut raw));
+            buf.clear();
+            let rc = self.call(|d| d.next_operation(p, &mut buf));
             match rc {
-                result::OK => ops.push(raw_operation(&raw)),
+                result::OK => match self.layouts.operation(&buf) {
+                    Ok(op) => ops.push(op),
+                    Err(e) => {
+                        let why = Some(format!("its result cannot be decoded: {e}"));
+                        let error = self.dll_error("mqs_next_operation", None, rc, why);
+                        return RawQueue::Operations(ops, Some(error));
+                    }
+                },
                 result::END_OF_LIST => return RawQueue::Operations(ops, None),
                 _ => {
                     let error = self.dll_error("mqs_next_operation", None, rc, None);
