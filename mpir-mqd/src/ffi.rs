@@ -38,8 +38,8 @@ use crate::state::Shared;
 
 /// `mqs_taddr_t`: C `unsigned long` on every platform we host on.
 pub(crate) type TAddr = c_ulong;
-/// `mqs_tword_t`: C `long`.
-pub(crate) type TWord = c_long;
+// `mqs_tword_t` (C `long`) appears only inside the interface's structs, which
+// `mpir_types::mqd` decodes from the host's ABI layout (`crate::raw::HostLayouts`).
 
 /// Opaque pointer type used for `mqs_image *`, `mqs_process *`, `mqs_type *`, `mqs_job *` and
 /// the DLL's `mqs_image_info *` / `mqs_process_info *` / `mqs_job_info *`.
@@ -57,69 +57,39 @@ pub(crate) struct TargetTypeSizes {
     pub(crate) pointer_size: c_int,
 }
 
-/// Length of `mqs_communicator.name`.
-pub(crate) const NAME_LEN: usize = 64;
-/// Lines and line length of `mqs_pending_operation.extra_text`.
-pub(crate) const EXTRA_LINES: usize = 5;
-pub(crate) const EXTRA_LEN: usize = 64;
-
-/// `mqs_communicator`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct RawCommunicator {
-    pub(crate) unique_id: TAddr,
-    pub(crate) local_rank: TWord,
-    pub(crate) size: TWord,
-    pub(crate) name: [c_char; NAME_LEN],
+/// A buffer the DLL fills with one of the interface's structs (`mqs_communicator`,
+/// `mqs_pending_operation`), decoded by `mpir_types::mqd` with the host's ABI layout of it:
+/// the one definition of those layouts. Aligned like any C struct of this host (8 bytes).
+pub(crate) struct StructBuf {
+    words: Vec<u64>,
+    len: usize,
 }
 
-/// `mqs_pending_operation`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct RawPendingOperation {
-    pub(crate) status: c_int,
-    pub(crate) desired_local_rank: TWord,
-    pub(crate) desired_global_rank: TWord,
-    pub(crate) tag_wild: c_int,
-    pub(crate) desired_tag: TWord,
-    pub(crate) desired_length: TWord,
-    pub(crate) system_buffer: c_int,
-    pub(crate) buffer: TAddr,
-    pub(crate) actual_local_rank: TWord,
-    pub(crate) actual_global_rank: TWord,
-    pub(crate) actual_tag: TWord,
-    pub(crate) actual_length: TWord,
-    pub(crate) extra_text: [[c_char; EXTRA_LEN]; EXTRA_LINES],
-}
-
-impl RawCommunicator {
-    pub(crate) const fn zeroed() -> Self {
-        RawCommunicator {
-            unique_id: 0,
-            local_rank: 0,
-            size: 0,
-            name: [0; NAME_LEN],
+impl StructBuf {
+    /// `len` zero bytes.
+    pub(crate) fn zeroed(len: u64) -> Self {
+        let len = usize::try_from(len).unwrap_or(0);
+        StructBuf {
+            words: vec![0; len.div_ceil(8)],
+            len,
         }
     }
-}
 
-impl RawPendingOperation {
-    pub(crate) const fn zeroed() -> Self {
-        RawPendingOperation {
-            status: 0,
-            desired_local_rank: 0,
-            desired_global_rank: 0,
-            tag_wild: 0,
-            desired_tag: 0,
-            desired_length: 0,
-            system_buffer: 0,
-            buffer: 0,
-            actual_local_rank: 0,
-            actual_global_rank: 0,
-            actual_tag: 0,
-            actual_length: 0,
-            extra_text: [[0; EXTRA_LEN]; EXTRA_LINES],
-        }
+    /// Clears it for the next call.
+    pub(crate) fn clear(&mut self) {
+        self.words.fill(0);
+    }
+
+    /// The bytes the DLL wrote.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        // SAFETY: `words` holds at least `len` initialised bytes (8 per word, `len` rounded
+        // up), any byte pattern is a valid u8, and u8's alignment is 1; the slice borrows
+        // `self`.
+        unsafe { std::slice::from_raw_parts(self.words.as_ptr().cast::<u8>(), self.len) }
+    }
+
+    fn as_mut_ptr(&mut self) -> *mut c_void {
+        self.words.as_mut_ptr().cast()
     }
 }
 
@@ -342,27 +312,32 @@ impl crate::Host {
     }
 }
 
-/// Opens a host for the DLL at `path` in the mode the caller picks.
+/// Loads the DLL at `path` into this process ([`crate::Host::load`]) as a
+/// [`crate::QueueHost`]; [`crate::open_out_of_process`] is the safe alternative.
 ///
 /// # Safety
-/// For [`crate::Hosting::InProcess`], the contract of [`crate::Host::load`]. Out of process
-/// there is nothing to vouch for (use [`crate::OutOfProcessHost::spawn`], which is safe).
-pub unsafe fn open_host(
+/// The contract of [`crate::Host::load`].
+pub unsafe fn open_in_process(
     path: impl AsRef<Path>,
-    hosting: crate::Hosting,
     options: crate::HostOptions,
 ) -> Result<Box<dyn crate::QueueHost>, MqdError> {
-    Ok(match hosting {
-        // SAFETY: this function's contract, passed on to the caller.
-        crate::Hosting::InProcess => Box::new(unsafe { crate::Host::load(path, options) }?),
-        crate::Hosting::OutOfProcess(helper) => {
-            Box::new(crate::OutOfProcessHost::spawn(path, options, helper)?)
-        }
-    })
+    // SAFETY: this function's contract, passed on to the caller.
+    Ok(Box::new(unsafe { crate::Host::load(path, options) }?))
 }
 
 // ---------------------------------------------------------------------------------------------
 // The out-of-process helper's process set-up.
+
+/// Loads the DLL into this process for a [`crate::QueueReader`] whose options were made
+/// with [`crate::ReaderOptions::with_dll_in_process`].
+pub(crate) fn open_in_process_vouched(
+    path: &Path,
+    options: crate::HostOptions,
+) -> Result<Box<dyn crate::QueueHost>, MqdError> {
+    // SAFETY: the only caller is `QueueReader::open` for options made by the `unsafe fn`
+    // `ReaderOptions::with_dll_in_process`, whose contract is `Host::load`'s for this DLL.
+    unsafe { open_in_process(path, options) }
+}
 
 /// Loads the DLL inside the helper process (`mpir-mqd-host`).
 pub(crate) fn load_in_helper(
@@ -419,11 +394,11 @@ pub(crate) struct Dll {
     process_has_queues: unsafe extern "C" fn(Opaque, *mut *mut c_char) -> c_int,
     update_communicator_list: unsafe extern "C" fn(Opaque) -> c_int,
     setup_communicator_iterator: unsafe extern "C" fn(Opaque) -> c_int,
-    get_communicator: unsafe extern "C" fn(Opaque, *mut RawCommunicator) -> c_int,
+    get_communicator: unsafe extern "C" fn(Opaque, *mut c_void) -> c_int,
     get_comm_group: Option<unsafe extern "C" fn(Opaque, *mut c_int) -> c_int>,
     next_communicator: unsafe extern "C" fn(Opaque) -> c_int,
     setup_operation_iterator: unsafe extern "C" fn(Opaque, c_int) -> c_int,
-    next_operation: unsafe extern "C" fn(Opaque, *mut RawPendingOperation) -> c_int,
+    next_operation: unsafe extern "C" fn(Opaque, *mut c_void) -> c_int,
     // The MPI-2 functions: bound only for a DLL of interface version 3, whose callback tables
     // have the MPI-2 fields.
     setup_job: Option<unsafe extern "C" fn(Opaque, *const JobCallbacks) -> c_int>,
@@ -706,9 +681,12 @@ impl Dll {
         unsafe { (self.setup_communicator_iterator)(process.as_ptr()) }
     }
 
-    pub(crate) fn get_communicator(&self, process: Handle, out: &mut RawCommunicator) -> c_int {
-        // SAFETY: see the comment above the calls; `out` is a full `mqs_communicator`.
-        unsafe { (self.get_communicator)(process.as_ptr(), out) }
+    /// `mqs_get_communicator` into `out`, a buffer of the host's `mqs_communicator` size.
+    pub(crate) fn get_communicator(&self, process: Handle, out: &mut StructBuf) -> c_int {
+        // SAFETY: see the comment above the calls; `out` is a full, aligned
+        // `mqs_communicator` of this host's ABI (the caller sizes it from
+        // `CommunicatorLayout::abi(DataModel::host())`).
+        unsafe { (self.get_communicator)(process.as_ptr(), out.as_mut_ptr()) }
     }
 
     /// `mqs_get_comm_group` into `out` (one int per member), if exported.
@@ -729,9 +707,12 @@ impl Dll {
         unsafe { (self.setup_operation_iterator)(process.as_ptr(), class) }
     }
 
-    pub(crate) fn next_operation(&self, process: Handle, out: &mut RawPendingOperation) -> c_int {
-        // SAFETY: see the comment above the calls; `out` is a full `mqs_pending_operation`.
-        unsafe { (self.next_operation)(process.as_ptr(), out) }
+    /// `mqs_next_operation` into `out`, a buffer of the host's `mqs_pending_operation` size.
+    pub(crate) fn next_operation(&self, process: Handle, out: &mut StructBuf) -> c_int {
+        // SAFETY: see the comment above the calls; `out` is a full, aligned
+        // `mqs_pending_operation` of this host's ABI (sized from
+        // `PendingOperationLayout::abi(DataModel::host())`).
+        unsafe { (self.next_operation)(process.as_ptr(), out.as_mut_ptr()) }
     }
 
     // The MPI-2 calls: `None` when the DLL does not provide the function.

@@ -1,40 +1,50 @@
 //! What a DLL's iteration produced, before normalisation (what the out-of-process helper ships
 //! to its parent), and the normalisation both hosting modes share.
 
-// `c_long`/`c_ulong` are 64-bit here but 32-bit on other hosts: the widening conversions
-// are needed there.
-#![allow(clippy::useless_conversion)]
-
-use mpir_types::mqd::{self, LengthUnit, OpClass, OpStatus, Operation, Peer};
+use mpir_types::mqd::{self, CommunicatorLayout, LengthUnit, OpClass, PendingOperationLayout};
+use mpir_types::{DataModel, Result as DecodeResult};
 
 use crate::error::MqdError;
-use crate::ffi::{EXTRA_LINES, RawPendingOperation, char_array_bytes};
-use crate::host::{CommOrigin, CommunicatorQueues, Queue};
+use crate::ffi::StructBuf;
+use crate::model::{CommOrigin, CommunicatorQueues, Queue, group_from_raw, normalize};
 
-/// The DLL's `mqs_pending_operation` in the host-independent raw model.
-pub(crate) fn raw_operation(raw: &RawPendingOperation) -> mqd::PendingOperation {
-    let extra_text = raw
-        .extra_text
-        .iter()
-        .take(EXTRA_LINES)
-        .map(|l| char_array_bytes(l))
-        .take_while(|l| !l.is_empty())
-        .map(|l| String::from_utf8_lossy(&l).into_owned())
-        .collect();
-    mqd::PendingOperation {
-        status: OpStatus::from_raw(raw.status.into()),
-        desired_local_rank: i64::from(raw.desired_local_rank),
-        desired_global_rank: i64::from(raw.desired_global_rank),
-        tag_wild: raw.tag_wild != 0,
-        desired_tag: i64::from(raw.desired_tag),
-        desired_length: i64::from(raw.desired_length),
-        system_buffer: raw.system_buffer != 0,
-        buffer: u64::from(raw.buffer),
-        actual_local_rank: i64::from(raw.actual_local_rank),
-        actual_global_rank: i64::from(raw.actual_global_rank),
-        actual_tag: i64::from(raw.actual_tag),
-        actual_length: i64::from(raw.actual_length),
-        extra_text,
+/// The interface's structs as this host's ABI lays them out (the DLL runs here, or in the
+/// helper on this machine), from `mpir_types::mqd`: the one definition of their layout.
+#[derive(Debug, Clone)]
+pub(crate) struct HostLayouts {
+    model: DataModel,
+    comm: CommunicatorLayout,
+    op: PendingOperationLayout,
+}
+
+impl HostLayouts {
+    pub(crate) fn new() -> Self {
+        let model = DataModel::host();
+        HostLayouts {
+            comm: CommunicatorLayout::abi(&model),
+            op: PendingOperationLayout::abi(&model),
+            model,
+        }
+    }
+
+    /// A buffer for one `mqs_communicator`.
+    pub(crate) fn communicator_buf(&self) -> StructBuf {
+        StructBuf::zeroed(self.comm.size)
+    }
+
+    /// A buffer for one `mqs_pending_operation`.
+    pub(crate) fn operation_buf(&self) -> StructBuf {
+        StructBuf::zeroed(self.op.size)
+    }
+
+    /// The communicator the DLL wrote into `buf`.
+    pub(crate) fn communicator(&self, buf: &StructBuf) -> DecodeResult<mqd::Communicator> {
+        mqd::decode_communicator(&self.model, &self.comm, 0, buf.bytes())
+    }
+
+    /// The operation the DLL wrote into `buf`.
+    pub(crate) fn operation(&self, buf: &StructBuf) -> DecodeResult<mqd::PendingOperation> {
+        mqd::decode_pending_operation(&self.model, &self.op, 0, buf.bytes())
     }
 }
 
@@ -59,7 +69,7 @@ pub(crate) struct RawCommQueues {
 impl RawCommQueues {
     /// Normalises (lengths in `unit`, global ranks from the group).
     pub(crate) fn finish(self, unit: LengthUnit) -> CommunicatorQueues {
-        let group = self.group;
+        let group = self.group.as_deref().map(group_from_raw);
         let [sends, receives, unexpected] = {
             let mut i = 0;
             self.queues.map(|q| {
@@ -106,33 +116,4 @@ pub(crate) fn infer_unit(given: Option<LengthUnit>, version: &str) -> LengthUnit
     } else {
         LengthUnit::Elements { element_size: None }
     })
-}
-
-/// [`mqd::normalize`], then global ranks filled from `group` where the source gave none.
-pub(crate) fn normalize(
-    op: &mqd::PendingOperation,
-    class: OpClass,
-    unit: LengthUnit,
-    group: Option<&[i64]>,
-) -> Operation {
-    let mut n = mqd::normalize(op, class, unit);
-    if let Some(group) = group {
-        let global = |local: u64| {
-            usize::try_from(local)
-                .ok()
-                .and_then(|i| group.get(i))
-                .and_then(|&g| u64::try_from(g).ok())
-        };
-        if n.peer_global.is_none()
-            && let Peer::Rank(r) = n.peer_local
-        {
-            n.peer_global = global(r);
-        }
-        if let Some(a) = n.actual.as_mut()
-            && a.global_rank.is_none()
-        {
-            a.global_rank = a.local_rank.and_then(global);
-        }
-    }
-    n
 }

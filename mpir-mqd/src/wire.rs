@@ -7,9 +7,11 @@
 //! larger, an unknown flag or a short frame is a protocol error, never an allocation of what
 //! the peer claims.
 //!
-//! **Messages.** A tag byte, then fields: integers little-endian fixed width, strings and byte
-//! strings as a `u32` length and bytes, options as a 0/1 byte, sequences as a `u32` count
-//! (checked against the bytes left before anything is allocated).
+//! **Messages.** A tag byte ([`tag`]: one table, read by both directions), then fields:
+//! integers little-endian fixed width, strings and byte strings as a `u32` length and bytes,
+//! options as a 0/1 byte, sequences as a `u32` count (checked against the bytes left before
+//! anything is allocated). Each type's encoding and decoding are one definition
+//! (`codec::Codec`), composed for the messages.
 //!
 //! **Conversation.** The helper speaks first ([`FromHelper::Hello`]: magic and
 //! [`PROTOCOL_VERSION`]). Then the parent sends one request at a time ([`ToHelper`]); while
@@ -19,15 +21,17 @@
 
 use std::io::{self, Read, Write};
 
-use mpir_types::mqd::{self, OpStatus};
-use mpir_types::{ByteOrder, DataModel, LayoutSource, TypeLayout, TypeSizes};
+mod codec;
 
+use mpir_types::{DataModel, TypeLayout};
+
+use self::codec::{Bytes, Codec, Rank};
 use crate::error::MqdError;
 use crate::mpi2::ProcessLocation;
-use crate::raw::{RawCommQueues, RawQueue};
+use crate::raw::RawCommQueues;
 
 /// The protocol version both sides must speak (bumped on any incompatible change).
-pub(crate) const PROTOCOL_VERSION: u32 = 3;
+pub(crate) const PROTOCOL_VERSION: u32 = 4;
 /// Magic of the helper's greeting.
 pub(crate) const MAGIC: [u8; 4] = *b"MQDH";
 /// Largest frame payload.
@@ -130,9 +134,6 @@ pub(crate) fn read_message(r: &mut impl Read) -> Result<Vec<u8>, ReadError> {
 pub(crate) struct Enc(pub(crate) Vec<u8>);
 
 impl Enc {
-    pub(crate) fn new(tag: u8) -> Self {
-        Enc(vec![tag])
-    }
     pub(crate) fn u8(&mut self, v: u8) -> &mut Self {
         self.0.push(v);
         self
@@ -161,32 +162,25 @@ impl Enc {
     pub(crate) fn str(&mut self, v: &str) -> &mut Self {
         self.bytes(v.as_bytes())
     }
-    pub(crate) fn opt_str(&mut self, v: Option<&str>) -> &mut Self {
-        match v {
-            None => self.u8(0),
-            Some(s) => self.u8(1).str(s),
-        }
-    }
-    pub(crate) fn strs(&mut self, v: &[String]) -> &mut Self {
-        self.u32(v.len() as u32);
-        for s in v {
-            self.str(s);
-        }
-        self
-    }
 }
 
 /// A message being read. Every accessor fails (never panics) on a short or malformed message.
 pub(crate) struct Dec<'a> {
     buf: &'a [u8],
     pos: usize,
+    /// The DLL the helper hosts, for errors that travel as text ([`tag::error::TEXT`]).
+    path: &'a str,
 }
 
 pub(crate) type DecResult<T> = Result<T, String>;
 
 impl<'a> Dec<'a> {
-    pub(crate) fn new(buf: &'a [u8]) -> Self {
-        Dec { buf, pos: 0 }
+    pub(crate) fn new(buf: &'a [u8], path: &'a str) -> Self {
+        Dec { buf, pos: 0, path }
+    }
+    /// The DLL the message is about.
+    pub(crate) fn path(&self) -> &'a str {
+        self.path
     }
     fn take(&mut self, n: usize) -> DecResult<&'a [u8]> {
         let end = self
@@ -231,13 +225,6 @@ impl<'a> Dec<'a> {
     pub(crate) fn string(&mut self) -> DecResult<String> {
         String::from_utf8(self.bytes()?.to_vec()).map_err(|_| "a string is not UTF-8".into())
     }
-    pub(crate) fn opt_string(&mut self) -> DecResult<Option<String>> {
-        Ok(if self.bool()? {
-            Some(self.string()?)
-        } else {
-            None
-        })
-    }
     /// A count of items each at least `min_size` bytes long, checked against what is left.
     pub(crate) fn count(&mut self, min_size: usize) -> DecResult<usize> {
         let n = self.u32()? as usize;
@@ -246,10 +233,6 @@ impl<'a> Dec<'a> {
             return Err(format!("{n} items announced, {left} bytes left"));
         }
         Ok(n)
-    }
-    pub(crate) fn strings(&mut self) -> DecResult<Vec<String>> {
-        let n = self.count(4)?;
-        (0..n).map(|_| self.string()).collect()
     }
     pub(crate) fn end(&self) -> DecResult<()> {
         if self.pos == self.buf.len() {
@@ -262,6 +245,58 @@ impl<'a> Dec<'a> {
 
 // ---------------------------------------------------------------------------------------------
 // Messages.
+
+/// Every tag of the protocol, one table for both directions: the encoders write these and
+/// the decoders match on them.
+pub(crate) mod tag {
+    /// [`super::ToHelper`].
+    pub(crate) mod to_helper {
+        pub(crate) const LOAD: u8 = 1;
+        pub(crate) const ATTACH: u8 = 2;
+        pub(crate) const DETACH: u8 = 3;
+        pub(crate) const QUEUES: u8 = 4;
+        pub(crate) const READ_REPLY: u8 = 5;
+        pub(crate) const SYMBOL_REPLY: u8 = 6;
+        pub(crate) const TYPE_REPLY: u8 = 7;
+        pub(crate) const SHUTDOWN: u8 = 8;
+        pub(crate) const NEW_PROCESSES: u8 = 9;
+        pub(crate) const SPAWN_BREAKPOINT: u8 = 10;
+    }
+    /// [`super::FromHelper`].
+    pub(crate) mod from_helper {
+        pub(crate) const HELLO: u8 = 1;
+        pub(crate) const READ: u8 = 2;
+        pub(crate) const SYMBOL: u8 = 3;
+        pub(crate) const TYPE: u8 = 4;
+        pub(crate) const DONE: u8 = 5;
+    }
+    /// The outcome of [`super::FromHelper::Done`]: an error, or an [`super::Outcome`].
+    pub(crate) mod outcome {
+        pub(crate) const ERROR: u8 = 0;
+        pub(crate) const LOADED: u8 = 1;
+        pub(crate) const ATTACHED: u8 = 2;
+        pub(crate) const DETACHED: u8 = 3;
+        pub(crate) const QUEUES: u8 = 4;
+        pub(crate) const SHUT_DOWN: u8 = 5;
+        pub(crate) const NEW_PROCESSES: u8 = 6;
+        pub(crate) const SPAWN_BREAKPOINT: u8 = 7;
+    }
+    /// [`crate::MqdError`] variants.
+    pub(crate) mod error {
+        /// Any other error, as its text.
+        pub(crate) const TEXT: u8 = 0;
+        pub(crate) const LOAD: u8 = 1;
+        pub(crate) const MISSING_EXPORTS: u8 = 2;
+        pub(crate) const INCOMPATIBLE: u8 = 3;
+        pub(crate) const TADDR_WIDTH: u8 = 4;
+        pub(crate) const DLL: u8 = 5;
+        pub(crate) const UNBOUNDED: u8 = 6;
+        pub(crate) const UNKNOWN_PROCESS: u8 = 7;
+        pub(crate) const UNSUPPORTED: u8 = 8;
+        pub(crate) const IDENTITY_IN_USE: u8 = 9;
+        pub(crate) const PROTOCOL: u8 = 10;
+    }
+}
 
 /// Parent to helper.
 #[derive(Debug, Clone, PartialEq)]
@@ -279,7 +314,7 @@ pub(crate) enum ToHelper {
     Attach {
         target: u64,
         image_name: String,
-        global_rank: i32,
+        global_rank: Option<u64>,
         model: DataModel,
     },
     /// Detach a process.
@@ -341,59 +376,30 @@ pub(crate) enum Outcome {
     SpawnBreakpoint(String),
 }
 
-fn enc_model(e: &mut Enc, m: &DataModel) {
-    let z = m.sizes();
-    e.u8(match m.byte_order() {
-        ByteOrder::Little => 0,
-        ByteOrder::Big => 1,
-    });
-    for s in [z.short, z.int, z.long, z.long_long, z.pointer] {
-        e.u8(s);
-    }
+/// A whole message: its codec, then nothing left over.
+fn decode_all<T: Codec>(buf: &[u8], path: &str) -> DecResult<T> {
+    let mut d = Dec::new(buf, path);
+    let msg = T::decode(&mut d)?;
+    d.end()?;
+    Ok(msg)
 }
 
-fn dec_model(d: &mut Dec) -> DecResult<DataModel> {
-    let order = match d.u8()? {
-        0 => ByteOrder::Little,
-        1 => ByteOrder::Big,
-        b => return Err(format!("bad byte order {b}")),
-    };
-    let sizes = TypeSizes {
-        short: d.u8()?,
-        int: d.u8()?,
-        long: d.u8()?,
-        long_long: d.u8()?,
-        pointer: d.u8()?,
-    };
-    DataModel::new(order, sizes).map_err(|e| format!("bad data model: {e}"))
+fn encode_one(msg: &impl Codec) -> Vec<u8> {
+    let mut e = Enc::default();
+    msg.encode(&mut e);
+    e.0
 }
 
-fn enc_result_text<T>(e: &mut Enc, r: &Result<T, String>, ok: impl FnOnce(&mut Enc, &T)) {
-    match r {
-        Ok(v) => {
-            e.u8(0);
-            ok(e, v);
-        }
-        Err(t) => {
-            e.u8(1).str(t);
-        }
-    }
+/// `(process, image)` of the requests about one attached process.
+fn handles(e: &mut Enc, tag: u8, process: u64, image: u64) {
+    e.u8(tag).u64(process).u64(image);
 }
 
-fn dec_result_text<T>(
-    d: &mut Dec,
-    ok: impl FnOnce(&mut Dec) -> DecResult<T>,
-) -> DecResult<Result<T, String>> {
-    match d.u8()? {
-        0 => Ok(Ok(ok(d)?)),
-        1 => Ok(Err(d.string()?)),
-        b => Err(format!("bad result tag {b}")),
-    }
-}
-
-impl ToHelper {
-    pub(crate) fn encode(&self) -> Vec<u8> {
-        let e = match self {
+impl Codec for ToHelper {
+    const MIN_SIZE: usize = 1;
+    fn encode(&self, e: &mut Enc) {
+        use tag::to_helper as t;
+        match self {
             ToHelper::Load {
                 path,
                 max_communicators,
@@ -402,14 +408,13 @@ impl ToHelper {
                 max_new_processes,
                 read_cache,
             } => {
-                let mut e = Enc::new(1);
-                e.str(path)
+                e.u8(t::LOAD)
+                    .str(path)
                     .u64(*max_communicators)
                     .u64(*max_operations)
                     .u64(*max_group_size)
                     .u64(*max_new_processes)
                     .bool(*read_cache);
-                e
             }
             ToHelper::Attach {
                 target,
@@ -417,79 +422,47 @@ impl ToHelper {
                 global_rank,
                 model,
             } => {
-                let mut e = Enc::new(2);
-                e.u64(*target).str(image_name).i64(i64::from(*global_rank));
-                enc_model(&mut e, model);
-                e
+                e.u8(t::ATTACH).u64(*target).str(image_name);
+                Rank(*global_rank).encode(e);
+                model.encode(e);
             }
-            ToHelper::Detach { process, image } => {
-                let mut e = Enc::new(3);
-                e.u64(*process).u64(*image);
-                e
-            }
-            ToHelper::Queues { process, image } => {
-                let mut e = Enc::new(4);
-                e.u64(*process).u64(*image);
-                e
-            }
-            ToHelper::ReadReply(r) => {
-                let mut e = Enc::new(5);
-                enc_result_text(&mut e, r, |e, b| {
-                    e.bytes(b);
-                });
-                e
-            }
-            ToHelper::SymbolReply(r) => {
-                let mut e = Enc::new(6);
-                enc_result_text(&mut e, r, |e, s| match s {
-                    None => {
-                        e.u8(0);
-                    }
-                    Some((a, k)) => {
-                        e.u8(1).u64(*a).u8(*k);
-                    }
-                });
-                e
-            }
-            ToHelper::TypeReply(r) => {
-                let mut e = Enc::new(7);
-                enc_result_text(&mut e, r, |e, t| match t {
-                    None => {
-                        e.u8(0);
-                    }
-                    Some(t) => {
-                        e.u8(1).str(&t.name).u64(t.byte_size);
-                        e.u32(t.members.len() as u32);
-                        for m in &t.members {
-                            e.str(&m.name).u64(m.offset);
-                            match m.byte_size {
-                                None => e.u8(0),
-                                Some(s) => e.u8(1).u64(s),
-                            };
-                        }
-                    }
-                });
-                e
-            }
-            ToHelper::Shutdown => Enc::new(8),
+            ToHelper::Detach { process, image } => handles(e, t::DETACH, *process, *image),
+            ToHelper::Queues { process, image } => handles(e, t::QUEUES, *process, *image),
             ToHelper::NewProcesses { process, image } => {
-                let mut e = Enc::new(9);
-                e.u64(*process).u64(*image);
-                e
+                handles(e, t::NEW_PROCESSES, *process, *image)
             }
             ToHelper::SpawnBreakpoint { process, image } => {
-                let mut e = Enc::new(10);
-                e.u64(*process).u64(*image);
-                e
+                handles(e, t::SPAWN_BREAKPOINT, *process, *image)
             }
-        };
-        e.0
+            ToHelper::ReadReply(r) => {
+                e.u8(t::READ_REPLY);
+                // `Result<Bytes, String>`'s form (as decoded below), without copying the bytes.
+                match r {
+                    Ok(b) => {
+                        e.u8(0).bytes(b);
+                    }
+                    Err(why) => {
+                        e.u8(1).str(why);
+                    }
+                }
+            }
+            ToHelper::SymbolReply(r) => {
+                e.u8(t::SYMBOL_REPLY);
+                r.encode(e);
+            }
+            ToHelper::TypeReply(r) => {
+                e.u8(t::TYPE_REPLY);
+                r.encode(e);
+            }
+            ToHelper::Shutdown => {
+                e.u8(t::SHUTDOWN);
+            }
+        }
     }
-
-    pub(crate) fn decode(buf: &[u8]) -> DecResult<Self> {
-        let mut d = Dec::new(buf);
-        let msg = match d.u8()? {
-            1 => ToHelper::Load {
+    fn decode(d: &mut Dec<'_>) -> DecResult<Self> {
+        use tag::to_helper as t;
+        Ok(match d.u8()? {
+            t::LOAD => ToHelper::Load {
                 path: d.string()?,
                 max_communicators: d.u64()?,
                 max_operations: d.u64()?,
@@ -497,424 +470,160 @@ impl ToHelper {
                 max_new_processes: d.u64()?,
                 read_cache: d.bool()?,
             },
-            2 => ToHelper::Attach {
+            t::ATTACH => ToHelper::Attach {
                 target: d.u64()?,
                 image_name: d.string()?,
-                global_rank: d.i32()?,
-                model: dec_model(&mut d)?,
+                global_rank: Rank::decode(d)?.0,
+                model: DataModel::decode(d)?,
             },
-            3 => ToHelper::Detach {
+            t::DETACH => ToHelper::Detach {
                 process: d.u64()?,
                 image: d.u64()?,
             },
-            4 => ToHelper::Queues {
+            t::QUEUES => ToHelper::Queues {
                 process: d.u64()?,
                 image: d.u64()?,
             },
-            5 => ToHelper::ReadReply(dec_result_text(&mut d, |d| Ok(d.bytes()?.to_vec()))?),
-            6 => ToHelper::SymbolReply(dec_result_text(&mut d, |d| {
-                Ok(if d.bool()? {
-                    Some((d.u64()?, d.u8()?))
-                } else {
-                    None
-                })
-            })?),
-            7 => ToHelper::TypeReply(dec_result_text(&mut d, |d| {
-                if !d.bool()? {
-                    return Ok(None);
-                }
-                let mut t = TypeLayout::new(d.string()?, d.u64()?, LayoutSource::Given);
-                let n = d.count(13)?;
-                for _ in 0..n {
-                    let name = d.string()?;
-                    let offset = d.u64()?;
-                    let size = if d.bool()? { Some(d.u64()?) } else { None };
-                    t = t.with_member(name, offset, size.unwrap_or(0));
-                    if size.is_none()
-                        && let Some(m) = t.members.last_mut()
-                    {
-                        m.byte_size = None;
-                    }
-                }
-                Ok(Some(t))
-            })?),
-            8 => ToHelper::Shutdown,
-            9 => ToHelper::NewProcesses {
+            t::READ_REPLY => {
+                ToHelper::ReadReply(Result::<Bytes, String>::decode(d)?.map(|Bytes(b)| b))
+            }
+            t::SYMBOL_REPLY => ToHelper::SymbolReply(Codec::decode(d)?),
+            t::TYPE_REPLY => ToHelper::TypeReply(Codec::decode(d)?),
+            t::SHUTDOWN => ToHelper::Shutdown,
+            t::NEW_PROCESSES => ToHelper::NewProcesses {
                 process: d.u64()?,
                 image: d.u64()?,
             },
-            10 => ToHelper::SpawnBreakpoint {
+            t::SPAWN_BREAKPOINT => ToHelper::SpawnBreakpoint {
                 process: d.u64()?,
                 image: d.u64()?,
             },
-            t => return Err(format!("unknown request tag {t}")),
-        };
-        d.end()?;
-        Ok(msg)
-    }
-}
-
-/// DLL calls a [`MqdError::Dll`] can name (the field is `&'static str`).
-const CALLS: [&str; 15] = [
-    "mqs_setup_image",
-    "mqs_image_has_queues",
-    "mqs_setup_process",
-    "mqs_process_has_queues",
-    "mqs_update_communicator_list",
-    "mqs_setup_communicator_iterator",
-    "mqs_get_communicator",
-    "mqs_next_communicator",
-    "mqs_setup_operation_iterator",
-    "mqs_next_operation",
-    "mqs_setup_job",
-    "mqs_set_process_identity",
-    "mqs_setup_new_process_iterator",
-    "mqs_next_new_process",
-    "mqs_spawn_breakpoint_name",
-];
-
-fn enc_error(e: &mut Enc, err: &MqdError) {
-    match err {
-        MqdError::Load { path, reason } => {
-            e.u8(1).str(path).str(reason);
-        }
-        MqdError::MissingExports { path, names } => {
-            e.u8(2).str(path).strs(names);
-        }
-        MqdError::Incompatible {
-            path,
-            found,
-            supported,
-        } => {
-            e.u8(3)
-                .str(path)
-                .i64(i64::from(*found))
-                .i64(i64::from(*supported));
-        }
-        MqdError::TaddrWidth { path, found, host } => {
-            e.u8(4).str(path).i64(i64::from(*found)).u64(*host as u64);
-        }
-        MqdError::Dll {
-            path,
-            call,
-            image,
-            code,
-            message,
-            faults,
-        } => {
-            e.u8(5)
-                .str(path)
-                .str(call)
-                .opt_str(image.as_deref())
-                .i64(i64::from(*code))
-                .str(message)
-                .strs(faults);
-        }
-        MqdError::Unbounded { path, what, limit } => {
-            e.u8(6).str(path).str(what).u64(*limit as u64);
-        }
-        MqdError::UnknownProcess { handle } => {
-            e.u8(7).u64(*handle as u64);
-        }
-        MqdError::Unsupported {
-            path,
-            function,
-            reason,
-        } => {
-            e.u8(8).str(path).str(function).str(reason);
-        }
-        MqdError::IdentityInUse { path, identity } => {
-            e.u8(9).str(path).i64(i64::from(*identity));
-        }
-        // Its own tag, so that it reads back as itself: under tag 0 it came back wrapped in
-        // another "broke the protocol: helper error:" at each round trip (found by the `wire`
-        // fuzz target; protocol version 3).
-        MqdError::Protocol { path, reason } => {
-            e.u8(10).str(path).str(reason);
-        }
-        other => {
-            e.u8(0).str(&other.to_string());
-        }
-    }
-}
-
-fn dec_error(d: &mut Dec, path: &str) -> DecResult<MqdError> {
-    let usize_of = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
-    Ok(match d.u8()? {
-        0 => MqdError::Protocol {
-            path: path.to_string(),
-            reason: format!("helper error: {}", d.string()?),
-        },
-        1 => MqdError::Load {
-            path: d.string()?,
-            reason: d.string()?,
-        },
-        2 => MqdError::MissingExports {
-            path: d.string()?,
-            names: d.strings()?,
-        },
-        3 => MqdError::Incompatible {
-            path: d.string()?,
-            found: d.i32()?,
-            supported: d.i32()?,
-        },
-        4 => MqdError::TaddrWidth {
-            path: d.string()?,
-            found: d.i32()?,
-            host: usize_of(d.u64()?),
-        },
-        5 => {
-            let path = d.string()?;
-            let call = d.string()?;
-            MqdError::Dll {
-                path,
-                call: CALLS
-                    .iter()
-                    .find(|c| **c == call)
-                    .copied()
-                    .unwrap_or("an MQD DLL function"),
-                image: d.opt_string()?,
-                code: d.i32()?,
-                message: d.string()?,
-                faults: d.strings()?,
-            }
-        }
-        6 => MqdError::Unbounded {
-            path: d.string()?,
-            what: d.string()?,
-            limit: usize_of(d.u64()?),
-        },
-        7 => MqdError::UnknownProcess {
-            handle: usize_of(d.u64()?),
-        },
-        8 => MqdError::Unsupported {
-            path: d.string()?,
-            function: d.string()?,
-            reason: d.string()?,
-        },
-        9 => MqdError::IdentityInUse {
-            path: d.string()?,
-            identity: d.i32()?,
-        },
-        10 => MqdError::Protocol {
-            path: d.string()?,
-            reason: d.string()?,
-        },
-        t => return Err(format!("unknown error tag {t}")),
-    })
-}
-
-fn enc_op(e: &mut Enc, o: &mqd::PendingOperation) {
-    e.i64(o.status.to_raw())
-        .i64(o.desired_local_rank)
-        .i64(o.desired_global_rank)
-        .bool(o.tag_wild)
-        .i64(o.desired_tag)
-        .i64(o.desired_length)
-        .bool(o.system_buffer)
-        .u64(o.buffer)
-        .i64(o.actual_local_rank)
-        .i64(o.actual_global_rank)
-        .i64(o.actual_tag)
-        .i64(o.actual_length)
-        .strs(&o.extra_text);
-}
-
-/// Encoded size of a process location with empty strings (the minimum, for count checks).
-const MIN_LOCATION: usize = 8 + 4 + 4;
-
-/// Encoded size of an operation with no extra text (the minimum, for count checks).
-const MIN_OP: usize = 10 * 8 + 2 + 4;
-
-fn dec_op(d: &mut Dec) -> DecResult<mqd::PendingOperation> {
-    Ok(mqd::PendingOperation {
-        status: OpStatus::from_raw(d.i64()?),
-        desired_local_rank: d.i64()?,
-        desired_global_rank: d.i64()?,
-        tag_wild: d.bool()?,
-        desired_tag: d.i64()?,
-        desired_length: d.i64()?,
-        system_buffer: d.bool()?,
-        buffer: d.u64()?,
-        actual_local_rank: d.i64()?,
-        actual_global_rank: d.i64()?,
-        actual_tag: d.i64()?,
-        actual_length: d.i64()?,
-        extra_text: d.strings()?,
-    })
-}
-
-fn enc_comm(e: &mut Enc, c: &RawCommQueues) {
-    e.u64(c.communicator.unique_id)
-        .i64(c.communicator.local_rank)
-        .i64(c.communicator.size)
-        .str(&c.communicator.name);
-    match &c.group {
-        None => {
-            e.u8(0);
-        }
-        Some(g) => {
-            e.u8(1).u32(g.len() as u32);
-            for r in g {
-                e.i64(*r);
-            }
-        }
-    }
-    for q in &c.queues {
-        match q {
-            RawQueue::NoInformation => {
-                e.u8(0);
-            }
-            RawQueue::Operations(ops, err) => {
-                e.u8(1).u32(ops.len() as u32);
-                for o in ops {
-                    enc_op(e, o);
-                }
-                match err {
-                    None => {
-                        e.u8(0);
-                    }
-                    Some(err) => {
-                        e.u8(1);
-                        enc_error(e, err);
-                    }
-                }
-            }
-        }
-    }
-}
-
-fn dec_comm(d: &mut Dec, path: &str) -> DecResult<RawCommQueues> {
-    let communicator = mqd::Communicator {
-        unique_id: d.u64()?,
-        local_rank: d.i64()?,
-        size: d.i64()?,
-        name: d.string()?,
-    };
-    let group = if d.bool()? {
-        let n = d.count(8)?;
-        Some((0..n).map(|_| d.i64()).collect::<DecResult<Vec<_>>>()?)
-    } else {
-        None
-    };
-    let mut queue = || -> DecResult<RawQueue> {
-        Ok(match d.u8()? {
-            0 => RawQueue::NoInformation,
-            1 => {
-                let n = d.count(MIN_OP)?;
-                let ops = (0..n).map(|_| dec_op(d)).collect::<DecResult<Vec<_>>>()?;
-                let err = if d.bool()? {
-                    Some(dec_error(d, path)?)
-                } else {
-                    None
-                };
-                RawQueue::Operations(ops, err)
-            }
-            t => return Err(format!("unknown queue tag {t}")),
+            other => return Err(format!("unknown request tag {other}")),
         })
-    };
-    let queues = [queue()?, queue()?, queue()?];
-    Ok(RawCommQueues {
-        communicator,
-        group,
-        queues,
-    })
+    }
 }
 
-impl FromHelper {
+impl ToHelper {
     pub(crate) fn encode(&self) -> Vec<u8> {
-        let e = match self {
+        encode_one(self)
+    }
+
+    pub(crate) fn decode(buf: &[u8]) -> DecResult<Self> {
+        decode_all(buf, "")
+    }
+}
+
+/// The outcome of a request: [`tag::outcome::ERROR`] and the error, or an outcome's tag and
+/// its fields.
+impl Codec for Result<Outcome, MqdError> {
+    const MIN_SIZE: usize = 1;
+    fn encode(&self, e: &mut Enc) {
+        use tag::outcome as t;
+        match self {
+            Err(err) => {
+                e.u8(t::ERROR);
+                err.encode(e);
+            }
+            Ok(Outcome::Loaded {
+                version,
+                compatibility,
+                taddr_width,
+                optional,
+            }) => {
+                e.u8(t::LOADED).str(version);
+                compatibility.encode(e);
+                taddr_width.encode(e);
+                optional.encode(e);
+            }
+            Ok(Outcome::Attached {
+                process,
+                image,
+                image_message,
+                process_message,
+            }) => {
+                e.u8(t::ATTACHED).u64(*process).u64(*image);
+                image_message.encode(e);
+                process_message.encode(e);
+            }
+            Ok(Outcome::Detached) => {
+                e.u8(t::DETACHED);
+            }
+            Ok(Outcome::Queues(comms)) => {
+                e.u8(t::QUEUES);
+                comms.encode(e);
+            }
+            Ok(Outcome::ShutDown) => {
+                e.u8(t::SHUT_DOWN);
+            }
+            Ok(Outcome::NewProcesses(locations)) => {
+                e.u8(t::NEW_PROCESSES);
+                locations.encode(e);
+            }
+            Ok(Outcome::SpawnBreakpoint(name)) => {
+                e.u8(t::SPAWN_BREAKPOINT).str(name);
+            }
+        }
+    }
+    fn decode(d: &mut Dec<'_>) -> DecResult<Self> {
+        use tag::outcome as t;
+        Ok(match d.u8()? {
+            t::ERROR => Err(MqdError::decode(d)?),
+            t::LOADED => Ok(Outcome::Loaded {
+                version: d.string()?,
+                compatibility: d.i32()?,
+                taddr_width: Codec::decode(d)?,
+                optional: Codec::decode(d)?,
+            }),
+            t::ATTACHED => Ok(Outcome::Attached {
+                process: d.u64()?,
+                image: d.u64()?,
+                image_message: Codec::decode(d)?,
+                process_message: Codec::decode(d)?,
+            }),
+            t::DETACHED => Ok(Outcome::Detached),
+            t::QUEUES => Ok(Outcome::Queues(Codec::decode(d)?)),
+            t::SHUT_DOWN => Ok(Outcome::ShutDown),
+            t::NEW_PROCESSES => Ok(Outcome::NewProcesses(Codec::decode(d)?)),
+            t::SPAWN_BREAKPOINT => Ok(Outcome::SpawnBreakpoint(d.string()?)),
+            other => return Err(format!("unknown outcome tag {other}")),
+        })
+    }
+}
+
+impl Codec for FromHelper {
+    const MIN_SIZE: usize = 1;
+    fn encode(&self, e: &mut Enc) {
+        use tag::from_helper as t;
+        match self {
             FromHelper::Hello { version, pid } => {
-                let mut e = Enc::new(1);
+                e.u8(t::HELLO);
                 e.0.extend_from_slice(&MAGIC);
                 e.u32(*version).u32(*pid);
-                e
             }
             FromHelper::Read {
                 target,
                 address,
                 len,
             } => {
-                let mut e = Enc::new(2);
-                e.u64(*target).u64(*address).u32(*len);
-                e
+                e.u8(t::READ).u64(*target).u64(*address).u32(*len);
             }
             FromHelper::Symbol { target, name } => {
-                let mut e = Enc::new(3);
-                e.u64(*target).str(name);
-                e
+                e.u8(t::SYMBOL).u64(*target).str(name);
             }
             FromHelper::Type { target, name } => {
-                let mut e = Enc::new(4);
-                e.u64(*target).str(name);
-                e
+                e.u8(t::TYPE).u64(*target).str(name);
             }
             FromHelper::Done { outcome, messages } => {
-                let mut e = Enc::new(5);
-                e.strs(messages);
-                match outcome {
-                    Err(err) => {
-                        e.u8(0);
-                        enc_error(&mut e, err);
-                    }
-                    Ok(Outcome::Loaded {
-                        version,
-                        compatibility,
-                        taddr_width,
-                        optional,
-                    }) => {
-                        e.u8(1)
-                            .str(version)
-                            .i64(i64::from(*compatibility))
-                            .bool(taddr_width.is_some())
-                            .i64(i64::from(taddr_width.unwrap_or(0)))
-                            .strs(optional);
-                    }
-                    Ok(Outcome::Attached {
-                        process,
-                        image,
-                        image_message,
-                        process_message,
-                    }) => {
-                        e.u8(2)
-                            .u64(*process)
-                            .u64(*image)
-                            .opt_str(image_message.as_deref())
-                            .opt_str(process_message.as_deref());
-                    }
-                    Ok(Outcome::Detached) => {
-                        e.u8(3);
-                    }
-                    Ok(Outcome::Queues(comms)) => {
-                        e.u8(4).u32(comms.len() as u32);
-                        for c in comms {
-                            enc_comm(&mut e, c);
-                        }
-                    }
-                    Ok(Outcome::ShutDown) => {
-                        e.u8(5);
-                    }
-                    Ok(Outcome::NewProcesses(locations)) => {
-                        e.u8(6).u32(locations.len() as u32);
-                        for l in locations {
-                            e.i64(l.pid).str(&l.image_name).str(&l.host_name);
-                        }
-                    }
-                    Ok(Outcome::SpawnBreakpoint(name)) => {
-                        e.u8(7).str(name);
-                    }
-                }
-                e
+                e.u8(t::DONE);
+                messages.encode(e);
+                outcome.encode(e);
             }
-        };
-        e.0
+        }
     }
-
-    /// Decodes a helper message; `path` (the DLL) goes into decoded errors.
-    pub(crate) fn decode(buf: &[u8], path: &str) -> DecResult<Self> {
-        let mut d = Dec::new(buf);
-        let msg = match d.u8()? {
-            1 => {
+    fn decode(d: &mut Dec<'_>) -> DecResult<Self> {
+        use tag::from_helper as t;
+        Ok(match d.u8()? {
+            t::HELLO => {
                 if d.take(4)? != MAGIC {
                     return Err("bad greeting magic".into());
                 }
@@ -923,70 +632,39 @@ impl FromHelper {
                     pid: d.u32()?,
                 }
             }
-            2 => FromHelper::Read {
+            t::READ => FromHelper::Read {
                 target: d.u64()?,
                 address: d.u64()?,
                 len: d.u32()?,
             },
-            3 => FromHelper::Symbol {
+            t::SYMBOL => FromHelper::Symbol {
                 target: d.u64()?,
                 name: d.string()?,
             },
-            4 => FromHelper::Type {
+            t::TYPE => FromHelper::Type {
                 target: d.u64()?,
                 name: d.string()?,
             },
-            5 => {
-                let messages = d.strings()?;
-                let outcome = match d.u8()? {
-                    0 => Err(dec_error(&mut d, path)?),
-                    1 => {
-                        let version = d.string()?;
-                        let compatibility = d.i32()?;
-                        let has_width = d.bool()?;
-                        let width = d.i32()?;
-                        Ok(Outcome::Loaded {
-                            version,
-                            compatibility,
-                            taddr_width: has_width.then_some(width),
-                            optional: d.strings()?,
-                        })
-                    }
-                    2 => Ok(Outcome::Attached {
-                        process: d.u64()?,
-                        image: d.u64()?,
-                        image_message: d.opt_string()?,
-                        process_message: d.opt_string()?,
-                    }),
-                    3 => Ok(Outcome::Detached),
-                    4 => {
-                        let n = d.count(8 + 8 + 8 + 4 + 1 + 3)?;
-                        Ok(Outcome::Queues(
-                            (0..n)
-                                .map(|_| dec_comm(&mut d, path))
-                                .collect::<DecResult<Vec<_>>>()?,
-                        ))
-                    }
-                    5 => Ok(Outcome::ShutDown),
-                    6 => {
-                        let n = d.count(MIN_LOCATION)?;
-                        Ok(Outcome::NewProcesses(
-                            (0..n)
-                                .map(|_| {
-                                    Ok(ProcessLocation::new(d.i64()?, d.string()?, d.string()?))
-                                })
-                                .collect::<DecResult<Vec<_>>>()?,
-                        ))
-                    }
-                    7 => Ok(Outcome::SpawnBreakpoint(d.string()?)),
-                    t => return Err(format!("unknown outcome tag {t}")),
-                };
-                FromHelper::Done { outcome, messages }
+            t::DONE => {
+                let messages = Codec::decode(d)?;
+                FromHelper::Done {
+                    outcome: Codec::decode(d)?,
+                    messages,
+                }
             }
-            t => return Err(format!("unknown helper message tag {t}")),
-        };
-        d.end()?;
-        Ok(msg)
+            other => return Err(format!("unknown helper message tag {other}")),
+        })
+    }
+}
+
+impl FromHelper {
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        encode_one(self)
+    }
+
+    /// Decodes a helper message; `path` (the DLL) goes into decoded errors.
+    pub(crate) fn decode(buf: &[u8], path: &str) -> DecResult<Self> {
+        decode_all(buf, path)
     }
 }
 

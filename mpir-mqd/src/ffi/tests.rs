@@ -8,26 +8,26 @@ use std::mem::{offset_of, size_of};
 
 #[test]
 fn bindings_match_the_abi_layouts_computed_independently() {
-    // mpir-types lays the header's structs out from the data model alone; the repr(C)
-    // bindings must agree on this host.
+    // The DLL fills `mqs_communicator` and `mqs_pending_operation` in buffers laid out by
+    // mpir-types from the data model alone (`raw::HostLayouts`); its `long` must be the
+    // `mqs_taddr_t` the DLL's taddr width is checked against, and the header's sizes hold
+    // (LP64: 3 longs + char[64]; 4 ints and 8 longs + char[5][64]).
     let host = DataModel::host();
+    assert_eq!(host.long_size(), size_of::<TAddr>() as u64);
     let c = CommunicatorLayout::abi(&host);
-    assert_eq!(size_of::<RawCommunicator>() as u64, c.size);
-    assert_eq!(offset_of!(RawCommunicator, name) as u64, c.name.offset);
     let o = PendingOperationLayout::abi(&host);
-    assert_eq!(size_of::<RawPendingOperation>() as u64, o.size);
-    assert_eq!(
-        offset_of!(RawPendingOperation, tag_wild) as u64,
-        o.tag_wild.offset
-    );
-    assert_eq!(
-        offset_of!(RawPendingOperation, buffer) as u64,
-        o.buffer.offset
-    );
-    assert_eq!(
-        offset_of!(RawPendingOperation, extra_text) as u64,
-        o.extra_text.offset
-    );
+    if host.long_size() == 8 {
+        assert_eq!((c.size, c.name.offset), (88, 24));
+        assert_eq!(
+            (
+                o.size,
+                o.tag_wild.offset,
+                o.buffer.offset,
+                o.extra_text.offset
+            ),
+            (416, 24, 56, 96)
+        );
+    }
     assert_eq!(size_of::<TargetTypeSizes>(), 5 * size_of::<c_int>());
     // The tables are arrays of function pointers in the header's order.
     let fp = size_of::<usize>();
@@ -58,7 +58,8 @@ fn callbacks_without_an_active_host_return_errors_not_crashes() {
 }
 
 /// The real header as oracle: Open MPI's installed `msgq_interface.h` (libopenmpi-dev),
-/// compiled by the C compiler, must give our bindings' sizes and offsets. Our callback
+/// compiled by the C compiler, must give our bindings' sizes and offsets (the structs the DLL
+/// fills: mpir-types' layouts). Our callback
 /// tables add the MPI-2 fields after the header's MPI-1 end.
 #[test]
 fn bindings_match_the_installed_open_mpi_header() {
@@ -101,13 +102,17 @@ fn bindings_match_the_installed_open_mpi_header() {
         .split_whitespace()
         .map(|n| n.parse().expect("number"))
         .collect();
+    // The interface's structs: mpir-types' ABI layouts, which the host decodes with.
+    let host = DataModel::host();
+    let c = CommunicatorLayout::abi(&host);
+    let o = PendingOperationLayout::abi(&host);
     let ours = [
-        size_of::<RawCommunicator>(),
-        offset_of!(RawCommunicator, name),
-        size_of::<RawPendingOperation>(),
-        offset_of!(RawPendingOperation, tag_wild),
-        offset_of!(RawPendingOperation, buffer),
-        offset_of!(RawPendingOperation, extra_text),
+        c.size as usize,
+        c.name.offset as usize,
+        o.size as usize,
+        o.tag_wild.offset as usize,
+        o.buffer.offset as usize,
+        o.extra_text.offset as usize,
         offset_of!(BasicCallbacks, put_job_info),
         size_of::<ImageCallbacks>(),
         offset_of!(ProcessCallbacks, get_process_job),

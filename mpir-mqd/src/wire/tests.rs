@@ -1,6 +1,11 @@
 //! Tests of the pipe protocol: round trips, hostile bytes, framing bounds.
 
+use mpir_types::LayoutSource;
+use mpir_types::mqd::{self, OpStatus};
+
 use super::*;
+use crate::error::CallbackReport;
+use crate::raw::RawQueue;
 
 fn op(tag: i64, text: &[&str]) -> mqd::PendingOperation {
     mqd::PendingOperation {
@@ -37,8 +42,14 @@ fn every_message_round_trips() {
         ToHelper::Attach {
             target: 9,
             image_name: "app".into(),
-            global_rank: -3,
+            global_rank: Some(3),
             model: DataModel::ILP32_BE,
+        },
+        ToHelper::Attach {
+            target: 10,
+            image_name: "app".into(),
+            global_rank: None,
+            model: DataModel::LP64,
         },
         ToHelper::Queues {
             process: 1,
@@ -81,7 +92,10 @@ fn every_message_round_trips() {
                     image: None,
                     code: 104,
                     message: "bad".into(),
-                    faults: vec!["f".into()],
+                    callbacks: Box::new(CallbackReport::new(
+                        vec!["f".into()],
+                        vec!["opal_list_item_t".into()],
+                    )),
                 }),
             ),
         ],
@@ -136,7 +150,14 @@ fn every_message_round_trips() {
         FromHelper::Done {
             outcome: Err(MqdError::IdentityInUse {
                 path: "p".into(),
-                identity: -7,
+                identity: Some(7),
+            }),
+            messages: vec![],
+        },
+        FromHelper::Done {
+            outcome: Err(MqdError::IdentityInUse {
+                path: "p".into(),
+                identity: None,
             }),
             messages: vec![],
         },
@@ -239,4 +260,47 @@ fn framing_splits_reassembles_and_bounds() {
         read_message(&mut &[4, 0, 0, 0, 0, 9][..]),
         Err(ReadError::Io(_))
     ));
+}
+
+#[test]
+fn announced_counts_are_checked_against_the_bytes_left_at_every_level() {
+    use tag::{from_helper, outcome, to_helper};
+    let huge = u32::MAX.to_le_bytes();
+    // Done(Queues) announcing 4 G communicators in a few bytes.
+    let mut m = vec![from_helper::DONE, 0, 0, 0, 0, outcome::QUEUES];
+    m.extend_from_slice(&huge);
+    let e = FromHelper::decode(&m, "p").expect_err("too many");
+    assert!(e.contains("items announced"), "{e}");
+    // A communicator whose first queue announces 4 G operations.
+    let comm = RawCommQueues {
+        communicator: mqd::Communicator {
+            unique_id: 1,
+            local_rank: 0,
+            size: 1,
+            name: String::new(),
+        },
+        group: None,
+        queues: [
+            RawQueue::NoInformation,
+            RawQueue::NoInformation,
+            RawQueue::NoInformation,
+        ],
+    };
+    let mut m = FromHelper::Done {
+        outcome: Ok(Outcome::Queues(vec![comm])),
+        messages: vec![],
+    }
+    .encode();
+    // Replace the last queue (tag 0) by "operations, 4 G of them".
+    m.pop();
+    m.push(1);
+    m.extend_from_slice(&huge);
+    let e = FromHelper::decode(&m, "p").expect_err("too many");
+    assert!(e.contains("items announced"), "{e}");
+    // A type reply announcing 4 G members.
+    let mut m = vec![to_helper::TYPE_REPLY, 0, 1, 1, 0, 0, 0, b't'];
+    m.extend_from_slice(&8u64.to_le_bytes());
+    m.extend_from_slice(&huge);
+    let e = ToHelper::decode(&m).expect_err("too many");
+    assert!(e.contains("items announced"), "{e}");
 }

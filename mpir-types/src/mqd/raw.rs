@@ -1,8 +1,10 @@
 //! `mqs_communicator` and `mqs_pending_operation` as C structs, in any data model.
 //!
-//! A DLL hosted in-process fills these in the host's own memory; an out-of-process or
-//! cross-architecture host receives them as bytes in the DLL's data model. Both go through the
-//! same decoders. `mqs_taddr_t` is C `unsigned long` and `mqs_tword_t` is C `long`, so the ABI
+//! The one definition of their layout: mpir-mqd's hosts (in process, and the helper process of
+//! the out-of-process host) hand the DLL a buffer of [`CommunicatorLayout::abi`] /
+//! [`PendingOperationLayout::abi`] size for the host's data model and decode what it wrote with
+//! [`decode_communicator`] / [`decode_pending_operation`]; a cross-architecture host would do
+//! the same with the DLL's data model. `mqs_taddr_t` is C `unsigned long` and `mqs_tword_t` is C `long`, so the ABI
 //! layouts follow the model's `long`.
 
 use crate::error::Result;
