@@ -187,3 +187,58 @@ fn rank_queues_lists_an_open_mpi_rank() {
         "{text}"
     );
 }
+
+#[path = "../src/demo_paths.rs"]
+mod demo_paths;
+
+/// (rank, pid) of each "rank R pid P ready" line the demo job printed.
+fn demo_ready(text: &str) -> Vec<(u64, u32)> {
+    let mut v: Vec<(u64, u32)> = text
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            match w.as_slice() {
+                ["rank", r, "pid", p, "ready"] => Some((r.parse().ok()?, p.parse().ok()?)),
+                _ => None,
+            }
+        })
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+#[test]
+fn debugger_loop_drives_the_sans_io_protocol_over_the_demo_job() {
+    let Some(ex) = example("debugger_loop") else {
+        return;
+    };
+    let starter = demo_paths::starter().unwrap();
+    let out = Command::new(ex)
+        .arg(&starter)
+        .args(["-n", "3", "--lifetime", "2"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("job: 3 ranks"), "{text}");
+    // The table's pids are the ones the ranks report, each attached by the example's own
+    // check, and each released from its gate: only then does a demo rank say "ready".
+    let ready = demo_ready(&text);
+    assert_eq!(ready.len(), 3, "{text}");
+    for (rank, pid) in ready {
+        assert!(
+            text.contains(&format!("rank {rank} pid {pid} attached")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("rank {rank}: gate opened")),
+            "{text}"
+        );
+    }
+    assert!(text.contains("job ended: exit status: 0"), "{text}");
+}
