@@ -342,3 +342,77 @@ fn cores_and_pids_without_anything_to_read_are_errors() {
         "{e}"
     );
 }
+
+/// `gcore` of `pid` into `dir`: the core's path.
+fn gcore(dir: &Path, pid: u32) -> PathBuf {
+    let prefix = dir.join("core");
+    run(Command::new("gcore")
+        .arg("-o")
+        .arg(&prefix)
+        .arg(pid.to_string()))
+    .unwrap_or_else(|e| panic!("{e}"));
+    PathBuf::from(format!("{}.{pid}", prefix.display()))
+}
+
+#[test]
+fn cores_give_the_job_and_the_ranks_numbered_from_the_starters_table() {
+    if !mpir_target::testkit::have("gcore") {
+        skip("needs gcore (gdb)");
+        return;
+    }
+    let Some(f) = fixtures("session-cores") else {
+        return;
+    };
+    let opts = vec!["-n".to_string(), "3".into()];
+    let mut child = starter_command(&f, &opts).spawn().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    wait_ranks(&mut out, 3);
+    // The job's pids, from a session over the live starter (touching no rank).
+    let session = Session::attach(child.id(), options()).unwrap();
+    let pids: Vec<u32> = session
+        .job()
+        .unwrap()
+        .ranks()
+        .map(|r| r.pid as u32)
+        .collect();
+    drop(session);
+    let starter_core = gcore(&f.dir, child.id());
+    let rank_core = gcore(&f.dir, pids[2]);
+    assert_eq!(finish(child, out), 0);
+
+    let mut session = Session::cores([&rank_core, &starter_core], options()).unwrap();
+    let starter = session.starter_core().unwrap();
+    assert_eq!(starter.path, starter_core);
+    assert_eq!(starter.table.resolved.len(), 3);
+    let info = session.core_files();
+    assert_eq!(info.len(), 2);
+    assert!(info[0].not_starter.is_some(), "{info:?}");
+    assert!(info[1].not_starter.is_none(), "{info:?}");
+    assert!(session.job().is_none());
+    let (ranks, report) = session
+        .with_held(|h| {
+            h.ranks()
+                .iter()
+                .map(|r| (r.rank, r.pid, r.core.clone(), r.target().is_ok()))
+                .collect::<Vec<_>>()
+        })
+        .unwrap();
+    assert_eq!(ranks, [(Some(2), pids[2], Some(rank_core.clone()), true)]);
+    assert!(report.released.is_empty() && report.is_clean());
+    // A selection that leaves the one rank core out leaves nothing to read.
+    let mut session = Session::cores(
+        [&rank_core, &starter_core],
+        options().with_ranks("0-1".parse().unwrap()),
+    )
+    .unwrap();
+    assert!(matches!(
+        session.hold().unwrap_err(),
+        mpir_session::SessionError::Empty(_)
+    ));
+    // Two starter cores are two jobs.
+    let e = Session::cores([&starter_core, &starter_core], options()).unwrap_err();
+    assert!(
+        matches!(e, mpir_session::SessionError::SeveralStarterCores { .. }),
+        "{e}"
+    );
+}
