@@ -4,26 +4,38 @@
 //! running starter ([`Session::attach`]), a starter command ([`Session::launch`]), processes
 //! named by pid ([`Session::pids`]) or core files ([`Session::cores`]) — gives the job
 //! ([`Session::job`]), holds the selected ranks stopped only while they are read
-//! ([`Session::hold`], [`Session::with_held`]) and lets them run again.
+//! ([`Session::hold`], [`Session::with_held`]) and lets them run again, reads every rank's
+//! message queues with the engine that fits ([`Session::queues`]) and confirms deadlocks over
+//! several samples ([`Session::deadlock`]).
 //!
 //! ```no_run
-//! use mpir_session::{Session, SessionOptions};
+//! use std::time::Duration;
+//! use mpir_session::{QueueOptions, Session, SessionOptions};
 //!
 //! mpir_session::install_cleanup()?; // once, in main: let go of every rank on signals and panics
 //! let options = SessionOptions::default().with_ranks("0-3".parse()?);
 //! let mut session = Session::attach(4242, options)?; // reads the job, touches no rank
-//! if let Some(job) = session.job() {
-//!     println!("{} ranks on {} nodes", job.len(), job.nodes().len());
-//! }
+//! let job = session.job().expect("a starter's session has a job");
+//! println!("{} ranks on {} nodes", job.len(), job.nodes().len());
+//!
 //! let held = session.hold()?; // ranks 0-3 stopped, each proven to be the table's rank
 //! for rank in held.ranks() {
 //!     match rank.target() {
-//!         Ok(target) => println!("rank {:?}: {}-bit", rank.rank, 8 * target.data_model().pointer_size()),
-//!         Err(why) => println!("rank {:?} (pid {}) not read: {why}", rank.rank, rank.pid),
+//!         Ok(target) => println!("rank {:?}: {:?}", rank.rank, target.data_model()),
+//!         Err(why) => println!("rank {:?} (pid {}) left alone: {why}", rank.rank, rank.pid),
 //!     }
 //! }
-//! let report = held.release(); // running again (dropping `held` does the same)
-//! assert!(report.is_clean());
+//! assert!(held.release().is_clean()); // running again (dropping `held` does the same)
+//!
+//! let read = session.queues(&QueueOptions::default())?; // held, read, released
+//! for rank in &read.ranks {
+//!     let comms = rank.queues.as_ref().map(|q| q.communicators.len());
+//!     println!("rank {:?}: {comms:?} communicators", rank.rank);
+//! }
+//! let found = session.deadlock(3, Duration::from_millis(150), &QueueOptions::default())?;
+//! if let Some(report) = &found.report {
+//!     print!("{report}"); // covers the `found.coverage.read` ranks read in every sample
+//! }
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
@@ -41,6 +53,10 @@
 //!   other rank is a [`HeldRank`] with an [`Unreadable`] reason and is never touched. Later
 //!   holds stop the same processes again by pid, each only while its start time is the one
 //!   read while it was first held.
+//! - **The engine choice is the library's.** [`QueueOptions`] says what the caller wants
+//!   ([`Engine::Auto`] by default: the native walker when the MPI's types are known, else the
+//!   MPI's message-queue DLL in a helper process); a rank's result says what was read or why
+//!   not ([`RankError`]).
 //! - **Reasons are types.** [`Unreadable`] says why a rank was not read (remote, refused with
 //!   the [`mpir_acquire::Refusal`], changed, failed to stop or open) and whether it was
 //!   touched; [`SessionError`] is for the session as a whole.
@@ -53,14 +69,20 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod deadlock;
+mod engine;
 mod error;
 mod hold;
 mod options;
+mod queues;
 mod session;
 
+pub use deadlock::{Coverage, DeadlockRead, NotCovered};
+pub use engine::{Engine, QueueOptions, RankQueues};
 pub use error::{ReleaseProblem, SessionError, Unreadable, chain};
 pub use hold::{Held, HeldRank, ReleaseReport};
 pub use options::SessionOptions;
+pub use queues::{QueueRead, RankError, RankRead};
 pub use session::{CoreInfo, Session, StarterCore};
 
 /// Makes the program let go of every process it holds — breakpoints out, threads running,
