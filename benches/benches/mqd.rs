@@ -143,7 +143,7 @@ fn attach(host: &mut dyn QueueHost, target: &Rc<MockTarget>) -> mpir_mqd::Proces
     host.attach(ProcessSpec {
         image_name: "/bench/app".into(),
         target: Rc::clone(target) as Rc<dyn mpir_target::Target>,
-        global_rank: 0,
+        global_rank: Some(0),
     })
     .expect("attach")
 }

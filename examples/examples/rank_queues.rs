@@ -14,7 +14,7 @@
 
 use std::rc::Rc;
 
-use mpir_mqd::{HelperOptions, HostOptions, Hosting, ProcessSpec};
+use mpir_mqd::{HelperOptions, HostOptions, ProcessSpec};
 use mpir_target::debuginfo::DebugOptions;
 use mpir_target::live::LiveTarget;
 
@@ -48,14 +48,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     let me = std::env::current_exe()?;
-    let hosting = Hosting::OutOfProcess(HelperOptions::default().with_program_args(me, [HELPER]));
-    // SAFETY: the DLL the MPI library of the target names, hosted in a helper process.
-    let mut host = unsafe { mpir_mqd::open_host(&dll, hosting, HostOptions::default())? };
+    let helper = HelperOptions::default().with_program_args(me, [HELPER]);
+    // The DLL the MPI library of the target names, hosted in a helper process.
+    let mut host = mpir_mqd::open_out_of_process(&dll, HostOptions::default(), helper)?;
     let image = std::fs::read_link(format!("/proc/{pid}/exe"))?;
     let process = host.attach(ProcessSpec {
         image_name: image.display().to_string(),
         target: Rc::new(target),
-        global_rank: -1, // unknown here; the DLL reports local ranks anyway
+        global_rank: None, // unknown here; the DLL reports local ranks anyway
     })?;
     for comm in host.queues(process)? {
         let c = &comm.communicator;

@@ -342,27 +342,32 @@ impl crate::Host {
     }
 }
 
-/// Opens a host for the DLL at `path` in the mode the caller picks.
+/// Loads the DLL at `path` into this process ([`crate::Host::load`]) as a
+/// [`crate::QueueHost`]; [`crate::open_out_of_process`] is the safe alternative.
 ///
 /// # Safety
-/// For [`crate::Hosting::InProcess`], the contract of [`crate::Host::load`]. Out of process
-/// there is nothing to vouch for (use [`crate::OutOfProcessHost::spawn`], which is safe).
-pub unsafe fn open_host(
+/// The contract of [`crate::Host::load`].
+pub unsafe fn open_in_process(
     path: impl AsRef<Path>,
-    hosting: crate::Hosting,
     options: crate::HostOptions,
 ) -> Result<Box<dyn crate::QueueHost>, MqdError> {
-    Ok(match hosting {
-        // SAFETY: this function's contract, passed on to the caller.
-        crate::Hosting::InProcess => Box::new(unsafe { crate::Host::load(path, options) }?),
-        crate::Hosting::OutOfProcess(helper) => {
-            Box::new(crate::OutOfProcessHost::spawn(path, options, helper)?)
-        }
-    })
+    // SAFETY: this function's contract, passed on to the caller.
+    Ok(Box::new(unsafe { crate::Host::load(path, options) }?))
 }
 
 // ---------------------------------------------------------------------------------------------
 // The out-of-process helper's process set-up.
+
+/// Loads the DLL into this process for a [`crate::QueueReader`] whose options were made
+/// with [`crate::ReaderOptions::with_dll_in_process`].
+pub(crate) fn open_in_process_vouched(
+    path: &Path,
+    options: crate::HostOptions,
+) -> Result<Box<dyn crate::QueueHost>, MqdError> {
+    // SAFETY: the only caller is `QueueReader::open` for options made by the `unsafe fn`
+    // `ReaderOptions::with_dll_in_process`, whose contract is `Host::load`'s for this DLL.
+    unsafe { open_in_process(path, options) }
+}
 
 /// Loads the DLL inside the helper process (`mpir-mqd-host`).
 pub(crate) fn load_in_helper(

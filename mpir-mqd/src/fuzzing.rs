@@ -93,7 +93,7 @@ pub fn seed_stream() -> Vec<u8> {
         ToHelper::Attach {
             target: 1,
             image_name: "app".into(),
-            global_rank: 0,
+            global_rank: Some(0),
             model: DataModel::LP64,
         },
         ToHelper::Queues {

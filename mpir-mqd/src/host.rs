@@ -10,16 +10,15 @@ use std::rc::Rc;
 use std::sync::Mutex;
 
 use mpir_target::Target;
-use mpir_types::mqd::{self, LengthUnit, OpClass, Operation, result};
+use mpir_types::mqd::{self, LengthUnit, OpClass, result};
 
-use crate::error::{MqdError, Result};
+use crate::error::{CallbackReport, MqdError, Result};
 use crate::ffi::{
     self, Active, Dll, Handle, RawCommunicator, RawPendingOperation, char_array_bytes,
 };
+use crate::model::CommunicatorQueues;
 use crate::mpi2::ProcessLocation;
 use crate::raw::{RawCommQueues, RawQueue, infer_unit, raw_operation};
-// The native walkers normalise through here.
-pub(crate) use crate::raw::normalize;
 use crate::state::Shared;
 
 /// DLLs hosted in this process (canonical paths): one host per DLL.
@@ -85,8 +84,38 @@ pub struct ProcessSpec {
     pub image_name: String,
     /// The process: memory, symbols of all its images, types (DWARF or a types sidecar).
     pub target: Rc<dyn Target>,
-    /// Rank in `MPI_COMM_WORLD` (the identity, for an MPI-2 DLL).
-    pub global_rank: i32,
+    /// Rank in `MPI_COMM_WORLD` (the identity, for an MPI-2 DLL), when known.
+    pub global_rank: Option<u64>,
+}
+
+impl ProcessSpec {
+    /// A process of `image_name` read through `target`, of world rank `global_rank`.
+    pub fn new(
+        image_name: impl Into<String>,
+        target: Rc<dyn Target>,
+        global_rank: Option<u64>,
+    ) -> Self {
+        ProcessSpec {
+            image_name: image_name.into(),
+            target,
+            global_rank,
+        }
+    }
+
+    /// The rank as the DLL's interface carries it (a C `int`, -1 when unknown or too large).
+    pub(crate) fn rank_for_dll(&self) -> c_int {
+        rank_for_dll(self.global_rank)
+    }
+}
+
+/// A global rank as the DLL's interface carries it (a C `int`, -1 when unknown or too large).
+pub(crate) fn rank_for_dll(rank: Option<u64>) -> c_int {
+    rank.and_then(|r| c_int::try_from(r).ok()).unwrap_or(-1)
+}
+
+/// A global rank the DLL's interface carried (negative: unknown).
+pub(crate) fn rank_from_dll(rank: i64) -> Option<u64> {
+    u64::try_from(rank).ok()
 }
 
 impl std::fmt::Debug for ProcessSpec {
@@ -121,102 +150,10 @@ impl ProcessId {
     }
 }
 
-/// One queue of one communicator.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Queue {
-    /// The DLL has no information about this queue (`mqs_no_information`).
-    NoInformation,
-    /// The operations, in the order the DLL gave them (MPI's matching order).
-    Operations(Vec<Operation>),
-    /// The DLL failed part way: what it returned before, and why it stopped.
-    Failed {
-        /// Operations returned before the failure.
-        partial: Vec<Operation>,
-        /// The failure.
-        error: MqdError,
-    },
-}
-
-impl Queue {
-    /// The operations obtained (also the partial ones of a failed queue).
-    pub fn operations(&self) -> &[Operation] {
-        match self {
-            Queue::NoInformation => &[],
-            Queue::Operations(ops) | Queue::Failed { partial: ops, .. } => ops,
-        }
-    }
-}
-
-/// Who made a communicator: the application, the MPI library for itself, or neither (the
-/// predefined ones).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum CommOrigin {
-    /// A predefined communicator (`MPI_COMM_WORLD`, `MPI_COMM_SELF`, `MPI_COMM_NULL`).
-    Predefined,
-    /// Made by the application (`MPI_Comm_dup`, `MPI_Comm_split`, ...).
-    User,
-    /// Made by the MPI library for its own use (MPICH's `MPI_ICOMM_WORLD` and the node /
-    /// node-roots communicators of its hierarchical collectives).
-    Internal,
-    /// The source does not say (an MQD DLL reporting an unnamed communicator).
-    Unknown,
-}
-
-impl CommOrigin {
-    /// The rule for a communicator known only by the name an MQD DLL gives it: the
-    /// predefined names are [`CommOrigin::Predefined`], `MPI_ICOMM_WORLD` (MPICH's internal
-    /// copy of the world, which its DLL lists) is [`CommOrigin::Internal`], and anything else
-    /// is [`CommOrigin::Unknown`] — MPICH's DLL also lists its unnamed node communicators,
-    /// indistinguishable by name from an unnamed `MPI_Comm_dup`, and an application may name
-    /// its communicators as it likes.
-    pub fn from_dll_name(name: &str) -> Self {
-        match name {
-            "MPI_COMM_WORLD" | "MPI_COMM_SELF" | "MPI_COMM_NULL" => CommOrigin::Predefined,
-            "MPI_ICOMM_WORLD" => CommOrigin::Internal,
-            _ => CommOrigin::Unknown,
-        }
-    }
-}
-
-/// A communicator and its three queues.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct CommunicatorQueues {
-    /// The communicator as the DLL (or a native walker) describes it.
-    pub communicator: mqd::Communicator,
-    /// Who made it: from the MPI's own data with a native walker, from the name by
-    /// [`CommOrigin::from_dll_name`] with a DLL.
-    pub origin: CommOrigin,
-    /// An id every member shares (MPICH's receive context id, Open MPI's cid), when the
-    /// source reads one (native walkers; a DLL does not say).
-    pub context_id: Option<u64>,
-    /// `MPI_COMM_WORLD` rank of each member (-1 where unknown), when the DLL exports
-    /// `mqs_get_comm_group` or a native walker could resolve it.
-    pub group: Option<Vec<i64>>,
-    /// Pending sends.
-    pub sends: Queue,
-    /// Pending receives.
-    pub receives: Queue,
-    /// Unexpected messages.
-    pub unexpected: Queue,
-}
-
-impl CommunicatorQueues {
-    /// The queue of `class`.
-    pub fn queue(&self, class: OpClass) -> &Queue {
-        match class {
-            OpClass::Send => &self.sends,
-            OpClass::Receive => &self.receives,
-            OpClass::Unexpected => &self.unexpected,
-        }
-    }
-}
-
 /// What both hosting modes offer: an [`crate::Host`] (in-process) and an
 /// [`crate::OutOfProcessHost`] (a helper process) give the same answers through it; the caller
-/// picks with [`crate::Hosting`] (or by constructing either).
+/// picks with [`crate::open_out_of_process`] or [`crate::open_in_process`] (or by constructing
+/// either).
 pub trait QueueHost: std::fmt::Debug {
     /// The DLL's path as given.
     fn path(&self) -> &str;
@@ -478,13 +415,14 @@ impl Host {
         message: Option<String>,
     ) -> MqdError {
         let message = message.unwrap_or_else(|| self.call(|d| d.error_string(code)));
+        let (faults, missing_types) = self.shared.take_call_faults();
         MqdError::Dll {
             path: self.path.clone(),
             call,
             image,
             code,
             message,
-            faults: self.shared.take_faults(),
+            callbacks: Box::new(CallbackReport::new(faults, missing_types)),
         }
     }
 
@@ -498,7 +436,8 @@ impl Host {
     /// named with `mqs_set_process_identity(process, global_rank)` right after
     /// `mqs_setup_process`; an identity already attached is [`MqdError::IdentityInUse`].
     pub fn attach(&mut self, spec: ProcessSpec) -> Result<ProcessId> {
-        self.check_identity(spec.global_rank)?;
+        let rank = spec.rank_for_dll();
+        self.check_identity(rank)?;
         self.ensure_job()?;
         let image = Handle::fresh();
         let process = Handle::fresh();
@@ -520,15 +459,14 @@ impl Host {
             self.teardown(id);
             return Err(e);
         }
-        self.shared
-            .add_process(process, image, spec.target, spec.global_rank);
+        self.shared.add_process(process, image, spec.target, rank);
         let rc = self.call(|d| d.setup_process(process));
         if rc != result::OK {
             let e = self.dll_error("mqs_setup_process", Some(name), rc, None);
             self.teardown(id);
             return Err(e);
         }
-        if let Err(e) = self.set_identity(process, spec.global_rank, &name) {
+        if let Err(e) = self.set_identity(process, rank, &name) {
             self.teardown(id);
             return Err(e);
         }

@@ -18,7 +18,14 @@
 //!
 //! 4. [`OutOfProcessHost`]: the same, with the DLL in a helper process (`mpir-mqd-host`, this
 //!    crate's binary) that asks us over a pipe for every read and lookup; a DLL that crashes,
-//!    hangs or loops is a typed error. Both implement [`QueueHost`]; [`Hosting`] picks.
+//!    hangs or loops is a typed error. Both implement [`QueueHost`]; [`open_out_of_process`] (safe) and
+//!    [`open_in_process`] (`unsafe`: the DLL runs in this process) open either as one.
+//!
+//! 5. [`QueueReader`]: what a tool uses. It picks the engine for a job (a native walker of
+//!    [`native`] when the MPI's types are known, the MPI's DLL otherwise, or what the caller
+//!    forces, with the reason of a fallback) and reads rank after rank into the one result
+//!    model, [`model`] ([`RankQueues`]). Safe: the DLL runs out of process unless the caller
+//!    vouches for it.
 //!
 //! The MPI-2 extensions are hosted where a DLL provides them (interface version 3): the job
 //! object, process identities (each process's global rank) and the new-process calls
@@ -37,11 +44,7 @@
 //!     Host::load("/usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/libompi_dbg_msgq.so",
 //!                HostOptions::default())?
 //! };
-//! let rank = host.attach(ProcessSpec {
-//!     image_name: "/path/to/app".into(),
-//!     target: Rc::new(target),
-//!     global_rank: 0,
-//! })?;
+//! let rank = host.attach(ProcessSpec::new("/path/to/app", Rc::new(target), Some(0)))?;
 //! for comm in host.queues(rank)? {
 //!     println!("{}: {} receives", comm.communicator.name, comm.receives.operations().len());
 //! }
@@ -56,32 +59,26 @@ mod ffi;
 pub mod fuzzing;
 mod helper;
 mod host;
+pub mod model;
 mod mpi2;
 pub mod native;
 pub mod output;
 mod raw;
+mod reader;
 mod remote;
 mod state;
 mod wire;
 
 pub use discover::{DllSource, discover_dll};
-pub use error::{MqdError, Result};
-pub use ffi::open_host;
+pub use error::{CallbackReport, MqdError, Result};
+pub use ffi::open_in_process;
 pub use helper::helper_main;
 pub use host::{
-    CommOrigin, CommunicatorQueues, Host, HostOptions, ProcessId, ProcessSpec, Queue, QueueHost,
-    callback_error_text, format_queue_message,
+    Host, HostOptions, ProcessId, ProcessSpec, QueueHost, callback_error_text, format_queue_message,
 };
+pub use model::{CommOrigin, CommunicatorQueues, Queue, RankQueues, ReadNote};
 pub use mpi2::ProcessLocation;
-pub use remote::{HELPER_ENV, HELPER_NAME, HelperOptions, OutOfProcessHost, find_helper};
-
-/// Where a DLL runs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Hosting {
-    /// Loaded into this process ([`Host`]): fastest; a crashing DLL takes the process with it.
-    InProcess,
-    /// Loaded into a helper process ([`OutOfProcessHost`]): a crash, hang or endless loop in
-    /// the DLL is an error.
-    OutOfProcess(HelperOptions),
-}
+pub use reader::{DllHosting, Engine, EngineUsed, QueueReader, ReadRank, ReaderOptions};
+pub use remote::{
+    HELPER_ENV, HELPER_NAME, HelperOptions, OutOfProcessHost, find_helper, open_out_of_process,
+};

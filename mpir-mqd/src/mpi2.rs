@@ -97,7 +97,7 @@ impl Host {
         if self.dll.has_jobs() && self.shared.identity_in_use(identity) {
             return Err(MqdError::IdentityInUse {
                 path: self.path.clone(),
-                identity,
+                identity: crate::host::rank_from_dll(identity.into()),
             });
         }
         Ok(())

@@ -5,11 +5,11 @@
 // are needed there.
 #![allow(clippy::useless_conversion)]
 
-use mpir_types::mqd::{self, LengthUnit, OpClass, OpStatus, Operation, Peer};
+use mpir_types::mqd::{self, LengthUnit, OpClass, OpStatus};
 
 use crate::error::MqdError;
 use crate::ffi::{EXTRA_LINES, RawPendingOperation, char_array_bytes};
-use crate::host::{CommOrigin, CommunicatorQueues, Queue};
+use crate::model::{CommOrigin, CommunicatorQueues, Queue, group_from_raw, normalize};
 
 /// The DLL's `mqs_pending_operation` in the host-independent raw model.
 pub(crate) fn raw_operation(raw: &RawPendingOperation) -> mqd::PendingOperation {
@@ -59,7 +59,7 @@ pub(crate) struct RawCommQueues {
 impl RawCommQueues {
     /// Normalises (lengths in `unit`, global ranks from the group).
     pub(crate) fn finish(self, unit: LengthUnit) -> CommunicatorQueues {
-        let group = self.group;
+        let group = self.group.as_deref().map(group_from_raw);
         let [sends, receives, unexpected] = {
             let mut i = 0;
             self.queues.map(|q| {
@@ -106,33 +106,4 @@ pub(crate) fn infer_unit(given: Option<LengthUnit>, version: &str) -> LengthUnit
     } else {
         LengthUnit::Elements { element_size: None }
     })
-}
-
-/// [`mqd::normalize`], then global ranks filled from `group` where the source gave none.
-pub(crate) fn normalize(
-    op: &mqd::PendingOperation,
-    class: OpClass,
-    unit: LengthUnit,
-    group: Option<&[i64]>,
-) -> Operation {
-    let mut n = mqd::normalize(op, class, unit);
-    if let Some(group) = group {
-        let global = |local: u64| {
-            usize::try_from(local)
-                .ok()
-                .and_then(|i| group.get(i))
-                .and_then(|&g| u64::try_from(g).ok())
-        };
-        if n.peer_global.is_none()
-            && let Peer::Rank(r) = n.peer_local
-        {
-            n.peer_global = global(r);
-        }
-        if let Some(a) = n.actual.as_mut()
-            && a.global_rank.is_none()
-        {
-            a.global_rank = a.local_rank.and_then(global);
-        }
-    }
-    n
 }

@@ -16,7 +16,8 @@ use mpir_types::mqd::LengthUnit;
 
 use crate::error::{MqdError, Result};
 use crate::ffi::OPTIONAL;
-use crate::host::{CommunicatorQueues, HostOptions, ProcessId, ProcessSpec, QueueHost};
+use crate::host::{HostOptions, ProcessId, ProcessSpec, QueueHost};
+use crate::model::CommunicatorQueues;
 use crate::mpi2::ProcessLocation;
 use crate::raw::infer_unit;
 use crate::wire::{
@@ -93,6 +94,16 @@ impl HelperOptions {
         self.read_cache = on;
         self
     }
+}
+
+/// Hosts the DLL at `path` in a helper process ([`OutOfProcessHost::spawn`]) as a
+/// [`QueueHost`]: safe, since whatever the DLL does stays in the helper.
+pub fn open_out_of_process(
+    path: impl AsRef<Path>,
+    options: HostOptions,
+    helper: HelperOptions,
+) -> Result<Box<dyn QueueHost>> {
+    Ok(Box::new(OutOfProcessHost::spawn(path, options, helper)?))
 }
 
 /// Where the helper executable is: `explicit` if given; else `$MPIR_MQD_HOST`; else

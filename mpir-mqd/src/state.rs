@@ -49,6 +49,8 @@ pub(crate) struct Shared {
     types: RefCell<HashMap<Handle, TypeLayout>>,
     messages: RefCell<Vec<String>>,
     faults: RefCell<Vec<String>>,
+    /// Types the DLL looked up since the faults were last taken that the process lacks.
+    missing_types: RefCell<Vec<String>>,
 }
 
 fn push_bounded(log: &RefCell<Vec<String>>, line: String) {
@@ -70,9 +72,25 @@ impl Shared {
         push_bounded(&self.messages, line);
     }
 
-    /// Takes the faults recorded so far.
+    /// Takes the faults recorded so far (and forgets the missing types met meanwhile).
     pub(crate) fn take_faults(&self) -> Vec<String> {
+        self.missing_types.borrow_mut().clear();
         std::mem::take(&mut *self.faults.borrow_mut())
+    }
+
+    /// Takes the faults and the missing types recorded so far (for the error of a failed
+    /// DLL call).
+    pub(crate) fn take_call_faults(&self) -> (Vec<String>, Vec<String>) {
+        let types = std::mem::take(&mut *self.missing_types.borrow_mut());
+        (std::mem::take(&mut *self.faults.borrow_mut()), types)
+    }
+
+    /// Records that the DLL looked up type `name`, which the process lacks.
+    fn type_missing(&self, name: &str) {
+        let known = self.missing_types.borrow().iter().any(|t| t == name);
+        if !known {
+            push_bounded(&self.missing_types, name.to_string());
+        }
     }
 
     /// The `dprints` messages so far.
@@ -256,11 +274,20 @@ impl Shared {
                 return None;
             };
             if let Some(cached) = entry.types.get(name) {
-                return *cached;
+                let cached = *cached;
+                drop(images);
+                if cached.is_none() {
+                    self.type_missing(name);
+                }
+                return cached;
             }
             Rc::clone(&entry.target)
         };
         let found = match lookup(&*target, name) {
+            Ok(None) => {
+                self.type_missing(name);
+                None
+            }
             Ok(found) => found,
             Err(e) => {
                 self.fault(format!("find_type({name}): {e}"));

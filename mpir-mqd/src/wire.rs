@@ -22,12 +22,12 @@ use std::io::{self, Read, Write};
 use mpir_types::mqd::{self, OpStatus};
 use mpir_types::{ByteOrder, DataModel, LayoutSource, TypeLayout, TypeSizes};
 
-use crate::error::MqdError;
+use crate::error::{CallbackReport, MqdError};
 use crate::mpi2::ProcessLocation;
 use crate::raw::{RawCommQueues, RawQueue};
 
 /// The protocol version both sides must speak (bumped on any incompatible change).
-pub(crate) const PROTOCOL_VERSION: u32 = 3;
+pub(crate) const PROTOCOL_VERSION: u32 = 4;
 /// Magic of the helper's greeting.
 pub(crate) const MAGIC: [u8; 4] = *b"MQDH";
 /// Largest frame payload.
@@ -279,7 +279,7 @@ pub(crate) enum ToHelper {
     Attach {
         target: u64,
         image_name: String,
-        global_rank: i32,
+        global_rank: Option<u64>,
         model: DataModel,
     },
     /// Detach a process.
@@ -418,7 +418,11 @@ impl ToHelper {
                 model,
             } => {
                 let mut e = Enc::new(2);
-                e.u64(*target).str(image_name).i64(i64::from(*global_rank));
+                e.u64(*target).str(image_name).i64(
+                    global_rank
+                        .and_then(|r| i64::try_from(r).ok())
+                        .unwrap_or(-1),
+                );
                 enc_model(&mut e, model);
                 e
             }
@@ -500,7 +504,7 @@ impl ToHelper {
             2 => ToHelper::Attach {
                 target: d.u64()?,
                 image_name: d.string()?,
-                global_rank: d.i32()?,
+                global_rank: u64::try_from(d.i64()?).ok(),
                 model: dec_model(&mut d)?,
             },
             3 => ToHelper::Detach {
@@ -600,7 +604,7 @@ fn enc_error(e: &mut Enc, err: &MqdError) {
             image,
             code,
             message,
-            faults,
+            callbacks,
         } => {
             e.u8(5)
                 .str(path)
@@ -608,7 +612,8 @@ fn enc_error(e: &mut Enc, err: &MqdError) {
                 .opt_str(image.as_deref())
                 .i64(i64::from(*code))
                 .str(message)
-                .strs(faults);
+                .strs(&callbacks.faults)
+                .strs(&callbacks.missing_types);
         }
         MqdError::Unbounded { path, what, limit } => {
             e.u8(6).str(path).str(what).u64(*limit as u64);
@@ -624,7 +629,9 @@ fn enc_error(e: &mut Enc, err: &MqdError) {
             e.u8(8).str(path).str(function).str(reason);
         }
         MqdError::IdentityInUse { path, identity } => {
-            e.u8(9).str(path).i64(i64::from(*identity));
+            e.u8(9)
+                .str(path)
+                .i64(identity.and_then(|r| i64::try_from(r).ok()).unwrap_or(-1));
         }
         // Its own tag, so that it reads back as itself: under tag 0 it came back wrapped in
         // another "broke the protocol: helper error:" at each round trip (found by the `wire`
@@ -676,7 +683,7 @@ fn dec_error(d: &mut Dec, path: &str) -> DecResult<MqdError> {
                 image: d.opt_string()?,
                 code: d.i32()?,
                 message: d.string()?,
-                faults: d.strings()?,
+                callbacks: Box::new(CallbackReport::new(d.strings()?, d.strings()?)),
             }
         }
         6 => MqdError::Unbounded {
@@ -694,7 +701,7 @@ fn dec_error(d: &mut Dec, path: &str) -> DecResult<MqdError> {
         },
         9 => MqdError::IdentityInUse {
             path: d.string()?,
-            identity: d.i32()?,
+            identity: u64::try_from(d.i64()?).ok(),
         },
         10 => MqdError::Protocol {
             path: d.string()?,

@@ -15,7 +15,7 @@ mod common;
 use common::*;
 
 use mpir_mqd::{
-    CommunicatorQueues, HelperOptions, HostOptions, Hosting, MqdError, ProcessId, ProcessLocation,
+    CommunicatorQueues, HelperOptions, HostOptions, MqdError, ProcessId, ProcessLocation,
     ProcessSpec, QueueHost,
 };
 use mpir_target::MockTarget;
@@ -46,7 +46,7 @@ fn modes() -> [(&'static str, Hosting); 2] {
 
 fn open(dll: &std::path::Path, hosting: Hosting, options: HostOptions) -> Box<dyn QueueHost> {
     // SAFETY: the walker DLL is our own fixture, built for this host.
-    unsafe { mpir_mqd::open_host(dll, hosting, options) }.unwrap_or_else(|e| panic!("open: {e}"))
+    unsafe { common::open_host(dll, hosting, options) }.unwrap_or_else(|e| panic!("open: {e}"))
 }
 
 fn options() -> HostOptions {
@@ -115,7 +115,7 @@ fn spec(target: &Rc<MockTarget>, identity: i32) -> ProcessSpec {
     ProcessSpec {
         image_name: IMAGE.into(),
         target: Rc::clone(target) as Rc<dyn mpir_target::Target>,
-        global_rank: identity,
+        global_rank: u64::try_from(identity).ok(),
     }
 }
 
@@ -173,7 +173,9 @@ fn job_session(host: &mut dyn QueueHost, m: DataModel, with_group: bool, mode: &
     // refusal leaves the job alone.
     let tc = process(m, &comms_of_b(), 999, &[]);
     match host.attach(spec(&tc, B_ID)) {
-        Err(MqdError::IdentityInUse { identity, .. }) => assert_eq!(identity, B_ID, "{mode}"),
+        Err(MqdError::IdentityInUse { identity, .. }) => {
+            assert_eq!(identity, Some(B_ID as u64), "{mode}")
+        }
         other => panic!("{mode}: unexpected {other:?}"),
     }
     assert_eq!(count(host, |l| l.starts_with("walker: job destroyed")), 0);
@@ -186,7 +188,7 @@ fn job_session(host: &mut dyn QueueHost, m: DataModel, with_group: bool, mode: &
     assert_eq!(qa.len(), 1);
     let c = &qa[0];
     assert_eq!(c.communicator.name, "parent side");
-    let expected_group = with_group.then(|| vec![i64::from(A_ID), i64::from(B_ID), -1]);
+    let expected_group = with_group.then(|| vec![Some(A_ID as u64), Some(B_ID as u64), None]);
     assert_eq!(c.group, expected_group, "{mode}");
     let s = c.sends.operations();
     assert_eq!(s.len(), 1);
@@ -221,7 +223,7 @@ fn job_session(host: &mut dyn QueueHost, m: DataModel, with_group: bool, mode: &
     assert_eq!(s[0].extra_text[2], "identity=5", "{mode}");
     assert_eq!(
         qb[0].group,
-        with_group.then(|| vec![i64::from(B_ID), i64::from(A_ID)]),
+        with_group.then(|| vec![Some(B_ID as u64), Some(A_ID as u64)]),
         "{mode}"
     );
 

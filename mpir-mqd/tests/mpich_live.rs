@@ -5,12 +5,12 @@
 
 mod common;
 
-use common::{Job, comm};
+use common::{Hosting, Job, comm};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::rc::Rc;
 
-use mpir_mqd::{HelperOptions, HostOptions, Hosting, ProcessSpec};
+use mpir_mqd::{HelperOptions, HostOptions, ProcessSpec};
 use mpir_target::debuginfo::DebugOptions;
 use mpir_target::live::LiveTarget;
 use mpir_target::testkit;
@@ -55,9 +55,8 @@ fn mpich_dll_reports_posted_operations_of_live_ranks() {
         Hosting::InProcess,
     ] {
         // SAFETY: MPICH's own MQD DLL, built for this machine with the MPI under test.
-        let mut host =
-            unsafe { mpir_mqd::open_host(&dll, hosting.clone(), HostOptions::default()) }
-                .expect("load libtvmpich");
+        let mut host = unsafe { common::open_host(&dll, hosting.clone(), HostOptions::default()) }
+            .expect("load libtvmpich");
         for (rank, &pid) in job.pids.iter().enumerate() {
             let peer = (rank as u64 + 1) % 2;
             let target = LiveTarget::open(pid, DebugOptions::default()).expect("open rank");
@@ -65,7 +64,7 @@ fn mpich_dll_reports_posted_operations_of_live_ranks() {
                 .attach(ProcessSpec {
                     image_name: app.display().to_string(),
                     target: Rc::new(target),
-                    global_rank: rank as i32,
+                    global_rank: Some(rank as u64),
                 })
                 .unwrap_or_else(|e| panic!("attach rank {rank}: {e}"));
             let comms = host

@@ -157,7 +157,7 @@ fn a_sound_mock_walks_in_every_data_model() {
         assert_eq!(tags, [Some(10), Some(11), Some(12)], "{m:?}");
         assert_eq!(
             w.communicators[0].group.as_deref(),
-            Some(&[0i64, 1][..]),
+            Some(&[Some(0), Some(1)][..]),
             "context 0 is the world"
         );
     }
@@ -279,7 +279,12 @@ fn missing_types_and_members_are_named() {
     // No recvcontext_id in MPIR_Comm: the walker says so.
     let t = process(DataModel::LP64, false, |_, _, _, _| {});
     match native::detect(&t, &WalkOptions::default()) {
-        Err(NativeError::NotRecognised { tried }) => {
+        Err(NativeError::NotRecognised {
+            tried,
+            missing_types,
+        }) => {
+            // A member is missing, not a type: no types sidecar would help.
+            assert!(missing_types.is_empty(), "{missing_types:?}");
             let (_, mpich) = tried
                 .iter()
                 .find(|(w, _)| w == "MPICH")
@@ -304,9 +309,14 @@ fn missing_types_and_members_are_named() {
     b.type_layout(l.comm.clone());
     b.variable("MPIR_All_communicators", l.list.byte_size);
     let t = b.build();
-    let e = native::detect(&t, &WalkOptions::default())
-        .unwrap_err()
-        .to_string();
+    let e = native::detect(&t, &WalkOptions::default()).unwrap_err();
+    // The missing types are named as types, found also through the error chain.
+    let types = e.missing_types();
+    assert!(types.iter().any(|t| t == "MPIR_Request"), "{types:?}");
+    assert!(!types.iter().any(|t| t.contains("MPID_Recvq")), "{types:?}");
+    let wrapped = MqdError::from(e.clone());
+    assert_eq!(MqdError::missing_types_in(&wrapped), types);
+    let e = e.to_string();
     for need in [
         "symbol MPID_Recvq_posted_head_ptr",
         "type MPIR_Request",

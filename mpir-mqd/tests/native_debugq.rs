@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use mpir_mqd::native::{self, NativeError, ProcessInfo, Walk, WalkOptions, WalkerKind};
-use mpir_mqd::{CommOrigin, CommunicatorQueues};
+use mpir_mqd::{
+    CommOrigin, CommunicatorQueues, EngineUsed, QueueReader, ReadNote, ReadRank, ReaderOptions,
+};
 use mpir_target::corefile::CoreTarget;
 use mpir_target::debuginfo::DebugOptions;
 use mpir_target::live::LiveTarget;
@@ -119,7 +121,10 @@ fn check_known(w: &Walk, f: &Fixture) {
         (world.communicator.local_rank, world.communicator.size),
         (1, 4)
     );
-    assert_eq!(world.group.as_deref(), Some(&[0i64, 1, 2, 3][..]));
+    assert_eq!(
+        world.group.as_deref(),
+        Some(&[Some(0), Some(1), Some(2), Some(3)][..])
+    );
     let s = world.sends.operations();
     assert_eq!(s.len(), 1, "{world:#?}");
     assert_eq!(
@@ -158,14 +163,14 @@ fn check_known(w: &Walk, f: &Fixture) {
     assert_eq!(me.origin, CommOrigin::Predefined);
     assert_eq!(
         me.group.as_deref(),
-        Some(&[1i64][..]),
+        Some(&[Some(1)][..]),
         "no group: this process's world rank"
     );
     assert_eq!(comm(w, "MPI_ICOMM_WORLD").origin, CommOrigin::Internal);
 
     let odds = comm(w, "odds");
     assert_eq!(odds.origin, CommOrigin::User);
-    assert_eq!(odds.group.as_deref(), Some(&[1i64, 3][..]));
+    assert_eq!(odds.group.as_deref(), Some(&[Some(1), Some(3)][..]));
     let s = odds.sends.operations();
     assert_eq!(s.len(), 1);
     assert_eq!(
@@ -186,7 +191,7 @@ fn check_known(w: &Walk, f: &Fixture) {
 
     let node = comm(w, "");
     assert_eq!(node.origin, CommOrigin::Internal, "hierarchy_kind NODE");
-    assert_eq!(node.group.as_deref(), Some(&[0i64, 1][..]));
+    assert_eq!(node.group.as_deref(), Some(&[Some(0), Some(1)][..]));
     // The entry of context 1 (the world's collectives) belongs to no communicator.
     let all: usize = w
         .communicators
@@ -219,6 +224,27 @@ fn debug_queue_layout_live_and_from_a_core() {
     let live = walker.queues(&target, &info).expect("walk");
     check_known(&live, &f);
     assert_eq!(live.attempts, 1);
+
+    // The reader picks this walker by itself and gives the same model, with typed notes.
+    let shared: std::rc::Rc<dyn mpir_target::Target> =
+        std::rc::Rc::new(LiveTarget::open(f.pid(), DebugOptions::default()).expect("open"));
+    let mut reader = QueueReader::open(&*shared, ReaderOptions::default()).expect("reader");
+    assert_eq!(reader.engine(), EngineUsed::Native(WalkerKind::MpichDebugq));
+    assert_eq!(reader.engine().to_string(), "native MPICH debug queues");
+    assert_eq!(reader.fallback_reason(), None);
+    let read = reader
+        .read(&ReadRank::new(Some(1), &exe), shared)
+        .expect("read");
+    assert_eq!(read.communicators, live.communicators);
+    assert!(
+        read.notes.iter().any(|n| matches!(
+            n,
+            ReadNote::NotRead { what } if what.contains("MPIR_Datatype_direct")
+        )),
+        "{:?}",
+        read.notes
+    );
+    assert!(reader.finish().is_empty());
 
     if testkit::have("gcore") {
         let prefix = dir.join("core");

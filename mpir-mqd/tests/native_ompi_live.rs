@@ -58,7 +58,7 @@ fn check_unexpected(comms: &[CommunicatorQueues], rank: u64) {
     let world = common::comm(comms, "MPI_COMM_WORLD");
     assert_eq!(world.origin, CommOrigin::Predefined);
     assert_eq!(common::comm(comms, "mpir_dup").origin, CommOrigin::User);
-    assert_eq!(world.group.as_deref(), Some(&[0i64, 1][..]));
+    assert_eq!(world.group.as_deref(), Some(&[Some(0), Some(1)][..]));
 }
 
 fn open_core(dir: &Path, pid: u32, rank: usize, sidecar: &Path) -> (CoreTarget, PathBuf) {
@@ -136,7 +136,7 @@ fn native_open_mpi_walker_equals_the_dll_and_adds_unexpected_messages() {
             .attach(ProcessSpec {
                 image_name: app.display().to_string(),
                 target: target.clone(),
-                global_rank: rank as i32,
+                global_rank: Some(rank as u64),
             })
             .expect("attach the DLL");
         let dll_comms = host.queues(p).expect("DLL queues");

@@ -6,12 +6,12 @@
 
 mod common;
 
-use common::{Job, comm};
+use common::{Hosting, Job, comm};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::rc::Rc;
 
-use mpir_mqd::{DllSource, HelperOptions, HostOptions, Hosting, QueueHost, discover_dll};
+use mpir_mqd::{DllSource, HelperOptions, HostOptions, QueueHost, discover_dll};
 use mpir_target::debuginfo::DebugOptions;
 use mpir_target::live::LiveTarget;
 use mpir_target::testkit;
@@ -25,7 +25,7 @@ fn check_rank(host: &mut dyn QueueHost, app: &Path, pid: u32, rank: usize, sidec
         .attach(mpir_mqd::ProcessSpec {
             image_name: app.display().to_string(),
             target: Rc::new(target),
-            global_rank: rank as i32,
+            global_rank: Some(rank as u64),
         })
         .unwrap_or_else(|e| panic!("attach rank {rank}: {e}"));
     let comms = host
@@ -121,9 +121,8 @@ fn open_mpi_dll_reports_posted_operations_of_live_ranks_in_both_modes() {
         Hosting::InProcess,
     ] {
         // SAFETY: Open MPI's own MQD DLL for this machine, from the MPI under test.
-        let mut host =
-            unsafe { mpir_mqd::open_host(&dll, hosting.clone(), HostOptions::default()) }
-                .unwrap_or_else(|e| panic!("load {}: {e}", dll.display()));
+        let mut host = unsafe { common::open_host(&dll, hosting.clone(), HostOptions::default()) }
+            .unwrap_or_else(|e| panic!("load {}: {e}", dll.display()));
         assert!(host.version().contains("Open MPI"), "{}", host.version());
         for (rank, &pid) in job.pids.iter().enumerate() {
             check_rank(&mut *host, &app, pid, rank, &sidecar);

@@ -10,8 +10,8 @@ mod common;
 use common::*;
 
 use mpir_mqd::{
-    CommunicatorQueues, HelperOptions, HostOptions, Hosting, MqdError, OutOfProcessHost,
-    ProcessSpec, Queue, QueueHost,
+    CommunicatorQueues, HelperOptions, HostOptions, MqdError, OutOfProcessHost, ProcessSpec, Queue,
+    QueueHost,
 };
 use mpir_target::MockTarget;
 use mpir_types::DataModel;
@@ -36,7 +36,7 @@ fn walk(
         .attach(ProcessSpec {
             image_name: IMAGE.into(),
             target,
-            global_rank: 3,
+            global_rank: Some(3),
         })
         .unwrap_or_else(|e| panic!("attach: {e}"));
     let message = host.queue_messages(p).0.map(str::to_string);
@@ -139,7 +139,7 @@ fn attached(dll: &Path, helper: HelperOptions) -> (OutOfProcessHost, mpir_mqd::P
         .attach(ProcessSpec {
             image_name: IMAGE.into(),
             target: Rc::new(fake_target(DataModel::LP64, &two_comms(), true, true)),
-            global_rank: 0,
+            global_rank: Some(0),
         })
         .expect("attach works: the faulty call is the queue walk");
     (host, p)
@@ -223,7 +223,7 @@ fn an_overall_deadline_bounds_a_dll_that_keeps_talking() {
         .attach(ProcessSpec {
             image_name: IMAGE.into(),
             target: Rc::new(fake_target(DataModel::LP64, &two_comms(), true, true)),
-            global_rank: 0,
+            global_rank: Some(0),
         })
         .expect("attach");
     let comms = host.queues(p).expect("communicators still listed");
@@ -246,7 +246,7 @@ fn an_overall_deadline_bounds_a_dll_that_keeps_talking() {
         .attach(ProcessSpec {
             image_name: IMAGE.into(),
             target: Rc::new(fake_target(DataModel::LP64, &two_comms(), true, true)),
-            global_rank: 0,
+            global_rank: Some(0),
         })
         .expect("attach");
     let pid = host.helper_pid().expect("running");
@@ -335,7 +335,7 @@ fn both_modes_behind_one_api() {
     for hosting in [Hosting::OutOfProcess(helper()), Hosting::InProcess] {
         // SAFETY: the walker DLL is our own fixture, built for this host.
         let mut host =
-            unsafe { mpir_mqd::open_host(&dll, hosting, HostOptions::default()) }.expect("open");
+            unsafe { common::open_host(&dll, hosting, HostOptions::default()) }.expect("open");
         answers.push(walk(&mut *host, Rc::clone(&target)).0);
     }
     assert_eq!(answers[0], answers[1]);

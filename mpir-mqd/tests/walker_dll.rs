@@ -31,7 +31,7 @@ fn walk_in(model: DataModel, sizes: &str, name: &str) {
         .attach(ProcessSpec {
             image_name: IMAGE.into(),
             target: target.clone(),
-            global_rank: 3,
+            global_rank: Some(3),
         })
         .expect("attach");
     assert_eq!(
@@ -46,7 +46,10 @@ fn walk_in(model: DataModel, sizes: &str, name: &str) {
     assert_eq!(a.communicator.name, "comm_a");
     assert_eq!(a.communicator.unique_id, 0x4400_0001);
     assert_eq!((a.communicator.local_rank, a.communicator.size), (1, 4));
-    assert_eq!(a.group.as_deref(), Some(&[10, 11, 12, 13][..]));
+    assert_eq!(
+        a.group.as_deref(),
+        Some(&[Some(10), Some(11), Some(12), Some(13)][..])
+    );
     let s = a.sends.operations();
     assert_eq!(s.len(), 1);
     assert_eq!(s[0].peer_local, Peer::Rank(2));
@@ -152,7 +155,7 @@ fn attach_err(target: MockTarget, name: &str) -> Option<MqdError> {
         .attach(ProcessSpec {
             image_name: IMAGE.into(),
             target: Rc::new(target),
-            global_rank: 0,
+            global_rank: Some(0),
         })
         .expect_err("attach must fail");
     Some(err)
@@ -209,16 +212,17 @@ fn unreadable_memory_is_a_dll_error_with_callback_context() {
         .attach(ProcessSpec {
             image_name: IMAGE.into(),
             target: Rc::new(b.build()),
-            global_rank: 0,
+            global_rank: Some(0),
         })
         .expect("attach");
     match host.queues(p) {
         Err(MqdError::Dll {
             call,
             message,
-            faults,
+            callbacks,
             ..
         }) => {
+            let faults = &callbacks.faults;
             assert_eq!(call, "mqs_get_communicator");
             assert_eq!(
                 message, "walker: read failed",
@@ -303,7 +307,7 @@ fn an_endless_queue_is_bounded() {
         .attach(ProcessSpec {
             image_name: IMAGE.into(),
             target: Rc::new(fake_target(DataModel::LP64, &two_comms(), true, true)),
-            global_rank: 0,
+            global_rank: Some(0),
         })
         .expect("attach");
     let comms = host.queues(p).expect("communicators still listed");
@@ -327,7 +331,7 @@ fn without_comm_group_global_ranks_stay_unknown() {
         .attach(ProcessSpec {
             image_name: IMAGE.into(),
             target: Rc::new(fake_target(DataModel::LP64, &two_comms(), true, true)),
-            global_rank: 0,
+            global_rank: Some(0),
         })
         .expect("attach");
     let comms = host.queues(p).expect("queues");
@@ -366,7 +370,7 @@ fn a_symbol_that_is_data_is_not_a_function() {
         .attach(ProcessSpec {
             image_name: IMAGE.into(),
             target: Rc::new(b.build()),
-            global_rank: 0,
+            global_rank: Some(0),
         })
         .expect_err("probe must fail");
     assert!(

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use mpir_target::{Symbol, Target, TypeQuery};
 use mpir_types::{FieldLayout, TypeLayout};
 
-use crate::native::error::{NativeError, NativeResult};
+use crate::error::native::{NativeError, NativeResult};
 
 /// Type and symbol lookups of one detection, with a list of what was not found.
 pub(crate) struct Lookup<'t> {
@@ -15,6 +15,8 @@ pub(crate) struct Lookup<'t> {
     types: HashMap<String, Option<TypeLayout>>,
     /// `type T`, `T.member`, `symbol S` that are missing.
     pub(crate) missing: Vec<String>,
+    /// The names of the types among [`Lookup::missing`].
+    missing_types: Vec<String>,
 }
 
 impl<'t> Lookup<'t> {
@@ -24,7 +26,13 @@ impl<'t> Lookup<'t> {
             anchor: anchor.map(str::to_string),
             types: HashMap::new(),
             missing: Vec::new(),
+            missing_types: Vec::new(),
         }
+    }
+
+    /// What a failed detection lacks: every item, and the names of the types among them.
+    pub(crate) fn lacks(self) -> (Vec<String>, Vec<String>) {
+        (self.missing, self.missing_types)
     }
 
     /// The target's pointer size.
@@ -81,6 +89,7 @@ impl<'t> Lookup<'t> {
         let t = self.try_type(name)?;
         if t.is_none() {
             self.missing.push(format!("type {name}"));
+            self.missing_types.push(name.to_string());
         }
         Ok(t)
     }

@@ -2,7 +2,7 @@
 //! process (live, core file or mock — any [`Target`]), from the layouts its own debug
 //! information (or a types sidecar) describes, without a vendor MQD DLL.
 //!
-//! They produce the model of the DLL host ([`CommunicatorQueues`], operations as
+//! They produce the model every engine returns ([`crate::model`]: [`CommunicatorQueues`], operations as
 //! [`mpir_types::mqd::Operation`]), plus what the DLLs leave out: global ranks and groups for
 //! MPICH, unexpected messages for Open MPI, lengths in bytes where the datatype is known, and
 //! which communicators are the library's own ([`CommOrigin`]).
@@ -101,7 +101,6 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-mod error;
 mod layout;
 mod mpich;
 mod ompi;
@@ -112,45 +111,10 @@ use std::time::Duration;
 use mpir_target::Target;
 use mpir_types::mqd::{self, LengthUnit, OpClass, Operation};
 
-pub use error::NativeError;
+pub use crate::error::native::NativeError;
 
 use crate::MqdError;
-use crate::host::{CommOrigin, CommunicatorQueues, Queue};
-
-/// Which engine a tool uses to read message queues (e.g. a CLI's `--engine auto|dll|native`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[non_exhaustive]
-pub enum Engine {
-    /// The native walker when [`detect`] recognises the process, else the vendor DLL.
-    #[default]
-    Auto,
-    /// The vendor MQD DLL only ([`crate::Host`], [`crate::OutOfProcessHost`]).
-    Dll,
-    /// The native walker only.
-    Native,
-}
-
-impl std::str::FromStr for Engine {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "auto" => Ok(Engine::Auto),
-            "dll" => Ok(Engine::Dll),
-            "native" => Ok(Engine::Native),
-            other => Err(format!("unknown engine {other:?} (auto, dll or native)")),
-        }
-    }
-}
-
-impl std::fmt::Display for Engine {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Engine::Auto => "auto",
-            Engine::Dll => "dll",
-            Engine::Native => "native",
-        })
-    }
-}
+use crate::model::{CommOrigin, CommunicatorQueues, Queue, group_from_raw};
 
 /// Bounds of a walk.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -232,6 +196,8 @@ pub struct Walker {
     inner: Inner,
     /// Optional symbols/types/fields absent at detection.
     missing: Vec<String>,
+    /// The bounds [`Walker::queues`] walks with (given to [`detect`]).
+    options: WalkOptions,
 }
 
 #[derive(Debug, Clone)]
@@ -262,29 +228,34 @@ pub struct Walk {
     pub elapsed: Duration,
 }
 
-/// Finds the walker whose symbols and types the process has.
+/// Finds the walker whose symbols and types the process has; it walks with `options`'
+/// bounds ([`Walker::queues`]).
 pub fn detect(target: &dyn Target, options: &WalkOptions) -> Result<Walker, NativeError> {
-    let _ = options;
     let mut tried = Vec::new();
+    let mut missing_types = Vec::new();
+    let walker = |inner, missing| Walker {
+        inner,
+        missing,
+        options: options.clone(),
+    };
     match mpich::detect(target)? {
-        Ok((layout, missing)) => {
-            return Ok(Walker {
-                inner: Inner::Mpich(Box::new(layout)),
-                missing,
-            });
+        Ok((layout, missing)) => return Ok(walker(Inner::Mpich(Box::new(layout)), missing)),
+        Err((lacks, types)) => {
+            tried.push(("MPICH".to_string(), lacks));
+            missing_types.extend(types);
         }
-        Err(lacks) => tried.push(("MPICH".to_string(), lacks)),
     }
     match ompi::detect(target)? {
-        Ok((layout, missing)) => {
-            return Ok(Walker {
-                inner: Inner::Ompi(Box::new(layout)),
-                missing,
-            });
+        Ok((layout, missing)) => return Ok(walker(Inner::Ompi(Box::new(layout)), missing)),
+        Err((lacks, types)) => {
+            tried.push(("Open MPI ob1".to_string(), lacks));
+            missing_types.extend(types);
         }
-        Err(lacks) => tried.push(("Open MPI ob1".to_string(), lacks)),
     }
-    Err(NativeError::NotRecognised { tried })
+    Err(NativeError::NotRecognised {
+        tried,
+        missing_types,
+    })
 }
 
 impl Walker {
@@ -302,9 +273,14 @@ impl Walker {
     }
 
     /// Walks the communicators and queues of `target` (a process of the build this walker
-    /// was detected on).
+    /// was detected on), with the bounds given to [`detect`].
     pub fn queues(&self, target: &dyn Target, process: &ProcessInfo) -> Result<Walk, NativeError> {
-        self.queues_with(target, process, &WalkOptions::default())
+        self.queues_with(target, process, &self.options)
+    }
+
+    /// The bounds [`Walker::queues`] walks with.
+    pub fn options(&self) -> &WalkOptions {
+        &self.options
     }
 
     /// [`Walker::queues`] with other bounds.
@@ -332,7 +308,8 @@ impl Walker {
 
 /// What a walker's detection finds: its layout and the optional items missing, or the
 /// required items missing.
-pub(crate) type Detected<L> = Result<(L, Vec<String>), Vec<String>>;
+/// (A failed detection: every item lacking, and the names of the types among them.)
+pub(crate) type Detected<L> = Result<(L, Vec<String>), (Vec<String>, Vec<String>)>;
 
 /// One operation read natively, before normalisation.
 #[derive(Clone)]
@@ -357,14 +334,14 @@ impl RawQueue {
         }
     }
 
-    fn finish(self, class: OpClass, group: Option<&[i64]>) -> Queue {
+    fn finish(self, class: OpClass, group: Option<&[Option<u64>]>) -> Queue {
         if self.no_information {
             return Queue::NoInformation;
         }
         let ops: Vec<Operation> = self
             .ops
             .iter()
-            .map(|r| crate::host::normalize(&r.op, class, r.unit, group))
+            .map(|r| crate::model::normalize(&r.op, class, r.unit, group))
             .collect();
         match self.error {
             None => Queue::Operations(ops),
@@ -389,16 +366,16 @@ pub(crate) struct RawComm {
 
 impl RawComm {
     pub(crate) fn finish(self) -> CommunicatorQueues {
-        let group = self.group.as_deref();
+        let group = self.group.as_deref().map(group_from_raw);
         let [s, r, u] = self.queues;
         CommunicatorQueues {
             communicator: self.communicator,
             origin: self.origin,
             context_id: Some(self.key),
-            sends: s.finish(OpClass::Send, group),
-            receives: r.finish(OpClass::Receive, group),
-            unexpected: u.finish(OpClass::Unexpected, group),
-            group: self.group,
+            sends: s.finish(OpClass::Send, group.as_deref()),
+            receives: r.finish(OpClass::Receive, group.as_deref()),
+            unexpected: u.finish(OpClass::Unexpected, group.as_deref()),
+            group,
         }
     }
 }

@@ -4,9 +4,9 @@
 use mpir_target::Target;
 use mpir_types::{FieldLayout, TypeLayout};
 
+use crate::error::native::NativeResult;
 use crate::native::Detected;
 use crate::native::WalkerKind;
-use crate::native::error::NativeResult;
 use crate::native::layout::{INT_WIDTHS, Lookup, nested, span};
 
 mod walk;
@@ -152,7 +152,7 @@ const ANCHOR: &str = "MPIR_All_communicators";
 pub(crate) fn detect(target: &dyn Target) -> NativeResult<Detected<MpichLayout>> {
     let mut l = Lookup::new(target, Some(ANCHOR));
     if l.symbol(ANCHOR, true)?.is_none() {
-        return Ok(Err(l.missing));
+        return Ok(Err(l.lacks()));
     }
     let list = l.ty("MPIR_Comm_list")?.and_then(|t| {
         Some(ListLayout {
@@ -165,7 +165,7 @@ pub(crate) fn detect(target: &dyn Target) -> NativeResult<Detected<MpichLayout>>
     let comm = comm.as_ref().and_then(|t| comm_layout(&mut l, t));
     let queues = queues(&mut l)?;
     let (Some(list), Some(mut comm), Some(queues)) = (list, comm, queues) else {
-        return Ok(Err(l.missing));
+        return Ok(Err(l.lacks()));
     };
     // Optional parts: what is missing from here on only enriches the result.
     let required = l.missing.len();

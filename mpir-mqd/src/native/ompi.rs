@@ -4,8 +4,8 @@
 use mpir_target::Target;
 use mpir_types::{FieldLayout, TypeLayout};
 
+use crate::error::native::NativeResult;
 use crate::native::Detected;
-use crate::native::error::NativeResult;
 use crate::native::layout::{INT_WIDTHS, Lookup, nested, span, try_field};
 
 mod walk;
@@ -138,7 +138,7 @@ pub(crate) const SYMBOLS: [&str; 3] = [
 pub(crate) fn detect(target: &dyn Target) -> NativeResult<Detected<OmpiLayout>> {
     let mut l = Lookup::new(target, Some(ANCHOR));
     if l.symbol(ANCHOR, true)?.is_none() {
-        return Ok(Err(l.missing));
+        return Ok(Err(l.lacks()));
     }
     for s in &SYMBOLS[1..] {
         l.symbol(s, true)?;
@@ -220,10 +220,10 @@ pub(crate) fn detect(target: &dyn Target) -> NativeResult<Detected<OmpiLayout>> 
         Some(datatype),
     ) = (array, free_list, list_next, comm, group, req, datatype)
     else {
-        return Ok(Err(l.missing));
+        return Ok(Err(l.lacks()));
     };
     if !l.missing.is_empty() {
-        return Ok(Err(l.missing));
+        return Ok(Err(l.lacks()));
     }
     let ob1 = ob1_layout(&mut l, sentinel.map(|s| s.offset).unwrap_or(0))?;
     if comm.pml_comm.is_none() {

@@ -16,7 +16,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use mpir_target::Target;
 use mpir_types::{DataModel, FieldLayout, View};
 
-use crate::native::error::{NativeError, NativeResult};
+use crate::error::native::{NativeError, NativeResult};
 
 /// Size (and alignment) of one cached block.
 pub(crate) const BLOCK: u64 = 64 * 1024;

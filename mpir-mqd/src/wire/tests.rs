@@ -37,8 +37,14 @@ fn every_message_round_trips() {
         ToHelper::Attach {
             target: 9,
             image_name: "app".into(),
-            global_rank: -3,
+            global_rank: Some(3),
             model: DataModel::ILP32_BE,
+        },
+        ToHelper::Attach {
+            target: 10,
+            image_name: "app".into(),
+            global_rank: None,
+            model: DataModel::LP64,
         },
         ToHelper::Queues {
             process: 1,
@@ -81,7 +87,10 @@ fn every_message_round_trips() {
                     image: None,
                     code: 104,
                     message: "bad".into(),
-                    faults: vec!["f".into()],
+                    callbacks: Box::new(CallbackReport::new(
+                        vec!["f".into()],
+                        vec!["opal_list_item_t".into()],
+                    )),
                 }),
             ),
         ],
@@ -136,7 +145,14 @@ fn every_message_round_trips() {
         FromHelper::Done {
             outcome: Err(MqdError::IdentityInUse {
                 path: "p".into(),
-                identity: -7,
+                identity: Some(7),
+            }),
+            messages: vec![],
+        },
+        FromHelper::Done {
+            outcome: Err(MqdError::IdentityInUse {
+                path: "p".into(),
+                identity: None,
             }),
             messages: vec![],
         },

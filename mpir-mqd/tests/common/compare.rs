@@ -20,16 +20,14 @@ pub struct DllGaps {
     pub send_actual_global_is_local: bool,
 }
 
-fn global_of(group: Option<&[i64]>, p: Peer) -> Option<u64> {
+fn global_of(group: Option<&[Option<u64>]>, p: Peer) -> Option<u64> {
     match p {
-        Peer::Rank(r) => group
-            .and_then(|g| g.get(r as usize))
-            .and_then(|&g| u64::try_from(g).ok()),
+        Peer::Rank(r) => group.and_then(|g| g.get(r as usize)).copied().flatten(),
         _ => None,
     }
 }
 
-fn compare_op(d: &Operation, n: &Operation, group: Option<&[i64]>, g: DllGaps, at: &str) {
+fn compare_op(d: &Operation, n: &Operation, group: Option<&[Option<u64>]>, g: DllGaps, at: &str) {
     assert_eq!(d.class, n.class, "{at}: class");
     assert_eq!(d.status, n.status, "{at}: status");
     assert_eq!(d.peer_local, n.peer_local, "{at}: peer_local");

@@ -5,13 +5,38 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use mpir_mqd::{Host, HostOptions, MqdError};
+use mpir_mqd::{HelperOptions, Host, HostOptions, MqdError, QueueHost};
 use mpir_target::MockTarget;
 use mpir_target::mock::MockTargetBuilder;
 use mpir_target::testkit;
 use mpir_types::{CStructBuilder, DataModel, FieldLayout, LayoutSource, TypeLayout};
 
 pub mod compare;
+
+/// Where a test hosts a DLL.
+#[derive(Debug, Clone)]
+pub enum Hosting {
+    /// In this process.
+    InProcess,
+    /// In a helper process.
+    OutOfProcess(HelperOptions),
+}
+
+/// Opens a host for `dll` as `hosting` says.
+///
+/// # Safety
+/// In process: the contract of [`Host::load`].
+pub unsafe fn open_host(
+    dll: impl AsRef<std::path::Path>,
+    hosting: Hosting,
+    options: HostOptions,
+) -> Result<Box<dyn QueueHost>, MqdError> {
+    match hosting {
+        // SAFETY: this function's contract, passed on to the caller.
+        Hosting::InProcess => unsafe { mpir_mqd::open_in_process(dll, options) },
+        Hosting::OutOfProcess(helper) => mpir_mqd::open_out_of_process(dll, options, helper),
+    }
+}
 
 pub const IMAGE: &str = "/fake/app";
 

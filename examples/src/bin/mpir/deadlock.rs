@@ -196,10 +196,7 @@ fn comm_queues(c: &CommunicatorQueues) -> CommQueues {
     );
     q.context_id = c.context_id;
     q.internal = c.origin == mpir_mqd::CommOrigin::Internal;
-    q.group = c
-        .group
-        .as_ref()
-        .and_then(|g| g.iter().map(|&r| u64::try_from(r).ok()).collect());
+    q.group = c.group.as_ref().and_then(|g| g.iter().copied().collect());
     q.operations = [&c.sends, &c.receives, &c.unexpected]
         .iter()
         .flat_map(|queue| queue.operations().iter().cloned())

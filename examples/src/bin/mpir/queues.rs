@@ -9,9 +9,7 @@ use std::time::Duration;
 use mpir_acquire::live::{self, Acquired};
 use mpir_acquire::{GateRelease, RankControl, RankSelection};
 use mpir_mqd::native::{self, ProcessInfo, WalkOptions, Walker, WalkerKind};
-use mpir_mqd::{
-    CommOrigin, CommunicatorQueues, HelperOptions, HostOptions, Hosting, ProcessSpec, Queue,
-};
+use mpir_mqd::{CommOrigin, CommunicatorQueues, HelperOptions, HostOptions, ProcessSpec, Queue};
 use mpir_target::Target;
 use mpir_target::debuginfo::DebugOptions;
 use mpir_target::live::LiveTarget;
@@ -358,18 +356,20 @@ impl DllReader {
     ) -> Result<Self, String> {
         let (path, source) = mpir_mqd::discover_dll(probe, given).map_err(|e| chain(&e))?;
         tracing::info!(dll = %path.display(), ?source, "message-queue DLL");
-        let hosting = if in_process {
-            Hosting::InProcess
+        let host = if in_process {
+            // SAFETY: the DLL is the one the MPI library of the target names (or the user
+            // gave); in-process hosting is the user's explicit choice (`--in-process`).
+            #[allow(unsafe_code)]
+            unsafe {
+                mpir_mqd::open_in_process(&path, HostOptions::default())
+            }
         } else {
             let me =
                 std::env::current_exe().map_err(|e| format!("cannot find mpir itself: {e}"))?;
-            Hosting::OutOfProcess(HelperOptions::default().with_program_args(me, [HELPER_ARG]))
-        };
-        // SAFETY: the DLL is the one the MPI library of the target names (or the user gave);
-        // in-process hosting is the user's explicit choice (`--in-process`).
-        #[allow(unsafe_code)]
-        let host = unsafe { mpir_mqd::open_host(&path, hosting, HostOptions::default()) }
-            .map_err(|e| chain(&e))?;
+            let helper = HelperOptions::default().with_program_args(me, [HELPER_ARG]);
+            mpir_mqd::open_out_of_process(&path, HostOptions::default(), helper)
+        }
+        .map_err(|e| chain(&e))?;
         Ok(DllReader { host, types_given })
     }
 }
@@ -383,11 +383,11 @@ impl Reader for DllReader {
         let spec = ProcessSpec {
             image_name: rank.image.display().to_string(),
             target,
-            global_rank: rank.rank.and_then(|r| i32::try_from(r).ok()).unwrap_or(-1),
+            global_rank: rank.rank,
         };
         let hint = |e: mpir_mqd::MqdError| {
             let text = chain(&e);
-            if !self.types_given && text.contains("type") {
+            if !self.types_given && !mpir_mqd::MqdError::missing_types_in(&e).is_empty() {
                 format!(
                     "{text} (the MPI library may lack debug info: give a types sidecar with --types)"
                 )
@@ -543,7 +543,12 @@ pub(crate) fn comm_doc(c: &CommunicatorQueues) -> CommDoc {
         },
         size: c.communicator.size,
         local_rank: c.communicator.local_rank,
-        group: c.group.clone(),
+        // -1 for an unknown member, as the document has always said.
+        group: c.group.as_ref().map(|g| {
+            g.iter()
+                .map(|r| r.and_then(|r| i64::try_from(r).ok()).unwrap_or(-1))
+                .collect()
+        }),
         missing,
         operations,
     }

@@ -8,8 +8,8 @@ use mpir_target::{Symbol, Target};
 use mpir_types::mqd::{self, LengthUnit, OpStatus};
 
 use super::{MpichLayout, Queues, RequestLayout};
-use crate::host::CommOrigin;
-use crate::native::error::{NativeError, NativeResult};
+use crate::error::native::{NativeError, NativeResult};
+use crate::model::CommOrigin;
 use crate::native::snapshot::{ListGuard, Obj, Snapshot};
 use crate::native::{
     ProcessInfo, RawComm, RawOp, RawQueue, Walk, WalkOptions, blank_op, finish_all,
@@ -37,6 +37,7 @@ fn require(t: &dyn Target, name: &str) -> NativeResult<Symbol> {
         .ok_or_else(|| NativeError::MissingLayout {
             walker: "MPICH",
             missing: vec![format!("symbol {name}")],
+            missing_types: Vec::new(),
         })
 }
 
@@ -421,6 +422,7 @@ impl Ctx<'_, '_> {
                         let s = s.ok_or_else(|| NativeError::MissingLayout {
                             walker: "MPICH",
                             missing: vec!["symbol MPIR_Sendq_head".into()],
+                            missing_types: Vec::new(),
                         })?;
                         self.s.pointer(s.address, "MPIR_Sendq_head")
                     }) {

@@ -9,8 +9,8 @@ use mpir_types::FieldLayout;
 use mpir_types::mqd::{self, LengthUnit, OpStatus};
 
 use super::{OmpiLayout, SYMBOLS};
-use crate::host::CommOrigin;
-use crate::native::error::{NativeError, NativeResult};
+use crate::error::native::{NativeError, NativeResult};
+use crate::model::CommOrigin;
 use crate::native::snapshot::{ListGuard, Obj, Snapshot};
 use crate::native::{
     ProcessInfo, RawComm, RawOp, RawQueue, Walk, WalkOptions, blank_op, finish_all,
@@ -44,6 +44,7 @@ fn require(t: &dyn Target, name: &str) -> NativeResult<Symbol> {
         .ok_or_else(|| NativeError::MissingLayout {
             walker: "Open MPI ob1",
             missing: vec![format!("symbol {name}")],
+            missing_types: Vec::new(),
         })
 }
 

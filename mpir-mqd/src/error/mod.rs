@@ -1,6 +1,11 @@
-//! Errors of MQD hosting.
+//! Errors of MQD hosting and of the native walkers: a leaf (it imports no engine), so the
+//! result model can hold them.
+
+pub(crate) mod native;
 
 use thiserror::Error;
+
+use self::native::NativeError;
 
 /// What went wrong while loading or calling an MQD DLL. Each names the DLL, and a failed DLL
 /// call carries the DLL's own rendering of its code (`mqs_dll_error_string`) and what our
@@ -59,7 +64,7 @@ pub enum MqdError {
     #[error(
         "{call} failed in {path}{}: {message} (code {code}){}",
         for_image(image),
-        faults_text(faults)
+        faults_text(&callbacks.faults)
     )]
     Dll {
         /// The DLL.
@@ -73,7 +78,7 @@ pub enum MqdError {
         /// `mqs_dll_error_string(code)`, or the has-queues message formatted with the image name.
         message: String,
         /// What our callbacks met during the call.
-        faults: Vec<String>,
+        callbacks: Box<CallbackReport>,
     },
     /// The DLL returned more items than the host's bound allows (a looping or corrupt list).
     #[error("{what} in {path}: more than {limit}; stopped (a cyclic or corrupt list?)")]
@@ -138,9 +143,19 @@ pub enum MqdError {
         /// What was tried.
         reason: String,
     },
-    /// A native walker failed (see [`crate::native`]).
-    #[error("native walker: {0}")]
-    Native(#[from] crate::native::NativeError),
+    /// A native walker failed (see [`crate::native`]); the walker's error is the source.
+    #[error("native message-queue walker failed")]
+    Native(#[from] NativeError),
+    /// Neither engine fits the process ([`crate::Engine::Auto`]): no native walker
+    /// recognises it (`native`, shown here), and the MPI's DLL failed (the source).
+    #[error("no native walker fits ({native}), and the MPI's message-queue DLL failed")]
+    NoEngine {
+        /// Why no native walker fits.
+        native: NativeError,
+        /// Why the DLL failed.
+        #[source]
+        dll: Box<MqdError>,
+    },
     /// The DLL does not provide an optional function of the interface (not exported, or
     /// exported by a DLL whose interface version does not include it).
     #[error("MQD DLL {path} does not provide {function}: {reason}")]
@@ -154,12 +169,16 @@ pub enum MqdError {
     },
     /// A process with this identity is already attached to a host whose DLL keeps a job
     /// (MPI-2): identities name processes in the job, so they must be unique.
-    #[error("MQD DLL {path}: a process with identity (global rank) {identity} is already attached")]
+    #[error(
+        "MQD DLL {path}: a process with identity (global rank) {} is already attached",
+        identity.map_or_else(|| "unknown".to_string(), |r| r.to_string())
+    )]
     IdentityInUse {
         /// The DLL.
         path: String,
-        /// The identity asked for.
-        identity: i32,
+        /// The identity asked for (the global rank; `None`: unknown, which all processes
+        /// without a rank share).
+        identity: Option<u64>,
     },
     /// The process handle is not (or no longer) attached to this host.
     #[error("process {handle:#x} is not attached to this host")]
@@ -167,6 +186,65 @@ pub enum MqdError {
         /// The handle's value.
         handle: usize,
     },
+}
+
+/// What our callbacks met during a DLL call that failed.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct CallbackReport {
+    /// Problems, as text (unreadable memory, unknown handles, ...).
+    pub faults: Vec<String>,
+    /// Types the DLL looked up during the call that the process's debug information lacks
+    /// (the usual cause of a failing DLL: an MPI library without debug info).
+    pub missing_types: Vec<String>,
+}
+
+impl CallbackReport {
+    /// A report of `faults` and `missing_types`.
+    pub fn new(faults: Vec<String>, missing_types: Vec<String>) -> Self {
+        CallbackReport {
+            faults,
+            missing_types,
+        }
+    }
+}
+
+impl MqdError {
+    /// The MPI's types the failure is due to: types a DLL looked up during the failed call
+    /// that the process lacks ([`MqdError::Dll`]), or that a native walker needed
+    /// ([`NativeError::missing_types`]). Empty when the failure has another cause.
+    pub fn missing_types(&self) -> &[String] {
+        match self {
+            MqdError::Dll { callbacks, .. } => &callbacks.missing_types,
+            MqdError::Native(e) => e.missing_types(),
+            MqdError::NoEngine { native, dll } => match native.missing_types() {
+                [] => dll.missing_types(),
+                types => types,
+            },
+            _ => &[],
+        }
+    }
+
+    /// The first [`MqdError`] or [`NativeError`] in `error`'s chain (itself, then its
+    /// sources) whose cause is missing types, and those types: how a tool decides to suggest
+    /// debug information or a types sidecar.
+    pub fn missing_types_in<'e>(error: &'e (dyn std::error::Error + 'static)) -> &'e [String] {
+        let mut next = Some(error);
+        while let Some(e) = next {
+            let types = if let Some(m) = e.downcast_ref::<MqdError>() {
+                m.missing_types()
+            } else if let Some(n) = e.downcast_ref::<NativeError>() {
+                n.missing_types()
+            } else {
+                &[]
+            };
+            if !types.is_empty() {
+                return types;
+            }
+            next = e.source();
+        }
+        &[]
+    }
 }
 
 fn for_image(image: &Option<String>) -> String {

@@ -1,4 +1,5 @@
-//! Errors of the native walkers.
+//! Errors of the native walkers (here, beside [`super::MqdError`], so that the result model
+//! can hold either without importing the walkers).
 
 use mpir_target::TargetError;
 use thiserror::Error;
@@ -17,6 +18,9 @@ pub enum NativeError {
     NotRecognised {
         /// (walker, what it lacks).
         tried: Vec<(String, Vec<String>)>,
+        /// The types among what they lack (by name), for a hint that debug information or a
+        /// types sidecar is missing.
+        missing_types: Vec<String>,
     },
     /// A walker's required symbols, types or fields are missing.
     #[error("{walker}: the process's symbols or debug information lack {}", missing.join(", "))]
@@ -25,9 +29,11 @@ pub enum NativeError {
         walker: &'static str,
         /// `type T`, `T.member`, `symbol S`.
         missing: Vec<String>,
+        /// The types among them, by name.
+        missing_types: Vec<String>,
     },
     /// A symbol or type lookup failed (not: was absent).
-    #[error("looking up {name}: {source}")]
+    #[error("looking up {name}")]
     Lookup {
         /// The symbol or type.
         name: String,
@@ -36,7 +42,7 @@ pub enum NativeError {
         source: TargetError,
     },
     /// Target memory could not be read.
-    #[error("reading {what} at {address:#x}: {source}")]
+    #[error("reading {what} at {address:#x}")]
     Read {
         /// What was being read.
         what: String,
@@ -81,6 +87,18 @@ pub enum NativeError {
         /// Walks attempted.
         attempts: u32,
     },
+}
+
+impl NativeError {
+    /// The MPI's types whose absence caused this error (a process whose MPI library has no
+    /// debug information and no types sidecar was given); empty for other causes.
+    pub fn missing_types(&self) -> &[String] {
+        match self {
+            NativeError::NotRecognised { missing_types, .. }
+            | NativeError::MissingLayout { missing_types, .. } => missing_types,
+            _ => &[],
+        }
+    }
 }
 
 fn tried_text(tried: &[(String, Vec<String>)]) -> String {
