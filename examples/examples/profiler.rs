@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use mpir_mqd::CommunicatorQueues;
-use mpir_session::{QueueOptions, Session, SessionOptions};
+use mpir_session::{Session, SessionOptions};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -35,15 +35,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         job.nodes().len()
     );
 
-    let options = QueueOptions::default();
     // Per rank: the most sends, receives and unexpected messages seen waiting at once.
     let mut peak: BTreeMap<u64, [usize; 3]> = BTreeMap::new();
     for s in 1..=samples {
         if s > 1 {
             std::thread::sleep(interval);
         }
-        let read = session.queues(&options)?;
-        let engine = read.engine.as_deref().unwrap_or("no engine");
+        let read = session.queues()?;
+        let engine = read
+            .engine
+            .as_ref()
+            .map_or("no engine".to_string(), ToString::to_string);
         println!("sample {s} ({engine}, {} ranks)", read.ranks.len());
         for r in &read.ranks {
             let rank = r.rank.map_or("?".to_string(), |n| n.to_string());
@@ -66,6 +68,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     mpir_session::chain(e)
                 ),
             }
+        }
+        for line in read.printed.notes() {
+            println!("sample {s}: the MPI's DLL printed: {line}");
         }
         for p in &read.release.problems {
             eprintln!("sample {s}: while releasing: {}", mpir_session::chain(p));

@@ -4,11 +4,12 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use mpir_mqd::{CommOrigin, CommunicatorQueues};
+use mpir_mqd::native::NativeError;
+use mpir_mqd::output::OutputLog;
+use mpir_mqd::{CommOrigin, CommunicatorQueues, EngineUsed};
 use mpir_types::deadlock::{self, CommQueues, DeadlockReport, JobSnapshot};
 use mpir_types::ranks::RankSet;
 
-use crate::engine::QueueOptions;
 use crate::error::SessionError;
 use crate::hold::ReleaseReport;
 use crate::queues::{RankError, RankRead, ReaderState};
@@ -54,7 +55,9 @@ impl Coverage {
 #[non_exhaustive]
 pub struct DeadlockRead {
     /// The engine used, if any rank could be read.
-    pub engine: Option<String>,
+    pub engine: Option<EngineUsed>,
+    /// Why the engine is the DLL although the native walkers were tried.
+    pub fallback: Option<NativeError>,
     /// The wait-for analysis over every sample, confirmed (`None` when no rank was read in
     /// every sample: then there is no verdict at all, never "no cycle").
     pub report: Option<DeadlockReport>,
@@ -62,8 +65,8 @@ pub struct DeadlockRead {
     pub coverage: Coverage,
     /// Each sample's release.
     pub releases: Vec<ReleaseReport>,
-    /// What the engine had to say (what the MPI's DLL printed, each line once).
-    pub notes: Vec<String>,
+    /// What the MPI's DLL printed on its own over every sample (each line once, counted).
+    pub printed: OutputLog,
 }
 
 impl Session {
@@ -79,8 +82,8 @@ impl Session {
         &mut self,
         samples: u32,
         interval: Duration,
-        options: &QueueOptions,
     ) -> Result<DeadlockRead, SessionError> {
+        let options = self.options.reader.clone();
         let mut state = ReaderState::default();
         let mut reads: Vec<Vec<RankRead>> = Vec::new();
         let mut releases = Vec::new();
@@ -89,12 +92,11 @@ impl Session {
                 std::thread::sleep(interval);
             }
             let held = self.hold()?;
-            let read = state.read_held(&held, options);
+            let read = state.read_held(&held, &options);
             releases.push(held.release());
             reads.push(read);
         }
-        let engine = state.name();
-        let notes = state.finish();
+        let (engine, fallback, printed) = state.finish();
         // Per rank (by position: every hold lists the same ranks in the same order): the first
         // sample where it was not read.
         let first = reads.first().map_or(0, Vec::len);
@@ -128,6 +130,7 @@ impl Session {
         not_read.sort_by_key(|n| (n.rank, n.pid));
         Ok(DeadlockRead {
             engine,
+            fallback,
             report,
             coverage: Coverage {
                 ranks: first,
@@ -136,7 +139,7 @@ impl Session {
                 selection: self.options.ranks.clone(),
             },
             releases,
-            notes,
+            printed,
         })
     }
 }
@@ -167,10 +170,7 @@ fn comm_queues(c: &CommunicatorQueues) -> CommQueues {
     );
     q.context_id = c.context_id;
     q.internal = c.origin == CommOrigin::Internal;
-    q.group = c
-        .group
-        .as_ref()
-        .and_then(|g| g.iter().map(|&r| u64::try_from(r).ok()).collect());
+    q.group = c.group.as_ref().and_then(|g| g.iter().copied().collect());
     q.operations = [&c.sends, &c.receives, &c.unexpected]
         .iter()
         .flat_map(|queue| queue.operations().iter().cloned())

@@ -10,7 +10,7 @@
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use mpir_session::{QueueOptions, Session, SessionOptions};
+//! use mpir_session::{Session, SessionOptions};
 //!
 //! mpir_session::install_cleanup()?; // once, in main: let go of every rank on signals and panics
 //! let options = SessionOptions::default().with_ranks("0-3".parse()?);
@@ -27,12 +27,12 @@
 //! }
 //! assert!(held.release().is_clean()); // running again (dropping `held` does the same)
 //!
-//! let read = session.queues(&QueueOptions::default())?; // held, read, released
+//! let read = session.queues()?; // held, read, released
 //! for rank in &read.ranks {
 //!     let comms = rank.queues.as_ref().map(|q| q.communicators.len());
 //!     println!("rank {:?}: {comms:?} communicators", rank.rank);
 //! }
-//! let found = session.deadlock(3, Duration::from_millis(150), &QueueOptions::default())?;
+//! let found = session.deadlock(3, Duration::from_millis(150))?;
 //! if let Some(report) = &found.report {
 //!     print!("{report}"); // covers the `found.coverage.read` ranks read in every sample
 //! }
@@ -53,10 +53,12 @@
 //!   other rank is a [`HeldRank`] with an [`Unreadable`] reason and is never touched. Later
 //!   holds stop the same processes again by pid, each only while its start time is the one
 //!   read while it was first held.
-//! - **The engine choice is the library's.** [`QueueOptions`] says what the caller wants
-//!   ([`Engine::Auto`] by default: the native walker when the MPI's types are known, else the
-//!   MPI's message-queue DLL in a helper process); a rank's result says what was read or why
-//!   not ([`RankError`]).
+//! - **The engine choice is the library's.** [`mpir_mqd::QueueReader`] picks it, as the
+//!   [`ReaderOptions`] given with [`SessionOptions::with_reader_options`] say ([`Engine::Auto`]
+//!   by default: the native walker when the MPI's types are known, else the MPI's
+//!   message-queue DLL in a helper process); the session opens it on the first rank it holds
+//!   and keeps it for every sample. A rank's result says what was read or why not
+//!   ([`RankError`]).
 //! - **Reasons are types.** [`Unreadable`] says why a rank was not read (remote, refused with
 //!   the [`mpir_acquire::Refusal`], changed, failed to stop or open) and whether it was
 //!   touched; [`SessionError`] is for the session as a whole.
@@ -70,7 +72,6 @@
 #![forbid(unsafe_code)]
 
 mod deadlock;
-mod engine;
 mod error;
 mod hold;
 mod options;
@@ -78,9 +79,9 @@ mod queues;
 mod session;
 
 pub use deadlock::{Coverage, DeadlockRead, NotCovered};
-pub use engine::{Engine, QueueOptions, RankQueues};
 pub use error::{ReleaseProblem, SessionError, Unreadable, chain};
 pub use hold::{Held, HeldRank, ReleaseReport};
+pub use mpir_mqd::{Engine, EngineUsed, RankQueues, ReaderOptions};
 pub use options::SessionOptions;
 pub use queues::{QueueRead, RankError, RankRead};
 pub use session::{CoreInfo, Session, StarterCore};

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use mpir_acquire::AcquireOptions;
+use mpir_mqd::ReaderOptions;
 use mpir_target::debuginfo::DebugOptions;
 use mpir_types::ranks::RankSet;
 
@@ -26,6 +27,7 @@ pub struct SessionOptions {
     pub(crate) ranks: Option<RankSet>,
     pub(crate) launch_hold: bool,
     pub(crate) exe: Option<PathBuf>,
+    pub(crate) reader: ReaderOptions,
 }
 
 impl SessionOptions {
@@ -100,6 +102,17 @@ impl SessionOptions {
     /// (its file was moved or rebuilt).
     pub fn with_exe(mut self, exe: impl Into<PathBuf>) -> Self {
         self.exe = Some(exe.into());
+        self
+    }
+
+    /// How queues are read ([`Session::queues`], [`Session::deadlock`]): the engine
+    /// (by default the native walker when the MPI's types are known, else the MPI's DLL in a
+    /// helper process), a DLL to use instead of the MPI's, the helper's options, bounds.
+    ///
+    /// [`Session::queues`]: crate::Session::queues
+    /// [`Session::deadlock`]: crate::Session::deadlock
+    pub fn with_reader_options(mut self, reader: ReaderOptions) -> Self {
+        self.reader = reader;
         self
     }
 

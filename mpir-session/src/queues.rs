@@ -1,12 +1,12 @@
 //! [`Session::queues`]: every selected rank's message queues, read while held.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
-use mpir_mqd::MqdError;
+use mpir_mqd::native::NativeError;
+use mpir_mqd::output::OutputLog;
+use mpir_mqd::{EngineUsed, MqdError, QueueReader, RankQueues, ReadRank, ReaderOptions};
 use thiserror::Error;
 
-use crate::engine::{QueueOptions, RankQueues, Reader};
 use crate::error::{SessionError, Unreadable};
 use crate::hold::{Held, ReleaseReport};
 use crate::session::Session;
@@ -21,9 +21,9 @@ pub enum RankError {
     /// The rank was held and opened, but the engine failed on it.
     #[error("reading its queues")]
     Read(#[source] MqdError),
-    /// No engine could be set up (nothing of the job was read).
-    #[error("no queue reader")]
-    NoReader(#[source] Arc<SessionError>),
+    /// No engine could be set up for the job (from the first rank that could be read).
+    #[error("no queue reader for this job")]
+    NoReader(#[source] MqdError),
 }
 
 /// One rank's outcome of a read.
@@ -47,14 +47,18 @@ pub struct RankRead {
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct QueueRead {
-    /// The engine used (`"native MPICH debug queues"`, `"dll /path/libtvmpich.so"`…), or
-    /// `None` when no rank could be read at all or no engine could be set up.
-    pub engine: Option<String>,
+    /// The engine used (its `Display` is the short name: `native MPICH debug queues`,
+    /// `dll /path/libtvmpich.so`), or `None` when no rank could be read at all or no engine
+    /// could be set up.
+    pub engine: Option<EngineUsed>,
+    /// Why [`Engine::Auto`](mpir_mqd::Engine::Auto) fell back to the MPI's DLL: the native
+    /// walkers did not recognise the MPI.
+    pub fallback: Option<NativeError>,
     /// Every selected rank, in the job's order.
     pub ranks: Vec<RankRead>,
-    /// What the engine had to say about the whole read (what the MPI's DLL printed on its
-    /// own, each distinct line once with its count).
-    pub notes: Vec<String>,
+    /// What the MPI's DLL printed on its own during the read (each distinct line once, with
+    /// its count).
+    pub printed: OutputLog,
     /// How letting the ranks go went.
     pub release: ReleaseReport,
 }
@@ -67,22 +71,28 @@ impl QueueRead {
 }
 
 impl Session {
-    /// Holds the selected ranks, reads every one's message queues with the engine
-    /// [`QueueOptions`] pick (native walker when the MPI's types are known, else the MPI's
-    /// DLL in a helper process, or as forced), and releases them.
+    /// Holds the selected ranks, reads every one's message queues with the engine the
+    /// [`ReaderOptions`] pick ([`SessionOptions::with_reader_options`]: by default the native
+    /// walker when the MPI's types are known, else the MPI's DLL in a helper process), and
+    /// releases them.
+    ///
+    /// [`SessionOptions::with_reader_options`]: crate::SessionOptions::with_reader_options
     ///
     /// # Errors
     /// As [`Session::hold`]. An engine that cannot be set up is not an error of the session:
-    /// every rank then carries [`RankError::NoReader`].
-    pub fn queues(&mut self, options: &QueueOptions) -> Result<QueueRead, SessionError> {
+    /// every rank that could be held then carries [`RankError::NoReader`].
+    pub fn queues(&mut self) -> Result<QueueRead, SessionError> {
+        let options = self.options.reader.clone();
         let held = self.hold()?;
         let mut state = ReaderState::default();
-        let ranks = state.read_held(&held, options);
+        let ranks = state.read_held(&held, &options);
         let release = held.release();
+        let (engine, fallback, printed) = state.finish();
         Ok(QueueRead {
-            engine: state.name(),
+            engine,
+            fallback,
             ranks,
-            notes: state.finish(),
+            printed,
             release,
         })
     }
@@ -92,30 +102,29 @@ impl Session {
 /// first readable rank, then kept.
 #[derive(Default)]
 pub(crate) struct ReaderState {
-    reader: Option<Reader>,
-    failed: Option<Arc<SessionError>>,
+    reader: Option<QueueReader>,
+    failed: Option<MqdError>,
 }
 
 impl ReaderState {
-    /// The engine's name, once set up.
-    pub(crate) fn name(&self) -> Option<String> {
-        self.reader.as_ref().map(Reader::name)
-    }
-
-    /// Ends the engine: what the MPI's DLL printed meanwhile, as notes.
-    pub(crate) fn finish(self) -> Vec<String> {
-        self.reader.map(Reader::finish).unwrap_or_default()
+    /// Ends the engine: which it was, why it was a fallback, and what the MPI's DLL printed
+    /// meanwhile.
+    pub(crate) fn finish(self) -> (Option<EngineUsed>, Option<NativeError>, OutputLog) {
+        match self.reader {
+            Some(mut r) => (Some(r.engine()), r.fallback_reason().cloned(), r.finish()),
+            None => (None, None, OutputLog::new()),
+        }
     }
 
     /// Reads every held rank.
-    pub(crate) fn read_held(&mut self, held: &Held<'_>, options: &QueueOptions) -> Vec<RankRead> {
+    pub(crate) fn read_held(&mut self, held: &Held<'_>, options: &ReaderOptions) -> Vec<RankRead> {
         if self.reader.is_none()
             && self.failed.is_none()
             && let Some(probe) = held.ranks().iter().find_map(|r| r.target().ok())
         {
-            match Reader::open(&**probe, options) {
+            match QueueReader::open(&**probe, options.clone()) {
                 Ok(r) => self.reader = Some(r),
-                Err(e) => self.failed = Some(Arc::new(e)),
+                Err(e) => self.failed = Some(e),
             }
         }
         held.ranks()
@@ -123,8 +132,10 @@ impl ReaderState {
             .map(|r| {
                 let queues = match (r.target(), self.reader.as_mut(), &self.failed) {
                     (Err(why), _, _) => Err(RankError::Unreadable(why.clone())),
-                    (Ok(t), Some(reader), _) => reader.read(r, t).map_err(RankError::Read),
-                    (Ok(_), None, Some(e)) => Err(RankError::NoReader(Arc::clone(e))),
+                    (Ok(t), Some(reader), _) => reader
+                        .read(&ReadRank::new(r.rank, r.image.clone()), t.clone())
+                        .map_err(RankError::Read),
+                    (Ok(_), None, Some(e)) => Err(RankError::NoReader(e.clone())),
                     (Ok(_), None, None) => Err(RankError::Unreadable(Unreadable::NotAttached)),
                 };
                 let rank = r

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use mpir_session::{Engine, QueueOptions, Session, SessionOptions};
+use mpir_session::{Engine, ReaderOptions, Session, SessionOptions};
 use mpir_target::testkit::{Scratch, assert_untouched, run, scratch, skip};
 
 /// The demo's starter and rank, compiled side by side (the starter finds the rank there).
@@ -46,7 +46,9 @@ fn the_demo_jobs_queues_and_deadlock_through_one_session() {
     cmd.args(["-n", "4", "--lifetime", "30"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped());
-    let options = SessionOptions::default().with_timeout(Duration::from_secs(20));
+    let options = SessionOptions::default()
+        .with_timeout(Duration::from_secs(20))
+        .with_reader_options(ReaderOptions::default().with_engine(Engine::Native));
     let mut session = Session::launch(cmd, options).unwrap();
     let mut child = session.take_child().unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
@@ -58,9 +60,11 @@ fn the_demo_jobs_queues_and_deadlock_through_one_session() {
     let pids = session.job().unwrap().attached_pids();
     assert_eq!(pids.len(), 4);
 
-    let native = QueueOptions::default().with_engine(Engine::Native);
-    let read = session.queues(&native).unwrap();
-    assert_eq!(read.engine.as_deref(), Some("native MPICH debug queues"));
+    let read = session.queues().unwrap();
+    let engine = read.engine.as_ref().map(ToString::to_string);
+    assert_eq!(engine.as_deref(), Some("native MPICH debug queues"));
+    assert!(read.fallback.is_none());
+    assert!(read.printed.is_empty());
     assert!(read.is_complete(), "{read:?}");
     assert!(read.release.is_clean(), "{:?}", read.release.problems);
     assert_eq!(read.ranks.len(), 4);
@@ -79,11 +83,9 @@ fn the_demo_jobs_queues_and_deadlock_through_one_session() {
         assert_untouched(p);
     }
 
-    // Auto picks the native walker too (the ranks' DWARF describes the queues).
-    let dl = session
-        .deadlock(3, Duration::from_millis(50), &QueueOptions::default())
-        .unwrap();
-    assert_eq!(dl.engine.as_deref(), Some("native MPICH debug queues"));
+    let dl = session.deadlock(3, Duration::from_millis(50)).unwrap();
+    let engine = dl.engine.as_ref().map(ToString::to_string);
+    assert_eq!(engine.as_deref(), Some("native MPICH debug queues"));
     assert!(dl.coverage.is_complete(), "{:?}", dl.coverage);
     assert_eq!((dl.coverage.ranks, dl.coverage.read), (4, 4));
     assert_eq!(dl.releases.len(), 3);
