@@ -76,7 +76,7 @@ pub use helper::helper_main;
 pub use host::{
     Host, HostOptions, ProcessId, ProcessSpec, QueueHost, callback_error_text, format_queue_message,
 };
-pub use model::{CommOrigin, CommunicatorQueues, Queue, RankQueues, ReadNote};
+pub use model::{CommOrigin, CommunicatorQueues, Queue, RankQueues, ReadNote, snapshot_of};
 pub use mpi2::ProcessLocation;
 pub use reader::{DllHosting, Engine, EngineUsed, QueueReader, ReadRank, ReaderOptions};
 pub use remote::{

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use mpir_mqd::CommunicatorQueues;
 use mpir_target::Target;
-use mpir_types::deadlock::{self, CommQueues, DeadlockReport, JobSnapshot, RankQueues};
+use mpir_types::deadlock::{self, DeadlockReport, JobSnapshot};
 use serde::Serialize;
 
 use crate::queues::{self, EngineChoice, Held, RankArgs, RankProc, ReaderArgs};
@@ -173,35 +173,11 @@ pub(crate) fn nothing_read(coverage: &Coverage, hint: Option<&str>) -> String {
 
 /// The analysis input from one sample's queues.
 pub(crate) fn snapshot(ranks: &[(Option<u64>, u32, Vec<CommunicatorQueues>)]) -> JobSnapshot {
-    JobSnapshot {
-        ranks: ranks
+    mpir_mqd::snapshot_of(
+        ranks
             .iter()
-            .filter_map(|(rank, pid, comms)| {
-                Some(RankQueues {
-                    rank: (*rank)?,
-                    pid: Some(i64::from(*pid)),
-                    communicators: comms.iter().map(comm_queues).collect(),
-                })
-            })
-            .collect(),
-    }
-}
-
-fn comm_queues(c: &CommunicatorQueues) -> CommQueues {
-    let mut q = CommQueues::new(
-        c.communicator.unique_id,
-        c.communicator.name.clone(),
-        u64::try_from(c.communicator.size).unwrap_or(0),
-        u64::try_from(c.communicator.local_rank).unwrap_or(u64::MAX),
-    );
-    q.context_id = c.context_id;
-    q.internal = c.origin == mpir_mqd::CommOrigin::Internal;
-    q.group = c.group.as_ref().and_then(|g| g.iter().copied().collect());
-    q.operations = [&c.sends, &c.receives, &c.unexpected]
-        .iter()
-        .flat_map(|queue| queue.operations().iter().cloned())
-        .collect();
-    q
+            .map(|(rank, pid, comms)| (*rank, Some(*pid), comms.as_slice())),
+    )
 }
 
 pub(crate) fn run(args: &DeadlockArgs) -> Result<ExitCode, String> {

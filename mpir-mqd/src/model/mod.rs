@@ -2,10 +2,16 @@
 //! ([`crate::Host`], [`crate::OutOfProcessHost`]) and the native walkers ([`crate::native`])
 //! give the same types.
 //!
-//! A leaf: it imports no engine (only `mpir-types` and this crate's errors).
+//! A leaf: it imports no engine (only `mpir-types` and this crate's errors). The conversion to
+//! the deadlock analysis's input is here too ([`CommunicatorQueues::wait_input`],
+//! [`RankQueues::wait_input`], [`snapshot_of`]).
 //!
 //! Ranks in `MPI_COMM_WORLD` ("global ranks") are `Option<u64>` throughout: `None` where the
 //! source does not know one, never a negative sentinel.
+
+mod wait;
+
+pub use wait::snapshot_of;
 
 use std::fmt;
 
