@@ -4,10 +4,10 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use mpir_mqd::EngineUsed;
 use mpir_mqd::native::NativeError;
 use mpir_mqd::output::OutputLog;
-use mpir_mqd::{CommOrigin, CommunicatorQueues, EngineUsed};
-use mpir_types::deadlock::{self, CommQueues, DeadlockReport, JobSnapshot};
+use mpir_types::deadlock::{self, DeadlockReport, JobSnapshot};
 use mpir_types::ranks::RankSet;
 
 use crate::error::SessionError;
@@ -147,33 +147,8 @@ impl Session {
 /// The analysis input from one sample's read ranks (a rank with no known number is left out:
 /// the analysis names ranks by number).
 fn snapshot<'a>(ranks: impl Iterator<Item = (usize, &'a RankRead)>) -> JobSnapshot {
-    JobSnapshot {
-        ranks: ranks
-            .filter_map(|(_, r)| {
-                let q = r.queues.as_ref().ok()?;
-                Some(deadlock::RankQueues {
-                    rank: r.rank?,
-                    pid: Some(i64::from(r.pid)),
-                    communicators: q.communicators.iter().map(comm_queues).collect(),
-                })
-            })
-            .collect(),
-    }
-}
-
-fn comm_queues(c: &CommunicatorQueues) -> CommQueues {
-    let mut q = CommQueues::new(
-        c.communicator.unique_id,
-        c.communicator.name.clone(),
-        u64::try_from(c.communicator.size).unwrap_or(0),
-        u64::try_from(c.communicator.local_rank).unwrap_or(u64::MAX),
-    );
-    q.context_id = c.context_id;
-    q.internal = c.origin == CommOrigin::Internal;
-    q.group = c.group.as_ref().and_then(|g| g.iter().copied().collect());
-    q.operations = [&c.sends, &c.receives, &c.unexpected]
-        .iter()
-        .flat_map(|queue| queue.operations().iter().cloned())
-        .collect();
-    q
+    mpir_mqd::snapshot_of(ranks.filter_map(|(_, r)| {
+        let q = r.queues.as_ref().ok()?;
+        Some((r.rank, Some(r.pid), q.communicators.as_slice()))
+    }))
 }
