@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::Duration;
 
-use mpir_session::{ReleaseProblem, Session, SessionOptions, Unreadable};
+use mpir_session::{RankError, ReleaseProblem, Session, SessionOptions, Unreadable};
 use mpir_target::testkit::{Decoys, Scratch, assert_untouched, run, scratch, skip, status_field};
 use mpir_target::{MemoryExt, SymbolLookupExt};
 
@@ -220,8 +220,58 @@ fn attach_then_hold_touches_only_selected_proven_local_ranks() {
     for &p in &rank_pids {
         assert_untouched(p);
     }
+    // Reading queues: the fixture ranks have no MPI, so no engine fits them; the remote and
+    // refused entries are reported as such, and still never touched.
+    let read = session.queues().unwrap();
+    assert!(read.engine.is_none());
+    let reasons: Vec<String> = read
+        .ranks
+        .iter()
+        .map(|r| match &r.queues {
+            Ok(_) => "read".into(),
+            Err(RankError::NoReader(_)) => "no reader".into(),
+            Err(RankError::Unreadable(Unreadable::Remote { .. })) => "remote".into(),
+            Err(RankError::Unreadable(Unreadable::Refused(_))) => "refused".into(),
+            Err(e) => format!("{e:?}"),
+        })
+        .collect();
+    assert_eq!(
+        reasons,
+        ["no reader", "no reader", "remote", "remote", "refused"]
+    );
+    assert!(read.release.is_clean(), "{:?}", read.release.problems);
+    decoys.assert_untouched();
+    for &p in &rank_pids {
+        assert_untouched(p);
+    }
     drop(session);
     assert_eq!(finish(child, out), 0);
+}
+
+#[test]
+fn a_deadlock_analysis_that_reads_nothing_has_no_verdict() {
+    let Some(f) = fixtures("session-no-verdict") else {
+        return;
+    };
+    let decoys = Decoys::start(&f.dir, 2).unwrap();
+    let mut session = Session::pids(decoys.pids(), options()).unwrap();
+    let found = session.deadlock(2, Duration::from_millis(10)).unwrap();
+    assert!(found.report.is_none(), "a verdict from nothing read");
+    assert_eq!((found.coverage.ranks, found.coverage.read), (2, 0));
+    assert!(!found.coverage.is_complete());
+    assert_eq!(found.coverage.not_read.len(), 2);
+    for n in &found.coverage.not_read {
+        assert_eq!(n.sample, 1);
+        assert!(matches!(n.reason, RankError::NoReader(_)), "{:?}", n.reason);
+    }
+    assert_eq!(found.releases.len(), 2);
+    for r in &found.releases {
+        assert!(r.is_clean(), "{:?}", r.problems);
+        assert_eq!(r.released.len(), 2);
+    }
+    for p in decoys.pids() {
+        assert_untouched(p);
+    }
 }
 
 fn read_something(session: &mut Session) -> Result<usize, String> {
