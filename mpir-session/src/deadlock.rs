@@ -12,7 +12,7 @@ use mpir_types::ranks::RankSet;
 
 use crate::error::SessionError;
 use crate::hold::ReleaseReport;
-use crate::queues::{RankError, RankRead, ReaderState};
+use crate::queues::{Progress, RankError, RankRead, ReaderState};
 use crate::session::Session;
 
 /// A rank the verdict does not cover, and the first reason it was not read.
@@ -83,16 +83,38 @@ impl Session {
         samples: u32,
         interval: Duration,
     ) -> Result<DeadlockRead, SessionError> {
+        self.deadlock_with(samples, interval, |_| {})
+    }
+
+    /// [`deadlock`](Session::deadlock), telling `progress` after each rank of each sample.
+    ///
+    /// # Errors
+    /// As [`deadlock`](Session::deadlock).
+    pub fn deadlock_with(
+        &mut self,
+        samples: u32,
+        interval: Duration,
+        mut progress: impl FnMut(Progress<'_>),
+    ) -> Result<DeadlockRead, SessionError> {
+        let samples = samples.max(1);
         let options = self.options.reader.clone();
         let mut state = ReaderState::default();
         let mut reads: Vec<Vec<RankRead>> = Vec::new();
         let mut releases = Vec::new();
-        for i in 0..samples.max(1) {
+        for i in 0..samples {
             if i > 0 {
                 std::thread::sleep(interval);
             }
             let held = self.hold()?;
-            let read = state.read_held(&held, &options);
+            let read = state.read_held(&held, &options, |done, total, rank| {
+                progress(Progress {
+                    sample: i + 1,
+                    samples,
+                    done,
+                    total,
+                    rank,
+                });
+            });
             releases.push(held.release());
             reads.push(read);
         }

@@ -209,6 +209,12 @@ impl Session {
                     (ranks, control)
                 }
                 Source::Cores(_) => (self.core_ranks()?, Control::Nothing),
+                Source::Mpi2dd(_) => {
+                    return Err(SessionError::Unsupported {
+                        operation: "hold",
+                        source_kind: "an MPI2DD process (no rank proven to hold)",
+                    });
+                }
             }
         };
         Ok(Held {

@@ -83,8 +83,8 @@ pub use error::{ReleaseProblem, SessionError, Unreadable, chain};
 pub use hold::{Held, HeldRank, ReleaseReport};
 pub use mpir_mqd::{Engine, EngineUsed, RankQueues, ReaderOptions};
 pub use options::SessionOptions;
-pub use queues::{QueueRead, RankError, RankRead};
-pub use session::{CoreInfo, Session, StarterCore};
+pub use queues::{Progress, QueueRead, RankError, RankRead};
+pub use session::{CoreInfo, Mpi2ddJob, Session, StarterCore};
 
 /// Makes the program let go of every process it holds — breakpoints out, threads running,
 /// `MPIR_being_debugged` and the gates as the release leaves them — when it is told to stop

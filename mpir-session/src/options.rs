@@ -25,7 +25,7 @@ use mpir_types::ranks::RankSet;
 pub struct SessionOptions {
     pub(crate) acquire: AcquireOptions,
     pub(crate) ranks: Option<RankSet>,
-    pub(crate) launch_hold: bool,
+    pub(crate) hold_from_acquisition: bool,
     pub(crate) exe: Option<PathBuf>,
     pub(crate) reader: ReaderOptions,
 }
@@ -89,12 +89,16 @@ impl SessionOptions {
         self
     }
 
-    /// Launch mode: keep the ranks stopped after the launch (the first [`hold`] then takes
-    /// them as they are) instead of letting them run at once.
+    /// Keep the ranks the acquisition attaches stopped until the first [`hold`] takes them
+    /// as they are (one acquisition instead of two, for a tool that reads at once), or
+    /// [`hand_over`] gives them to another tool. Launch mode: the ranks stay stopped after the
+    /// launch (their gate opens when they are released, as the spec says). Attach mode: the
+    /// selected, proven local ranks are attached and held right away, their gate left alone.
     ///
     /// [`hold`]: crate::Session::hold
-    pub fn with_launch_hold(mut self, hold: bool) -> Self {
-        self.launch_hold = hold;
+    /// [`hand_over`]: crate::Session::hand_over
+    pub fn with_hold_from_acquisition(mut self, hold: bool) -> Self {
+        self.hold_from_acquisition = hold;
         self
     }
 

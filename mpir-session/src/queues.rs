@@ -43,6 +43,23 @@ pub struct RankRead {
     pub queues: Result<RankQueues, RankError>,
 }
 
+/// Where a read stands, after one rank ([`Session::queues_with`],
+/// [`Session::deadlock_with`]).
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Progress<'a> {
+    /// The sample (1-based; always 1 for [`Session::queues_with`]).
+    pub sample: u32,
+    /// Samples in all.
+    pub samples: u32,
+    /// Ranks of this sample read so far (this one included).
+    pub done: usize,
+    /// Ranks in a sample.
+    pub total: usize,
+    /// The rank just read.
+    pub rank: &'a RankRead,
+}
+
 /// What [`Session::queues`] read: one consistent snapshot per rank.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -82,10 +99,30 @@ impl Session {
     /// As [`Session::hold`]. An engine that cannot be set up is not an error of the session:
     /// every rank that could be held then carries [`RankError::NoReader`].
     pub fn queues(&mut self) -> Result<QueueRead, SessionError> {
+        self.queues_with(|_| {})
+    }
+
+    /// [`queues`](Session::queues), telling `progress` after each rank is read (a tool's
+    /// progress bar).
+    ///
+    /// # Errors
+    /// As [`queues`](Session::queues).
+    pub fn queues_with(
+        &mut self,
+        mut progress: impl FnMut(Progress<'_>),
+    ) -> Result<QueueRead, SessionError> {
         let options = self.options.reader.clone();
         let held = self.hold()?;
         let mut state = ReaderState::default();
-        let ranks = state.read_held(&held, &options);
+        let ranks = state.read_held(&held, &options, |done, total, rank| {
+            progress(Progress {
+                sample: 1,
+                samples: 1,
+                done,
+                total,
+                rank,
+            });
+        });
         let release = held.release();
         let (engine, fallback, printed) = state.finish();
         Ok(QueueRead {
@@ -116,8 +153,13 @@ impl ReaderState {
         }
     }
 
-    /// Reads every held rank.
-    pub(crate) fn read_held(&mut self, held: &Held<'_>, options: &ReaderOptions) -> Vec<RankRead> {
+    /// Reads every held rank, calling `progress(done, total, rank)` after each.
+    pub(crate) fn read_held(
+        &mut self,
+        held: &Held<'_>,
+        options: &ReaderOptions,
+        mut progress: impl FnMut(usize, usize, &RankRead),
+    ) -> Vec<RankRead> {
         if self.reader.is_none()
             && self.failed.is_none()
             && let Some(probe) = held.ranks().iter().find_map(|r| r.target().ok())
@@ -127,9 +169,11 @@ impl ReaderState {
                 Err(e) => self.failed = Some(e),
             }
         }
+        let total = held.ranks().len();
         held.ranks()
             .iter()
-            .map(|r| {
+            .enumerate()
+            .map(|(i, r)| {
                 let queues = match (r.target(), self.reader.as_mut(), &self.failed) {
                     (Err(why), _, _) => Err(RankError::Unreadable(why.clone())),
                     (Ok(t), Some(reader), _) => reader
@@ -141,13 +185,15 @@ impl ReaderState {
                 let rank = r
                     .rank
                     .or_else(|| queues.as_ref().ok().and_then(RankQueues::world_rank));
-                RankRead {
+                let read = RankRead {
                     rank,
                     pid: r.pid,
                     image: r.image.clone(),
                     core: r.core.clone(),
                     queues,
-                }
+                };
+                progress(i + 1, total, &read);
+                read
             })
             .collect()
     }

@@ -7,7 +7,7 @@ use std::process::{Child, Command};
 use std::rc::Rc;
 
 use mpir_acquire::live::{self, Acquired};
-use mpir_acquire::{Job, RankSelection};
+use mpir_acquire::{GateRelease, Job, RankSelection};
 use mpir_target::Target;
 use mpir_target::corefile::{CoreTarget, Truncation};
 use mpir_target::proctable::{ProcTable, ReadOptions, read_proctable};
@@ -46,14 +46,31 @@ pub(crate) enum Source {
     Starter {
         pid: u32,
         job: Box<Job>,
-        /// A launch whose ranks are still held (`with_launch_hold`): the first hold takes it.
+        /// An acquisition whose ranks are still held (`with_hold_from_acquisition`): the first
+        /// hold takes it.
         held: Option<Box<Acquired>>,
         child: Option<Child>,
+        /// Attached to a process that exports MPI2DD too: its traversal and where it
+        /// disagrees with MPIR's table.
+        mpi2dd: Option<Box<Mpi2ddJob>>,
     },
+    /// A process that exports MPI2DD only: its traversal (there is no proven rank to hold).
+    Mpi2dd(Box<Mpi2ddJob>),
     /// Processes named by pid.
     Pids(Vec<u32>),
     /// Core files.
     Cores(Box<Cores>),
+}
+
+/// A job as MPI2DD describes it (from any rank, directory or metadirectory process).
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Mpi2ddJob {
+    /// Every world, directory and spawn the traversal found.
+    pub traversal: mpi2dd::traverse::Traversal,
+    /// With MPIR too: where MPIR's table and MPI2DD's root world disagree, rank by rank
+    /// (empty when they agree).
+    pub mismatches: Vec<String>,
 }
 
 /// A rank as the first hold found it.
@@ -117,39 +134,59 @@ impl Session {
         }
     }
 
-    /// Attach mode: reads the job of the running starter `pid` (`mpiexec`, `orterun`…) and
-    /// lets it run. No rank is touched (unless the job is spawned while we wait and its ranks
-    /// wait at `MPIR_debug_gate`, which the spec says to open). Ranks are stopped only by
-    /// [`hold`](Session::hold), each proven again then to be the table's rank.
+    /// Attach mode: reads the job of the running process `pid` and lets it run: a starter
+    /// (`mpiexec`, `orterun`…) through MPIR, or any rank, directory or metadirectory of a job
+    /// through MPI2DD ([`Session::mpi2dd`]), or both, compared. No rank is touched (unless
+    /// the job is spawned while we wait and its ranks wait at `MPIR_debug_gate`, which the
+    /// spec says to open, or [`SessionOptions::with_hold_from_acquisition`] asks to hold the
+    /// selected ranks now). Ranks are stopped only by [`hold`](Session::hold), each proven
+    /// then to be the table's rank.
     ///
     /// # Errors
-    /// [`SessionError::Acquire`] when `pid` is no starter, or acquisition fails.
+    /// [`SessionError::Acquire`] when `pid` exports neither interface, or acquisition fails.
     pub fn attach(pid: u32, options: SessionOptions) -> Result<Session, SessionError> {
-        let acquire = options.acquire.clone().hold(false);
-        let acquired =
-            live::attach(pid, acquire).map_err(|source| SessionError::Acquire { pid, source })?;
-        let job = Box::new(acquired.job().clone());
-        Ok(Session::new(
-            options,
-            Source::Starter {
+        let mut acquire = options.acquire.clone().hold(options.hold_from_acquisition);
+        if options.hold_from_acquisition {
+            // Reading must not change the job: the gate is not ours to open.
+            acquire = acquire.gate(GateRelease::Never);
+            if let Some(r) = &options.ranks {
+                acquire = acquire.ranks(RankSelection::Only(r.clone()));
+            }
+        }
+        let any = live::attach_any(pid, acquire)
+            .map_err(|source| SessionError::Acquire { pid, source })?;
+        let mpi2dd = any.mpi2dd.map(|traversal| {
+            Box::new(Mpi2ddJob {
+                traversal,
+                mismatches: any.mismatches,
+            })
+        });
+        let source = match (any.mpir, mpi2dd) {
+            (Some(acquired), mpi2dd) => Source::Starter {
                 pid,
-                job,
-                held: None,
+                job: Box::new(acquired.job().clone()),
+                held: options.hold_from_acquisition.then(|| Box::new(acquired)),
                 child: None,
+                mpi2dd,
             },
-        ))
+            (None, Some(m)) => Source::Mpi2dd(m),
+            (None, None) => {
+                return Err(SessionError::Empty("the process exports no job"));
+            }
+        };
+        Ok(Session::new(options, source))
     }
 
     /// Launch mode: runs `command` (the starter, or a wrapper that execs it) under control
     /// and acquires the job it spawns. The ranks run at once, unless
-    /// [`SessionOptions::with_launch_hold`] keeps them stopped for the first
+    /// [`SessionOptions::with_hold_from_acquisition`] keeps them stopped for the first
     /// [`hold`](Session::hold) (or for [`hand_over`](Session::hand_over)). Take the starter
     /// with [`take_child`](Session::take_child) to wait for it.
     ///
     /// # Errors
     /// [`SessionError::Acquire`] when the starter cannot be run or acquisition fails.
     pub fn launch(command: Command, options: SessionOptions) -> Result<Session, SessionError> {
-        let mut acquire = options.acquire.clone().hold(options.launch_hold);
+        let mut acquire = options.acquire.clone().hold(options.hold_from_acquisition);
         if let Some(r) = &options.ranks {
             acquire = acquire.ranks(RankSelection::Only(r.clone()));
         }
@@ -158,7 +195,7 @@ impl Session {
         let child = acquired.take_child();
         let pid = acquired.job().starter.pid;
         let job = Box::new(acquired.job().clone());
-        let held = options.launch_hold.then(|| Box::new(acquired));
+        let held = options.hold_from_acquisition.then(|| Box::new(acquired));
         Ok(Session::new(
             options,
             Source::Starter {
@@ -166,6 +203,7 @@ impl Session {
                 job,
                 held,
                 child,
+                mpi2dd: None,
             },
         ))
     }
@@ -216,6 +254,15 @@ impl Session {
         }
     }
 
+    /// The job as MPI2DD describes it, when the process attached to exports MPI2DD.
+    pub fn mpi2dd(&self) -> Option<&Mpi2ddJob> {
+        match &self.source {
+            Source::Starter { mpi2dd, .. } => mpi2dd.as_deref(),
+            Source::Mpi2dd(m) => Some(m),
+            _ => None,
+        }
+    }
+
     /// The starter's pid, for a session from a starter.
     pub fn starter_pid(&self) -> Option<u32> {
         match &self.source {
@@ -249,8 +296,8 @@ impl Session {
         }
     }
 
-    /// Launch mode with [`SessionOptions::with_launch_hold`]: hands the held ranks over to
-    /// another tool, left stopped (a job-control stop: `SIGCONT` lets them run), the starter
+    /// With [`SessionOptions::with_hold_from_acquisition`], before any
+    /// [`hold`](Session::hold): hands the held ranks over to another tool, left stopped (a job-control stop: `SIGCONT` lets them run), the starter
     /// detached and running. Returns the pids left stopped.
     ///
     /// # Errors
@@ -285,6 +332,7 @@ impl Session {
         match &self.source {
             Source::Starter { child: Some(_), .. } => "a launched starter",
             Source::Starter { .. } => "a starter",
+            Source::Mpi2dd(_) => "an MPI2DD process",
             Source::Pids(_) => "processes named by pid",
             Source::Cores(_) => "core files",
         }

@@ -60,7 +60,17 @@ fn the_demo_jobs_queues_and_deadlock_through_one_session() {
     let pids = session.job().unwrap().attached_pids();
     assert_eq!(pids.len(), 4);
 
-    let read = session.queues().unwrap();
+    let mut progress = Vec::new();
+    let read = session
+        .queues_with(|p| progress.push((p.sample, p.done, p.total, p.rank.pid)))
+        .unwrap();
+    let want: Vec<(u32, usize, usize, u32)> = read
+        .ranks
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (1, i + 1, 4, r.pid))
+        .collect();
+    assert_eq!(progress, want);
     let engine = read.engine.as_ref().map(ToString::to_string);
     assert_eq!(engine.as_deref(), Some("native MPICH debug queues"));
     assert!(read.fallback.is_none());

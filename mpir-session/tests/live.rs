@@ -466,3 +466,70 @@ fn cores_give_the_job_and_the_ranks_numbered_from_the_starters_table() {
         "{e}"
     );
 }
+
+#[test]
+fn holding_from_the_acquisition_takes_the_ranks_once_and_can_hand_them_over() {
+    let Some(f) = fixtures("session-hold-early") else {
+        return;
+    };
+    let opts = vec!["-n".to_string(), "3".into()];
+    let mut child = starter_command(&f, &opts).spawn().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    wait_ranks(&mut out, 3);
+    // Attach mode: only the selected rank is held, from the acquisition on.
+    let early = options()
+        .with_hold_from_acquisition(true)
+        .with_ranks("1".parse().unwrap());
+    let mut session = Session::attach(child.id(), early).unwrap();
+    let pids: Vec<u32> = session
+        .job()
+        .unwrap()
+        .ranks()
+        .map(|r| r.pid as u32)
+        .collect();
+    assert!(traced(pids[1]), "rank 1 is not held after the acquisition");
+    assert!(!traced(pids[0]) && !traced(pids[2]));
+    {
+        let held = session.hold().unwrap();
+        let ranks: Vec<(Option<u64>, bool)> = held
+            .ranks()
+            .iter()
+            .map(|r| (r.rank, r.target().is_ok()))
+            .collect();
+        assert_eq!(ranks, [(Some(1), true)]);
+        let report = held.release();
+        assert_eq!(report.released, [pids[1]]);
+    }
+    for &p in &pids {
+        assert_untouched(p);
+    }
+    drop(session);
+    assert_eq!(finish(child, out), 0);
+
+    // Launch mode: the held ranks handed over to another tool, stopped and untraced.
+    let mut session = Session::launch(
+        starter_command(&f, &opts),
+        options().with_hold_from_acquisition(true),
+    )
+    .unwrap();
+    let mut child = session.take_child().unwrap();
+    let out = BufReader::new(child.stdout.take().unwrap());
+    let mut stopped = session.hand_over().unwrap();
+    stopped.sort_unstable();
+    let mut pids = session.job().unwrap().attached_pids();
+    pids.sort_unstable();
+    assert_eq!(stopped, pids);
+    for &p in &stopped {
+        assert!(!traced(p), "pid {p} is still traced");
+        let state = status_field(p, "State:");
+        assert!(state.starts_with('T'), "pid {p}: {state}");
+        sigcont(p);
+    }
+    assert!(session.hand_over().is_err(), "nothing is left to hand over");
+    drop(session);
+    assert_eq!(finish(child, out), 0);
+}
+
+fn sigcont(pid: u32) {
+    run(Command::new("kill").args(["-CONT", &pid.to_string()])).unwrap();
+}
