@@ -533,3 +533,58 @@ fn holding_from_the_acquisition_takes_the_ranks_once_and_can_hand_them_over() {
 fn sigcont(pid: u32) {
     run(Command::new("kill").args(["-CONT", &pid.to_string()])).unwrap();
 }
+
+#[test]
+fn attach_reads_an_mpi2dd_job_and_refuses_to_hold_what_nothing_proved() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let provider = root.join("mpi2dd/provider");
+    let both_c = root.join("mpir-acquire/tests/fixtures/both.c");
+    if !both_c.is_file() || !provider.join("mpi2dd_provider.c").is_file() {
+        skip("the MPI2DD fixtures are not in this tree");
+        return;
+    }
+    let Some(f) = fixtures("session-mpi2dd") else {
+        return;
+    };
+    let both = f.dir.join("both");
+    if let Err(e) = run(Command::new("cc")
+        .arg(format!("-I{}", provider.display()))
+        .args(["-g", "-DNO_MPIR"])
+        .arg(provider.join("mpi2dd_provider.c"))
+        .arg(&both_c)
+        .arg("-o")
+        .arg(&both))
+    {
+        skip(&e);
+        return;
+    }
+    let mut child = Command::new(&both)
+        .arg("3")
+        .arg(&f.rank)
+        .arg("stdin")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    wait_ranks(&mut out, 3);
+    let mut session = Session::attach(child.id(), options()).unwrap();
+    assert!(session.job().is_none(), "no MPIR job");
+    let m = session.mpi2dd().unwrap();
+    assert_eq!(m.traversal.job.ranks().count(), 3);
+    let pids: Vec<u32> = m
+        .traversal
+        .job
+        .ranks()
+        .map(|(_, r)| r.process.pid as u32)
+        .collect();
+    assert!(matches!(
+        session.hold().unwrap_err(),
+        mpir_session::SessionError::Unsupported { .. }
+    ));
+    for p in pids.iter().chain([child.id()].iter()) {
+        assert_untouched(*p);
+    }
+    drop(session);
+    let _ = finish(child, out);
+}
