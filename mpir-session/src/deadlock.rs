@@ -15,8 +15,8 @@ use crate::hold::ReleaseReport;
 use crate::queues::{Progress, RankError, RankRead, ReaderState};
 use crate::session::Session;
 
-/// A rank the verdict does not cover, and the first reason it was not read.
-#[derive(Debug)]
+/// A rank not read in a sample, and why.
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct NotCovered {
     /// Its rank, when known.
@@ -63,6 +63,9 @@ pub struct DeadlockRead {
     pub report: Option<DeadlockReport>,
     /// Which ranks the verdict covers.
     pub coverage: Coverage,
+    /// Every rank not read in some sample, sample by sample (the coverage keeps only the
+    /// first reason of each rank).
+    pub unread: Vec<NotCovered>,
     /// Each sample's release.
     pub releases: Vec<ReleaseReport>,
     /// What the MPI's DLL printed on its own over every sample (each line once, counted).
@@ -123,18 +126,21 @@ impl Session {
         // sample where it was not read.
         let first = reads.first().map_or(0, Vec::len);
         let mut not_read: Vec<NotCovered> = Vec::new();
+        let mut unread: Vec<NotCovered> = Vec::new();
         let mut seen: HashSet<usize> = HashSet::new();
         for (s, sample) in reads.iter().enumerate() {
             for (i, r) in sample.iter().enumerate() {
-                if let Err(reason) = &r.queues
-                    && seen.insert(i)
-                {
-                    not_read.push(NotCovered {
+                if let Err(reason) = &r.queues {
+                    let n = NotCovered {
                         rank: r.rank,
                         pid: r.pid,
                         sample: u32::try_from(s + 1).unwrap_or(u32::MAX),
                         reason: reason.clone(),
-                    });
+                    };
+                    if seen.insert(i) {
+                        not_read.push(n.clone());
+                    }
+                    unread.push(n);
                 }
             }
         }
@@ -160,6 +166,7 @@ impl Session {
                 not_read,
                 selection: self.options.ranks.clone(),
             },
+            unread,
             releases,
             printed,
         })

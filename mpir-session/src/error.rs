@@ -165,3 +165,47 @@ pub fn chain(e: &dyn std::error::Error) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each error with a source: its message must not repeat the source's.
+    #[test]
+    fn no_error_prints_its_source_twice() {
+        let target = TargetError::Control {
+            pid: 7,
+            operation: "attach".into(),
+            reason: "Operation not permitted".into(),
+        };
+        let errors: Vec<Box<dyn std::error::Error>> = vec![
+            Box::new(SessionError::Control {
+                context: "stopping 2 processes".into(),
+                source: target.clone(),
+            }),
+            Box::new(SessionError::Core {
+                path: "/tmp/core.7".into(),
+                source: target.clone(),
+            }),
+            Box::new(SessionError::Acquire {
+                pid: 7,
+                source: AcquireError::Usage("no process with pid 7".into()),
+            }),
+            Box::new(Unreadable::Stop(target.clone())),
+            Box::new(Unreadable::Open(target.clone())),
+            Box::new(Unreadable::Refused(Refusal::Reused { pid: 7 })),
+            Box::new(ReleaseProblem::Detach {
+                pid: 7,
+                source: target.clone(),
+            }),
+            Box::new(ReleaseProblem::Tracer(target)),
+        ];
+        for e in errors {
+            let source = e.source().expect("these have a source").to_string();
+            assert!(!e.to_string().contains(&source), "{e} repeats {source}");
+            // The one-line form says both, once each.
+            let line = chain(&*e);
+            assert_eq!(line.matches(&source).count(), 1, "{line}");
+        }
+    }
+}

@@ -217,7 +217,10 @@ impl Session {
         pids: impl IntoIterator<Item = u32>,
         options: SessionOptions,
     ) -> Result<Session, SessionError> {
-        let pids: Vec<u32> = pids.into_iter().collect();
+        let mut pids: Vec<u32> = pids.into_iter().collect();
+        // A pid named twice is one process, held once.
+        let mut seen = std::collections::HashSet::new();
+        pids.retain(|p| seen.insert(*p));
         if pids.is_empty() {
             return Err(SessionError::Empty("no pid given"));
         }

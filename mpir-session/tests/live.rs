@@ -331,7 +331,8 @@ fn pids_are_held_again_only_while_they_name_the_same_process() {
     };
     let decoys = Decoys::start(&f.dir, 2).unwrap();
     let d = decoys.pids();
-    let mut session = Session::pids(d.clone(), options()).unwrap();
+    // A pid named twice is held once.
+    let mut session = Session::pids([d[0], d[1], d[0]], options()).unwrap();
     {
         let held = session.hold().unwrap();
         assert_eq!(held.ranks().len(), 2);
