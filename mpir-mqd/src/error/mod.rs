@@ -264,3 +264,63 @@ fn faults_text(faults: &[String]) -> String {
 
 /// Short alias.
 pub type Result<T, E = MqdError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use mpir_target::{Fault, TargetError};
+
+    use super::*;
+
+    /// Every line of `e`'s chain, and whether any line repeats a later one's text.
+    fn repeats_a_source(e: &(dyn std::error::Error + 'static)) -> bool {
+        let mut lines = Vec::new();
+        let mut next = Some(e);
+        while let Some(e) = next {
+            lines.push(e.to_string());
+            next = e.source();
+        }
+        lines.iter().enumerate().any(|(i, l)| {
+            lines[i + 1..]
+                .iter()
+                .any(|later| l.contains(later.as_str()))
+        })
+    }
+
+    #[test]
+    fn no_error_prints_its_source_twice() {
+        let target = TargetError::Unreadable {
+            address: 0x1000,
+            len: 8,
+            fault: Fault::Unmapped,
+        };
+        let read = NativeError::Read {
+            what: "MPIR_Comm".into(),
+            address: 0x1000,
+            source: target.clone(),
+        };
+        let lookup = NativeError::Lookup {
+            name: "type MPIR_Comm".into(),
+            source: target,
+        };
+        let no_engine = MqdError::NoEngine {
+            native: NativeError::Unstable { attempts: 4 },
+            dll: Box::new(MqdError::NoDll {
+                reason: "no MPIR_dll_name".into(),
+            }),
+        };
+        for e in [
+            MqdError::Native(read.clone()),
+            MqdError::Native(lookup.clone()),
+            no_engine,
+        ] {
+            assert!(e.source().is_some(), "{e:?} keeps its cause");
+            assert!(!repeats_a_source(&e), "{e}");
+        }
+        for e in [read, lookup] {
+            assert!(e.source().is_some());
+            assert!(!repeats_a_source(&e), "{e}");
+        }
+    }
+}
