@@ -57,9 +57,6 @@ pub enum SessionError {
     /// none).
     #[error("nothing to read: {0}")]
     Empty(&'static str),
-    /// The queue reader could not be set up for this job (no engine can read it).
-    #[error("no queue reader for this job")]
-    Reader(#[source] mpir_mqd::MqdError),
     /// The deadlock analysis refused its input.
     #[error("the wait-for analysis")]
     Analysis(#[source] mpir_types::deadlock::AnalysisError),
