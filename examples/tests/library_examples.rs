@@ -187,3 +187,127 @@ fn rank_queues_lists_an_open_mpi_rank() {
         "{text}"
     );
 }
+
+#[path = "../src/demo_paths.rs"]
+mod demo_paths;
+
+/// (rank, pid) of each "rank R pid P ready" line the demo job printed.
+fn demo_ready(text: &str) -> Vec<(u64, u32)> {
+    let mut v: Vec<(u64, u32)> = text
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            match w.as_slice() {
+                ["rank", r, "pid", p, "ready"] => Some((r.parse().ok()?, p.parse().ok()?)),
+                _ => None,
+            }
+        })
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+#[test]
+fn debugger_loop_drives_the_sans_io_protocol_over_the_demo_job() {
+    let Some(ex) = example("debugger_loop") else {
+        return;
+    };
+    let starter = demo_paths::starter().unwrap();
+    let out = Command::new(ex)
+        .arg(&starter)
+        .args(["-n", "3", "--lifetime", "2"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("job: 3 ranks"), "{text}");
+    // The table's pids are the ones the ranks report, each attached by the example's own
+    // check, and each released from its gate: only then does a demo rank say "ready".
+    let ready = demo_ready(&text);
+    assert_eq!(ready.len(), 3, "{text}");
+    for (rank, pid) in ready {
+        assert!(
+            text.contains(&format!("rank {rank} pid {pid} attached")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("rank {rank}: gate opened")),
+            "{text}"
+        );
+    }
+    assert!(text.contains("job ended: exit status: 0"), "{text}");
+}
+
+#[test]
+fn profiler_samples_every_ranks_queues_of_the_running_demo_job() {
+    use std::io::BufRead;
+    let Some(ex) = example("profiler") else {
+        return;
+    };
+    let mut demo = Command::new(demo_paths::starter().unwrap())
+        .args(["-n", "4", "--lifetime", "60"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(demo.stdout.take().unwrap()).lines();
+    let mut seen = String::new();
+    while demo_ready(&seen).len() < 4 {
+        let l = lines.next().expect("the demo ended early").unwrap();
+        seen.push_str(&l);
+        seen.push('\n');
+    }
+    let ranks = demo_ready(&seen);
+    let out = Command::new(ex)
+        .arg(demo.id().to_string())
+        .args(["3", "50"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let ok = out.status.success();
+    // Every rank runs on, untraced, once the profiler is done.
+    let left: Vec<(u32, String, String)> = ranks
+        .iter()
+        .map(|&(_, p)| {
+            let status = |f| mpir_target::testkit::status_field(p, f);
+            (p, status("TracerPid:"), status("State:"))
+        })
+        .filter(|(_, tracer, state)| {
+            tracer != "0" || state.starts_with('t') || state.starts_with('T')
+        })
+        .collect();
+    let _ = demo.kill();
+    let _ = demo.wait();
+    assert!(ok, "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(left.is_empty(), "ranks left traced or stopped: {left:?}");
+    assert!(text.contains("job: starter pid"), "{text}");
+    assert!(text.contains(", 4 ranks on 1 nodes"), "{text}");
+    // What the demo keeps pending (examples/demo/rank.c): ranks 0-2 each a receive of the
+    // ring; rank 3 a wildcard receive, a send, and an unexpected message.
+    for s in 1..=3 {
+        for r in 0..3 {
+            assert!(
+                text.contains(&format!(
+                    "sample {s} rank {r}: sends 0 receives 1 unexpected 0"
+                )),
+                "{text}"
+            );
+        }
+        assert!(
+            text.contains(&format!(
+                "sample {s} rank 3: sends 1 receives 1 unexpected 1"
+            )),
+            "{text}"
+        );
+    }
+    assert!(
+        text.contains("rank 3 peak: sends 1 receives 1 unexpected 1"),
+        "{text}"
+    );
+    assert_eq!(ranks.len(), 4);
+}

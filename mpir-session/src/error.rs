@@ -1,0 +1,208 @@
+//! What can go wrong: for the whole session ([`SessionError`]), for one rank
+//! ([`Unreadable`]), and while letting the ranks go ([`ReleaseProblem`]).
+
+use std::path::PathBuf;
+
+use mpir_acquire::{AcquireError, Refusal};
+use mpir_target::TargetError;
+use thiserror::Error;
+
+/// Why a session step failed as a whole. Trouble with single ranks is not an error: it is an
+/// [`Unreadable`] next to the ranks that were read.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum SessionError {
+    /// Acquiring the job from its starter failed (launch or attach).
+    #[error("acquiring the job of starter pid {pid}")]
+    Acquire {
+        /// The starter (for a launch: the launched process, 0 when it never started).
+        pid: u32,
+        /// Why.
+        #[source]
+        source: AcquireError,
+    },
+    /// Starting a tracer, or stopping processes named by pid, failed as a whole.
+    #[error("{context}")]
+    Control {
+        /// What we were doing.
+        context: String,
+        /// Why.
+        #[source]
+        source: TargetError,
+    },
+    /// A core file could not be opened.
+    #[error("core {}", path.display())]
+    Core {
+        /// The core file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: TargetError,
+    },
+    /// A file the caller named does not exist (a core, `--exe`, a types sidecar, a DLL).
+    #[error("{what} {}: no such file", path.display())]
+    NoSuchFile {
+        /// What the file was given as ("core", "executable"…).
+        what: &'static str,
+        /// The path.
+        path: PathBuf,
+    },
+    /// More than one of the cores given is a starter's: a session reads one job.
+    #[error("several starter cores given ({}): one job at a time", list(paths))]
+    SeveralStarterCores {
+        /// Their paths.
+        paths: Vec<PathBuf>,
+    },
+    /// The source has nothing to read (no core, no pid given, or the rank selection leaves
+    /// none).
+    #[error("nothing to read: {0}")]
+    Empty(&'static str),
+    /// The deadlock analysis refused its input.
+    #[error("the wait-for analysis")]
+    Analysis(#[source] mpir_types::deadlock::AnalysisError),
+    /// The operation needs a source the session does not have (e.g. `hand_over` on core
+    /// files).
+    #[error("{operation}: not possible for a session of {source_kind}")]
+    Unsupported {
+        /// What was asked.
+        operation: &'static str,
+        /// The session's source ("core files", "processes named by pid"…).
+        source_kind: &'static str,
+    },
+}
+
+fn list(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Why one rank was not read. Each says whether the rank was touched: only
+/// [`Unreadable::Open`] (and a failed attach) concern a rank we tried to stop; every other
+/// reason means nothing was done to its pid.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum Unreadable {
+    /// On another node: nothing on this machine was done to its pid.
+    #[error("remote: on host {host}, not this node")]
+    Remote {
+        /// The host as reported (`?` when none could be read).
+        host: String,
+    },
+    /// Not touched: it could not be proven to be the rank the starter's table names.
+    #[error("refused")]
+    Refused(#[source] Refusal),
+    /// Proven, but stopping it failed (it exited meanwhile, another tracer holds it…).
+    #[error("not stopped: {reason}")]
+    AttachFailed {
+        /// Why, as the acquisition reported it.
+        reason: String,
+    },
+    /// Stopping a process named by pid failed.
+    #[error("not stopped")]
+    Stop(#[source] TargetError),
+    /// The acquisition did not attach it (and no other reason is known).
+    #[error("not attached")]
+    NotAttached,
+    /// The pid no longer names the process first held (it exited, and the pid may name
+    /// another process now): left alone.
+    #[error("pid {pid} exited (or names another process now); left alone")]
+    Changed {
+        /// The pid.
+        pid: u32,
+    },
+    /// The starter's table gives no usable pid.
+    #[error("no valid pid in the process table ({pid})")]
+    NoPid {
+        /// As reported.
+        pid: i64,
+    },
+    /// Stopped, but its memory, symbols or types could not be opened.
+    #[error("opening its memory and images")]
+    Open(#[source] TargetError),
+}
+
+/// A problem met while letting the ranks go. The release goes on past each.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum ReleaseProblem {
+    /// Detaching from one process failed.
+    #[error("pid {pid}: detach")]
+    Detach {
+        /// The process.
+        pid: u32,
+        /// Why.
+        #[source]
+        source: TargetError,
+    },
+    /// The acquisition's release reported a problem (per-rank text from `mpir-acquire`).
+    #[error("{0}")]
+    Job(String),
+    /// The acquisition's release failed as a whole.
+    #[error("releasing the job")]
+    Acquire(#[source] AcquireError),
+    /// Detaching as a whole failed.
+    #[error("detaching")]
+    Tracer(#[source] TargetError),
+}
+
+/// The error and its causes on one line (each cause once): for messages and notes.
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !s.contains(&text) {
+            s.push_str(": ");
+            s.push_str(&text);
+        }
+        cause = c.source();
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each error with a source: its message must not repeat the source's.
+    #[test]
+    fn no_error_prints_its_source_twice() {
+        let target = TargetError::Control {
+            pid: 7,
+            operation: "attach".into(),
+            reason: "Operation not permitted".into(),
+        };
+        let errors: Vec<Box<dyn std::error::Error>> = vec![
+            Box::new(SessionError::Control {
+                context: "stopping 2 processes".into(),
+                source: target.clone(),
+            }),
+            Box::new(SessionError::Core {
+                path: "/tmp/core.7".into(),
+                source: target.clone(),
+            }),
+            Box::new(SessionError::Acquire {
+                pid: 7,
+                source: AcquireError::Usage("no process with pid 7".into()),
+            }),
+            Box::new(Unreadable::Stop(target.clone())),
+            Box::new(Unreadable::Open(target.clone())),
+            Box::new(Unreadable::Refused(Refusal::Reused { pid: 7 })),
+            Box::new(ReleaseProblem::Detach {
+                pid: 7,
+                source: target.clone(),
+            }),
+            Box::new(ReleaseProblem::Tracer(target)),
+        ];
+        for e in errors {
+            let source = e.source().expect("these have a source").to_string();
+            assert!(!e.to_string().contains(&source), "{e} repeats {source}");
+            // The one-line form says both, once each.
+            let line = chain(&*e);
+            assert_eq!(line.matches(&source).count(), 1, "{line}");
+        }
+    }
+}

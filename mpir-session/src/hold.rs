@@ -1,0 +1,431 @@
+//! Holding ranks stopped only while they are read: [`Session::hold`], [`Held`],
+//! [`ReleaseReport`].
+
+use std::collections::HashMap;
+use std::marker::PhantomData;
+use std::path::PathBuf;
+use std::rc::Rc;
+
+use mpir_acquire::live::{self, Acquired};
+use mpir_acquire::{GateRelease, Job, RankControl, RankSelection};
+use mpir_target::Target;
+use mpir_target::live::LiveTarget;
+use mpir_target::live::procfs;
+use mpir_target::live::tracer::{Tracer, TracerOptions};
+
+use crate::error::{ReleaseProblem, SessionError, Unreadable};
+use crate::session::{Known, Session, Source};
+
+/// One rank while the session holds it: which rank, which process, and its target (memory,
+/// symbols, types) or why it cannot be read.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct HeldRank {
+    /// Rank in `MPI_COMM_WORLD`, when a table says (processes named by pid, and cores without
+    /// a starter core, learn it from their own `MPI_COMM_WORLD` once read).
+    pub rank: Option<u64>,
+    /// The process id (of the process, or recorded in the core).
+    pub pid: u32,
+    /// The executable it runs (for a message-queue DLL, which names images by path).
+    pub image: PathBuf,
+    /// Core files: the core this rank is read from.
+    pub core: Option<PathBuf>,
+    target: Result<Rc<dyn Target>, Unreadable>,
+}
+
+impl std::fmt::Debug for HeldRank {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HeldRank")
+            .field("rank", &self.rank)
+            .field("pid", &self.pid)
+            .field("image", &self.image)
+            .field("core", &self.core)
+            .field("readable", &self.target.as_ref().map(|_| ()))
+            .finish()
+    }
+}
+
+impl HeldRank {
+    /// The rank's memory, symbols and types — stopped while the [`Held`] lives (a live
+    /// process), or a core file — or why it cannot be read. An unreadable rank was not
+    /// touched, unless the reason says stopping or opening it failed.
+    pub fn target(&self) -> Result<&Rc<dyn Target>, &Unreadable> {
+        self.target.as_ref()
+    }
+
+    /// Why it cannot be read, if it cannot.
+    pub fn unreadable(&self) -> Option<&Unreadable> {
+        self.target.as_ref().err()
+    }
+}
+
+/// What letting the ranks go found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReleaseReport {
+    /// The processes let go (running again, untraced).
+    pub released: Vec<u32>,
+    /// What went wrong meanwhile (the release goes on past each).
+    pub problems: Vec<ReleaseProblem>,
+}
+
+impl ReleaseReport {
+    /// Whether everything was let go without a problem.
+    pub fn is_clean(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// Who holds the ranks stopped.
+enum Control {
+    /// A job acquired with `hold`: the starter and its attached ranks.
+    Job(Box<Acquired>),
+    /// A tracer holding these pids.
+    Pids(Tracer, Vec<u32>),
+    /// Nothing (core files).
+    Nothing,
+}
+
+impl Control {
+    fn release(self) -> ReleaseReport {
+        match self {
+            Control::Job(mut a) => {
+                let released = a.job().attached_pids();
+                let problems = match a.release() {
+                    Ok(p) => p.into_iter().map(ReleaseProblem::Job).collect(),
+                    Err(e) => vec![ReleaseProblem::Acquire(e)],
+                };
+                ReleaseReport { released, problems }
+            }
+            Control::Pids(tracer, pids) => match tracer.detach_many(&pids) {
+                Ok(results) => {
+                    let mut report = ReleaseReport::default();
+                    for (r, &pid) in results.into_iter().zip(&pids) {
+                        match r {
+                            Ok(()) => report.released.push(pid),
+                            Err(source) => {
+                                report.problems.push(ReleaseProblem::Detach { pid, source })
+                            }
+                        }
+                    }
+                    report
+                }
+                Err(e) => ReleaseReport {
+                    released: Vec::new(),
+                    problems: vec![ReleaseProblem::Tracer(e)],
+                },
+            },
+            Control::Nothing => ReleaseReport::default(),
+        }
+    }
+}
+
+/// The selected ranks, held stopped until [`Held::release`] or the drop lets them run (on any
+/// error path too: an early return or a panic drops the guard). Processes on other nodes, and
+/// processes not proven to be the table's ranks, are listed with their reason and never
+/// touched.
+pub struct Held<'s> {
+    ranks: Vec<HeldRank>,
+    control: Option<Control>,
+    _session: PhantomData<&'s mut Session>,
+}
+
+impl std::fmt::Debug for Held<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Held")
+            .field("ranks", &self.ranks)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Held<'_> {
+    /// The ranks, in the job's order (or the pids' or cores' order as given).
+    pub fn ranks(&self) -> &[HeldRank] {
+        &self.ranks
+    }
+
+    /// Lets every held process run again, untraced, and says how it went.
+    pub fn release(mut self) -> ReleaseReport {
+        self.control
+            .take()
+            .map(Control::release)
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        if let Some(c) = self.control.take() {
+            let _ = c.release();
+        }
+    }
+}
+
+impl Session {
+    /// Stops the selected ranks and opens each one's target; they run again when the guard is
+    /// released or dropped. Read quickly: a stopped rank stops its peers too.
+    ///
+    /// - From a starter, the first hold attaches to the starter with the ranks held and the
+    ///   gate left alone, and `mpir-acquire` proves each selected local rank to be the table's
+    ///   before stopping it (remote and refused ranks are listed, untouched). Later holds
+    ///   stop the same processes again by pid, each only while its start time is the one read
+    ///   when it was first held (a pid that exited is left alone: it may name another process).
+    /// - From pids: the same, the first hold taking the pids at the caller's word.
+    /// - From cores: nothing to stop; the ranks are the rank cores.
+    ///
+    /// # Errors
+    /// When the job cannot be acquired again, or no tracer can be started. Per-rank trouble
+    /// is in each [`HeldRank`].
+    pub fn hold(&mut self) -> Result<Held<'_>, SessionError> {
+        let (ranks, control) = if let Some(known) = self.known.clone() {
+            self.hold_known(&known)?
+        } else {
+            match &mut self.source {
+                Source::Starter { pid, held, .. } => {
+                    let pid = *pid;
+                    let acquired = match held.take() {
+                        Some(a) => a,
+                        None => Box::new(self.attach_held(pid)?),
+                    };
+                    let known = known_of_job(acquired.job(), self.options.ranks.as_ref());
+                    let ranks = self.open_known(&known);
+                    self.known = Some(known);
+                    (ranks, Control::Job(acquired))
+                }
+                Source::Pids(pids) => {
+                    let known: Vec<Known> = pids
+                        .iter()
+                        .map(|&pid| Known {
+                            rank: None,
+                            pid,
+                            image: std::fs::read_link(format!("/proc/{pid}/exe"))
+                                .unwrap_or_else(|_| PathBuf::from("?")),
+                            // The start time before the first attach; checked again once held.
+                            state: procfs::start_time(pid).map_err(Unreadable::Stop),
+                        })
+                        .collect();
+                    let (ranks, control, known) = self.stop(&known)?;
+                    self.known = Some(known);
+                    (ranks, control)
+                }
+                Source::Cores(_) => (self.core_ranks()?, Control::Nothing),
+                Source::Mpi2dd(_) => {
+                    return Err(SessionError::Unsupported {
+                        operation: "hold",
+                        source_kind: "an MPI2DD process (no rank proven to hold)",
+                    });
+                }
+            }
+        };
+        Ok(Held {
+            ranks,
+            control: Some(control),
+            _session: PhantomData,
+        })
+    }
+
+    /// The rank cores (the selection applied by the starter core's numbering).
+    fn core_ranks(&self) -> Result<Vec<HeldRank>, SessionError> {
+        let Source::Cores(cores) = &self.source else {
+            return Ok(Vec::new());
+        };
+        let by_pid: HashMap<i64, u64> = cores
+            .starter
+            .as_ref()
+            .map(|s| s.table.resolved.ranks().map(|r| (r.pid, r.rank)).collect())
+            .unwrap_or_default();
+        let selection = self.options.ranks.as_ref();
+        let ranks: Vec<HeldRank> = cores
+            .ranks
+            .iter()
+            .filter_map(|c| {
+                let rank = by_pid.get(&i64::from(c.pid)).copied();
+                if let (Some(sel), Some(r)) = (selection, rank)
+                    && !sel.contains(r)
+                {
+                    return None;
+                }
+                Some(HeldRank {
+                    rank,
+                    pid: c.pid,
+                    image: c.image.clone(),
+                    core: Some(c.path.clone()),
+                    target: Ok(Rc::clone(&c.target) as Rc<dyn Target>),
+                })
+            })
+            .collect();
+        if ranks.is_empty() {
+            return Err(SessionError::Empty(
+                "no rank core (or the rank selection leaves none)",
+            ));
+        }
+        Ok(ranks)
+    }
+
+    /// [`hold`](Session::hold), `f` with the held ranks, then the release: `f`'s result and
+    /// the release report. The ranks are released also when `f` panics.
+    ///
+    /// # Errors
+    /// As [`hold`](Session::hold).
+    pub fn with_held<R>(
+        &mut self,
+        f: impl FnOnce(&Held<'_>) -> R,
+    ) -> Result<(R, ReleaseReport), SessionError> {
+        let held = self.hold()?;
+        let r = f(&held);
+        Ok((r, held.release()))
+    }
+
+    /// Attaches to the starter with the selected ranks held and the gate left alone (reading
+    /// must not change the job).
+    fn attach_held(&self, pid: u32) -> Result<Acquired, SessionError> {
+        let mut options = self
+            .options
+            .acquire
+            .clone()
+            .hold(true)
+            .gate(GateRelease::Never);
+        if let Some(sel) = &self.options.ranks {
+            options = options.ranks(RankSelection::Only(sel.clone()));
+        }
+        live::attach(pid, options).map_err(|source| SessionError::Acquire { pid, source })
+    }
+
+    /// Holds the known ranks again: each proven one whose pid still names the same process.
+    fn hold_known(&mut self, known: &[Known]) -> Result<(Vec<HeldRank>, Control), SessionError> {
+        let now: Vec<Known> = known
+            .iter()
+            .map(|k| {
+                let mut k = k.clone();
+                if let Ok(start) = k.state {
+                    let same = procfs::start_time(k.pid).is_ok_and(|t| t == start);
+                    if !same {
+                        k.state = Err(Unreadable::Changed { pid: k.pid });
+                    }
+                }
+                k
+            })
+            .collect();
+        let (ranks, control, _) = self.stop(&now)?;
+        Ok((ranks, control))
+    }
+
+    /// Stops every known rank whose state is a start time, checks the start time again once
+    /// it is stopped (a pid reused in between is let go at once), and opens the targets.
+    /// Returns the ranks, the control, and the known ranks with this hold's outcome.
+    fn stop(
+        &mut self,
+        known: &[Known],
+    ) -> Result<(Vec<HeldRank>, Control, Vec<Known>), SessionError> {
+        let to_stop: Vec<u32> = known
+            .iter()
+            .filter(|k| k.state.is_ok())
+            .map(|k| k.pid)
+            .collect();
+        let tracer = Tracer::with_options(
+            TracerOptions::default().stop_timeout(self.options.acquire.timeout),
+        )
+        .map_err(|source| SessionError::Control {
+            context: "starting a tracer".into(),
+            source,
+        })?;
+        let results = tracer
+            .attach_many(&to_stop)
+            .map_err(|source| SessionError::Control {
+                context: format!("stopping {} processes", to_stop.len()),
+                source,
+            })?;
+        let mut outcome: HashMap<u32, Result<(), Unreadable>> = HashMap::new();
+        let mut held = Vec::new();
+        for (&pid, r) in to_stop.iter().zip(results) {
+            outcome.insert(pid, r.map(|_| ()).map_err(Unreadable::Stop));
+        }
+        let mut after = Vec::with_capacity(known.len());
+        for k in known {
+            let mut k = k.clone();
+            if let Ok(start) = k.state {
+                match outcome.get(&k.pid) {
+                    Some(Ok(())) if procfs::start_time(k.pid).is_ok_and(|t| t == start) => {
+                        held.push(k.pid);
+                    }
+                    Some(Ok(())) => {
+                        let _ = tracer.detach(k.pid);
+                        k.state = Err(Unreadable::Changed { pid: k.pid });
+                    }
+                    Some(Err(e)) => k.state = Err(e.clone()),
+                    None => k.state = Err(Unreadable::NotAttached),
+                }
+            }
+            after.push(k);
+        }
+        let ranks = self.open_known(&after);
+        Ok((ranks, Control::Pids(tracer, held), after))
+    }
+
+    /// Opens the target of every known rank that is held (cached by pid and start time).
+    fn open_known(&mut self, known: &[Known]) -> Vec<HeldRank> {
+        let debug = self.options.acquire.debug.clone();
+        known
+            .iter()
+            .map(|k| {
+                let target = match &k.state {
+                    Err(e) => Err(e.clone()),
+                    Ok(start) => match self.targets.get(&(k.pid, *start)) {
+                        Some(t) => Ok(Rc::clone(t)),
+                        None => match LiveTarget::open(k.pid, debug.clone()) {
+                            Ok(t) => {
+                                let t: Rc<dyn Target> = Rc::new(t);
+                                self.targets.insert((k.pid, *start), Rc::clone(&t));
+                                Ok(t)
+                            }
+                            Err(e) => Err(Unreadable::Open(e)),
+                        },
+                    },
+                };
+                HeldRank {
+                    rank: k.rank,
+                    pid: k.pid,
+                    image: k.image.clone(),
+                    core: None,
+                    target,
+                }
+            })
+            .collect()
+    }
+}
+
+/// The selected ranks of a job acquired with `hold`, each with its start time (read while
+/// held) or why it is left alone.
+fn known_of_job(job: &Job, selection: Option<&mpir_types::ranks::RankSet>) -> Vec<Known> {
+    let local = live::normalize(job);
+    job.ranks()
+        .zip(local)
+        .filter(|(r, _)| selection.is_none_or(|s| s.contains(r.rank)))
+        .map(|(r, l)| {
+            let pid = u32::try_from(r.pid).ok().filter(|&p| p > 0);
+            let state = match (job.control(r.rank), pid) {
+                (RankControl::Attached { .. }, Some(pid)) => {
+                    procfs::start_time(pid).map_err(|_| Unreadable::Changed { pid })
+                }
+                (RankControl::Attached { .. }, None) => Err(Unreadable::NoPid { pid: r.pid }),
+                (RankControl::Failed { reason }, _) => Err(Unreadable::AttachFailed {
+                    reason: reason.clone(),
+                }),
+                (RankControl::Refused { reason }, _) => Err(Unreadable::Refused(reason.clone())),
+                (RankControl::Remote, _) => Err(Unreadable::Remote {
+                    host: r.host.unwrap_or("?").to_string(),
+                }),
+                _ if !l.local_host => Err(Unreadable::Remote {
+                    host: r.host.unwrap_or("?").to_string(),
+                }),
+                _ => Err(Unreadable::NotAttached),
+            };
+            Known {
+                rank: Some(r.rank),
+                pid: pid.unwrap_or(0),
+                image: l.executable.unwrap_or_else(|| PathBuf::from("?")),
+                state,
+            }
+        })
+        .collect()
+}

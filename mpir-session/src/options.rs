@@ -1,0 +1,137 @@
+//! What the caller chooses for a whole session.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use mpir_acquire::AcquireOptions;
+use mpir_mqd::ReaderOptions;
+use mpir_target::debuginfo::DebugOptions;
+use mpir_types::ranks::RankSet;
+
+/// Settings of a [`Session`](crate::Session), built with `with_*` setters.
+///
+/// ```
+/// use std::time::Duration;
+/// use mpir_session::SessionOptions;
+///
+/// let options = SessionOptions::default()
+///     .with_timeout(Duration::from_secs(20))
+///     .with_debug_dir("/opt/mpich/debug")
+///     .with_this_node_alias("node07-ib")
+///     .with_ranks("0-3,7".parse().unwrap());
+/// assert!(options.ranks().unwrap().contains(7));
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct SessionOptions {
+    pub(crate) acquire: AcquireOptions,
+    pub(crate) ranks: Option<RankSet>,
+    pub(crate) hold_from_acquisition: bool,
+    pub(crate) exe: Option<PathBuf>,
+    pub(crate) reader: ReaderOptions,
+}
+
+impl SessionOptions {
+    /// With these acquisition options as the base (debug directories, this node's facts and
+    /// aliases, timeout, table reading bounds…). The session sets `hold`, `gate` and `ranks`
+    /// itself for each step; what is given for them here is ignored.
+    pub fn with_acquire_options(mut self, options: AcquireOptions) -> Self {
+        self.acquire = options;
+        self
+    }
+
+    /// Looking for symbols and types there, for the starter and every rank (debug
+    /// directories, separate symbol files, types sidecars).
+    pub fn with_debug_options(mut self, debug: DebugOptions) -> Self {
+        self.acquire = self.acquire.debug(debug);
+        self
+    }
+
+    /// With one more debug directory (build-id tree) for stripped programs.
+    pub fn with_debug_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        let debug = self.acquire.debug.clone().with_debug_dir(dir);
+        self.acquire = self.acquire.debug(debug);
+        self
+    }
+
+    /// With a types sidecar: an object file whose DWARF describes the MPI's internal types
+    /// (for MPI libraries shipped without debug information).
+    pub fn with_types_sidecar(mut self, file: impl Into<PathBuf>) -> Self {
+        let debug = self.acquire.debug.clone().with_types_sidecar(file.into());
+        self.acquire = self.acquire.debug(debug);
+        self
+    }
+
+    /// With `alias` naming this node too (a launcher reporting an address or an alias the
+    /// machine's own facts do not list). Ranks on any other node are never touched.
+    pub fn with_this_node_alias(mut self, alias: impl Into<String>) -> Self {
+        self.acquire = self.acquire.alias(alias);
+        self
+    }
+
+    /// With this bound on every wait (acquisition events, ranks stopping).
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.acquire = self.acquire.timeout(timeout);
+        self
+    }
+
+    /// Touching ranks that belong to another user than the starter's (a privileged caller
+    /// that knows why), or not (the default).
+    pub fn with_allow_other_users(mut self, allow: bool) -> Self {
+        self.acquire = self.acquire.allow_other_users(allow);
+        self
+    }
+
+    /// Only these ranks are held and read (by their rank in the starter's table, or for core
+    /// files in the starter core's table; cores whose rank is not known are kept). Processes
+    /// named by pid have no table: the selection does not apply to them.
+    pub fn with_ranks(mut self, ranks: RankSet) -> Self {
+        self.ranks = Some(ranks);
+        self
+    }
+
+    /// Keep the ranks the acquisition attaches stopped until the first [`hold`] takes them
+    /// as they are (one acquisition instead of two, for a tool that reads at once), or
+    /// [`hand_over`] gives them to another tool. Launch mode: the ranks stay stopped after the
+    /// launch (their gate opens when they are released, as the spec says). Attach mode: the
+    /// selected, proven local ranks are attached and held right away, their gate left alone.
+    ///
+    /// [`hold`]: crate::Session::hold
+    /// [`hand_over`]: crate::Session::hand_over
+    pub fn with_hold_from_acquisition(mut self, hold: bool) -> Self {
+        self.hold_from_acquisition = hold;
+        self
+    }
+
+    /// Core files: the executable the cores were dumped from, when a core does not lead to it
+    /// (its file was moved or rebuilt).
+    pub fn with_exe(mut self, exe: impl Into<PathBuf>) -> Self {
+        self.exe = Some(exe.into());
+        self
+    }
+
+    /// How queues are read ([`Session::queues`], [`Session::deadlock`]): the engine
+    /// (by default the native walker when the MPI's types are known, else the MPI's DLL in a
+    /// helper process), a DLL to use instead of the MPI's, the helper's options, bounds.
+    ///
+    /// [`Session::queues`]: crate::Session::queues
+    /// [`Session::deadlock`]: crate::Session::deadlock
+    pub fn with_reader_options(mut self, reader: ReaderOptions) -> Self {
+        self.reader = reader;
+        self
+    }
+
+    /// The acquisition options in force.
+    pub fn acquire_options(&self) -> &AcquireOptions {
+        &self.acquire
+    }
+
+    /// The debug options in force (for the starter and every rank).
+    pub fn debug_options(&self) -> &DebugOptions {
+        &self.acquire.debug
+    }
+
+    /// The rank selection, if any.
+    pub fn ranks(&self) -> Option<&RankSet> {
+        self.ranks.as_ref()
+    }
+}

@@ -1,0 +1,200 @@
+//! [`Session::queues`]: every selected rank's message queues, read while held.
+
+use std::path::PathBuf;
+
+use mpir_mqd::native::NativeError;
+use mpir_mqd::output::OutputLog;
+use mpir_mqd::{EngineUsed, MqdError, QueueReader, RankQueues, ReadRank, ReaderOptions};
+use thiserror::Error;
+
+use crate::error::{SessionError, Unreadable};
+use crate::hold::{Held, ReleaseReport};
+use crate::session::Session;
+
+/// Why one rank's queues are not in a result.
+#[derive(Debug, Clone, Error)]
+#[non_exhaustive]
+pub enum RankError {
+    /// The rank could not be held or opened (remote, refused, exited…): nothing was read.
+    #[error(transparent)]
+    Unreadable(Unreadable),
+    /// The rank was held and opened, but the engine failed on it.
+    #[error("reading its queues")]
+    Read(#[source] MqdError),
+    /// No engine could be set up for the job (from the first rank that could be read).
+    #[error("no queue reader for this job")]
+    NoReader(#[source] MqdError),
+}
+
+/// One rank's outcome of a read.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct RankRead {
+    /// Its `MPI_COMM_WORLD` rank: the table's, else (pids, cores without a starter core) its
+    /// own `MPI_COMM_WORLD` communicator's once read.
+    pub rank: Option<u64>,
+    /// Its pid.
+    pub pid: u32,
+    /// Its executable.
+    pub image: PathBuf,
+    /// Core files: the core read.
+    pub core: Option<PathBuf>,
+    /// Its communicators and their queues, or why not.
+    pub queues: Result<RankQueues, RankError>,
+}
+
+/// Where a read stands, after one rank ([`Session::queues_with`],
+/// [`Session::deadlock_with`]).
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Progress<'a> {
+    /// The sample (1-based; always 1 for [`Session::queues_with`]).
+    pub sample: u32,
+    /// Samples in all.
+    pub samples: u32,
+    /// Ranks of this sample read so far (this one included).
+    pub done: usize,
+    /// Ranks in a sample.
+    pub total: usize,
+    /// The rank just read.
+    pub rank: &'a RankRead,
+}
+
+/// What [`Session::queues`] read: one consistent snapshot per rank.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct QueueRead {
+    /// The engine used (its `Display` is the short name: `native MPICH debug queues`,
+    /// `dll /path/libtvmpich.so`), or `None` when no rank could be read at all or no engine
+    /// could be set up.
+    pub engine: Option<EngineUsed>,
+    /// Why [`Engine::Auto`](mpir_mqd::Engine::Auto) fell back to the MPI's DLL: the native
+    /// walkers did not recognise the MPI.
+    pub fallback: Option<NativeError>,
+    /// Every selected rank, in the job's order.
+    pub ranks: Vec<RankRead>,
+    /// What the MPI's DLL printed on its own during the read (each distinct line once, with
+    /// its count).
+    pub printed: OutputLog,
+    /// How letting the ranks go went.
+    pub release: ReleaseReport,
+}
+
+impl QueueRead {
+    /// Whether every rank was read.
+    pub fn is_complete(&self) -> bool {
+        self.ranks.iter().all(|r| r.queues.is_ok())
+    }
+}
+
+impl Session {
+    /// Holds the selected ranks, reads every one's message queues with the engine the
+    /// [`ReaderOptions`] pick ([`SessionOptions::with_reader_options`]: by default the native
+    /// walker when the MPI's types are known, else the MPI's DLL in a helper process), and
+    /// releases them.
+    ///
+    /// [`SessionOptions::with_reader_options`]: crate::SessionOptions::with_reader_options
+    ///
+    /// # Errors
+    /// As [`Session::hold`]. An engine that cannot be set up is not an error of the session:
+    /// every rank that could be held then carries [`RankError::NoReader`].
+    pub fn queues(&mut self) -> Result<QueueRead, SessionError> {
+        self.queues_with(|_| {})
+    }
+
+    /// [`queues`](Session::queues), telling `progress` after each rank is read (a tool's
+    /// progress bar).
+    ///
+    /// # Errors
+    /// As [`queues`](Session::queues).
+    pub fn queues_with(
+        &mut self,
+        mut progress: impl FnMut(Progress<'_>),
+    ) -> Result<QueueRead, SessionError> {
+        let options = self.options.reader.clone();
+        let held = self.hold()?;
+        let mut state = ReaderState::default();
+        let ranks = state.read_held(&held, &options, |done, total, rank| {
+            progress(Progress {
+                sample: 1,
+                samples: 1,
+                done,
+                total,
+                rank,
+            });
+        });
+        let release = held.release();
+        let (engine, fallback, printed) = state.finish();
+        Ok(QueueRead {
+            engine,
+            fallback,
+            ranks,
+            printed,
+            release,
+        })
+    }
+}
+
+/// The engine of one read (or of every sample of a deadlock analysis): set up from the
+/// first readable rank, then kept.
+#[derive(Default)]
+pub(crate) struct ReaderState {
+    reader: Option<QueueReader>,
+    failed: Option<MqdError>,
+}
+
+impl ReaderState {
+    /// Ends the engine: which it was, why it was a fallback, and what the MPI's DLL printed
+    /// meanwhile.
+    pub(crate) fn finish(self) -> (Option<EngineUsed>, Option<NativeError>, OutputLog) {
+        match self.reader {
+            Some(mut r) => (Some(r.engine()), r.fallback_reason().cloned(), r.finish()),
+            None => (None, None, OutputLog::new()),
+        }
+    }
+
+    /// Reads every held rank, calling `progress(done, total, rank)` after each.
+    pub(crate) fn read_held(
+        &mut self,
+        held: &Held<'_>,
+        options: &ReaderOptions,
+        mut progress: impl FnMut(usize, usize, &RankRead),
+    ) -> Vec<RankRead> {
+        if self.reader.is_none()
+            && self.failed.is_none()
+            && let Some(probe) = held.ranks().iter().find_map(|r| r.target().ok())
+        {
+            match QueueReader::open(&**probe, options.clone()) {
+                Ok(r) => self.reader = Some(r),
+                Err(e) => self.failed = Some(e),
+            }
+        }
+        let total = held.ranks().len();
+        held.ranks()
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let queues = match (r.target(), self.reader.as_mut(), &self.failed) {
+                    (Err(why), _, _) => Err(RankError::Unreadable(why.clone())),
+                    (Ok(t), Some(reader), _) => reader
+                        .read(&ReadRank::new(r.rank, r.image.clone()), t.clone())
+                        .map_err(RankError::Read),
+                    (Ok(_), None, Some(e)) => Err(RankError::NoReader(e.clone())),
+                    (Ok(_), None, None) => Err(RankError::Unreadable(Unreadable::NotAttached)),
+                };
+                let rank = r
+                    .rank
+                    .or_else(|| queues.as_ref().ok().and_then(RankQueues::world_rank));
+                let read = RankRead {
+                    rank,
+                    pid: r.pid,
+                    image: r.image.clone(),
+                    core: r.core.clone(),
+                    queues,
+                };
+                progress(i + 1, total, &read);
+                read
+            })
+            .collect()
+    }
+}

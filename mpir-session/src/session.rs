@@ -1,0 +1,433 @@
+//! [`Session`]: a source of ranks (a starter, a launch, pids, core files) and what was learnt
+//! of them.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::rc::Rc;
+
+use mpir_acquire::live::{self, Acquired};
+use mpir_acquire::{GateRelease, Job, RankSelection};
+use mpir_target::Target;
+use mpir_target::corefile::{CoreTarget, Truncation};
+use mpir_target::proctable::{ProcTable, ReadOptions, read_proctable};
+use mpir_types::mpir::MpirFlags;
+
+use crate::error::{SessionError, Unreadable, chain};
+use crate::options::SessionOptions;
+
+/// One MPI job (or a set of processes, or core files) and the way to read it: see the
+/// [crate documentation](crate) for the flow.
+///
+/// A session is not `Send`: the targets it opens are `Rc`s, and the ranks it holds belong to a
+/// tracer thread it owns. Dropping a session releases whatever it still holds.
+pub struct Session {
+    pub(crate) options: SessionOptions,
+    pub(crate) source: Source,
+    /// Ranks as the first hold found them: from then on each hold takes these again, by pid,
+    /// only while each pid still names the process first held (its start time).
+    pub(crate) known: Option<Vec<Known>>,
+    /// Opened live targets by (pid, start time): images are parsed once for every hold.
+    pub(crate) targets: HashMap<(u32, u64), Rc<dyn Target>>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("source", &self.source_kind())
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where the ranks come from.
+pub(crate) enum Source {
+    /// A starter: attached (`child` is `None`) or launched.
+    Starter {
+        pid: u32,
+        job: Box<Job>,
+        /// An acquisition whose ranks are still held (`with_hold_from_acquisition`): the first
+        /// hold takes it.
+        held: Option<Box<Acquired>>,
+        child: Option<Child>,
+        /// Attached to a process that exports MPI2DD too: its traversal and where it
+        /// disagrees with MPIR's table.
+        mpi2dd: Option<Box<Mpi2ddJob>>,
+    },
+    /// A process that exports MPI2DD only: its traversal (there is no proven rank to hold).
+    Mpi2dd(Box<Mpi2ddJob>),
+    /// Processes named by pid.
+    Pids(Vec<u32>),
+    /// Core files.
+    Cores(Box<Cores>),
+}
+
+/// A job as MPI2DD describes it (from any rank, directory or metadirectory process).
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Mpi2ddJob {
+    /// Every world, directory and spawn the traversal found.
+    pub traversal: mpi2dd::traverse::Traversal,
+    /// With MPIR too: where MPIR's table and MPI2DD's root world disagree, rank by rank
+    /// (empty when they agree).
+    pub mismatches: Vec<String>,
+}
+
+/// A rank as the first hold found it.
+#[derive(Debug, Clone)]
+pub(crate) struct Known {
+    pub(crate) rank: Option<u64>,
+    pub(crate) pid: u32,
+    pub(crate) image: PathBuf,
+    /// The start time read while it was held first, or why it is never touched.
+    pub(crate) state: Result<u64, Unreadable>,
+}
+
+/// The core files of a session.
+pub(crate) struct Cores {
+    pub(crate) starter: Option<StarterCore>,
+    pub(crate) ranks: Vec<RankCore>,
+    pub(crate) info: Vec<CoreInfo>,
+}
+
+/// A rank's core file.
+pub(crate) struct RankCore {
+    pub(crate) path: PathBuf,
+    pub(crate) target: Rc<CoreTarget>,
+    pub(crate) pid: u32,
+    pub(crate) image: PathBuf,
+}
+
+/// A starter's core file: the job's process table as it was when the core was dumped.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct StarterCore {
+    /// The core file.
+    pub path: PathBuf,
+    /// Its process table (with entries: that is what makes it a starter's).
+    pub table: ProcTable,
+    /// The MPIR flags its starter defines.
+    pub flags: MpirFlags,
+}
+
+/// What a core file given to [`Session::cores`] is.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct CoreInfo {
+    /// The core file.
+    pub path: PathBuf,
+    /// Whether it is shorter than its segments say (memory in the cut part reads as
+    /// unavailable).
+    pub truncation: Option<Truncation>,
+    /// Why it is not a starter's core (`None` for the starter's): its table is empty, or
+    /// cannot be read, and why (a gone executable, a truncated core).
+    pub not_starter: Option<String>,
+}
+
+impl Session {
+    fn new(options: SessionOptions, source: Source) -> Session {
+        Session {
+            options,
+            source,
+            known: None,
+            targets: HashMap::new(),
+        }
+    }
+
+    /// Attach mode: reads the job of the running process `pid` and lets it run: a starter
+    /// (`mpiexec`, `orterun`…) through MPIR, or any rank, directory or metadirectory of a job
+    /// through MPI2DD ([`Session::mpi2dd`]), or both, compared. No rank is touched (unless
+    /// the job is spawned while we wait and its ranks wait at `MPIR_debug_gate`, which the
+    /// spec says to open, or [`SessionOptions::with_hold_from_acquisition`] asks to hold the
+    /// selected ranks now). Ranks are stopped only by [`hold`](Session::hold), each proven
+    /// then to be the table's rank.
+    ///
+    /// # Errors
+    /// [`SessionError::Acquire`] when `pid` exports neither interface, or acquisition fails.
+    pub fn attach(pid: u32, options: SessionOptions) -> Result<Session, SessionError> {
+        let mut acquire = options.acquire.clone().hold(options.hold_from_acquisition);
+        if options.hold_from_acquisition {
+            // Reading must not change the job: the gate is not ours to open.
+            acquire = acquire.gate(GateRelease::Never);
+            if let Some(r) = &options.ranks {
+                acquire = acquire.ranks(RankSelection::Only(r.clone()));
+            }
+        }
+        let any = live::attach_any(pid, acquire)
+            .map_err(|source| SessionError::Acquire { pid, source })?;
+        let mpi2dd = any.mpi2dd.map(|traversal| {
+            Box::new(Mpi2ddJob {
+                traversal,
+                mismatches: any.mismatches,
+            })
+        });
+        let source = match (any.mpir, mpi2dd) {
+            (Some(acquired), mpi2dd) => Source::Starter {
+                pid,
+                job: Box::new(acquired.job().clone()),
+                held: options.hold_from_acquisition.then(|| Box::new(acquired)),
+                child: None,
+                mpi2dd,
+            },
+            (None, Some(m)) => Source::Mpi2dd(m),
+            (None, None) => {
+                return Err(SessionError::Empty("the process exports no job"));
+            }
+        };
+        Ok(Session::new(options, source))
+    }
+
+    /// Launch mode: runs `command` (the starter, or a wrapper that execs it) under control
+    /// and acquires the job it spawns. The ranks run at once, unless
+    /// [`SessionOptions::with_hold_from_acquisition`] keeps them stopped for the first
+    /// [`hold`](Session::hold) (or for [`hand_over`](Session::hand_over)). Take the starter
+    /// with [`take_child`](Session::take_child) to wait for it.
+    ///
+    /// # Errors
+    /// [`SessionError::Acquire`] when the starter cannot be run or acquisition fails.
+    pub fn launch(command: Command, options: SessionOptions) -> Result<Session, SessionError> {
+        let mut acquire = options.acquire.clone().hold(options.hold_from_acquisition);
+        if let Some(r) = &options.ranks {
+            acquire = acquire.ranks(RankSelection::Only(r.clone()));
+        }
+        let mut acquired = live::launch(command, acquire)
+            .map_err(|source| SessionError::Acquire { pid: 0, source })?;
+        let child = acquired.take_child();
+        let pid = acquired.job().starter.pid;
+        let job = Box::new(acquired.job().clone());
+        let held = options.hold_from_acquisition.then(|| Box::new(acquired));
+        Ok(Session::new(
+            options,
+            Source::Starter {
+                pid,
+                job,
+                held,
+                child,
+                mpi2dd: None,
+            },
+        ))
+    }
+
+    /// Processes named by pid: no starter, no table, no proof of identity beyond the caller's
+    /// word. Each is held only while it names the process first held (its start time).
+    ///
+    /// # Errors
+    /// [`SessionError::Empty`] when no pid is given.
+    pub fn pids(
+        pids: impl IntoIterator<Item = u32>,
+        options: SessionOptions,
+    ) -> Result<Session, SessionError> {
+        let mut pids: Vec<u32> = pids.into_iter().collect();
+        // A pid named twice is one process, held once.
+        let mut seen = std::collections::HashSet::new();
+        pids.retain(|p| seen.insert(*p));
+        if pids.is_empty() {
+            return Err(SessionError::Empty("no pid given"));
+        }
+        Ok(Session::new(options, Source::Pids(pids)))
+    }
+
+    /// Core files: a starter's core gives the job (its process table), ranks' cores are read
+    /// as the ranks (numbered from the starter core's table by pid when it is given, else from
+    /// each rank's own `MPI_COMM_WORLD` once read). [`SessionOptions::with_exe`] names the
+    /// executable when a core does not lead to it.
+    ///
+    /// # Errors
+    /// A core that cannot be opened, a missing `--exe`, several starter cores, no core.
+    pub fn cores(
+        paths: impl IntoIterator<Item = impl AsRef<Path>>,
+        options: SessionOptions,
+    ) -> Result<Session, SessionError> {
+        let cores = open_cores(paths, &options)?;
+        Ok(Session::new(options, Source::Cores(Box::new(cores))))
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> &SessionOptions {
+        &self.options
+    }
+
+    /// The job, for a session from a starter (attached or launched), as acquired when the
+    /// session was made: nodes, ranks, how each rank was handled. `None` for pids and cores
+    /// (see [`starter_core`](Session::starter_core)).
+    pub fn job(&self) -> Option<&Job> {
+        match &self.source {
+            Source::Starter { job, .. } => Some(job),
+            _ => None,
+        }
+    }
+
+    /// The job as MPI2DD describes it, when the process attached to exports MPI2DD.
+    pub fn mpi2dd(&self) -> Option<&Mpi2ddJob> {
+        match &self.source {
+            Source::Starter { mpi2dd, .. } => mpi2dd.as_deref(),
+            Source::Mpi2dd(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// The starter's pid, for a session from a starter.
+    pub fn starter_pid(&self) -> Option<u32> {
+        match &self.source {
+            Source::Starter { pid, .. } => Some(*pid),
+            _ => None,
+        }
+    }
+
+    /// Core files: the starter's core, when one of the cores is a starter's.
+    pub fn starter_core(&self) -> Option<&StarterCore> {
+        match &self.source {
+            Source::Cores(c) => c.starter.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// Core files: what each core given is, in the order given.
+    pub fn core_files(&self) -> &[CoreInfo] {
+        match &self.source {
+            Source::Cores(c) => &c.info,
+            _ => &[],
+        }
+    }
+
+    /// Launch mode: takes the starter process (to wait for it; wait only once the ranks are
+    /// released).
+    pub fn take_child(&mut self) -> Option<Child> {
+        match &mut self.source {
+            Source::Starter { child, .. } => child.take(),
+            _ => None,
+        }
+    }
+
+    /// With [`SessionOptions::with_hold_from_acquisition`], before any
+    /// [`hold`](Session::hold): hands the held ranks over to another tool, left stopped (a job-control stop: `SIGCONT` lets them run), the starter
+    /// detached and running. Returns the pids left stopped.
+    ///
+    /// # Errors
+    /// [`SessionError::Unsupported`] when nothing is held from the launch;
+    /// [`SessionError::Acquire`] when the hand-over fails.
+    pub fn hand_over(&mut self) -> Result<Vec<u32>, SessionError> {
+        let kind = self.source_kind();
+        match &mut self.source {
+            Source::Starter {
+                pid,
+                held: Some(acquired),
+                ..
+            } => {
+                let pid = *pid;
+                let stopped = acquired
+                    .hand_over()
+                    .map_err(|source| SessionError::Acquire { pid, source })?;
+                if let Source::Starter { held, .. } = &mut self.source {
+                    *held = None;
+                }
+                Ok(stopped)
+            }
+            _ => Err(SessionError::Unsupported {
+                operation: "hand_over",
+                source_kind: kind,
+            }),
+        }
+    }
+
+    /// What the source is, in words.
+    pub(crate) fn source_kind(&self) -> &'static str {
+        match &self.source {
+            Source::Starter { child: Some(_), .. } => "a launched starter",
+            Source::Starter { .. } => "a starter",
+            Source::Mpi2dd(_) => "an MPI2DD process",
+            Source::Pids(_) => "processes named by pid",
+            Source::Cores(_) => "core files",
+        }
+    }
+}
+
+fn open_cores(
+    paths: impl IntoIterator<Item = impl AsRef<Path>>,
+    options: &SessionOptions,
+) -> Result<Cores, SessionError> {
+    if let Some(e) = options.exe.as_ref().filter(|e| !e.is_file()) {
+        return Err(SessionError::NoSuchFile {
+            what: "executable",
+            path: e.clone(),
+        });
+    }
+    let debug = options.debug_options();
+    let mut starters = Vec::new();
+    let mut ranks = Vec::new();
+    let mut info = Vec::new();
+    for path in paths {
+        let path = path.as_ref().to_path_buf();
+        let opened = match &options.exe {
+            Some(e) => CoreTarget::open_with_executable(&path, e, debug.clone()),
+            None => CoreTarget::open(&path, debug.clone()),
+        }
+        .map_err(|source| SessionError::Core {
+            path: path.clone(),
+            source,
+        })?;
+        let truncation = opened.core().truncation();
+        // Open MPI's ranks load the library that defines MPIR_proctable too: a starter is a
+        // core whose table has entries.
+        let (table, mut not_starter) = match read_proctable(&opened, &ReadOptions::default()) {
+            Ok(t) if !t.resolved.entries.is_empty() => (Some(t), String::new()),
+            Ok(_) => (None, "its MPIR_proctable is empty".to_string()),
+            Err(e) => (None, chain(&e)),
+        };
+        if options.exe.is_none()
+            && let Some(exe) = opened.core().executable()
+            && !exe.is_file()
+        {
+            not_starter.push_str(&format!(
+                "; its executable {} is gone: name it with the executable option",
+                exe.display()
+            ));
+        }
+        if let Some(t) = truncation {
+            not_starter.push_str(&format!("; the core is {t}"));
+        }
+        match table {
+            Some(table) => {
+                let flags = mpir_acquire::protocol::read_flags(&opened);
+                info.push(CoreInfo {
+                    path: path.clone(),
+                    truncation,
+                    not_starter: None,
+                });
+                starters.push(StarterCore { path, table, flags });
+            }
+            None => {
+                let pid = opened.core().pid().unwrap_or(0);
+                let image = options
+                    .exe
+                    .clone()
+                    .or_else(|| opened.core().executable().map(Path::to_path_buf))
+                    .unwrap_or_else(|| path.clone());
+                info.push(CoreInfo {
+                    path: path.clone(),
+                    truncation,
+                    not_starter: Some(not_starter),
+                });
+                ranks.push(RankCore {
+                    path,
+                    target: Rc::new(opened),
+                    pid,
+                    image,
+                });
+            }
+        }
+    }
+    if info.is_empty() {
+        return Err(SessionError::Empty("no core given"));
+    }
+    if starters.len() > 1 {
+        return Err(SessionError::SeveralStarterCores {
+            paths: starters.into_iter().map(|s| s.path).collect(),
+        });
+    }
+    Ok(Cores {
+        starter: starters.pop(),
+        ranks,
+        info,
+    })
+}

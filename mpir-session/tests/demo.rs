@@ -1,0 +1,119 @@
+//! Sessions over the bundled demo job (`examples/demo/*.c`, compiled here): its ranks keep
+//! MPICH 4.1 debug queues with a deadlock among ranks 0-2. Skipped, with a reason, where the
+//! sources or a C compiler are missing (e.g. from a crate tarball).
+
+#![cfg(all(target_os = "linux", target_arch = "x86_64"))]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use mpir_session::{Engine, ReaderOptions, Session, SessionOptions};
+use mpir_target::testkit::{Scratch, assert_untouched, run, scratch, skip};
+
+/// The demo's starter and rank, compiled side by side (the starter finds the rank there).
+fn demo(name: &str) -> Option<(Scratch, PathBuf)> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/demo");
+    if !src.join("starter.c").is_file() {
+        skip(&format!("the demo sources are not at {}", src.display()));
+        return None;
+    }
+    let dir = scratch(name);
+    for (c, exe) in [
+        ("starter.c", "mpir-demo-starter"),
+        ("rank.c", "mpir-demo-rank"),
+    ] {
+        if let Err(e) = run(Command::new("cc")
+            .args(["-std=gnu11", "-g", "-O0", "-o"])
+            .arg(dir.join(exe))
+            .arg(src.join(c)))
+        {
+            skip(&e);
+            return None;
+        }
+    }
+    let starter = dir.join("mpir-demo-starter");
+    Some((dir, starter))
+}
+
+#[test]
+fn the_demo_jobs_queues_and_deadlock_through_one_session() {
+    let Some((_dir, starter)) = demo("session-demo") else {
+        return;
+    };
+    let mut cmd = Command::new(&starter);
+    cmd.args(["-n", "4", "--lifetime", "30"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped());
+    let options = SessionOptions::default()
+        .with_timeout(Duration::from_secs(20))
+        .with_reader_options(ReaderOptions::default().with_engine(Engine::Native));
+    let mut session = Session::launch(cmd, options).unwrap();
+    let mut child = session.take_child().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut ready = 0;
+    while ready < 4 {
+        let l = lines.next().expect("the demo ended early").unwrap();
+        ready += usize::from(l.ends_with(" ready"));
+    }
+    let pids = session.job().unwrap().attached_pids();
+    assert_eq!(pids.len(), 4);
+
+    let mut progress = Vec::new();
+    let read = session
+        .queues_with(|p| progress.push((p.sample, p.done, p.total, p.rank.pid)))
+        .unwrap();
+    let want: Vec<(u32, usize, usize, u32)> = read
+        .ranks
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (1, i + 1, 4, r.pid))
+        .collect();
+    assert_eq!(progress, want);
+    let engine = read.engine.as_ref().map(ToString::to_string);
+    assert_eq!(engine.as_deref(), Some("native MPICH debug queues"));
+    assert!(read.fallback.is_none());
+    assert!(read.printed.is_empty());
+    assert!(read.is_complete(), "{read:?}");
+    assert!(read.release.is_clean(), "{:?}", read.release.problems);
+    assert_eq!(read.ranks.len(), 4);
+    for (i, r) in read.ranks.iter().enumerate() {
+        assert_eq!(r.rank, Some(i as u64));
+        let q = r.queues.as_ref().unwrap();
+        assert!(q.world_rank() == Some(i as u64), "rank {i}: {q:?}");
+        let ops: usize = q
+            .communicators
+            .iter()
+            .map(|c| c.receives.operations().len() + c.sends.operations().len())
+            .sum();
+        assert!(ops > 0, "rank {i} has no pending operation: {q:?}");
+    }
+    for &p in &pids {
+        assert_untouched(p);
+    }
+
+    let dl = session.deadlock(3, Duration::from_millis(50)).unwrap();
+    let engine = dl.engine.as_ref().map(ToString::to_string);
+    assert_eq!(engine.as_deref(), Some("native MPICH debug queues"));
+    assert!(dl.coverage.is_complete(), "{:?}", dl.coverage);
+    assert_eq!((dl.coverage.ranks, dl.coverage.read), (4, 4));
+    assert_eq!(dl.releases.len(), 3);
+    let report = dl.report.unwrap();
+    assert_eq!(report.samples, 3);
+    assert_eq!(report.verdict, mpir_types::deadlock::Verdict::Deadlock);
+    let mut in_cycles: Vec<u64> = report
+        .cycles
+        .iter()
+        .flat_map(|c| c.ranks.iter().copied())
+        .collect();
+    in_cycles.sort_unstable();
+    in_cycles.dedup();
+    assert_eq!(in_cycles, [0, 1, 2]);
+    for &p in &pids {
+        assert_untouched(p);
+    }
+    drop(session);
+    let _ = child.kill();
+    let _ = child.wait();
+}
