@@ -19,7 +19,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use mpir_acquire::protocol::{Acquisition, Action, Event, Mode, undo_writes};
-use mpir_acquire::{AcquireOptions, RankControl, Refusal};
+use mpir_acquire::{AcquireOptions, AttachOutcome, RankControl, Refusal};
 use mpir_target::live::LiveTarget;
 use mpir_target::live::procfs::{self, ProcessFacts};
 use mpir_target::live::tracer::{StopEvent, Tracer};
@@ -175,14 +175,14 @@ fn attach_checked(
     starter: u32,
     ranks: &[(u64, u32)],
     executables: &[Option<String>],
-) -> Result<Vec<(u64, RankControl)>, Error> {
+) -> Result<Vec<AttachOutcome>, Error> {
     let starter_facts = ProcessFacts::read(starter)?;
     let mut out = Vec::new();
     let mut checked = Vec::new();
     for (&(rank, pid), exe) in ranks.iter().zip(executables) {
         match check(&starter_facts, pid, exe.as_deref()) {
             Ok(start) => checked.push((rank, pid, start)),
-            Err(reason) => out.push((rank, RankControl::Refused { reason })),
+            Err(reason) => out.push(AttachOutcome::refused(rank, reason)),
         }
     }
     let pids: Vec<u32> = checked.iter().map(|&(_, pid, _)| pid).collect();
@@ -198,11 +198,9 @@ fn attach_checked(
                 threads,
                 proven: mpir_acquire::Proven::InProgram,
             },
-            Err(e) => RankControl::Failed {
-                reason: e.to_string(),
-            },
+            Err(error) => RankControl::Failed { error },
         };
-        out.push((rank, control));
+        out.push(AttachOutcome::new(rank, control));
     }
     Ok(out)
 }

@@ -15,8 +15,8 @@
 use std::collections::BTreeSet;
 
 use mpir_acquire::{
-    AcquireError, AcquireOptions, Acquisition, Action, Event, Job, Mode, Proven, RankControl,
-    Refusal,
+    AcquireError, AcquireOptions, Acquisition, Action, AttachOutcome, Event, Job, Mode, Proven,
+    RankControl, Refusal,
 };
 use mpir_target::mock::{MockRank, MockStarter, MockTarget};
 use mpir_types::DataModel;
@@ -102,7 +102,7 @@ impl FakeStarter {
                                     },
                                 }
                             };
-                            (rank, control)
+                            AttachOutcome::new(rank, control)
                         })
                         .collect();
                     acq.handle(&self.target, Event::RanksAttached(outcome));

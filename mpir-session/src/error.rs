@@ -95,11 +95,8 @@ pub enum Unreadable {
     #[error("refused")]
     Refused(#[source] Refusal),
     /// Proven, but stopping it failed (it exited meanwhile, another tracer holds it…).
-    #[error("not stopped: {reason}")]
-    AttachFailed {
-        /// Why, as the acquisition reported it.
-        reason: String,
-    },
+    #[error("not stopped")]
+    AttachFailed(#[source] TargetError),
     /// Stopping a process named by pid failed.
     #[error("not stopped")]
     Stop(#[source] TargetError),
@@ -137,9 +134,9 @@ pub enum ReleaseProblem {
         #[source]
         source: TargetError,
     },
-    /// The acquisition's release reported a problem (per-rank text from `mpir-acquire`).
+    /// The acquisition's release reported a problem (per rank, typed by `mpir-acquire`).
     #[error("{0}")]
-    Job(String),
+    Job(mpir_acquire::Note),
     /// The acquisition's release failed as a whole.
     #[error("releasing the job")]
     Acquire(#[source] AcquireError),

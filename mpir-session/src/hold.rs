@@ -408,9 +408,7 @@ fn known_of_job(job: &Job, selection: Option<&mpir_types::ranks::RankSet>) -> Ve
                     procfs::start_time(pid).map_err(|_| Unreadable::Changed { pid })
                 }
                 (RankControl::Attached { .. }, None) => Err(Unreadable::NoPid { pid: r.pid }),
-                (RankControl::Failed { reason }, _) => Err(Unreadable::AttachFailed {
-                    reason: reason.clone(),
-                }),
+                (RankControl::Failed { error }, _) => Err(Unreadable::AttachFailed(error.clone())),
                 (RankControl::Refused { reason }, _) => Err(Unreadable::Refused(reason.clone())),
                 (RankControl::Remote, _) => Err(Unreadable::Remote {
                     host: r.host.unwrap_or("?").to_string(),
