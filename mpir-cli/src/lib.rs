@@ -32,23 +32,19 @@ macro_rules! out {
     ($($arg:tt)*) => { $crate::emit(format_args!($($arg)*)) };
 }
 
-mod cores;
-mod deadlock;
-mod demo;
-#[path = "../../demo_paths.rs"]
+mod cmd;
 mod demo_paths;
-mod job;
 mod progress;
-mod queues;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{ArgAction, Parser, Subcommand};
+use cmd::{core as cores, deadlock, demo, job, queues};
 use mpir_target::debuginfo::DebugOptions;
 
 /// The argument with which `mpir` runs as its own out-of-process MQD DLL helper.
-pub(crate) const HELPER_ARG: &str = "__mqd-host";
+pub const HELPER_ARG: &str = "__mqd-host";
 
 #[derive(Parser)]
 #[command(
@@ -184,7 +180,10 @@ pub(crate) fn chain(e: &dyn std::error::Error) -> String {
     s
 }
 
-fn main() -> ExitCode {
+/// Runs `mpir` with the process's arguments; the exit status to end with. Run as
+/// `mpir __mqd-host …` (see [`HELPER_ARG`]) it is the out-of-process host of an MPI's
+/// message-queue DLL instead.
+pub fn main() -> ExitCode {
     if std::env::args_os().nth(1).is_some_and(|a| a == HELPER_ARG) {
         // Started by ourselves as the out-of-process DLL host (see `queues`).
         return mpir_mqd::helper_main();

@@ -11,10 +11,10 @@ use mpir_target::Target;
 use mpir_target::corefile::CoreTarget;
 use mpir_target::proctable::{ProcTable, ReadOptions, read_proctable};
 
-use crate::job::{core_job, print};
+use crate::cmd::job::{core_job, print};
 use mpir_target::debuginfo::DebugOptions;
 
-use crate::queues::{self, RankProc, ReaderArgs};
+use crate::cmd::queues::{self, RankProc, ReaderArgs};
 use crate::{Common, chain};
 
 #[derive(clap::Args)]
@@ -190,14 +190,14 @@ pub(crate) fn run(args: &CoreArgs) -> Result<ExitCode, String> {
     // A verdict only from what was read: none when nothing was, and said to cover only the
     // cores read otherwise.
     let outcomes: Vec<Option<String>> = reads.iter().map(|r| r.as_ref().err().cloned()).collect();
-    let coverage = crate::deadlock::Coverage::of(&procs, &outcomes);
+    let coverage = crate::cmd::deadlock::Coverage::of(&procs, &outcomes);
     if coverage.read == 0 {
         doc.notes.push(format!(
             "no wait-for verdict: {}",
-            crate::deadlock::nothing_read(&coverage, None)
+            crate::cmd::deadlock::nothing_read(&coverage, None)
         ));
     } else {
-        doc.deadlock = mpir_types::deadlock::analyze(&crate::deadlock::snapshot(&sample)).ok();
+        doc.deadlock = mpir_types::deadlock::analyze(&crate::cmd::deadlock::snapshot(&sample)).ok();
         if let Some(c) = coverage.caveat() {
             doc.notes.push(c);
         }

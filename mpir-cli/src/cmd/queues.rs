@@ -429,7 +429,7 @@ pub(crate) struct QueuesDoc {
     pub(crate) deadlock: Option<mpir_types::deadlock::DeadlockReport>,
     /// `core`: which ranks the analysis covers.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) coverage: Option<crate::deadlock::Coverage>,
+    pub(crate) coverage: Option<crate::cmd::deadlock::Coverage>,
 }
 
 #[derive(Serialize, Clone)]

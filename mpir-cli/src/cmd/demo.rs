@@ -1,5 +1,5 @@
 //! `demo`: the bundled demo job, end to end, with no MPI installed. A fake MPIR starter and its
-//! ranks (built from `examples/demo/` by the build script) are launched under control; the job,
+//! ranks (built from `mpir-cli/demo/` by the build script) are launched under control; the job,
 //! every rank's message queues and the wait-for analysis are printed; the job is stopped and
 //! nothing is left running.
 
@@ -13,12 +13,13 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde::Serialize;
 
-use crate::deadlock::{self, DEADLOCK_SCHEMA, DeadlockDoc};
-use crate::queues::{self, Engine, EngineChoice, RankProc};
-use crate::{Common, chain, debug_options, demo_paths, job, progress};
+use crate::cmd::deadlock::{self, DEADLOCK_SCHEMA, DeadlockDoc};
+use crate::cmd::job;
+use crate::cmd::queues::{self, Engine, EngineChoice, RankProc};
+use crate::{Common, chain, debug_options, demo_paths, progress};
 
 const BANNER: &str = "This is mpir-rs's bundled DEMO job, not a real MPI job: a fake MPIR starter \
-and ranks built from this workspace (examples/demo), no MPI library involved. Its ranks keep \
+and ranks built from this workspace (mpir-cli/demo), no MPI library involved. Its ranks keep \
 message queues in MPICH 4.1's debug-queue layout, described by their own DWARF, with a \
 deadlock among ranks 0-2.";
 

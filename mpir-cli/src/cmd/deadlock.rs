@@ -14,7 +14,7 @@ use mpir_target::Target;
 use mpir_types::deadlock::{self, CommQueues, DeadlockReport, JobSnapshot, RankQueues};
 use serde::Serialize;
 
-use crate::queues::{self, EngineChoice, Held, RankArgs, RankProc, ReaderArgs};
+use crate::cmd::queues::{self, EngineChoice, Held, RankArgs, RankProc, ReaderArgs};
 use crate::{Common, chain};
 use mpir_target::debuginfo::DebugOptions;
 

@@ -1,9 +1,8 @@
 //! Where the bundled demo job's programs are: `build.rs` compiles `demo/starter.c` and
 //! `demo/rank.c` into the build's `OUT_DIR`, and these paths are baked in at compile time.
 //!
-//! Use it from a program of this crate with
-//! `#[path = "../demo_paths.rs"] mod demo_paths;` (from `src/bin/`) or
-//! `#[path = "../src/demo_paths.rs"] mod demo_paths;` (from `tests/`).
+//! The tool uses it as a module; this package's tests include it with
+//! `#[path = "../src/demo_paths.rs"] mod demo_paths;`.
 //!
 //! The starter: `mpir-demo-starter [-n N] [--lifetime SECS] [--rank PATH] [-q]` (4 ranks and
 //! 300 s by default; it finds `mpir-demo-rank` next to itself).
@@ -28,7 +27,7 @@ pub(crate) fn starter() -> Result<PathBuf, String> {
         Ok(path)
     } else {
         Err(format!(
-            "the demo job's starter is not at {} (it is built by mpir-examples' build script; \
+            "the demo job's starter is not at {} (it is built by mpir-cli's build script; \
              rebuild, or set MPIR_DEMO_DIR to a directory holding mpir-demo-starter and mpir-demo-rank)",
             path.display()
         ))

@@ -22,13 +22,13 @@ fn main() {
             .arg(dir.join(src));
         let status = cmd.status().unwrap_or_else(|e| {
             panic!(
-                "mpir-examples: the bundled demo job needs a C compiler, and `{cc}` cannot be run ({e}). \
+                "mpir-cli: the bundled demo job needs a C compiler, and `{cc}` cannot be run ({e}). \
                  Install one (e.g. `apt-get install gcc`) or point CC at it."
             )
         });
         assert!(
             status.success(),
-            "mpir-examples: compiling the demo job failed: {cmd:?} exited with {status}"
+            "mpir-cli: compiling the demo job failed: {cmd:?} exited with {status}"
         );
     }
 }
