@@ -1,6 +1,6 @@
 //! Builds the bundled demo job (`demo/starter.c`, `demo/rank.c`) into `OUT_DIR` with the C
 //! compiler (`$CC`, else `cc`), with `-g -O0` so that the ranks' DWARF describes the MPICH
-//! structures as declared. `src/demo_paths.rs` names the results.
+//! structures as declared. `src/demo_files.rs` embeds the results in the tool.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

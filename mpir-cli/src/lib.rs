@@ -33,7 +33,7 @@ macro_rules! out {
 }
 
 mod cmd;
-mod demo_paths;
+mod demo_files;
 mod progress;
 
 use std::path::PathBuf;

@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use mpir_target::testkit::{assert_untouched, have, run, scratch, skip};
 use serde_json::{Value, json};
 
-#[path = "../src/demo_paths.rs"]
+#[path = "common/demo_paths.rs"]
 mod demo_paths;
 
 mod common;

@@ -1,5 +1,5 @@
 //! `demo`: the bundled demo job, end to end, with no MPI installed. A fake MPIR starter and its
-//! ranks (built from `mpir-cli/demo/` by the build script) are launched under control; the job,
+//! ranks (built from `mpir-cli/demo/` by the build script, embedded in the tool: see `demo_files`) are launched under control; the job,
 //! every rank's message queues and the wait-for analysis are printed; the job is stopped and
 //! nothing is left running.
 
@@ -16,10 +16,10 @@ use serde::Serialize;
 use crate::cmd::deadlock::{self, DEADLOCK_SCHEMA, DeadlockDoc};
 use crate::cmd::job;
 use crate::cmd::queues::{self, Engine, EngineChoice, RankProc};
-use crate::{Common, chain, debug_options, demo_paths, progress};
+use crate::{Common, chain, debug_options, demo_files, progress};
 
 const BANNER: &str = "This is mpir-rs's bundled DEMO job, not a real MPI job: a fake MPIR starter \
-and ranks built from this workspace (mpir-cli/demo), no MPI library involved. Its ranks keep \
+and ranks built into mpir from mpir-rs's sources (mpir-cli/demo), no MPI library involved. Its ranks keep \
 message queues in MPICH 4.1's debug-queue layout, described by their own DWARF, with a \
 deadlock among ranks 0-2.";
 
@@ -48,7 +48,7 @@ pub(crate) fn run(args: &DemoArgs) -> Result<ExitCode, String> {
     if !json {
         outln!("{BANNER}\n");
     }
-    let starter = demo_paths::starter()?;
+    let starter = demo_files::starter().map_err(|e| chain(&e))?;
     let n = args.ranks;
     let mut cmd = Command::new(&starter);
     // The ranks say "ready" on stdout once their queues are built; a minute at most.

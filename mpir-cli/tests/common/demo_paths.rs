@@ -1,8 +1,7 @@
-//! Where the bundled demo job's programs are: `build.rs` compiles `demo/starter.c` and
-//! `demo/rank.c` into the build's `OUT_DIR`, and these paths are baked in at compile time.
-//!
-//! The tool uses it as a module; this package's tests include it with
-//! `#[path = "../src/demo_paths.rs"] mod demo_paths;`.
+//! Where this build's demo job programs are, for the tests that run the demo job itself:
+//! `build.rs` compiles `demo/starter.c` and `demo/rank.c` into the build's `OUT_DIR`, and these
+//! paths are baked in at compile time (the tool itself embeds the programs instead: see
+//! `src/demo_files.rs`). Tests include it with `#[path = "common/demo_paths.rs"] mod demo_paths;`.
 //!
 //! The starter: `mpir-demo-starter [-n N] [--lifetime SECS] [--rank PATH] [-q]` (4 ranks and
 //! 300 s by default; it finds `mpir-demo-rank` next to itself).
