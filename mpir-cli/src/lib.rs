@@ -113,6 +113,58 @@ enum Cmd {
     Deadlock(deadlock::DeadlockArgs),
     /// Run the bundled demo job (no MPI needed): job, queues and deadlock report.
     Demo(demo::DemoArgs),
+    /// Print the completion script for a shell (e.g. `mpir completions bash >
+    /// ~/.local/share/bash-completion/completions/mpir`).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page, in roff (`mpir man > mpir.1; man ./mpir.1`), or a subcommand's
+    /// (`mpir man queues > mpir-queues.1`).
+    Man {
+        /// The subcommand whose page to print.
+        subcommand: Option<String>,
+    },
+}
+
+/// The completion script for `shell`, generated from the argument definitions (so it always
+/// matches this binary).
+fn completions(shell: clap_complete::Shell) -> ExitCode {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "mpir", &mut script);
+    write_out(|w| std::io::Write::write_all(w, &script));
+    ExitCode::SUCCESS
+}
+
+/// A manual page, generated from the argument definitions: `mpir(1)` (which lists the
+/// subcommands as `mpir-<name>(1)`), or that of one subcommand.
+fn man(subcommand: Option<&str>) -> ExitCode {
+    use clap::CommandFactory;
+    let cmd = Cli::command();
+    let page_of = match subcommand {
+        None => cmd,
+        Some(name) => match cmd.find_subcommand(name) {
+            Some(sub) => sub
+                .clone()
+                .display_name(format!("mpir-{name}"))
+                .bin_name(format!("mpir {name}"))
+                .version(env!("CARGO_PKG_VERSION")),
+            None => {
+                eprintln!("mpir: error: no subcommand {name:?}");
+                return ExitCode::FAILURE;
+            }
+        },
+    };
+    let mut page = Vec::new();
+    if let Err(e) = clap_mangen::Man::new(page_of).render(&mut page) {
+        eprintln!("mpir: error: cannot render the manual page: {e}");
+        return ExitCode::FAILURE;
+    }
+    write_out(|w| std::io::Write::write_all(w, &page));
+    ExitCode::SUCCESS
 }
 
 /// Writes to stdout. When the reader has gone away (a closed pipe) anything still held is
@@ -212,6 +264,8 @@ pub fn main() -> ExitCode {
         Cmd::Queues(args) => queues::run(args),
         Cmd::Deadlock(args) => deadlock::run(args),
         Cmd::Demo(args) => demo::run(args),
+        Cmd::Completions { shell } => return completions(*shell),
+        Cmd::Man { subcommand } => return man(subcommand.as_deref()),
     };
     match result {
         Ok(code) => code,
