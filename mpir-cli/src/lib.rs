@@ -35,6 +35,7 @@ macro_rules! out {
 mod cmd;
 mod demo_files;
 mod progress;
+mod render;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

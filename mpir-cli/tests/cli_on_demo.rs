@@ -19,13 +19,7 @@ use common::mpir;
 
 fn json_of(args: &[&str]) -> (i32, Value) {
     let out = mpir().args(args).output().unwrap();
-    let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{args:?}: not JSON ({e}): {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
+    let v = common::json_doc(&out);
     (out.status.code().unwrap_or(-1), v)
 }
 
@@ -80,7 +74,7 @@ fn launch_lists_the_demo_ranks_and_the_job_ends_by_itself() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v: Value = common::json_doc(&out);
     assert_eq!(v["schema"], "mpir.job/1");
     assert_eq!(v["layout"], "debug_info");
     assert_eq!(v["flags"]["partial_attach_ok"]["present"], false);
@@ -206,7 +200,7 @@ fn attach_queues_deadlock_and_core_on_a_running_demo_job() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let c: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let c: Value = common::json_doc(&out);
     assert_eq!(c["job"]["ranks"].as_array().unwrap().len(), 4);
     assert_eq!(c["ranks"].as_array().unwrap().len(), 4);
     assert_eq!(c["deadlock"]["verdict"], "potential_deadlock");

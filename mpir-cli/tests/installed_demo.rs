@@ -12,6 +12,8 @@ use std::process::{Command, Output};
 
 use mpir_target::testkit::scratch;
 
+mod common;
+
 fn demo(bin: &Path, cwd: &Path, cache: &Path, json: bool) -> Output {
     let mut cmd = Command::new(bin);
     cmd.arg("demo")
@@ -72,7 +74,7 @@ fn the_installed_binary_runs_the_demo_from_an_empty_directory() {
     let rank = dir.join("mpir-demo-rank");
     std::fs::write(&rank, b"#!/bin/sh\nexit 0\n").unwrap();
     let out = demo(&bin, &cwd, &cache, true);
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc: serde_json::Value = common::json_doc(&out);
     assert_eq!(doc["left_running"], serde_json::json!([]));
     for r in doc["job"]["ranks"].as_array().unwrap() {
         assert_eq!(

@@ -31,8 +31,8 @@ fn demo(args: &[&str]) -> Value {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(doc["schema"], "mpir.demo/1");
+    let doc: Value = common::json_doc(&out);
+    assert_eq!(doc["schema"], "mpir.demo/2");
     assert!(doc["demo"].as_str().unwrap().contains("demo job"));
     // Nothing left: every rank and the starter are gone.
     assert_eq!(doc["left_running"], serde_json::json!([]));

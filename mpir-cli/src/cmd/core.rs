@@ -11,7 +11,8 @@ use mpir_target::Target;
 use mpir_target::corefile::CoreTarget;
 use mpir_target::proctable::{ProcTable, ReadOptions, read_proctable};
 
-use crate::cmd::job::{core_job, print};
+use crate::cmd::job::core_job;
+use crate::render::job::print;
 use mpir_target::debuginfo::DebugOptions;
 
 use crate::cmd::queues::{self, RankProc, ReaderArgs};
@@ -191,13 +192,17 @@ pub(crate) fn run(args: &CoreArgs) -> Result<ExitCode, String> {
     // cores read otherwise.
     let outcomes: Vec<Option<String>> = reads.iter().map(|r| r.as_ref().err().cloned()).collect();
     let coverage = crate::cmd::deadlock::Coverage::of(&procs, &outcomes);
+    let mut report = None;
     if coverage.read == 0 {
         doc.notes.push(format!(
             "no wait-for verdict: {}",
             crate::cmd::deadlock::nothing_read(&coverage, None)
         ));
     } else {
-        doc.deadlock = mpir_types::deadlock::analyze(&crate::cmd::deadlock::snapshot(&sample)).ok();
+        report = mpir_types::deadlock::analyze(&crate::cmd::deadlock::snapshot(&sample)).ok();
+        doc.deadlock = report
+            .as_ref()
+            .map(crate::render::deadlock::ReportOut::from);
         if let Some(c) = coverage.caveat() {
             doc.notes.push(c);
         }
@@ -213,9 +218,10 @@ pub(crate) fn run(args: &CoreArgs) -> Result<ExitCode, String> {
         ));
         doc.job = Some(serde_json::to_value(out).map_err(|e| e.to_string())?);
     }
-    queues::print_doc(&doc, args.common.json)?;
+    doc.schema = crate::render::queues::CORE_SCHEMA;
+    crate::render::queues::print_doc(&doc, args.common.json)?;
     if !args.common.json
-        && let Some(report) = &doc.deadlock
+        && let Some(report) = &report
     {
         outln!();
         out!("{report}");

@@ -12,6 +12,8 @@ use std::time::Duration;
 use mpir_mqd::CommunicatorQueues;
 use mpir_target::Target;
 use mpir_types::deadlock::{self, CommQueues, DeadlockReport, JobSnapshot, RankQueues};
+
+use crate::render::deadlock::{DEADLOCK_SCHEMA, DeadlockDoc, ReportOut};
 use serde::Serialize;
 
 use crate::cmd::queues::{self, EngineChoice, Held, RankArgs, RankProc, ReaderArgs};
@@ -20,9 +22,6 @@ use mpir_target::debuginfo::DebugOptions;
 
 /// Exit status when a cycle is found.
 pub(crate) const CYCLE: u8 = 3;
-
-/// `schema` of a deadlock document (docs/cli-json.md).
-pub(crate) const DEADLOCK_SCHEMA: &str = "mpir.deadlock/1";
 
 #[derive(clap::Args)]
 pub(crate) struct DeadlockArgs {
@@ -41,21 +40,6 @@ pub(crate) struct DeadlockArgs {
     /// Print the wait-for graph in Graphviz DOT instead (`| dot -Tsvg > waits.svg`).
     #[arg(long, conflicts_with = "json")]
     pub(crate) dot: bool,
-}
-
-#[derive(Serialize)]
-pub(crate) struct DeadlockDoc<'a> {
-    pub(crate) schema: &'static str,
-    pub(crate) engine: String,
-    /// Ranks that could not be read in some sample (the analysis treats them as progressing).
-    pub(crate) unread: Vec<String>,
-    /// Which ranks the verdict covers.
-    pub(crate) coverage: &'a Coverage,
-    /// What the queue reader had to tell about the whole read: what the MPI's DLL printed on
-    /// its own (each distinct line once, with its count).
-    pub(crate) reader_notes: &'a [String],
-    #[serde(flatten)]
-    pub(crate) report: &'a DeadlockReport,
 }
 
 /// A rank the analysis could not cover, and why.
@@ -233,21 +217,21 @@ pub(crate) fn run(args: &DeadlockArgs) -> Result<ExitCode, String> {
         sampled.unread.clone(),
     );
     let coverage = &sampled.coverage;
-    let doc = DeadlockDoc {
+    let mut doc = DeadlockDoc {
         schema: DEADLOCK_SCHEMA,
         engine: engine.clone(),
         unread,
         coverage,
         reader_notes: &sampled.notes,
-        report,
+        report: ReportOut::from(report),
+        error: None,
     };
     if coverage.read == 0 {
         // Nothing was read: no verdict at all, never "no cycle".
         let message = nothing_read(coverage, sampled.hint.as_deref());
         if args.common.json {
-            let mut doc = serde_json::to_value(&doc).map_err(|e| e.to_string())?;
-            doc["verdict"] = serde_json::Value::from("unknown");
-            doc["error"] = serde_json::Value::from(message.clone());
+            doc.report.verdict = "unknown";
+            doc.error = Some(message.clone());
             outln!(
                 "{}",
                 serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?

@@ -13,15 +13,20 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde::Serialize;
 
-use crate::cmd::deadlock::{self, DEADLOCK_SCHEMA, DeadlockDoc};
+use crate::cmd::deadlock;
 use crate::cmd::job;
 use crate::cmd::queues::{self, Engine, EngineChoice, RankProc};
+use crate::render::deadlock::{DEADLOCK_SCHEMA, DeadlockDoc, ReportOut};
+use crate::render::queues::{self as queues_out, QueuesDoc};
 use crate::{Common, chain, debug_options, demo_files, progress};
 
 const BANNER: &str = "This is mpir-rs's bundled DEMO job, not a real MPI job: a fake MPIR starter \
 and ranks built into mpir from mpir-rs's sources (mpir-cli/demo), no MPI library involved. Its ranks keep \
 message queues in MPICH 4.1's debug-queue layout, described by their own DWARF, with a \
 deadlock among ranks 0-2.";
+
+/// `schema` of the demo document (docs/cli-json.md): version 2 embeds `mpir.deadlock/2`.
+pub(crate) const DEMO_SCHEMA: &str = "mpir.demo/2";
 
 #[derive(clap::Args)]
 pub(crate) struct DemoArgs {
@@ -37,8 +42,8 @@ pub(crate) struct DemoArgs {
 struct DemoDoc<'a> {
     schema: &'static str,
     demo: &'static str,
-    job: job::JobOut<'a>,
-    queues: queues::QueuesDoc,
+    job: crate::render::job::JobOut<'a>,
+    queues: QueuesDoc,
     deadlock: DeadlockDoc<'a>,
     left_running: Vec<u32>,
 }
@@ -149,7 +154,7 @@ pub(crate) fn run(args: &DemoArgs) -> Result<ExitCode, String> {
     let job_doc = job::job_out(acquired.job(), "mpir");
     if json {
         let doc = DemoDoc {
-            schema: "mpir.demo/1",
+            schema: DEMO_SCHEMA,
             demo: "the bundled demo job (not a real MPI job)",
             job: job_doc,
             queues: queues_doc,
@@ -159,7 +164,8 @@ pub(crate) fn run(args: &DemoArgs) -> Result<ExitCode, String> {
                 unread: sampled.unread,
                 coverage: &sampled.coverage,
                 reader_notes: &sampled.notes,
-                report: &sampled.report,
+                report: ReportOut::from(&sampled.report),
+                error: None,
             },
             left_running: left_running.clone(),
         };
@@ -169,9 +175,9 @@ pub(crate) fn run(args: &DemoArgs) -> Result<ExitCode, String> {
         );
     } else {
         outln!("== The job (MPIR process acquisition, launch mode)");
-        job::print(&job_doc, false)?;
+        crate::render::job::print(&job_doc, false)?;
         outln!("\n== Message queues (read with the native walker from the ranks' DWARF)");
-        queues::print_doc(&queues_doc, false)?;
+        queues_out::print_doc(&queues_doc, false)?;
         outln!("\n== Wait-for analysis ({})", sampled.engine);
         out!("{}", sampled.report);
         if let Some(c) = sampled.coverage.caveat() {

@@ -6,243 +6,16 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
 use mpir_acquire::live;
-use mpir_acquire::{Interface, Job, RankControl, RankSelection};
+use mpir_acquire::{Interface, Job, RankSelection};
 use mpir_target::proctable::ProcTable;
-use mpir_types::LayoutSource;
-use mpir_types::mpir::{DebugState, MpirFlags};
-use mpir_types::node::Locality;
-use serde::Serialize;
+use mpir_types::mpir::MpirFlags;
 
 use crate::{Common, acquire_options, chain};
 
-/// `schema` of a job document (docs/cli-json.md).
-pub(crate) const JOB_SCHEMA: &str = "mpir.job/1";
-
-#[derive(Serialize, Clone)]
-struct RankOut<'a> {
-    rank: u64,
-    host: Option<&'a str>,
-    /// Whether `host` is this node: `null` when unknown (no usable host name, a core file).
-    local: Option<bool>,
-    executable: Option<&'a str>,
-    pid: i64,
-    /// "attached", "not_attached", "remote", "refused: …", or "failed: …".
-    control: Cow<'a, str>,
-}
-
-/// One node of the job: a distinct host string as reported.
-#[derive(Serialize)]
-struct NodeOut<'a> {
-    host: Option<&'a str>,
-    local: Option<bool>,
-    ranks: usize,
-}
-
-/// The facts that decided which hosts are this node.
-#[derive(Serialize)]
-struct ThisNodeOut<'a> {
-    names: &'a [String],
-    addresses: Vec<String>,
-    aliases: &'a [String],
-}
-
-/// `MPIR_debug_state` as read: the raw value and its name in the spec (`"unknown"` for a
-/// value the spec does not define).
-#[derive(Serialize)]
-struct DebugStateOut {
-    raw: i64,
-    name: &'static str,
-}
-
-#[derive(Serialize)]
-struct StarterOut<'a> {
-    pid: Option<u32>,
-    image: Option<&'a str>,
-    launcher: Option<String>,
-    debug_state: Option<DebugStateOut>,
-}
-
-fn local_of(l: &Locality) -> Option<bool> {
-    match l {
-        Locality::Local(_) => Some(true),
-        Locality::Remote => Some(false),
-        _ => None,
-    }
-}
-
-fn debug_state_out(raw: Option<i64>) -> Option<DebugStateOut> {
-    raw.map(|raw| DebugStateOut {
-        raw,
-        name: match DebugState::from_raw(raw) {
-            DebugState::Null => "null",
-            DebugState::Spawned => "spawned",
-            DebugState::Aborting => "aborting",
-            _ => "unknown",
-        },
-    })
-}
-
-#[derive(Serialize)]
-pub(crate) struct JobOut<'a> {
-    /// Schema version of this document.
-    schema: &'static str,
-    starter: StarterOut<'a>,
-    /// The interface the job was read through: "mpir" or "mpi2dd".
-    interface: &'static str,
-    /// Every interface the entry process exports (both when "mpir" and "mpi2dd" agree).
-    interfaces: Vec<&'static str>,
-    flags: Option<MpirFlags>,
-    layout: &'static str,
-    /// The job's nodes (distinct hosts), in order of first appearance.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    nodes: Option<Vec<NodeOut<'a>>>,
-    /// What said which hosts are this node.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    this_node: Option<ThisNodeOut<'a>>,
-    ranks: Ranks<'a>,
-    problems: Vec<String>,
-    notes: Vec<String>,
-}
-
-/// The ranks of a job document. Serialized by serde like any list, except while [`print()`]
-/// writes the document: then serde writes an empty list and `print` writes the ranks itself
-/// in place of it, with the same bytes (a million ranks through serde's per-field path cost
-/// twice the least a tool must do).
-pub(crate) struct Ranks<'a> {
-    source: RanksSource<'a>,
-    elide: std::cell::Cell<bool>,
-}
-
-/// Where the ranks come from: a list (MPI2DD, cores), or an acquired job's table, turned into
-/// [`RankOut`]s one at a time as they are written (a million-rank table is never copied).
-enum RanksSource<'a> {
-    List(Vec<RankOut<'a>>),
-    Job(&'a Job),
-}
-
-impl<'a> From<Vec<RankOut<'a>>> for Ranks<'a> {
-    fn from(list: Vec<RankOut<'a>>) -> Self {
-        Ranks {
-            source: RanksSource::List(list),
-            elide: std::cell::Cell::new(false),
-        }
-    }
-}
-
-impl<'a> Ranks<'a> {
-    fn of_job(job: &'a Job) -> Self {
-        Ranks {
-            source: RanksSource::Job(job),
-            elide: std::cell::Cell::new(false),
-        }
-    }
-
-    fn len(&self) -> usize {
-        match &self.source {
-            RanksSource::List(l) => l.len(),
-            RanksSource::Job(j) => j.len(),
-        }
-    }
-
-    fn iter(&self) -> Box<dyn Iterator<Item = RankOut<'a>> + '_> {
-        match &self.source {
-            RanksSource::List(l) => Box::new(l.iter().map(|r| RankOut {
-                control: r.control.clone(),
-                ..*r
-            })),
-            RanksSource::Job(job) => Box::new(job.ranks().map(|r| RankOut {
-                rank: r.rank,
-                host: r.host,
-                local: local_of(&job.locality(r.rank)),
-                executable: r.executable,
-                pid: r.pid,
-                control: control_text(job, r.rank),
-            })),
-        }
-    }
-}
-
-impl Serialize for Ranks<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        if self.elide.get() {
-            s.collect_seq(std::iter::empty::<()>())
-        } else {
-            s.collect_seq(self.iter())
-        }
-    }
-}
-
-/// Writes `value` as a JSON string: as is when nothing in it needs escaping (host and
-/// program names, nearly always), else through serde_json.
-fn json_str(w: &mut impl std::io::Write, value: &str) -> std::io::Result<()> {
-    if value
-        .bytes()
-        .all(|b| b >= 0x20 && b != b'"' && b != b'\\' && b != 0x7f)
-    {
-        w.write_all(b"\"")?;
-        w.write_all(value.as_bytes())?;
-        w.write_all(b"\"")
-    } else {
-        serde_json::to_writer(&mut *w, value).map_err(std::io::Error::other)
-    }
-}
-
-/// Writes the job document as serde_json's pretty printer does, and a newline: everything but
-/// the ranks through serde, the ranks written in place of the empty list serde wrote for them
-/// (the one top-level `"ranks": []`: a newline inside a string would be escaped, so the
-/// marker cannot occur elsewhere).
-fn write_json(out: &JobOut<'_>, w: &mut impl std::io::Write) -> std::io::Result<()> {
-    out.ranks.elide.set(true);
-    let head = serde_json::to_string_pretty(out);
-    out.ranks.elide.set(false);
-    let head = head.map_err(std::io::Error::other)?;
-    const MARK: &str = "\n  \"ranks\": []";
-    let (before, after) = head
-        .split_once(MARK)
-        .ok_or_else(|| std::io::Error::other("internal: no ranks in the job document"))?;
-    w.write_all(before.as_bytes())?;
-    if out.ranks.len() == 0 {
-        w.write_all(MARK.as_bytes())?;
-    } else {
-        w.write_all(b"\n  \"ranks\": [")?;
-        for (i, r) in out.ranks.iter().enumerate() {
-            write_rank(w, &r, i == 0)?;
-        }
-        w.write_all(b"\n  ]")?;
-    }
-    w.write_all(after.as_bytes())?;
-    writeln!(w)
-}
-
-/// One rank as serde_json's pretty printer writes it, inside the document's `ranks` list.
-fn write_rank(w: &mut impl std::io::Write, r: &RankOut<'_>, first: bool) -> std::io::Result<()> {
-    w.write_all(if first { b"\n    {" } else { b",\n    {" })?;
-    write!(w, "\n      \"rank\": {},\n      \"host\": ", r.rank)?;
-    match r.host {
-        Some(h) => json_str(w, h)?,
-        None => w.write_all(b"null")?,
-    }
-    w.write_all(match r.local {
-        Some(true) => b",\n      \"local\": true,\n      \"executable\": ".as_slice(),
-        Some(false) => b",\n      \"local\": false,\n      \"executable\": ",
-        None => b",\n      \"local\": null,\n      \"executable\": ",
-    })?;
-    match r.executable {
-        Some(e) => json_str(w, e)?,
-        None => w.write_all(b"null")?,
-    }
-    write!(w, ",\n      \"pid\": {},\n      \"control\": ", r.pid)?;
-    json_str(w, &r.control)?;
-    w.write_all(b"\n    }")
-}
-
-fn layout_name(source: &LayoutSource) -> &'static str {
-    match source {
-        LayoutSource::DebugInfo { .. } => "debug_info",
-        LayoutSource::Given => "given",
-        _ => "abi",
-    }
-}
+use crate::render::job::{
+    FlagsOut, JOB_SCHEMA, JobOut, NodeOut, RankOut, Ranks, StarterOut, ThisNodeOut,
+    debug_state_out, layout_name, local_of, print,
+};
 
 fn table_out<'a>(
     table: &'a ProcTable,
@@ -263,17 +36,6 @@ fn table_out<'a>(
         .collect()
 }
 
-/// How rank `rank` of `job` was handled, in the documents' words.
-pub(crate) fn control_text(job: &Job, rank: u64) -> Cow<'static, str> {
-    match job.control(rank) {
-        RankControl::Attached { .. } => "attached".into(),
-        RankControl::Remote => "remote".into(),
-        RankControl::Refused { reason } => format!("refused: {reason}").into(),
-        RankControl::Failed { reason } => format!("failed: {reason}").into(),
-        _ => "not_attached".into(),
-    }
-}
-
 pub(crate) fn job_out<'a>(job: &'a Job, interface: &'static str) -> JobOut<'a> {
     JobOut {
         schema: JOB_SCHEMA,
@@ -285,7 +47,7 @@ pub(crate) fn job_out<'a>(job: &'a Job, interface: &'static str) -> JobOut<'a> {
         },
         interface,
         interfaces: vec![interface],
-        flags: Some(job.starter.flags),
+        flags: Some(FlagsOut::from(&job.starter.flags)),
         layout: layout_name(&job.table.layout.source),
         nodes: Some(
             job.nodes()
@@ -317,52 +79,6 @@ pub(crate) fn job_out<'a>(job: &'a Job, interface: &'static str) -> JobOut<'a> {
             .collect(),
         notes: job.notes.clone(),
     }
-}
-
-pub(crate) fn print(out: &JobOut<'_>, json: bool) -> Result<(), String> {
-    use std::io::Write;
-    if json {
-        crate::write_out(|w| write_json(out, w));
-        return Ok(());
-    }
-    let starter = match (out.starter.pid, &out.starter.launcher) {
-        (Some(p), Some(l)) => format!("starter pid {p} ({l})"),
-        (Some(p), None) => format!("starter pid {p}"),
-        _ => "starter (from a core file)".into(),
-    };
-    crate::write_out(|w| {
-        writeln!(
-            w,
-            "{starter}, {} ranks, interface {}, layout from {}",
-            out.ranks.len(),
-            out.interface,
-            out.layout
-        )?;
-        writeln!(
-            w,
-            "{:>6}  {:<16}  {:>8}  {:<13}  executable",
-            "rank", "host", "pid", "control"
-        )?;
-        for r in out.ranks.iter() {
-            writeln!(
-                w,
-                "{:>6}  {:<16}  {:>8}  {:<13}  {}",
-                r.rank,
-                r.host.unwrap_or("?"),
-                r.pid,
-                r.control,
-                r.executable.unwrap_or("?")
-            )?;
-        }
-        for p in &out.problems {
-            writeln!(w, "problem: {p}")?;
-        }
-        for n in &out.notes {
-            writeln!(w, "note: {n}")?;
-        }
-        Ok(())
-    });
-    Ok(())
 }
 
 pub(crate) fn launch(
@@ -455,7 +171,7 @@ pub(crate) fn attach(common: &Common, timeout: u64, pid: u32) -> Result<ExitCode
                         .as_ref()
                         .and_then(|m| record(i64::from(m.pid)))
                 })
-                .map(|r| mpir_acquire::interface::flags_of_mpi2dd(r.mpi_flags));
+                .map(|r| FlagsOut::from(&mpir_acquire::interface::flags_of_mpi2dd(r.mpi_flags)));
             let out = JobOut {
                 schema: JOB_SCHEMA,
                 starter: StarterOut {
@@ -499,7 +215,7 @@ pub(crate) fn core_job(table: &ProcTable, flags: MpirFlags) -> JobOut<'_> {
         },
         interface: "mpir",
         interfaces: vec!["mpir"],
-        flags: Some(flags),
+        flags: Some(FlagsOut::from(&flags)),
         layout: layout_name(&table.layout.source),
         nodes: None,
         this_node: None,
@@ -511,38 +227,5 @@ pub(crate) fn core_job(table: &ProcTable, flags: MpirFlags) -> JobOut<'_> {
             .map(ToString::to_string)
             .collect(),
         notes: Vec::new(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use mpir_target::mock::{MockRank, MockStarter, MockTarget};
-    use mpir_target::proctable::{ReadOptions, read_proctable};
-    use mpir_types::DataModel;
-
-    #[test]
-    fn the_hand_written_ranks_are_serdes_bytes() {
-        // Names that need escaping, that cannot be read (null), and plain ones.
-        let mut s = MockStarter::new(vec![
-            MockRank::new("node\"7\\", "/bin/a\tb", 10),
-            MockRank::new("n\u{1}", "/ok", 11),
-            MockRank::new("plain", "/usr/bin/app \u{e9}", 12),
-        ]);
-        s.share_strings = false;
-        let mut b = MockTarget::builder(DataModel::LP64);
-        s.place(&mut b);
-        let t = b.build();
-        let table = read_proctable(&t, &ReadOptions::default()).unwrap();
-        for empty in [false, true] {
-            let mut out = core_job(&table, MpirFlags::default());
-            if empty {
-                out.ranks = Vec::new().into();
-            }
-            let mut ours = Vec::new();
-            write_json(&out, &mut ours).unwrap();
-            let serde = serde_json::to_string_pretty(&out).unwrap() + "\n";
-            assert_eq!(String::from_utf8(ours).unwrap(), serde);
-        }
     }
 }

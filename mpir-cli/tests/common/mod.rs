@@ -13,6 +13,86 @@ pub fn mpir() -> Command {
     Command::new(env!("CARGO_BIN_EXE_mpir"))
 }
 
+/// Every kind of document the tool prints, by its `schema` value, and the file of
+/// `docs/schema/` that describes it.
+pub const SCHEMAS: [(&str, &str); 5] = [
+    ("mpir.job/1", "job.v1.json"),
+    ("mpir.queues/1", "queues.v1.json"),
+    ("mpir.core/1", "core.v1.json"),
+    ("mpir.deadlock/2", "deadlock.v2.json"),
+    ("mpir.demo/2", "demo.v2.json"),
+];
+
+/// The schemas of `docs/schema/`, compiled once (they refer to each other by file name).
+fn compiled() -> &'static (
+    boon::Schemas,
+    std::collections::HashMap<&'static str, boon::SchemaIndex>,
+) {
+    static COMPILED: std::sync::OnceLock<(
+        boon::Schemas,
+        std::collections::HashMap<&'static str, boon::SchemaIndex>,
+    )> = std::sync::OnceLock::new();
+    COMPILED.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/schema");
+        // A base that is never fetched: every file is given to the compiler up front.
+        let url = |file: &str| format!("https://mpir-rs.invalid/schema/{file}");
+        let mut compiler = boon::Compiler::new();
+        compiler.set_default_draft(boon::Draft::V2020_12);
+        for (_, file) in SCHEMAS {
+            let text = std::fs::read_to_string(dir.join(file))
+                .unwrap_or_else(|e| panic!("docs/schema/{file}: {e}"));
+            let value: serde_json::Value =
+                serde_json::from_str(&text).unwrap_or_else(|e| panic!("docs/schema/{file}: {e}"));
+            compiler
+                .add_resource(&url(file), value)
+                .unwrap_or_else(|e| panic!("docs/schema/{file}: {e}"));
+        }
+        let mut schemas = boon::Schemas::new();
+        let index = SCHEMAS
+            .iter()
+            .map(|&(kind, file)| {
+                let i = compiler
+                    .compile(&url(file), &mut schemas)
+                    .unwrap_or_else(|e| panic!("docs/schema/{file}: {e:#}"));
+                (kind, i)
+            })
+            .collect();
+        (schemas, index)
+    })
+}
+
+/// Checks `doc` against the schema its `schema` value names; panics with every violation
+/// (and the document) when it does not validate, or names no known schema.
+pub fn validate(doc: &serde_json::Value) {
+    let (schemas, index) = compiled();
+    let kind = doc["schema"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a document without a schema string: {doc}"));
+    let i = index
+        .get(kind)
+        .unwrap_or_else(|| panic!("schema {kind:?} has no file in docs/schema"));
+    if let Err(e) = schemas.validate(doc, *i) {
+        panic!(
+            "the {kind} document does not match its schema:\n{e:#}\ndocument:\n{}",
+            serde_json::to_string_pretty(doc).unwrap()
+        );
+    }
+}
+
+/// The one way the tests read the tool's `--json` output: its stdout parsed as one JSON
+/// document and validated against its schema ([`validate`]).
+pub fn json_doc(out: &std::process::Output) -> serde_json::Value {
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not one JSON document ({e}):\n{}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    validate(&doc);
+    doc
+}
+
 /// mpir-acquire's fake starter and rank (C fixtures), compiled into a scratch directory.
 pub struct Fixtures {
     pub dir: Scratch,
