@@ -34,6 +34,9 @@ macro_rules! out {
 
 mod cmd;
 mod demo_files;
+mod errors;
+
+pub(crate) use errors::chain;
 mod progress;
 mod render;
 
@@ -218,21 +221,6 @@ pub(crate) fn acquire_options(common: &Common) -> mpir_acquire::AcquireOptions {
         .debug(debug_options(common))
 }
 
-/// The error and its causes on one line.
-pub(crate) fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let text = c.to_string();
-        if !s.contains(&text) {
-            s.push_str(": ");
-            s.push_str(&text);
-        }
-        cause = c.source();
-    }
-    s
-}
-
 /// Runs `mpir` with the process's arguments; the exit status to end with. Run as
 /// `mpir __mqd-host …` (see [`HELPER_ARG`]) it is the out-of-process host of an MPI's
 /// message-queue DLL instead.
@@ -271,7 +259,7 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("mpir: error: {e}");
+            eprintln!("{}", errors::report(&e));
             ExitCode::FAILURE
         }
     }

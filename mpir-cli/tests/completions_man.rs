@@ -65,3 +65,21 @@ fn the_man_page_lists_every_subcommand_and_each_has_its_page() {
     let out = mpir().args(["man", "nope"]).output().unwrap();
     assert!(!out.status.success());
 }
+
+/// An error is one line with its causes, and the hint its type calls for.
+#[test]
+fn a_demo_dir_without_the_programs_is_one_line_with_a_hint() {
+    let out = mpir()
+        .args(["demo"])
+        .env("MPIR_DEMO_DIR", "/nonexistent/mpir-demo")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("mpir: error: the demo job's starter is not at /nonexistent/mpir-demo/"),
+        "{err}"
+    );
+    assert!(err.contains("(hint: unset MPIR_DEMO_DIR)"), "{err}");
+}

@@ -191,7 +191,7 @@ fn comm_queues(c: &CommunicatorQueues) -> CommQueues {
     q
 }
 
-pub(crate) fn run(args: &DeadlockArgs) -> Result<ExitCode, String> {
+pub(crate) fn run(args: &DeadlockArgs) -> anyhow::Result<ExitCode> {
     let (debug, choice) = args.reader.prepare(&args.common)?;
     let timeout = Duration::from_secs(args.ranks.timeout);
     // The ranks: from the starter's table once (then by pid for every sample).
@@ -232,10 +232,7 @@ pub(crate) fn run(args: &DeadlockArgs) -> Result<ExitCode, String> {
         if args.common.json {
             doc.report.verdict = "unknown";
             doc.error = Some(message.clone());
-            outln!(
-                "{}",
-                serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
-            );
+            outln!("{}", serde_json::to_string_pretty(&doc)?);
         } else {
             for n in &sampled.notes {
                 eprintln!("mpir: note: {n}");
@@ -247,10 +244,7 @@ pub(crate) fn run(args: &DeadlockArgs) -> Result<ExitCode, String> {
     if args.dot {
         out!("{}", report.to_dot());
     } else if args.common.json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
-        );
+        outln!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         outln!("wait-for analysis ({engine}), {} ranks", report.ranks);
         out!("{report}");
@@ -300,7 +294,7 @@ pub(crate) fn sample(
     debug: &DebugOptions,
     samples: u32,
     interval: Duration,
-) -> Result<Sampled, String> {
+) -> anyhow::Result<Sampled> {
     // Each rank's images are parsed once, for every sample (memory is read afresh each time).
     let live = queues::live_opener(debug);
     let cache: RefCell<HashMap<u32, Rc<dyn Target>>> = RefCell::default();
@@ -365,7 +359,7 @@ pub(crate) fn sample(
                 },
                 ranks
                     .iter()
-                    .map(|r| Err(r.unreadable.clone().unwrap_or_else(|| e.clone())))
+                    .map(|r| Err(r.unreadable.clone().unwrap_or_else(|| chain(e.as_ref()))))
                     .collect(),
             ),
         };
@@ -402,7 +396,7 @@ pub(crate) fn sample(
         s.ranks
             .retain(|q| q.pid.is_some_and(|p| covered.contains(&p)));
     }
-    let report = deadlock::confirm(&snapshots).map_err(|e| chain(&e))?;
+    let report = deadlock::confirm(&snapshots)?;
     let coverage = Coverage::of(&ranks, &outcomes);
     // The reader failed on ranks it could stop (not remote, not refused): with the MPI's DLL
     // and no types given, the usual cause is an MPI library without debug information.

@@ -3,6 +3,7 @@
 //! every rank's message queues and the wait-for analysis are printed; the job is stopped and
 //! nothing is left running.
 
+use anyhow::Context as _;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
@@ -18,7 +19,7 @@ use crate::cmd::job;
 use crate::cmd::queues::{self, Engine, EngineChoice, RankProc};
 use crate::render::deadlock::{DEADLOCK_SCHEMA, DeadlockDoc, ReportOut};
 use crate::render::queues::{self as queues_out, QueuesDoc};
-use crate::{Common, chain, debug_options, demo_files, progress};
+use crate::{Common, debug_options, demo_files, progress};
 
 const BANNER: &str = "This is mpir-rs's bundled DEMO job, not a real MPI job: a fake MPIR starter \
 and ranks built into mpir from mpir-rs's sources (mpir-cli/demo), no MPI library involved. Its ranks keep \
@@ -48,12 +49,12 @@ struct DemoDoc<'a> {
     left_running: Vec<u32>,
 }
 
-pub(crate) fn run(args: &DemoArgs) -> Result<ExitCode, String> {
+pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     let json = args.common.json;
     if !json {
         outln!("{BANNER}\n");
     }
-    let starter = demo_files::starter().map_err(|e| chain(&e))?;
+    let starter = demo_files::starter()?;
     let n = args.ranks;
     let mut cmd = Command::new(&starter);
     // The ranks say "ready" on stdout once their queues are built; a minute at most.
@@ -66,24 +67,27 @@ pub(crate) fn run(args: &DemoArgs) -> Result<ExitCode, String> {
         AcquireOptions::default()
             .timeout(Duration::from_secs(30))
             .debug(debug_options(&args.common)),
-    )
-    .map_err(|e| chain(&e))?;
+    )?;
     spin.finish_and_clear();
-    let mut child = acquired.take_child().ok_or("the demo starter is gone")?;
+    let mut child = acquired.take_child().context("the demo starter is gone")?;
     let result = (|| {
         // Released by the acquisition (gate opened): wait for every rank's queues.
-        let out = child.stdout.take().ok_or("no output from the demo job")?;
+        let out = child.stdout.take().context("no output from the demo job")?;
         let mut lines = BufReader::new(out).lines();
         let deadline = Instant::now() + Duration::from_secs(30);
         let mut ready = 0;
         while ready < n {
             if Instant::now() > deadline {
-                return Err("the demo ranks did not get ready in 30 s".to_string());
+                return Err(anyhow::anyhow!("the demo ranks did not get ready in 30 s"));
             }
             match lines.next() {
                 Some(Ok(l)) if l.ends_with(" ready") => ready += 1,
                 Some(Ok(_)) => {}
-                _ => return Err("the demo job ended before its ranks were ready".into()),
+                _ => {
+                    return Err(anyhow::anyhow!(
+                        "the demo job ended before its ranks were ready"
+                    ));
+                }
             }
         }
         let job = acquired.job();
@@ -169,10 +173,7 @@ pub(crate) fn run(args: &DemoArgs) -> Result<ExitCode, String> {
             },
             left_running: left_running.clone(),
         };
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
-        );
+        outln!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         outln!("== The job (MPIR process acquisition, launch mode)");
         crate::render::job::print(&job_doc, false)?;
@@ -191,7 +192,7 @@ pub(crate) fn run(args: &DemoArgs) -> Result<ExitCode, String> {
         }
     }
     if !left_running.is_empty() {
-        return Err(format!(
+        return Err(anyhow::anyhow!(
             "demo ranks still running after the demo: {left_running:?}"
         ));
     }

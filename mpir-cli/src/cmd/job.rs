@@ -1,5 +1,6 @@
 //! `launch`, `attach` and `core`: the job (MPIR proctable or MPI2DD traversal).
 
+use anyhow::Context as _;
 use std::borrow::Cow;
 use std::os::fd::AsFd;
 use std::process::{Command, ExitCode, Stdio};
@@ -10,7 +11,7 @@ use mpir_acquire::{Interface, Job, RankSelection};
 use mpir_target::proctable::ProcTable;
 use mpir_types::mpir::MpirFlags;
 
-use crate::{Common, acquire_options, chain};
+use crate::{Common, acquire_options};
 
 use crate::render::job::{
     FlagsOut, JOB_SCHEMA, JobOut, NodeOut, RankOut, Ranks, StarterOut, ThisNodeOut,
@@ -87,16 +88,13 @@ pub(crate) fn launch(
     ranks: Option<mpir_types::ranks::RankSet>,
     timeout: u64,
     starter: &[String],
-) -> Result<ExitCode, String> {
-    let (program, args) = starter.split_first().ok_or("no starter command given")?;
+) -> anyhow::Result<ExitCode> {
+    let (program, args) = starter.split_first().context("no starter command given")?;
     let mut cmd = Command::new(program);
     cmd.args(args);
     if common.json {
         // The job's stdout goes to our stderr: stdout carries the JSON only.
-        let err = std::io::stderr()
-            .as_fd()
-            .try_clone_to_owned()
-            .map_err(|e| e.to_string())?;
+        let err = std::io::stderr().as_fd().try_clone_to_owned()?;
         cmd.stdout(Stdio::from(err));
     }
     let mut options = acquire_options(common)
@@ -105,10 +103,10 @@ pub(crate) fn launch(
     if let Some(r) = ranks {
         options = options.ranks(RankSelection::Only(r));
     }
-    let mut acquired = live::launch(cmd, options).map_err(|e| chain(&e))?;
-    let mut child = acquired.take_child().ok_or("no starter process")?;
+    let mut acquired = live::launch(cmd, options)?;
+    let mut child = acquired.take_child().context("no starter process")?;
     if hold {
-        let stopped = acquired.hand_over().map_err(|e| chain(&e))?;
+        let stopped = acquired.hand_over()?;
         let mut out = job_out(acquired.job(), "mpir");
         out.notes.push(format!(
             "{} ranks left stopped for another tool (SIGCONT lets them run)",
@@ -119,15 +117,15 @@ pub(crate) fn launch(
     }
     print(&job_out(acquired.job(), "mpir"), common.json)?;
     drop(acquired);
-    let status = child.wait().map_err(|e| e.to_string())?;
+    let status = child.wait()?;
     Ok(ExitCode::from(
         status.code().unwrap_or(1).clamp(0, 255) as u8
     ))
 }
 
-pub(crate) fn attach(common: &Common, timeout: u64, pid: u32) -> Result<ExitCode, String> {
+pub(crate) fn attach(common: &Common, timeout: u64, pid: u32) -> anyhow::Result<ExitCode> {
     let options = acquire_options(common).timeout(Duration::from_secs(timeout));
-    let any = live::attach_any(pid, options).map_err(|e| chain(&e))?;
+    let any = live::attach_any(pid, options)?;
     match (&any.mpir, &any.mpi2dd) {
         (Some(a), _) => {
             let mut out = job_out(a.job(), "mpir");
@@ -197,7 +195,7 @@ pub(crate) fn attach(common: &Common, timeout: u64, pid: u32) -> Result<ExitCode
             };
             print(&out, common.json)?;
         }
-        _ => return Err("nothing acquired".into()),
+        _ => return Err(anyhow::anyhow!("nothing acquired")),
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,6 +1,7 @@
 //! `queues`: the message queues of every rank. Ranks are held (stopped) only while they are
 //! read, then released running; what is read is one consistent snapshot per rank.
 
+use anyhow::Context as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::rc::Rc;
@@ -84,14 +85,17 @@ impl ReaderArgs {
     pub(crate) fn prepare(
         &self,
         common: &Common,
-    ) -> Result<(DebugOptions, EngineChoice<'_>), String> {
+    ) -> anyhow::Result<(DebugOptions, EngineChoice<'_>)> {
         for t in &self.types {
             if !t.is_file() {
-                return Err(format!("types sidecar {}: no such file", t.display()));
+                return Err(anyhow::anyhow!(
+                    "types sidecar {}: no such file",
+                    t.display()
+                ));
             }
         }
         if let Some(d) = self.dll.as_ref().filter(|d| !d.is_file()) {
-            return Err(format!("DLL {}: no such file", d.display()));
+            return Err(anyhow::anyhow!("DLL {}: no such file", d.display()));
         }
         let mut debug = debug_options(common);
         for t in &self.types {
@@ -172,7 +176,7 @@ pub(crate) fn hold_ranks(
     pids: &[u32],
     how: &HoldOptions<'_>,
     timeout: Duration,
-) -> Result<(Held, Vec<RankProc>), String> {
+) -> anyhow::Result<(Held, Vec<RankProc>)> {
     if let Some(pid) = starter {
         let spin = progress::spinner(&format!("acquiring the job of starter {pid}"));
         let mut options = how
@@ -185,7 +189,7 @@ pub(crate) fn hold_ranks(
         if let Some(sel) = how.selection {
             options = options.ranks(RankSelection::Only(sel.clone()));
         }
-        let acquired = live::attach(pid, options).map_err(|e| chain(&e))?;
+        let acquired = live::attach(pid, options)?;
         spin.finish_and_clear();
         let job = acquired.job();
         let local = live::normalize(job);
@@ -223,8 +227,8 @@ pub(crate) fn hold_ranks(
             .is_none_or(|&t| mpir_target::live::procfs::start_time(pid).is_ok_and(|now| now == t))
     };
     let (to_hold, changed): (Vec<u32>, Vec<u32>) = pids.iter().partition(|&&p| same(p));
-    let tracer = Tracer::new().map_err(|e| chain(&e))?;
-    let results = tracer.attach_many(&to_hold).map_err(|e| chain(&e))?;
+    let tracer = Tracer::new()?;
+    let results = tracer.attach_many(&to_hold)?;
     let mut held = Vec::new();
     let mut outcome: std::collections::HashMap<u32, Option<String>> = to_hold
         .iter()
@@ -298,8 +302,8 @@ pub(crate) struct NativeReader {
 
 impl NativeReader {
     /// The walker for the MPI of `probe`.
-    pub(crate) fn open(probe: &dyn Target) -> Result<Self, String> {
-        let walker = native::detect(probe, &WalkOptions::default()).map_err(|e| chain(&e))?;
+    pub(crate) fn open(probe: &dyn Target) -> anyhow::Result<Self> {
+        let walker = native::detect(probe, &WalkOptions::default())?;
         tracing::info!(kind = ?walker.kind(), "native walker");
         Ok(NativeReader { walker })
     }
@@ -349,21 +353,19 @@ impl DllReader {
         given: Option<&Path>,
         in_process: bool,
         types_given: bool,
-    ) -> Result<Self, String> {
-        let (path, source) = mpir_mqd::discover_dll(probe, given).map_err(|e| chain(&e))?;
+    ) -> anyhow::Result<Self> {
+        let (path, source) = mpir_mqd::discover_dll(probe, given)?;
         tracing::info!(dll = %path.display(), ?source, "message-queue DLL");
         let hosting = if in_process {
             Hosting::InProcess
         } else {
-            let me =
-                std::env::current_exe().map_err(|e| format!("cannot find mpir itself: {e}"))?;
+            let me = std::env::current_exe().context("cannot find mpir itself")?;
             Hosting::OutOfProcess(HelperOptions::default().with_program_args(me, [HELPER_ARG]))
         };
         // SAFETY: the DLL is the one the MPI library of the target names (or the user gave);
         // in-process hosting is the user's explicit choice (`--in-process`).
         #[allow(unsafe_code)]
-        let host = unsafe { mpir_mqd::open_host(&path, hosting, HostOptions::default()) }
-            .map_err(|e| chain(&e))?;
+        let host = unsafe { mpir_mqd::open_host(&path, hosting, HostOptions::default()) }?;
         Ok(DllReader { host, types_given })
     }
 }
@@ -381,7 +383,7 @@ impl Reader for DllReader {
         };
         let hint = |e: mpir_mqd::MqdError| {
             let text = chain(&e);
-            if !self.types_given && text.contains("type") {
+            if !self.types_given && crate::errors::dll_lacks_types(&e) {
                 format!(
                     "{text} (the MPI library may lack debug info: give a types sidecar with --types)"
                 )
@@ -492,7 +494,7 @@ pub(crate) fn read_queues_raw(
     choice: &EngineChoice<'_>,
     ranks: &[RankProc],
     open: &Opener<'_>,
-) -> Result<Read, String> {
+) -> anyhow::Result<Read> {
     let probe_rank = ranks
         .iter()
         .find(|r| r.unreadable.is_none())
@@ -501,13 +503,13 @@ pub(crate) fn read_queues_raw(
                 .iter()
                 .map(|r| format!("pid {}: {}", r.pid, r.unreadable.as_deref().unwrap_or("?")))
                 .collect();
-            format!(
+            anyhow::anyhow!(
                 "no rank could be stopped to read its queues ({})",
                 why.join("; ")
             )
         })?;
-    let probe = open(probe_rank)?;
-    let dll = || -> Result<Box<dyn Reader>, String> {
+    let probe = open(probe_rank).map_err(anyhow::Error::msg)?;
+    let dll = || -> anyhow::Result<Box<dyn Reader>> {
         Ok(Box::new(DllReader::open(
             &*probe,
             choice.dll,
@@ -524,7 +526,12 @@ pub(crate) fn read_queues_raw(
             Ok(native) => Box::new(native),
             Err(why) => {
                 tracing::info!(%why, "no native walker; trying the DLL");
-                dll().map_err(|e| format!("{e} (and no native walker: {why})"))?
+                dll().map_err(|e| {
+                    e.context(format!(
+                        "no native walker ({}), and the MPI's DLL cannot be used",
+                        chain(why.as_ref())
+                    ))
+                })?
             }
         },
     };
@@ -577,14 +584,14 @@ pub(crate) fn read_queues(
     choice: &EngineChoice<'_>,
     ranks: &[RankProc],
     open: &Opener<'_>,
-) -> Result<QueuesDoc, String> {
+) -> anyhow::Result<QueuesDoc> {
     let read = read_queues_raw(choice, ranks, open)?;
     let mut doc = queues_doc(read.engine.clone(), ranks, &read.reads);
     doc.notes.extend(read.notes());
     Ok(doc)
 }
 
-pub(crate) fn run(args: &QueuesArgs) -> Result<ExitCode, String> {
+pub(crate) fn run(args: &QueuesArgs) -> anyhow::Result<ExitCode> {
     let (debug, choice) = args.reader.prepare(&args.common)?;
     let (held, ranks) = hold_ranks(
         args.ranks.starter,

@@ -285,7 +285,7 @@ pub(crate) fn layout_name(source: &LayoutSource) -> &'static str {
     }
 }
 
-pub(crate) fn print(out: &JobOut<'_>, json: bool) -> Result<(), String> {
+pub(crate) fn print(out: &JobOut<'_>, json: bool) -> anyhow::Result<()> {
     use std::io::Write;
     if json {
         crate::write_out(|w| write_json(out, w));

@@ -251,12 +251,9 @@ fn print_table(doc: &QueuesDoc) {
 }
 
 /// Prints `doc` as JSON or as the table.
-pub(crate) fn print_doc(doc: &QueuesDoc, json: bool) -> Result<(), String> {
+pub(crate) fn print_doc(doc: &QueuesDoc, json: bool) -> anyhow::Result<()> {
     if json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(doc).map_err(|e| e.to_string())?
-        );
+        outln!("{}", serde_json::to_string_pretty(doc)?);
     } else {
         print_table(doc);
     }
