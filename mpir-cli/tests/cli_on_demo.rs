@@ -154,6 +154,16 @@ fn attach_queues_deadlock_and_core_on_a_running_demo_job() {
     assert_eq!(code, 3, "{d:#}");
     assert_eq!(d["cycles"][0]["ranks"], json!([0, 1, 2]));
 
+    // Both documents, normalised, are the golden demo document's (same job, same analysis).
+    let golden = common::golden_demo();
+    for (mut doc, part) in [(q, "queues"), (d, "deadlock")] {
+        common::normalise(&mut doc);
+        assert!(
+            doc == golden[part],
+            "mpir {part} on the demo job differs from tests/golden/demo.json's {part}:\n{doc:#}"
+        );
+    }
+
     let out = mpir()
         .args(["deadlock", "--dot", "--samples", "1", "--starter", &starter])
         .output()

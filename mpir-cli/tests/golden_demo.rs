@@ -21,52 +21,14 @@
 //! request's status only) and sits in a system buffer (an eager message, not a rendezvous
 //! header). Only run-specific values are normalised: pids, this machine's host name and
 //! facts, directories of the programs, and target addresses (checked to be hex first; the
-//! null address of the unexpected message is kept).
+//! null address of the unexpected message is kept). `cli_on_demo.rs` compares `mpir queues`
+//! and `mpir deadlock` on a running demo job with the same golden document's parts.
 
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
 mod common;
 
 use serde_json::Value;
-
-fn normalise(v: &mut Value, host: &str) {
-    match v {
-        Value::Object(map) => {
-            for (k, x) in map.iter_mut() {
-                match (k.as_str(), &*x) {
-                    ("pid", Value::Number(n)) => {
-                        assert!(n.as_u64().is_some_and(|p| p > 1), "pid {n}");
-                        *x = Value::from("<pid>");
-                    }
-                    ("image" | "executable", Value::String(s)) => {
-                        let base = std::path::Path::new(s).file_name().unwrap();
-                        *x = Value::from(base.to_str().unwrap());
-                    }
-                    ("host", Value::String(s)) if s == host => *x = Value::from("<this host>"),
-                    ("this_node", Value::Object(t)) => {
-                        assert!(t["names"].as_array().unwrap().iter().any(|n| n == host));
-                        *x = Value::from("<this node>");
-                    }
-                    ("id" | "comm_unique_id", Value::Number(_)) => *x = Value::from("<comm>"),
-                    ("buffer", Value::String(s)) => {
-                        assert!(
-                            s.strip_prefix("0x").is_some_and(|h| !h.is_empty()
-                                && h.bytes()
-                                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())),
-                            "buffer {s}"
-                        );
-                        if s != "0x0" {
-                            *x = Value::from("<addr>");
-                        }
-                    }
-                    _ => normalise(x, host),
-                }
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(|x| normalise(x, host)),
-        _ => {}
-    }
-}
 
 #[test]
 fn the_demo_document_is_what_the_demo_sources_say() {
@@ -87,9 +49,8 @@ fn the_demo_document_is_what_the_demo_sources_say() {
             .collect()
     };
     assert_eq!(pids(&doc["job"]), pids(&doc["queues"]));
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
-    normalise(&mut doc, host.trim());
-    let golden: Value = serde_json::from_str(include_str!("golden/demo.json")).unwrap();
+    common::normalise(&mut doc);
+    let golden = common::golden_demo();
     if doc != golden {
         panic!(
             "mpir demo --json differs from tests/golden/demo.json; normalised output:\n{}",

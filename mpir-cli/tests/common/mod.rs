@@ -93,6 +93,63 @@ pub fn json_doc(out: &std::process::Output) -> serde_json::Value {
     doc
 }
 
+/// The golden `mpir demo --json` document (`tests/golden/demo.json`, written by hand from the
+/// demo's C sources: see `golden_demo.rs`).
+pub fn golden_demo() -> serde_json::Value {
+    serde_json::from_str(include_str!("../golden/demo.json")).unwrap()
+}
+
+/// Replaces the run-specific values of a document by placeholders, checking them first: pids,
+/// this machine's host name and facts, the programs' directories, target addresses (hex; the
+/// null address is kept) and communicator ids.
+pub fn normalise(doc: &mut serde_json::Value) {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    normalise_in(doc, host.trim());
+}
+
+fn normalise_in(v: &mut serde_json::Value, host: &str) {
+    match v {
+        serde_json::Value::Object(map) => {
+            for (k, x) in map.iter_mut() {
+                match (k.as_str(), &*x) {
+                    ("pid", serde_json::Value::Number(n)) => {
+                        assert!(n.as_u64().is_some_and(|p| p > 1), "pid {n}");
+                        *x = serde_json::Value::from("<pid>");
+                    }
+                    ("image" | "executable", serde_json::Value::String(s)) => {
+                        let base = std::path::Path::new(s).file_name().unwrap();
+                        *x = serde_json::Value::from(base.to_str().unwrap());
+                    }
+                    ("host", serde_json::Value::String(s)) if s == host => {
+                        *x = serde_json::Value::from("<this host>")
+                    }
+                    ("this_node", serde_json::Value::Object(t)) => {
+                        assert!(t["names"].as_array().unwrap().iter().any(|n| n == host));
+                        *x = serde_json::Value::from("<this node>");
+                    }
+                    ("id" | "comm_unique_id", serde_json::Value::Number(_)) => {
+                        *x = serde_json::Value::from("<comm>")
+                    }
+                    ("buffer", serde_json::Value::String(s)) => {
+                        assert!(
+                            s.strip_prefix("0x").is_some_and(|h| !h.is_empty()
+                                && h.bytes()
+                                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())),
+                            "buffer {s}"
+                        );
+                        if s != "0x0" {
+                            *x = serde_json::Value::from("<addr>");
+                        }
+                    }
+                    _ => normalise_in(x, host),
+                }
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(|x| normalise_in(x, host)),
+        _ => {}
+    }
+}
+
 /// mpir-acquire's fake starter and rank (C fixtures), compiled into a scratch directory.
 pub struct Fixtures {
     pub dir: Scratch,
