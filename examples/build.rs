@@ -1,4 +1,5 @@
-//! Builds the bundled demo job (`demo/starter.c`, `demo/rank.c`) into `OUT_DIR` with the C
+//! Builds the bundled demo job (`../mpir-cli/demo/starter.c`, `rank.c`: the tool `mpir` ships it;
+//! the library examples' tests run against it too) into `OUT_DIR` with the C
 //! compiler (`$CC`, else `cc`), with `-g -O0` so that the ranks' DWARF describes the MPICH
 //! structures as declared. `src/demo_paths.rs` names the results.
 
@@ -7,15 +8,15 @@ use std::process::Command;
 
 fn main() {
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let dir = Path::new("demo");
+    let dir = Path::new("../mpir-cli/demo");
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
     println!("cargo:rerun-if-env-changed=CC");
-    println!("cargo:rerun-if-changed=demo/mpich41.h");
+    println!("cargo:rerun-if-changed=../mpir-cli/demo/mpich41.h");
     for (src, exe) in [
         ("starter.c", "mpir-demo-starter"),
         ("rank.c", "mpir-demo-rank"),
     ] {
-        println!("cargo:rerun-if-changed=demo/{src}");
+        println!("cargo:rerun-if-changed=../mpir-cli/demo/{src}");
         let mut cmd = Command::new(&cc);
         cmd.args(["-std=gnu11", "-g", "-O0", "-Wall", "-Wextra", "-o"])
             .arg(out.join(exe))

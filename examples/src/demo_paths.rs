@@ -1,5 +1,5 @@
-//! Where the bundled demo job's programs are: `build.rs` compiles `demo/starter.c` and
-//! `demo/rank.c` into the build's `OUT_DIR`, and these paths are baked in at compile time.
+//! Where the bundled demo job's programs are: `build.rs` compiles `../mpir-cli/demo/starter.c`
+//! and `rank.c` into the build's `OUT_DIR`, and these paths are baked in at compile time.
 //!
 //! Use it from a program of this crate with
 //! `#[path = "../demo_paths.rs"] mod demo_paths;` (from `src/bin/`) or

@@ -1,4 +1,4 @@
-//! Sessions over the bundled demo job (`examples/demo/*.c`, compiled here): its ranks keep
+//! Sessions over the bundled demo job (`mpir-cli/demo/*.c`, compiled here): its ranks keep
 //! MPICH 4.1 debug queues with a deadlock among ranks 0-2. Skipped, with a reason, where the
 //! sources or a C compiler are missing (e.g. from a crate tarball).
 
@@ -14,7 +14,7 @@ use mpir_target::testkit::{Scratch, assert_untouched, run, scratch, skip};
 
 /// The demo's starter and rank, compiled side by side (the starter finds the rank there).
 fn demo(name: &str) -> Option<(Scratch, PathBuf)> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/demo");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../mpir-cli/demo");
     if !src.join("starter.c").is_file() {
         skip(&format!("the demo sources are not at {}", src.display()));
         return None;

@@ -185,7 +185,7 @@ fn mpir_binary() -> std::path::PathBuf {
                 "--quiet",
                 "--release",
                 "-p",
-                "mpir-examples",
+                "mpir-cli",
                 "--bin",
                 "mpir",
             ])

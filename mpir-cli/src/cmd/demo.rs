@@ -1,8 +1,9 @@
 //! `demo`: the bundled demo job, end to end, with no MPI installed. A fake MPIR starter and its
-//! ranks (built from `examples/demo/` by the build script) are launched under control; the job,
+//! ranks (built from `mpir-cli/demo/` by the build script, embedded in the tool: see `demo_files`) are launched under control; the job,
 //! every rank's message queues and the wait-for analysis are printed; the job is stopped and
 //! nothing is left running.
 
+use anyhow::Context as _;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
@@ -13,14 +14,20 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde::Serialize;
 
-use crate::deadlock::{self, DEADLOCK_SCHEMA, DeadlockDoc};
-use crate::queues::{self, Engine, EngineChoice, RankProc};
-use crate::{Common, chain, debug_options, demo_paths, job, progress};
+use crate::cmd::deadlock;
+use crate::cmd::job;
+use crate::cmd::queues::{self, Engine, EngineChoice, RankProc};
+use crate::render::deadlock::{DEADLOCK_SCHEMA, DeadlockDoc, ReportOut};
+use crate::render::queues::{self as queues_out, QueuesDoc};
+use crate::{Common, debug_options, demo_files, progress};
 
 const BANNER: &str = "This is mpir-rs's bundled DEMO job, not a real MPI job: a fake MPIR starter \
-and ranks built from this workspace (examples/demo), no MPI library involved. Its ranks keep \
+and ranks built into mpir from mpir-rs's sources (mpir-cli/demo), no MPI library involved. Its ranks keep \
 message queues in MPICH 4.1's debug-queue layout, described by their own DWARF, with a \
 deadlock among ranks 0-2.";
+
+/// `schema` of the demo document (docs/cli-json.md): version 2 embeds `mpir.deadlock/2`.
+pub(crate) const DEMO_SCHEMA: &str = "mpir.demo/2";
 
 #[derive(clap::Args)]
 pub(crate) struct DemoArgs {
@@ -36,18 +43,18 @@ pub(crate) struct DemoArgs {
 struct DemoDoc<'a> {
     schema: &'static str,
     demo: &'static str,
-    job: job::JobOut<'a>,
-    queues: queues::QueuesDoc,
+    job: crate::render::job::JobOut<'a>,
+    queues: QueuesDoc,
     deadlock: DeadlockDoc<'a>,
     left_running: Vec<u32>,
 }
 
-pub(crate) fn run(args: &DemoArgs) -> Result<ExitCode, String> {
+pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     let json = args.common.json;
     if !json {
         outln!("{BANNER}\n");
     }
-    let starter = demo_paths::starter()?;
+    let starter = demo_files::starter()?;
     let n = args.ranks;
     let mut cmd = Command::new(&starter);
     // The ranks say "ready" on stdout once their queues are built; a minute at most.
@@ -60,24 +67,27 @@ pub(crate) fn run(args: &DemoArgs) -> Result<ExitCode, String> {
         AcquireOptions::default()
             .timeout(Duration::from_secs(30))
             .debug(debug_options(&args.common)),
-    )
-    .map_err(|e| chain(&e))?;
+    )?;
     spin.finish_and_clear();
-    let mut child = acquired.take_child().ok_or("the demo starter is gone")?;
+    let mut child = acquired.take_child().context("the demo starter is gone")?;
     let result = (|| {
         // Released by the acquisition (gate opened): wait for every rank's queues.
-        let out = child.stdout.take().ok_or("no output from the demo job")?;
+        let out = child.stdout.take().context("no output from the demo job")?;
         let mut lines = BufReader::new(out).lines();
         let deadline = Instant::now() + Duration::from_secs(30);
         let mut ready = 0;
         while ready < n {
             if Instant::now() > deadline {
-                return Err("the demo ranks did not get ready in 30 s".to_string());
+                return Err(anyhow::anyhow!("the demo ranks did not get ready in 30 s"));
             }
             match lines.next() {
                 Some(Ok(l)) if l.ends_with(" ready") => ready += 1,
                 Some(Ok(_)) => {}
-                _ => return Err("the demo job ended before its ranks were ready".into()),
+                _ => {
+                    return Err(anyhow::anyhow!(
+                        "the demo job ended before its ranks were ready"
+                    ));
+                }
             }
         }
         let job = acquired.job();
@@ -148,7 +158,7 @@ pub(crate) fn run(args: &DemoArgs) -> Result<ExitCode, String> {
     let job_doc = job::job_out(acquired.job(), "mpir");
     if json {
         let doc = DemoDoc {
-            schema: "mpir.demo/1",
+            schema: DEMO_SCHEMA,
             demo: "the bundled demo job (not a real MPI job)",
             job: job_doc,
             queues: queues_doc,
@@ -158,19 +168,17 @@ pub(crate) fn run(args: &DemoArgs) -> Result<ExitCode, String> {
                 unread: sampled.unread,
                 coverage: &sampled.coverage,
                 reader_notes: &sampled.notes,
-                report: &sampled.report,
+                report: ReportOut::from(&sampled.report),
+                error: None,
             },
             left_running: left_running.clone(),
         };
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
-        );
+        outln!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         outln!("== The job (MPIR process acquisition, launch mode)");
-        job::print(&job_doc, false)?;
+        crate::render::job::print(&job_doc, false)?;
         outln!("\n== Message queues (read with the native walker from the ranks' DWARF)");
-        queues::print_doc(&queues_doc, false)?;
+        queues_out::print_doc(&queues_doc, false)?;
         outln!("\n== Wait-for analysis ({})", sampled.engine);
         out!("{}", sampled.report);
         if let Some(c) = sampled.coverage.caveat() {
@@ -184,7 +192,7 @@ pub(crate) fn run(args: &DemoArgs) -> Result<ExitCode, String> {
         }
     }
     if !left_running.is_empty() {
-        return Err(format!(
+        return Err(anyhow::anyhow!(
             "demo ranks still running after the demo: {left_running:?}"
         ));
     }

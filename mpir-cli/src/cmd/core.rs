@@ -2,6 +2,7 @@
 //! table); ranks' cores give their message queues, numbered from the starter's table when its
 //! core is given too (matched by pid), else from each rank's `MPI_COMM_WORLD`.
 
+use anyhow::Context as _;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -11,10 +12,11 @@ use mpir_target::Target;
 use mpir_target::corefile::CoreTarget;
 use mpir_target::proctable::{ProcTable, ReadOptions, read_proctable};
 
-use crate::job::{core_job, print};
+use crate::cmd::job::core_job;
+use crate::render::job::print;
 use mpir_target::debuginfo::DebugOptions;
 
-use crate::queues::{self, RankProc, ReaderArgs};
+use crate::cmd::queues::{self, RankProc, ReaderArgs};
 use crate::{Common, chain};
 
 #[derive(clap::Args)]
@@ -46,14 +48,16 @@ struct Opened {
     not_starter: String,
 }
 
-fn open(path: &Path, args: &CoreArgs, debug: &DebugOptions) -> Result<Opened, String> {
+fn open(path: &Path, args: &CoreArgs, debug: &DebugOptions) -> anyhow::Result<Opened> {
     let debug = debug.clone();
     let target = match &args.exe {
-        Some(e) if !e.is_file() => return Err(format!("--exe {}: no such file", e.display())),
+        Some(e) if !e.is_file() => {
+            return Err(anyhow::anyhow!("--exe {}: no such file", e.display()));
+        }
         Some(e) => CoreTarget::open_with_executable(path, e, debug),
         None => CoreTarget::open(path, debug),
     }
-    .map_err(|e| format!("core {}: {}", path.display(), chain(&e)))?;
+    .with_context(|| format!("core {}", path.display()))?;
     let truncation = target.memory().truncation();
     if let Some(t) = truncation {
         eprintln!("mpir: warning: core {} is {t}", path.display());
@@ -85,7 +89,7 @@ fn open(path: &Path, args: &CoreArgs, debug: &DebugOptions) -> Result<Opened, St
     })
 }
 
-pub(crate) fn run(args: &CoreArgs) -> Result<ExitCode, String> {
+pub(crate) fn run(args: &CoreArgs) -> anyhow::Result<ExitCode> {
     let (debug, choice) = args.reader.prepare(&args.common)?;
     let opened: Vec<Opened> = args
         .cores
@@ -99,7 +103,7 @@ pub(crate) fn run(args: &CoreArgs) -> Result<ExitCode, String> {
             .iter()
             .map(|o| o.path.display().to_string())
             .collect();
-        return Err(format!(
+        return Err(anyhow::anyhow!(
             "several starter cores given ({}): one job at a time",
             names.join(", ")
         ));
@@ -111,7 +115,7 @@ pub(crate) fn run(args: &CoreArgs) -> Result<ExitCode, String> {
         })
     });
     if ranks.is_empty() {
-        let (_, out) = job.ok_or("no core given")?;
+        let (_, out) = job.context("no core given")?;
         print(&out, args.common.json)?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -136,7 +140,7 @@ pub(crate) fn run(args: &CoreArgs) -> Result<ExitCode, String> {
         })
         .collect();
     if ranks.is_empty() {
-        return Err("--ranks leaves no rank core to read".into());
+        return Err(anyhow::anyhow!("--ranks leaves no rank core to read"));
     }
     for (i, o) in ranks.iter().enumerate() {
         let core = o.target.memory();
@@ -173,7 +177,10 @@ pub(crate) fn run(args: &CoreArgs) -> Result<ExitCode, String> {
             .iter()
             .map(|o| format!("{}: {}", o.path.display(), o.not_starter))
             .collect();
-        format!("{e} (and not a starter's core: {})", why.join("; "))
+        e.context(format!(
+            "no starter's core ({}), and no rank's queues could be read",
+            why.join("; ")
+        ))
     })?;
     let mut doc = queues::queues_doc(read.engine.clone(), &procs, &read.reads);
     doc.notes.extend(read.notes());
@@ -190,14 +197,18 @@ pub(crate) fn run(args: &CoreArgs) -> Result<ExitCode, String> {
     // A verdict only from what was read: none when nothing was, and said to cover only the
     // cores read otherwise.
     let outcomes: Vec<Option<String>> = reads.iter().map(|r| r.as_ref().err().cloned()).collect();
-    let coverage = crate::deadlock::Coverage::of(&procs, &outcomes);
+    let coverage = crate::cmd::deadlock::Coverage::of(&procs, &outcomes);
+    let mut report = None;
     if coverage.read == 0 {
         doc.notes.push(format!(
             "no wait-for verdict: {}",
-            crate::deadlock::nothing_read(&coverage, None)
+            crate::cmd::deadlock::nothing_read(&coverage, None)
         ));
     } else {
-        doc.deadlock = mpir_types::deadlock::analyze(&crate::deadlock::snapshot(&sample)).ok();
+        report = mpir_types::deadlock::analyze(&crate::cmd::deadlock::snapshot(&sample)).ok();
+        doc.deadlock = report
+            .as_ref()
+            .map(crate::render::deadlock::ReportOut::from);
         if let Some(c) = coverage.caveat() {
             doc.notes.push(c);
         }
@@ -211,11 +222,12 @@ pub(crate) fn run(args: &CoreArgs) -> Result<ExitCode, String> {
             "ranks numbered from the starter core {}",
             s.path.display()
         ));
-        doc.job = Some(serde_json::to_value(out).map_err(|e| e.to_string())?);
+        doc.job = Some(serde_json::to_value(out)?);
     }
-    queues::print_doc(&doc, args.common.json)?;
+    doc.schema = crate::render::queues::CORE_SCHEMA;
+    crate::render::queues::print_doc(&doc, args.common.json)?;
     if !args.common.json
-        && let Some(report) = &doc.deadlock
+        && let Some(report) = &report
     {
         outln!();
         out!("{report}");

@@ -69,13 +69,7 @@ impl Drop for Running {
 }
 
 fn json(o: &std::process::Output) -> Value {
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{e}: {}\n{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        )
-    })
+    common::json_doc(o)
 }
 
 fn controls(doc: &Value) -> Vec<String> {

@@ -23,13 +23,7 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 fn json(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "not JSON ({e}): {}\nstderr: {}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
+    common::json_doc(out)
 }
 
 fn rank(doc: &Value, r: u64) -> &Value {

@@ -83,14 +83,7 @@ fn deadlock(stack: &Stack, job: &Job) -> (i32, Value) {
         .args(&stack.extra)
         .output()
         .unwrap();
-    let doc = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{}: not JSON ({e}): {}{}",
-            stack.name,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
+    let doc = common::json_doc(&out);
     (out.status.code().unwrap_or(-1), doc)
 }
 
@@ -162,7 +155,7 @@ fn on_stack(stack: Stack) {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let doc: Value = common::json_doc(&out);
         let d = &doc["deadlock"];
         assert_eq!(d["verdict"], "potential_deadlock", "{name} cores: {d:#}");
         assert_eq!(d["cycles"][0]["ranks"], json!([0, 1, 2]));
@@ -211,7 +204,7 @@ fn on_stack(stack: Stack) {
         .args(&stack.extra)
         .output()
         .unwrap();
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc: Value = common::json_doc(&out);
     assert_eq!(doc["coverage"]["ranks"], 2, "{name} selection: {doc:#}");
     assert_eq!(doc["coverage"]["read"], 2, "{name} selection: {doc:#}");
     assert_eq!(doc["coverage"]["selection"], "0-1", "{name}: {doc:#}");
@@ -239,7 +232,7 @@ fn on_stack(stack: Stack) {
         .args(&stack.extra)
         .output()
         .unwrap();
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc: Value = common::json_doc(&out);
     assert_eq!(out.status.code(), Some(4), "{name} partial: {doc:#}");
     assert_eq!(doc["coverage"]["ranks"], 4, "{name}: {doc:#}");
     assert_eq!(doc["coverage"]["read"], 3);
@@ -296,7 +289,7 @@ fn stock_open_mpi_without_types_gives_no_verdict_but_the_reason_and_the_fix() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(4), "{err}");
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc: Value = common::json_doc(&out);
     assert_eq!(doc["verdict"], "unknown", "{doc:#}");
     assert_eq!(doc["coverage"]["read"], 0, "{doc:#}");
     assert_eq!(doc["coverage"]["ranks"], 3);

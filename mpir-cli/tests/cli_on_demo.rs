@@ -1,5 +1,5 @@
 //! Every `mpir` subcommand on the bundled demo job (no MPI needed): launch, attach, queues,
-//! deadlock and core, in JSON, each checked against what examples/demo/rank.c builds, and each
+//! deadlock and core, in JSON, each checked against what mpir-cli/demo/rank.c builds, and each
 //! leaving the job as it found it.
 
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use mpir_target::testkit::{assert_untouched, have, run, scratch, skip};
 use serde_json::{Value, json};
 
-#[path = "../src/demo_paths.rs"]
+#[path = "common/demo_paths.rs"]
 mod demo_paths;
 
 mod common;
@@ -19,13 +19,7 @@ use common::mpir;
 
 fn json_of(args: &[&str]) -> (i32, Value) {
     let out = mpir().args(args).output().unwrap();
-    let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{args:?}: not JSON ({e}): {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
+    let v = common::json_doc(&out);
     (out.status.code().unwrap_or(-1), v)
 }
 
@@ -80,7 +74,7 @@ fn launch_lists_the_demo_ranks_and_the_job_ends_by_itself() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v: Value = common::json_doc(&out);
     assert_eq!(v["schema"], "mpir.job/1");
     assert_eq!(v["layout"], "debug_info");
     assert_eq!(v["flags"]["partial_attach_ok"]["present"], false);
@@ -160,6 +154,16 @@ fn attach_queues_deadlock_and_core_on_a_running_demo_job() {
     assert_eq!(code, 3, "{d:#}");
     assert_eq!(d["cycles"][0]["ranks"], json!([0, 1, 2]));
 
+    // Both documents, normalised, are the golden demo document's (same job, same analysis).
+    let golden = common::golden_demo();
+    for (mut doc, part) in [(q, "queues"), (d, "deadlock")] {
+        common::normalise(&mut doc);
+        assert!(
+            doc == golden[part],
+            "mpir {part} on the demo job differs from tests/golden/demo.json's {part}:\n{doc:#}"
+        );
+    }
+
     let out = mpir()
         .args(["deadlock", "--dot", "--samples", "1", "--starter", &starter])
         .output()
@@ -206,7 +210,7 @@ fn attach_queues_deadlock_and_core_on_a_running_demo_job() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let c: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let c: Value = common::json_doc(&out);
     assert_eq!(c["job"]["ranks"].as_array().unwrap().len(), 4);
     assert_eq!(c["ranks"].as_array().unwrap().len(), 4);
     assert_eq!(c["deadlock"]["verdict"], "potential_deadlock");

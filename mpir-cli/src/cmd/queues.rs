@@ -1,6 +1,7 @@
 //! `queues`: the message queues of every rank. Ranks are held (stopped) only while they are
 //! read, then released running; what is read is one consistent snapshot per rank.
 
+use anyhow::Context as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::rc::Rc;
@@ -9,18 +10,14 @@ use std::time::Duration;
 use mpir_acquire::live::{self, Acquired};
 use mpir_acquire::{GateRelease, RankControl, RankSelection};
 use mpir_mqd::native::{self, ProcessInfo, WalkOptions, Walker, WalkerKind};
-use mpir_mqd::{CommOrigin, CommunicatorQueues, HelperOptions, HostOptions, ProcessSpec, Queue};
+use mpir_mqd::{CommunicatorQueues, HelperOptions, HostOptions, ProcessSpec};
 use mpir_target::Target;
 use mpir_target::debuginfo::DebugOptions;
 use mpir_target::live::LiveTarget;
 use mpir_target::live::tracer::Tracer;
-use mpir_types::mqd::{OpClass, OpStatus, Operation, Peer};
-use serde::Serialize;
 
+use crate::render::queues::{QUEUES_SCHEMA, QueuesDoc, RankDoc, comm_doc, print_doc};
 use crate::{Common, HELPER_ARG, chain, debug_options, progress};
-
-/// `schema` of a queues document (docs/cli-json.md).
-pub(crate) const QUEUES_SCHEMA: &str = "mpir.queues/1";
 
 /// Exit status when some ranks could not be read (the others are in the output).
 pub(crate) const PARTIAL: u8 = 4;
@@ -88,14 +85,17 @@ impl ReaderArgs {
     pub(crate) fn prepare(
         &self,
         common: &Common,
-    ) -> Result<(DebugOptions, EngineChoice<'_>), String> {
+    ) -> anyhow::Result<(DebugOptions, EngineChoice<'_>)> {
         for t in &self.types {
             if !t.is_file() {
-                return Err(format!("types sidecar {}: no such file", t.display()));
+                return Err(anyhow::anyhow!(
+                    "types sidecar {}: no such file",
+                    t.display()
+                ));
             }
         }
         if let Some(d) = self.dll.as_ref().filter(|d| !d.is_file()) {
-            return Err(format!("DLL {}: no such file", d.display()));
+            return Err(anyhow::anyhow!("DLL {}: no such file", d.display()));
         }
         let mut debug = debug_options(common);
         for t in &self.types {
@@ -176,7 +176,7 @@ pub(crate) fn hold_ranks(
     pids: &[u32],
     how: &HoldOptions<'_>,
     timeout: Duration,
-) -> Result<(Held, Vec<RankProc>), String> {
+) -> anyhow::Result<(Held, Vec<RankProc>)> {
     if let Some(pid) = starter {
         let spin = progress::spinner(&format!("acquiring the job of starter {pid}"));
         let mut options = how
@@ -189,7 +189,7 @@ pub(crate) fn hold_ranks(
         if let Some(sel) = how.selection {
             options = options.ranks(RankSelection::Only(sel.clone()));
         }
-        let acquired = live::attach(pid, options).map_err(|e| chain(&e))?;
+        let acquired = live::attach(pid, options)?;
         spin.finish_and_clear();
         let job = acquired.job();
         let local = live::normalize(job);
@@ -201,7 +201,9 @@ pub(crate) fn hold_ranks(
             .map(|(r, l)| {
                 let unreadable = match job.control(r.rank) {
                     RankControl::Attached { .. } => None,
-                    RankControl::Failed { error } => Some(format!("not attached: {error}")),
+                    RankControl::Failed { error } => {
+                        Some(format!("not attached: {}", chain(error)))
+                    }
                     RankControl::Refused { reason } => Some(reason.to_string()),
                     _ if !l.local_host => Some(format!(
                         "remote: on host {} (not this node)",
@@ -227,8 +229,8 @@ pub(crate) fn hold_ranks(
             .is_none_or(|&t| mpir_target::live::procfs::start_time(pid).is_ok_and(|now| now == t))
     };
     let (to_hold, changed): (Vec<u32>, Vec<u32>) = pids.iter().partition(|&&p| same(p));
-    let tracer = Tracer::new().map_err(|e| chain(&e))?;
-    let results = tracer.attach_many(&to_hold).map_err(|e| chain(&e))?;
+    let tracer = Tracer::new()?;
+    let results = tracer.attach_many(&to_hold)?;
     let mut held = Vec::new();
     let mut outcome: std::collections::HashMap<u32, Option<String>> = to_hold
         .iter()
@@ -302,8 +304,8 @@ pub(crate) struct NativeReader {
 
 impl NativeReader {
     /// The walker for the MPI of `probe`.
-    pub(crate) fn open(probe: &dyn Target) -> Result<Self, String> {
-        let walker = native::detect(probe, &WalkOptions::default()).map_err(|e| chain(&e))?;
+    pub(crate) fn open(probe: &dyn Target) -> anyhow::Result<Self> {
+        let walker = native::detect(probe, &WalkOptions::default())?;
         tracing::info!(kind = ?walker.kind(), "native walker");
         Ok(NativeReader { walker })
     }
@@ -353,8 +355,8 @@ impl DllReader {
         given: Option<&Path>,
         in_process: bool,
         types_given: bool,
-    ) -> Result<Self, String> {
-        let (path, source) = mpir_mqd::discover_dll(probe, given).map_err(|e| chain(&e))?;
+    ) -> anyhow::Result<Self> {
+        let (path, source) = mpir_mqd::discover_dll(probe, given)?;
         tracing::info!(dll = %path.display(), ?source, "message-queue DLL");
         let host = if in_process {
             // SAFETY: the DLL is the one the MPI library of the target names (or the user
@@ -364,12 +366,10 @@ impl DllReader {
                 mpir_mqd::open_in_process(&path, HostOptions::default())
             }
         } else {
-            let me =
-                std::env::current_exe().map_err(|e| format!("cannot find mpir itself: {e}"))?;
+            let me = std::env::current_exe().context("cannot find mpir itself")?;
             let helper = HelperOptions::default().with_program_args(me, [HELPER_ARG]);
             mpir_mqd::open_out_of_process(&path, HostOptions::default(), helper)
-        }
-        .map_err(|e| chain(&e))?;
+        }?;
         Ok(DllReader { host, types_given })
     }
 }
@@ -409,148 +409,6 @@ impl Reader for DllReader {
     fn finish(&mut self) -> Option<(String, mpir_mqd::output::OutputLog)> {
         let log = self.host.finish_printed();
         (!log.is_empty()).then(|| (self.host.path().to_string(), log))
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Output.
-
-#[derive(Serialize)]
-pub(crate) struct QueuesDoc {
-    pub(crate) schema: &'static str,
-    pub(crate) engine: String,
-    pub(crate) ranks: Vec<RankDoc>,
-    pub(crate) notes: Vec<String>,
-    /// `core` with a starter's core: the job document.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) job: Option<serde_json::Value>,
-    /// `core`: the wait-for analysis of this one snapshot (absent when no core was read).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) deadlock: Option<mpir_types::deadlock::DeadlockReport>,
-    /// `core`: which ranks the analysis covers.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) coverage: Option<crate::deadlock::Coverage>,
-}
-
-#[derive(Serialize, Clone)]
-pub(crate) struct RankDoc {
-    pub(crate) rank: Option<u64>,
-    pub(crate) pid: u32,
-    /// `core`: the core file read.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) source: Option<String>,
-    pub(crate) error: Option<String>,
-    /// What the reader could not see in an otherwise good result.
-    pub(crate) notes: Vec<String>,
-    pub(crate) communicators: Vec<CommDoc>,
-}
-
-#[derive(Serialize, Clone)]
-pub(crate) struct CommDoc {
-    pub(crate) name: String,
-    pub(crate) id: u64,
-    /// An id every member shares (MPICH's context id, Open MPI's cid), when known.
-    pub(crate) context_id: Option<u64>,
-    /// "predefined", "user", "internal" (made by the MPI for itself) or "unknown".
-    pub(crate) origin: &'static str,
-    pub(crate) size: i64,
-    pub(crate) local_rank: i64,
-    /// World rank of each member, by local rank, when known.
-    pub(crate) group: Option<Vec<i64>>,
-    /// Queues the reader could not give (no information, or failed part way).
-    pub(crate) missing: Vec<String>,
-    pub(crate) operations: Vec<OpDoc>,
-}
-
-#[derive(Serialize, Clone)]
-pub(crate) struct OpDoc {
-    pub(crate) class: OpClass,
-    pub(crate) status: OpStatus,
-    pub(crate) peer_local: Option<u64>,
-    pub(crate) any_source: bool,
-    pub(crate) peer_global: Option<u64>,
-    pub(crate) tag: Option<i64>,
-    pub(crate) any_tag: bool,
-    pub(crate) length_bytes: Option<u64>,
-    pub(crate) length_elements: Option<u64>,
-    pub(crate) buffer: String,
-    pub(crate) system_buffer: bool,
-    pub(crate) actual: Option<ActualDoc>,
-    pub(crate) extra_text: Vec<String>,
-}
-
-#[derive(Serialize, Clone)]
-pub(crate) struct ActualDoc {
-    pub(crate) peer_local: Option<u64>,
-    pub(crate) peer_global: Option<u64>,
-    pub(crate) tag: i64,
-    pub(crate) length_bytes: Option<u64>,
-}
-
-fn op_doc(op: &Operation) -> OpDoc {
-    let (peer_local, any_source) = match op.peer_local {
-        Peer::Any => (None, true),
-        Peer::Rank(r) => (Some(r), false),
-        _ => (None, false),
-    };
-    OpDoc {
-        class: op.class,
-        status: op.status,
-        peer_local,
-        any_source,
-        peer_global: op.peer_global,
-        tag: op.tag,
-        any_tag: op.tag.is_none() && op.class == OpClass::Receive,
-        length_bytes: op.length.bytes,
-        length_elements: op.length.elements,
-        buffer: format!("{:#x}", op.buffer),
-        system_buffer: op.system_buffer,
-        actual: op.actual.map(|a| ActualDoc {
-            peer_local: a.local_rank,
-            peer_global: a.global_rank,
-            tag: a.tag,
-            length_bytes: a.length.bytes,
-        }),
-        extra_text: op.extra_text.clone(),
-    }
-}
-
-pub(crate) fn comm_doc(c: &CommunicatorQueues) -> CommDoc {
-    let mut operations = Vec::new();
-    let mut missing = Vec::new();
-    for class in OpClass::ALL {
-        let label = match class {
-            OpClass::Send => "send",
-            OpClass::Receive => "receive",
-            OpClass::Unexpected => "unexpected",
-        };
-        match c.queue(class) {
-            Queue::NoInformation => missing.push(format!("{label}: no information")),
-            Queue::Failed { error, .. } => missing.push(format!("{label}: {}", chain(error))),
-            _ => {}
-        }
-        operations.extend(c.queue(class).operations().iter().map(op_doc));
-    }
-    CommDoc {
-        name: c.communicator.name.clone(),
-        id: c.communicator.unique_id,
-        context_id: c.context_id,
-        origin: match c.origin {
-            CommOrigin::Predefined => "predefined",
-            CommOrigin::User => "user",
-            CommOrigin::Internal => "internal",
-            _ => "unknown",
-        },
-        size: c.communicator.size,
-        local_rank: c.communicator.local_rank,
-        // -1 for an unknown member, as the document has always said.
-        group: c.group.as_ref().map(|g| {
-            g.iter()
-                .map(|r| r.and_then(|r| i64::try_from(r).ok()).unwrap_or(-1))
-                .collect()
-        }),
-        missing,
-        operations,
     }
 }
 
@@ -600,86 +458,6 @@ fn read_all(reader: &mut dyn Reader, ranks: &[RankProc], open: &Opener<'_>) -> V
     out
 }
 
-fn print_table(doc: &QueuesDoc) {
-    outln!("message queues ({}), {} ranks", doc.engine, doc.ranks.len());
-    // Notes every read rank shares are said once, at the end.
-    let read: Vec<&RankDoc> = doc.ranks.iter().filter(|r| r.error.is_none()).collect();
-    let common: Vec<&String> = read.first().map_or(Vec::new(), |first| {
-        first
-            .notes
-            .iter()
-            .filter(|n| read.iter().all(|r| r.notes.contains(n)))
-            .collect()
-    });
-    for r in &doc.ranks {
-        let rank = r.rank.map_or("?".to_string(), |r| r.to_string());
-        let from = r
-            .source
-            .as_deref()
-            .map_or(String::new(), |s| format!(", core {s}"));
-        match &r.error {
-            Some(e) => outln!("rank {rank} (pid {}{from}): not read: {e}", r.pid),
-            None => outln!("rank {rank} (pid {}{from}):", r.pid),
-        }
-        for n in r.notes.iter().filter(|n| !common.contains(n)) {
-            outln!("  ({n})");
-        }
-        for c in &r.communicators {
-            let name = if c.name.is_empty() {
-                "(unnamed)"
-            } else {
-                &c.name
-            };
-            let origin = if c.origin == "internal" {
-                ", internal"
-            } else {
-                ""
-            };
-            outln!(
-                "  {name} (size {}, local rank {}{origin}): {} operations",
-                c.size,
-                c.local_rank,
-                c.operations.len()
-            );
-            for m in &c.missing {
-                outln!("    ({m})");
-            }
-            for o in &c.operations {
-                let peer = match (o.any_source, o.peer_local, o.peer_global) {
-                    (true, _, _) => "any".to_string(),
-                    (false, Some(l), Some(g)) if l != g => format!("{l} (world {g})"),
-                    (false, Some(l), _) => l.to_string(),
-                    _ => "?".to_string(),
-                };
-                let tag = o.tag.map_or("any".to_string(), |t| t.to_string());
-                let len = match (o.length_bytes, o.length_elements) {
-                    (Some(b), _) => format!("{b} bytes"),
-                    (None, Some(e)) => format!("{e} elements"),
-                    _ => "? bytes".into(),
-                };
-                let class = match o.class {
-                    OpClass::Send => "send      to  ",
-                    OpClass::Receive => "receive   from",
-                    OpClass::Unexpected => "unexpected from",
-                };
-                let status = match o.status {
-                    OpStatus::Pending => "pending".to_string(),
-                    OpStatus::Matched => "matched".to_string(),
-                    OpStatus::Complete => "complete".to_string(),
-                    OpStatus::Unknown(v) => format!("status {v}"),
-                };
-                outln!("    {class} {peer:<12} tag {tag:<8} {len:<16} {status}");
-            }
-        }
-    }
-    for n in common {
-        outln!("note (every rank): {n}");
-    }
-    for n in &doc.notes {
-        outln!("note: {n}");
-    }
-}
-
 /// How to read queues.
 pub(crate) struct EngineChoice<'a> {
     pub(crate) engine: Engine,
@@ -720,7 +498,7 @@ pub(crate) fn read_queues_raw(
     choice: &EngineChoice<'_>,
     ranks: &[RankProc],
     open: &Opener<'_>,
-) -> Result<Read, String> {
+) -> anyhow::Result<Read> {
     let probe_rank = ranks
         .iter()
         .find(|r| r.unreadable.is_none())
@@ -729,13 +507,13 @@ pub(crate) fn read_queues_raw(
                 .iter()
                 .map(|r| format!("pid {}: {}", r.pid, r.unreadable.as_deref().unwrap_or("?")))
                 .collect();
-            format!(
+            anyhow::anyhow!(
                 "no rank could be stopped to read its queues ({})",
                 why.join("; ")
             )
         })?;
-    let probe = open(probe_rank)?;
-    let dll = || -> Result<Box<dyn Reader>, String> {
+    let probe = open(probe_rank).map_err(anyhow::Error::msg)?;
+    let dll = || -> anyhow::Result<Box<dyn Reader>> {
         Ok(Box::new(DllReader::open(
             &*probe,
             choice.dll,
@@ -752,7 +530,12 @@ pub(crate) fn read_queues_raw(
             Ok(native) => Box::new(native),
             Err(why) => {
                 tracing::info!(%why, "no native walker; trying the DLL");
-                dll().map_err(|e| format!("{e} (and no native walker: {why})"))?
+                dll().map_err(|e| {
+                    e.context(format!(
+                        "no native walker ({}), and the MPI's DLL cannot be used",
+                        chain(why.as_ref())
+                    ))
+                })?
             }
         },
     };
@@ -805,14 +588,14 @@ pub(crate) fn read_queues(
     choice: &EngineChoice<'_>,
     ranks: &[RankProc],
     open: &Opener<'_>,
-) -> Result<QueuesDoc, String> {
+) -> anyhow::Result<QueuesDoc> {
     let read = read_queues_raw(choice, ranks, open)?;
     let mut doc = queues_doc(read.engine.clone(), ranks, &read.reads);
     doc.notes.extend(read.notes());
     Ok(doc)
 }
 
-pub(crate) fn run(args: &QueuesArgs) -> Result<ExitCode, String> {
+pub(crate) fn run(args: &QueuesArgs) -> anyhow::Result<ExitCode> {
     let (debug, choice) = args.reader.prepare(&args.common)?;
     let (held, ranks) = hold_ranks(
         args.ranks.starter,
@@ -834,19 +617,6 @@ pub(crate) fn run(args: &QueuesArgs) -> Result<ExitCode, String> {
     );
     print_doc(&doc, args.common.json)?;
     Ok(exit_code(&doc))
-}
-
-/// Prints `doc` as JSON or as the table.
-pub(crate) fn print_doc(doc: &QueuesDoc, json: bool) -> Result<(), String> {
-    if json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(doc).map_err(|e| e.to_string())?
-        );
-    } else {
-        print_table(doc);
-    }
-    Ok(())
 }
 
 /// 0 when every rank was read, [`PARTIAL`] otherwise.

@@ -6,7 +6,7 @@
 
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
-#[path = "../src/demo_paths.rs"]
+#[path = "common/demo_paths.rs"]
 mod demo_paths;
 
 use std::collections::HashMap;

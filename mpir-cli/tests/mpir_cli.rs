@@ -30,13 +30,7 @@ fn printed(text: &str) -> Vec<(u64, i64)> {
 }
 
 fn json(out: &Output) -> serde_json::Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "not JSON ({e}): {}\nstderr: {}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
+    common::json_doc(out)
 }
 
 fn ranks_of(v: &serde_json::Value) -> Vec<(u64, i64)> {

@@ -304,7 +304,7 @@ fn variable_when_mapped(pid: u32, library: &Path, symbol: &str) -> u64 {
     }
 }
 
-#[path = "../src/demo_paths.rs"]
+#[path = "common/demo_paths.rs"]
 mod demo_paths;
 
 /// SIGINT while `mpir deadlock` holds the ranks to read their queues (it samples them over and

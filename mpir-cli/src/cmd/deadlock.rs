@@ -12,17 +12,16 @@ use std::time::Duration;
 use mpir_mqd::CommunicatorQueues;
 use mpir_target::Target;
 use mpir_types::deadlock::{self, DeadlockReport, JobSnapshot};
+
+use crate::render::deadlock::{DEADLOCK_SCHEMA, DeadlockDoc, ReportOut};
 use serde::Serialize;
 
-use crate::queues::{self, EngineChoice, Held, RankArgs, RankProc, ReaderArgs};
+use crate::cmd::queues::{self, EngineChoice, Held, RankArgs, RankProc, ReaderArgs};
 use crate::{Common, chain};
 use mpir_target::debuginfo::DebugOptions;
 
 /// Exit status when a cycle is found.
 pub(crate) const CYCLE: u8 = 3;
-
-/// `schema` of a deadlock document (docs/cli-json.md).
-pub(crate) const DEADLOCK_SCHEMA: &str = "mpir.deadlock/1";
 
 #[derive(clap::Args)]
 pub(crate) struct DeadlockArgs {
@@ -41,21 +40,6 @@ pub(crate) struct DeadlockArgs {
     /// Print the wait-for graph in Graphviz DOT instead (`| dot -Tsvg > waits.svg`).
     #[arg(long, conflicts_with = "json")]
     pub(crate) dot: bool,
-}
-
-#[derive(Serialize)]
-pub(crate) struct DeadlockDoc<'a> {
-    pub(crate) schema: &'static str,
-    pub(crate) engine: String,
-    /// Ranks that could not be read in some sample (the analysis treats them as progressing).
-    pub(crate) unread: Vec<String>,
-    /// Which ranks the verdict covers.
-    pub(crate) coverage: &'a Coverage,
-    /// What the queue reader had to tell about the whole read: what the MPI's DLL printed on
-    /// its own (each distinct line once, with its count).
-    pub(crate) reader_notes: &'a [String],
-    #[serde(flatten)]
-    pub(crate) report: &'a DeadlockReport,
 }
 
 /// A rank the analysis could not cover, and why.
@@ -180,7 +164,7 @@ pub(crate) fn snapshot(ranks: &[(Option<u64>, u32, Vec<CommunicatorQueues>)]) ->
     )
 }
 
-pub(crate) fn run(args: &DeadlockArgs) -> Result<ExitCode, String> {
+pub(crate) fn run(args: &DeadlockArgs) -> anyhow::Result<ExitCode> {
     let (debug, choice) = args.reader.prepare(&args.common)?;
     let timeout = Duration::from_secs(args.ranks.timeout);
     // The ranks: from the starter's table once (then by pid for every sample).
@@ -206,25 +190,22 @@ pub(crate) fn run(args: &DeadlockArgs) -> Result<ExitCode, String> {
         sampled.unread.clone(),
     );
     let coverage = &sampled.coverage;
-    let doc = DeadlockDoc {
+    let mut doc = DeadlockDoc {
         schema: DEADLOCK_SCHEMA,
         engine: engine.clone(),
         unread,
         coverage,
         reader_notes: &sampled.notes,
-        report,
+        report: ReportOut::from(report),
+        error: None,
     };
     if coverage.read == 0 {
         // Nothing was read: no verdict at all, never "no cycle".
         let message = nothing_read(coverage, sampled.hint.as_deref());
         if args.common.json {
-            let mut doc = serde_json::to_value(&doc).map_err(|e| e.to_string())?;
-            doc["verdict"] = serde_json::Value::from("unknown");
-            doc["error"] = serde_json::Value::from(message.clone());
-            outln!(
-                "{}",
-                serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
-            );
+            doc.report.verdict = "unknown";
+            doc.error = Some(message.clone());
+            outln!("{}", serde_json::to_string_pretty(&doc)?);
         } else {
             for n in &sampled.notes {
                 eprintln!("mpir: note: {n}");
@@ -236,10 +217,7 @@ pub(crate) fn run(args: &DeadlockArgs) -> Result<ExitCode, String> {
     if args.dot {
         out!("{}", report.to_dot());
     } else if args.common.json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
-        );
+        outln!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         outln!("wait-for analysis ({engine}), {} ranks", report.ranks);
         out!("{report}");
@@ -289,7 +267,7 @@ pub(crate) fn sample(
     debug: &DebugOptions,
     samples: u32,
     interval: Duration,
-) -> Result<Sampled, String> {
+) -> anyhow::Result<Sampled> {
     // Each rank's images are parsed once, for every sample (memory is read afresh each time).
     let live = queues::live_opener(debug);
     let cache: RefCell<HashMap<u32, Rc<dyn Target>>> = RefCell::default();
@@ -354,7 +332,7 @@ pub(crate) fn sample(
                 },
                 ranks
                     .iter()
-                    .map(|r| Err(r.unreadable.clone().unwrap_or_else(|| e.clone())))
+                    .map(|r| Err(r.unreadable.clone().unwrap_or_else(|| chain(e.as_ref()))))
                     .collect(),
             ),
         };
@@ -391,7 +369,7 @@ pub(crate) fn sample(
         s.ranks
             .retain(|q| q.pid.is_some_and(|p| covered.contains(&p)));
     }
-    let report = deadlock::confirm(&snapshots).map_err(|e| chain(&e))?;
+    let report = deadlock::confirm(&snapshots)?;
     let coverage = Coverage::of(&ranks, &outcomes);
     // The reader failed on ranks it could stop (not remote, not refused): with the MPI's DLL
     // and no types given, the usual cause is an MPI library without debug information.

@@ -32,23 +32,23 @@ macro_rules! out {
     ($($arg:tt)*) => { $crate::emit(format_args!($($arg)*)) };
 }
 
-mod cores;
-mod deadlock;
-mod demo;
-#[path = "../../demo_paths.rs"]
-mod demo_paths;
-mod job;
+mod cmd;
+mod demo_files;
+mod errors;
+
+pub(crate) use errors::chain;
 mod progress;
-mod queues;
+mod render;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{ArgAction, Parser, Subcommand};
+use cmd::{core as cores, deadlock, demo, job, queues};
 use mpir_target::debuginfo::DebugOptions;
 
 /// The argument with which `mpir` runs as its own out-of-process MQD DLL helper.
-pub(crate) const HELPER_ARG: &str = "__mqd-host";
+pub const HELPER_ARG: &str = "__mqd-host";
 
 #[derive(Parser)]
 #[command(
@@ -117,6 +117,58 @@ enum Cmd {
     Deadlock(deadlock::DeadlockArgs),
     /// Run the bundled demo job (no MPI needed): job, queues and deadlock report.
     Demo(demo::DemoArgs),
+    /// Print the completion script for a shell (e.g. `mpir completions bash >
+    /// ~/.local/share/bash-completion/completions/mpir`).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page, in roff (`mpir man > mpir.1; man ./mpir.1`), or a subcommand's
+    /// (`mpir man queues > mpir-queues.1`).
+    Man {
+        /// The subcommand whose page to print.
+        subcommand: Option<String>,
+    },
+}
+
+/// The completion script for `shell`, generated from the argument definitions (so it always
+/// matches this binary).
+fn completions(shell: clap_complete::Shell) -> ExitCode {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "mpir", &mut script);
+    write_out(|w| std::io::Write::write_all(w, &script));
+    ExitCode::SUCCESS
+}
+
+/// A manual page, generated from the argument definitions: `mpir(1)` (which lists the
+/// subcommands as `mpir-<name>(1)`), or that of one subcommand.
+fn man(subcommand: Option<&str>) -> ExitCode {
+    use clap::CommandFactory;
+    let cmd = Cli::command();
+    let page_of = match subcommand {
+        None => cmd,
+        Some(name) => match cmd.find_subcommand(name) {
+            Some(sub) => sub
+                .clone()
+                .display_name(format!("mpir-{name}"))
+                .bin_name(format!("mpir {name}"))
+                .version(env!("CARGO_PKG_VERSION")),
+            None => {
+                eprintln!("mpir: error: no subcommand {name:?}");
+                return ExitCode::FAILURE;
+            }
+        },
+    };
+    let mut page = Vec::new();
+    if let Err(e) = clap_mangen::Man::new(page_of).render(&mut page) {
+        eprintln!("mpir: error: cannot render the manual page: {e}");
+        return ExitCode::FAILURE;
+    }
+    write_out(|w| std::io::Write::write_all(w, &page));
+    ExitCode::SUCCESS
 }
 
 /// Writes to stdout. When the reader has gone away (a closed pipe) anything still held is
@@ -169,22 +221,10 @@ pub(crate) fn acquire_options(common: &Common) -> mpir_acquire::AcquireOptions {
         .debug(debug_options(common))
 }
 
-/// The error and its causes on one line.
-pub(crate) fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let text = c.to_string();
-        if !s.contains(&text) {
-            s.push_str(": ");
-            s.push_str(&text);
-        }
-        cause = c.source();
-    }
-    s
-}
-
-fn main() -> ExitCode {
+/// Runs `mpir` with the process's arguments; the exit status to end with. Run as
+/// `mpir __mqd-host …` (see [`HELPER_ARG`]) it is the out-of-process host of an MPI's
+/// message-queue DLL instead.
+pub fn main() -> ExitCode {
     if std::env::args_os().nth(1).is_some_and(|a| a == HELPER_ARG) {
         // Started by ourselves as the out-of-process DLL host (see `queues`).
         return mpir_mqd::helper_main();
@@ -213,11 +253,13 @@ fn main() -> ExitCode {
         Cmd::Queues(args) => queues::run(args),
         Cmd::Deadlock(args) => deadlock::run(args),
         Cmd::Demo(args) => demo::run(args),
+        Cmd::Completions { shell } => return completions(*shell),
+        Cmd::Man { subcommand } => return man(subcommand.as_deref()),
     };
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("mpir: error: {e}");
+            eprintln!("{}", errors::report(&e));
             ExitCode::FAILURE
         }
     }

@@ -1,6 +1,6 @@
 //! `mpir demo`: the README's main command. It launches the bundled demo job (built by this
-//! crate's build script from examples/demo), prints the job, the queues and the deadlock, and
-//! leaves nothing running. The expected values come from examples/demo/rank.c.
+//! crate's build script from mpir-cli/demo), prints the job, the queues and the deadlock, and
+//! leaves nothing running. The expected values come from mpir-cli/demo/rank.c.
 
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
@@ -31,8 +31,8 @@ fn demo(args: &[&str]) -> Value {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(doc["schema"], "mpir.demo/1");
+    let doc: Value = common::json_doc(&out);
+    assert_eq!(doc["schema"], "mpir.demo/2");
     assert!(doc["demo"].as_str().unwrap().contains("demo job"));
     // Nothing left: every rank and the starter are gone.
     assert_eq!(doc["left_running"], serde_json::json!([]));

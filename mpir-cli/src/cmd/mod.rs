@@ -1,0 +1,8 @@
+//! The subcommands: each parses its arguments, calls the library and hands the result to the
+//! renderers.
+
+pub(crate) mod core;
+pub(crate) mod deadlock;
+pub(crate) mod demo;
+pub(crate) mod job;
+pub(crate) mod queues;

@@ -1,0 +1,365 @@
+//! The job document (`mpir.job/1`) and its table, from the tool's own types.
+
+use std::borrow::Cow;
+
+use mpir_acquire::{Job, RankControl};
+use mpir_types::LayoutSource;
+use mpir_types::mpir::{DebugState, Flag, MpirFlags};
+use mpir_types::node::Locality;
+use serde::Serialize;
+
+/// `schema` of a job document (docs/cli-json.md).
+pub(crate) const JOB_SCHEMA: &str = "mpir.job/1";
+
+/// One MPIR flag symbol: whether the starter defines it, and its value as a C `int`.
+#[derive(Serialize, Clone, Copy)]
+pub(crate) struct FlagOut {
+    pub(crate) present: bool,
+    pub(crate) value: Option<i64>,
+}
+
+/// The MPIR flags, each by its spec name without the `MPIR_` prefix.
+#[derive(Serialize, Clone, Copy)]
+pub(crate) struct FlagsOut {
+    pub(crate) i_am_starter: FlagOut,
+    pub(crate) acquired_pre_main: FlagOut,
+    pub(crate) force_to_main: FlagOut,
+    pub(crate) partial_attach_ok: FlagOut,
+    pub(crate) ignore_queues: FlagOut,
+}
+
+impl From<&MpirFlags> for FlagsOut {
+    fn from(f: &MpirFlags) -> Self {
+        let one = |f: &Flag| FlagOut {
+            present: f.present,
+            value: f.value,
+        };
+        FlagsOut {
+            i_am_starter: one(&f.i_am_starter),
+            acquired_pre_main: one(&f.acquired_pre_main),
+            force_to_main: one(&f.force_to_main),
+            partial_attach_ok: one(&f.partial_attach_ok),
+            ignore_queues: one(&f.ignore_queues),
+        }
+    }
+}
+
+/// How rank `rank` of `job` was handled, in the documents' words.
+pub(crate) fn control_text(job: &Job, rank: u64) -> Cow<'static, str> {
+    match job.control(rank) {
+        RankControl::Attached { .. } => "attached".into(),
+        RankControl::Remote => "remote".into(),
+        RankControl::Refused { reason } => format!("refused: {reason}").into(),
+        RankControl::Failed { error } => format!("failed: {}", crate::chain(error)).into(),
+        _ => "not_attached".into(),
+    }
+}
+
+#[derive(Serialize, Clone)]
+pub(crate) struct RankOut<'a> {
+    pub(crate) rank: u64,
+    pub(crate) host: Option<&'a str>,
+    /// Whether `host` is this node: `null` when unknown (no usable host name, a core file).
+    pub(crate) local: Option<bool>,
+    pub(crate) executable: Option<&'a str>,
+    pub(crate) pid: i64,
+    /// "attached", "not_attached", "remote", "refused: …", or "failed: …".
+    pub(crate) control: Cow<'a, str>,
+}
+
+/// One node of the job: a distinct host string as reported.
+#[derive(Serialize)]
+pub(crate) struct NodeOut<'a> {
+    pub(crate) host: Option<&'a str>,
+    pub(crate) local: Option<bool>,
+    pub(crate) ranks: usize,
+}
+
+/// The facts that decided which hosts are this node.
+#[derive(Serialize)]
+pub(crate) struct ThisNodeOut<'a> {
+    pub(crate) names: &'a [String],
+    pub(crate) addresses: Vec<String>,
+    pub(crate) aliases: &'a [String],
+}
+
+/// `MPIR_debug_state` as read: the raw value and its name in the spec (`"unknown"` for a
+/// value the spec does not define).
+#[derive(Serialize)]
+pub(crate) struct DebugStateOut {
+    pub(crate) raw: i64,
+    pub(crate) name: &'static str,
+}
+
+#[derive(Serialize)]
+pub(crate) struct StarterOut<'a> {
+    pub(crate) pid: Option<u32>,
+    pub(crate) image: Option<&'a str>,
+    pub(crate) launcher: Option<String>,
+    pub(crate) debug_state: Option<DebugStateOut>,
+}
+
+pub(crate) fn local_of(l: &Locality) -> Option<bool> {
+    match l {
+        Locality::Local(_) => Some(true),
+        Locality::Remote => Some(false),
+        _ => None,
+    }
+}
+
+pub(crate) fn debug_state_out(raw: Option<i64>) -> Option<DebugStateOut> {
+    raw.map(|raw| DebugStateOut {
+        raw,
+        name: match DebugState::from_raw(raw) {
+            DebugState::Null => "null",
+            DebugState::Spawned => "spawned",
+            DebugState::Aborting => "aborting",
+            _ => "unknown",
+        },
+    })
+}
+
+#[derive(Serialize)]
+pub(crate) struct JobOut<'a> {
+    /// Schema version of this document.
+    pub(crate) schema: &'static str,
+    pub(crate) starter: StarterOut<'a>,
+    /// The interface the job was read through: "mpir" or "mpi2dd".
+    pub(crate) interface: &'static str,
+    /// Every interface the entry process exports (both when "mpir" and "mpi2dd" agree).
+    pub(crate) interfaces: Vec<&'static str>,
+    pub(crate) flags: Option<FlagsOut>,
+    pub(crate) layout: &'static str,
+    /// The job's nodes (distinct hosts), in order of first appearance.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) nodes: Option<Vec<NodeOut<'a>>>,
+    /// What said which hosts are this node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) this_node: Option<ThisNodeOut<'a>>,
+    pub(crate) ranks: Ranks<'a>,
+    pub(crate) problems: Vec<String>,
+    pub(crate) notes: Vec<String>,
+}
+
+/// The ranks of a job document. Serialized by serde like any list, except while [`print()`]
+/// writes the document: then serde writes an empty list and `print` writes the ranks itself
+/// in place of it, with the same bytes (a million ranks through serde's per-field path cost
+/// twice the least a tool must do).
+pub(crate) struct Ranks<'a> {
+    pub(crate) source: RanksSource<'a>,
+    pub(crate) elide: std::cell::Cell<bool>,
+}
+
+/// Where the ranks come from: a list (MPI2DD, cores), or an acquired job's table, turned into
+/// [`RankOut`]s one at a time as they are written (a million-rank table is never copied).
+pub(crate) enum RanksSource<'a> {
+    List(Vec<RankOut<'a>>),
+    Job(&'a Job),
+}
+
+impl<'a> From<Vec<RankOut<'a>>> for Ranks<'a> {
+    fn from(list: Vec<RankOut<'a>>) -> Self {
+        Ranks {
+            source: RanksSource::List(list),
+            elide: std::cell::Cell::new(false),
+        }
+    }
+}
+
+impl<'a> Ranks<'a> {
+    pub(crate) fn of_job(job: &'a Job) -> Self {
+        Ranks {
+            source: RanksSource::Job(job),
+            elide: std::cell::Cell::new(false),
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        match &self.source {
+            RanksSource::List(l) => l.len(),
+            RanksSource::Job(j) => j.len(),
+        }
+    }
+
+    pub(crate) fn iter(&self) -> Box<dyn Iterator<Item = RankOut<'a>> + '_> {
+        match &self.source {
+            RanksSource::List(l) => Box::new(l.iter().map(|r| RankOut {
+                control: r.control.clone(),
+                ..*r
+            })),
+            RanksSource::Job(job) => Box::new(job.ranks().map(|r| RankOut {
+                rank: r.rank,
+                host: r.host,
+                local: local_of(&job.locality(r.rank)),
+                executable: r.executable,
+                pid: r.pid,
+                control: control_text(job, r.rank),
+            })),
+        }
+    }
+}
+
+impl Serialize for Ranks<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if self.elide.get() {
+            s.collect_seq(std::iter::empty::<()>())
+        } else {
+            s.collect_seq(self.iter())
+        }
+    }
+}
+
+/// Writes `value` as a JSON string: as is when nothing in it needs escaping (host and
+/// program names, nearly always), else through serde_json.
+pub(crate) fn json_str(w: &mut impl std::io::Write, value: &str) -> std::io::Result<()> {
+    if value
+        .bytes()
+        .all(|b| b >= 0x20 && b != b'"' && b != b'\\' && b != 0x7f)
+    {
+        w.write_all(b"\"")?;
+        w.write_all(value.as_bytes())?;
+        w.write_all(b"\"")
+    } else {
+        serde_json::to_writer(&mut *w, value).map_err(std::io::Error::other)
+    }
+}
+
+/// Writes the job document as serde_json's pretty printer does, and a newline: everything but
+/// the ranks through serde, the ranks written in place of the empty list serde wrote for them
+/// (the one top-level `"ranks": []`: a newline inside a string would be escaped, so the
+/// marker cannot occur elsewhere).
+pub(crate) fn write_json(out: &JobOut<'_>, w: &mut impl std::io::Write) -> std::io::Result<()> {
+    out.ranks.elide.set(true);
+    let head = serde_json::to_string_pretty(out);
+    out.ranks.elide.set(false);
+    let head = head.map_err(std::io::Error::other)?;
+    const MARK: &str = "\n  \"ranks\": []";
+    let (before, after) = head
+        .split_once(MARK)
+        .ok_or_else(|| std::io::Error::other("internal: no ranks in the job document"))?;
+    w.write_all(before.as_bytes())?;
+    if out.ranks.len() == 0 {
+        w.write_all(MARK.as_bytes())?;
+    } else {
+        w.write_all(b"\n  \"ranks\": [")?;
+        for (i, r) in out.ranks.iter().enumerate() {
+            write_rank(w, &r, i == 0)?;
+        }
+        w.write_all(b"\n  ]")?;
+    }
+    w.write_all(after.as_bytes())?;
+    writeln!(w)
+}
+
+/// One rank as serde_json's pretty printer writes it, inside the document's `ranks` list.
+pub(crate) fn write_rank(
+    w: &mut impl std::io::Write,
+    r: &RankOut<'_>,
+    first: bool,
+) -> std::io::Result<()> {
+    w.write_all(if first { b"\n    {" } else { b",\n    {" })?;
+    write!(w, "\n      \"rank\": {},\n      \"host\": ", r.rank)?;
+    match r.host {
+        Some(h) => json_str(w, h)?,
+        None => w.write_all(b"null")?,
+    }
+    w.write_all(match r.local {
+        Some(true) => b",\n      \"local\": true,\n      \"executable\": ".as_slice(),
+        Some(false) => b",\n      \"local\": false,\n      \"executable\": ",
+        None => b",\n      \"local\": null,\n      \"executable\": ",
+    })?;
+    match r.executable {
+        Some(e) => json_str(w, e)?,
+        None => w.write_all(b"null")?,
+    }
+    write!(w, ",\n      \"pid\": {},\n      \"control\": ", r.pid)?;
+    json_str(w, &r.control)?;
+    w.write_all(b"\n    }")
+}
+
+pub(crate) fn layout_name(source: &LayoutSource) -> &'static str {
+    match source {
+        LayoutSource::DebugInfo { .. } => "debug_info",
+        LayoutSource::Given => "given",
+        _ => "abi",
+    }
+}
+
+pub(crate) fn print(out: &JobOut<'_>, json: bool) -> anyhow::Result<()> {
+    use std::io::Write;
+    if json {
+        crate::write_out(|w| write_json(out, w));
+        return Ok(());
+    }
+    let starter = match (out.starter.pid, &out.starter.launcher) {
+        (Some(p), Some(l)) => format!("starter pid {p} ({l})"),
+        (Some(p), None) => format!("starter pid {p}"),
+        _ => "starter (from a core file)".into(),
+    };
+    crate::write_out(|w| {
+        writeln!(
+            w,
+            "{starter}, {} ranks, interface {}, layout from {}",
+            out.ranks.len(),
+            out.interface,
+            out.layout
+        )?;
+        writeln!(
+            w,
+            "{:>6}  {:<16}  {:>8}  {:<13}  executable",
+            "rank", "host", "pid", "control"
+        )?;
+        for r in out.ranks.iter() {
+            writeln!(
+                w,
+                "{:>6}  {:<16}  {:>8}  {:<13}  {}",
+                r.rank,
+                r.host.unwrap_or("?"),
+                r.pid,
+                r.control,
+                r.executable.unwrap_or("?")
+            )?;
+        }
+        for p in &out.problems {
+            writeln!(w, "problem: {p}")?;
+        }
+        for n in &out.notes {
+            writeln!(w, "note: {n}")?;
+        }
+        Ok(())
+    });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mpir_target::mock::{MockRank, MockStarter, MockTarget};
+    use mpir_target::proctable::{ReadOptions, read_proctable};
+    use mpir_types::DataModel;
+
+    #[test]
+    fn the_hand_written_ranks_are_serdes_bytes() {
+        // Names that need escaping, that cannot be read (null), and plain ones.
+        let mut s = MockStarter::new(vec![
+            MockRank::new("node\"7\\", "/bin/a\tb", 10),
+            MockRank::new("n\u{1}", "/ok", 11),
+            MockRank::new("plain", "/usr/bin/app \u{e9}", 12),
+        ]);
+        s.share_strings = false;
+        let mut b = MockTarget::builder(DataModel::LP64);
+        s.place(&mut b);
+        let t = b.build();
+        let table = read_proctable(&t, &ReadOptions::default()).unwrap();
+        for empty in [false, true] {
+            let mut out = crate::cmd::job::core_job(&table, MpirFlags::default());
+            if empty {
+                out.ranks = Vec::new().into();
+            }
+            let mut ours = Vec::new();
+            write_json(&out, &mut ours).unwrap();
+            let serde = serde_json::to_string_pretty(&out).unwrap() + "\n";
+            assert_eq!(String::from_utf8(ours).unwrap(), serde);
+        }
+    }
+}

@@ -1,0 +1,61 @@
+//! The schemas of docs/schema are strict enough to catch what they are for: a hand-written
+//! document of each kind with one field of the wrong type or an unknown field is rejected
+//! (the CLI tests validate every document they read: see `common::json_doc`).
+
+mod common;
+
+use serde_json::{Value, json};
+
+fn rejects(doc: &Value) -> bool {
+    std::panic::catch_unwind(|| common::validate(doc)).is_err()
+}
+
+fn queues_doc(buffer: Value) -> Value {
+    json!({
+        "schema": "mpir.queues/1", "engine": "native MPICH ch3", "notes": [],
+        "ranks": [{ "rank": 0, "pid": 10, "error": null, "notes": [], "communicators": [{
+            "name": "MPI_COMM_WORLD", "id": 1, "context_id": 0, "origin": "predefined",
+            "size": 2, "local_rank": 0, "group": [0, 1], "missing": [],
+            "operations": [{ "class": "receive", "status": "pending", "peer_local": 1,
+                "any_source": false, "peer_global": 1, "tag": 3, "any_tag": false,
+                "length_bytes": 4, "length_elements": null, "buffer": buffer,
+                "system_buffer": false, "actual": null, "extra_text": [] }] }] }]
+    })
+}
+
+#[test]
+fn addresses_must_be_hex_strings() {
+    common::validate(&queues_doc(json!("0x7ffd82250590")));
+    assert!(rejects(&queues_doc(json!(140_737_488_355_328_u64))));
+    assert!(rejects(&queues_doc(json!("140737488355328"))));
+    assert!(rejects(&queues_doc(json!("0X7FFD"))));
+}
+
+#[test]
+fn unknown_fields_and_kinds_are_refused() {
+    let mut doc = queues_doc(json!("0x10"));
+    doc["ranks"][0]["communicators"][0]["extra"] = json!(1);
+    assert!(rejects(&doc));
+    assert!(rejects(&json!({ "schema": "mpir.deadlock/1" })));
+    assert!(rejects(&json!({ "schema": "mpir.nothing/1" })));
+}
+
+#[test]
+fn a_deadlock_document_without_verdict_needs_its_error() {
+    let doc = |verdict: &str, error: Option<&str>| {
+        let mut d = json!({
+            "schema": "mpir.deadlock/2", "engine": "none", "unread": [],
+            "coverage": { "ranks": 2, "read": 0, "complete": false, "not_read": [
+                { "rank": 0, "pid": 5, "reason": "gone" }, { "rank": 1, "pid": 6, "reason": "gone" }] },
+            "reader_notes": [], "verdict": verdict, "samples": 3, "ranks": 0,
+            "cycles": [], "blocked": [], "waits": [], "notes": [], "notes_omitted": 0
+        });
+        if let Some(e) = error {
+            d["error"] = json!(e);
+        }
+        d
+    };
+    common::validate(&doc("unknown", Some("no rank's queues could be read")));
+    assert!(rejects(&doc("unknown", None)));
+    assert!(rejects(&doc("no_cycle", Some("an error beside a verdict"))));
+}
