@@ -35,8 +35,6 @@ macro_rules! out {
 mod cmd;
 mod demo_files;
 mod errors;
-
-pub(crate) use errors::chain;
 mod progress;
 mod render;
 
@@ -45,7 +43,7 @@ use std::process::ExitCode;
 
 use clap::{ArgAction, Parser, Subcommand};
 use cmd::{core as cores, deadlock, demo, job, queues};
-use mpir_target::debuginfo::DebugOptions;
+use mpir_session::{SessionOptions, chain};
 
 /// The argument with which `mpir` runs as its own out-of-process MQD DLL helper.
 pub const HELPER_ARG: &str = "__mqd-host";
@@ -176,7 +174,7 @@ fn man(subcommand: Option<&str>) -> ExitCode {
 pub(crate) fn emit(args: std::fmt::Arguments<'_>) {
     use std::io::Write;
     if let Err(e) = std::io::stdout().lock().write_fmt(args) {
-        let _ = mpir_target::live::tracer::detach_everything();
+        mpir_session::release_everything();
         if e.kind() == std::io::ErrorKind::BrokenPipe {
             std::process::exit(141);
         }
@@ -195,7 +193,7 @@ pub(crate) fn write_out(
     let mut w = std::io::BufWriter::with_capacity(1 << 18, std::io::stdout().lock());
     let result = f(&mut w).and_then(|()| w.flush());
     if let Err(e) = result {
-        let _ = mpir_target::live::tracer::detach_everything();
+        mpir_session::release_everything();
         if e.kind() == std::io::ErrorKind::BrokenPipe {
             std::process::exit(141);
         }
@@ -204,21 +202,18 @@ pub(crate) fn write_out(
     }
 }
 
-pub(crate) fn debug_options(common: &Common) -> DebugOptions {
-    let mut d = DebugOptions::default();
-    d.debug_dirs.extend(common.debug_dirs.iter().cloned());
-    d
-}
-
-/// Acquisition options from the common arguments: debug directories, this node's aliases.
-pub(crate) fn acquire_options(common: &Common) -> mpir_acquire::AcquireOptions {
+/// Session options from the common arguments: debug directories, this node's aliases.
+pub(crate) fn session_options(common: &Common) -> SessionOptions {
+    let options = common
+        .debug_dirs
+        .iter()
+        .fold(SessionOptions::default(), |o, d| {
+            o.with_debug_dir(d.clone())
+        });
     common
         .this_node
         .iter()
-        .fold(mpir_acquire::AcquireOptions::default(), |o, a| {
-            o.alias(a.clone())
-        })
-        .debug(debug_options(common))
+        .fold(options, |o, a| o.with_this_node_alias(a.clone()))
 }
 
 /// Runs `mpir` with the process's arguments; the exit status to end with. Run as
@@ -231,9 +226,10 @@ pub fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     progress::init_logging(cli.verbose);
-    // Told to stop (Ctrl-C, SIGTERM, a lost terminal): every process we hold is released
-    // first — breakpoints out, threads running — then the signal takes its course.
-    if let Err(e) = mpir_target::live::tracer::detach_on_signals() {
+    // Told to stop (Ctrl-C, SIGTERM, a lost terminal), on a panic or an `exit`: every process
+    // we hold is released first — breakpoints out, threads running — then the signal takes its
+    // course.
+    if let Err(e) = mpir_session::install_cleanup() {
         eprintln!("mpir: warning: {}", chain(&e));
     }
     let result = match &cli.command {
