@@ -174,13 +174,19 @@ fn man(subcommand: Option<&str>) -> ExitCode {
 pub(crate) fn emit(args: std::fmt::Arguments<'_>) {
     use std::io::Write;
     if let Err(e) = std::io::stdout().lock().write_fmt(args) {
-        mpir_session::release_everything();
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            std::process::exit(141);
-        }
-        eprintln!("mpir: error: cannot write the output: {e}");
-        std::process::exit(1);
+        output_failed(&e);
     }
+}
+
+/// The output cannot be written: lets go of everything held and ends (141, SIGPIPE's status,
+/// quietly, when the reader has gone away; else 1 with the error).
+fn output_failed(e: &std::io::Error) -> ! {
+    mpir_session::release_everything();
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        std::process::exit(141);
+    }
+    eprintln!("mpir: error: cannot write the output: {e}");
+    std::process::exit(1);
 }
 
 /// Writes a whole document to stdout through one large buffer (a million-rank table is one
@@ -191,14 +197,8 @@ pub(crate) fn write_out(
 ) {
     use std::io::Write;
     let mut w = std::io::BufWriter::with_capacity(1 << 18, std::io::stdout().lock());
-    let result = f(&mut w).and_then(|()| w.flush());
-    if let Err(e) = result {
-        mpir_session::release_everything();
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            std::process::exit(141);
-        }
-        eprintln!("mpir: error: cannot write the output: {e}");
-        std::process::exit(1);
+    if let Err(e) = f(&mut w).and_then(|()| w.flush()) {
+        output_failed(&e);
     }
 }
 

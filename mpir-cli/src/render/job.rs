@@ -331,15 +331,19 @@ pub(crate) fn job_out<'a>(job: &'a Job, interface: &'static str) -> JobOut<'a> {
             aliases: job.this_node.aliases(),
         }),
         ranks: Ranks::of_job(job),
-        problems: job
-            .table
-            .resolved
-            .problems
-            .iter()
-            .map(ToString::to_string)
-            .collect(),
+        problems: problems_of(&job.table),
         notes: job.notes.iter().map(ToString::to_string).collect(),
     }
+}
+
+/// What reading the process table found wrong, one line each.
+fn problems_of(table: &ProcTable) -> Vec<String> {
+    table
+        .resolved
+        .problems
+        .iter()
+        .map(ToString::to_string)
+        .collect()
 }
 
 /// The job document of a starter's process table read from a core file, with the flags the
@@ -360,12 +364,7 @@ pub(crate) fn core_job(table: &ProcTable, flags: MpirFlags) -> JobOut<'_> {
         nodes: None,
         this_node: None,
         ranks: table_out(table, |_| None, |_| Cow::Borrowed("core")).into(),
-        problems: table
-            .resolved
-            .problems
-            .iter()
-            .map(ToString::to_string)
-            .collect(),
+        problems: problems_of(table),
         notes: Vec::new(),
     }
 }
