@@ -18,8 +18,9 @@
 //! from a starter's core, the message queues from ranks' cores.
 //! `queues` stops every rank briefly, reads its message queues and lets it run again.
 //!
-//! Built on the public API only. Errors: one line with the cause chain, exit status 1. JSON
-//! documents are described in `docs/cli-json.md`.
+//! Every command goes through `mpir_session` (acquire, hold while reading, read, release); this
+//! crate parses arguments and renders what the session returns. Errors: one line with the
+//! cause chain, exit status 1. JSON documents are described in `docs/cli-json.md`.
 
 /// `println!` that survives a closed pipe (`mpir … | head`): see [`emit`].
 macro_rules! outln {
