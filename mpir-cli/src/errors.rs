@@ -2,23 +2,9 @@
 //! and a hint when the error's type says what to do. Hints are chosen by walking the cause
 //! chain and downcasting each cause to the library's error types, never from the text.
 
-use crate::demo_files::DemoFilesError;
+use mpir_session::chain;
 
-/// The error and its causes on one line. A cause whose text its parent already shows (an
-/// error that prints its source as well as returning it) is not repeated.
-pub(crate) fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let text = c.to_string();
-        if !s.contains(&text) {
-            s.push_str(": ");
-            s.push_str(&text);
-        }
-        cause = c.source();
-    }
-    s
-}
+use crate::demo_files::DemoFilesError;
 
 /// What to do about `e`, when one of its causes is of a type that says.
 pub(crate) fn hint(e: &anyhow::Error) -> Option<&'static str> {
@@ -33,24 +19,12 @@ pub(crate) fn hint(e: &anyhow::Error) -> Option<&'static str> {
                 _ => None,
             };
         }
-        if let Some(m) = cause.downcast_ref::<mpir_mqd::MqdError>() {
-            return dll_lacks_types(m).then_some(
-                "the MPI library may lack debug information: give a types sidecar with --types \
-                 (scripts/openmpi-types-sidecar.sh builds one for Open MPI)",
-            );
-        }
-        None
+        // The engine (native walker or the MPI's DLL) missed the MPI's internal types.
+        (!mpir_mqd::MqdError::missing_types_in(cause).is_empty()).then_some(
+            "the MPI library may lack debug information: give a types sidecar with --types \
+             (scripts/openmpi-types-sidecar.sh builds one for Open MPI)",
+        )
     })
-}
-
-/// Whether the MPI's message-queue DLL failed because the MPI library's types are unknown to
-/// it (a library without debug information).
-///
-/// TEXT MATCH, KEPT UNTIL mpir-mqd EXPOSES A TYPED FAULT: `MqdError::Dll` carries the DLL's
-/// callback faults as strings only, so this looks for "type" in the error's text, as the tool
-/// always did. Replace it with a match on the typed "missing type" fault once mpir-mqd has one.
-pub(crate) fn dll_lacks_types(e: &mpir_mqd::MqdError) -> bool {
-    chain(e).contains("type")
 }
 
 /// The line `mpir` prints for a failure: the error with its causes, and the hint if any.

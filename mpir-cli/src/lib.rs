@@ -18,8 +18,9 @@
 //! from a starter's core, the message queues from ranks' cores.
 //! `queues` stops every rank briefly, reads its message queues and lets it run again.
 //!
-//! Built on the public API only. Errors: one line with the cause chain, exit status 1. JSON
-//! documents are described in `docs/cli-json.md`.
+//! Every command goes through `mpir_session` (acquire, hold while reading, read, release); this
+//! crate parses arguments and renders what the session returns. Errors: one line with the
+//! cause chain, exit status 1. JSON documents are described in `docs/cli-json.md`.
 
 /// `println!` that survives a closed pipe (`mpir … | head`): see [`emit`].
 macro_rules! outln {
@@ -35,8 +36,6 @@ macro_rules! out {
 mod cmd;
 mod demo_files;
 mod errors;
-
-pub(crate) use errors::chain;
 mod progress;
 mod render;
 
@@ -45,7 +44,7 @@ use std::process::ExitCode;
 
 use clap::{ArgAction, Parser, Subcommand};
 use cmd::{core as cores, deadlock, demo, job, queues};
-use mpir_target::debuginfo::DebugOptions;
+use mpir_session::{SessionOptions, chain};
 
 /// The argument with which `mpir` runs as its own out-of-process MQD DLL helper.
 pub const HELPER_ARG: &str = "__mqd-host";
@@ -176,13 +175,19 @@ fn man(subcommand: Option<&str>) -> ExitCode {
 pub(crate) fn emit(args: std::fmt::Arguments<'_>) {
     use std::io::Write;
     if let Err(e) = std::io::stdout().lock().write_fmt(args) {
-        let _ = mpir_target::live::tracer::detach_everything();
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            std::process::exit(141);
-        }
-        eprintln!("mpir: error: cannot write the output: {e}");
-        std::process::exit(1);
+        output_failed(&e);
     }
+}
+
+/// The output cannot be written: lets go of everything held and ends (141, SIGPIPE's status,
+/// quietly, when the reader has gone away; else 1 with the error).
+fn output_failed(e: &std::io::Error) -> ! {
+    mpir_session::release_everything();
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        std::process::exit(141);
+    }
+    eprintln!("mpir: error: cannot write the output: {e}");
+    std::process::exit(1);
 }
 
 /// Writes a whole document to stdout through one large buffer (a million-rank table is one
@@ -193,32 +198,23 @@ pub(crate) fn write_out(
 ) {
     use std::io::Write;
     let mut w = std::io::BufWriter::with_capacity(1 << 18, std::io::stdout().lock());
-    let result = f(&mut w).and_then(|()| w.flush());
-    if let Err(e) = result {
-        let _ = mpir_target::live::tracer::detach_everything();
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            std::process::exit(141);
-        }
-        eprintln!("mpir: error: cannot write the output: {e}");
-        std::process::exit(1);
+    if let Err(e) = f(&mut w).and_then(|()| w.flush()) {
+        output_failed(&e);
     }
 }
 
-pub(crate) fn debug_options(common: &Common) -> DebugOptions {
-    let mut d = DebugOptions::default();
-    d.debug_dirs.extend(common.debug_dirs.iter().cloned());
-    d
-}
-
-/// Acquisition options from the common arguments: debug directories, this node's aliases.
-pub(crate) fn acquire_options(common: &Common) -> mpir_acquire::AcquireOptions {
+/// Session options from the common arguments: debug directories, this node's aliases.
+pub(crate) fn session_options(common: &Common) -> SessionOptions {
+    let options = common
+        .debug_dirs
+        .iter()
+        .fold(SessionOptions::default(), |o, d| {
+            o.with_debug_dir(d.clone())
+        });
     common
         .this_node
         .iter()
-        .fold(mpir_acquire::AcquireOptions::default(), |o, a| {
-            o.alias(a.clone())
-        })
-        .debug(debug_options(common))
+        .fold(options, |o, a| o.with_this_node_alias(a.clone()))
 }
 
 /// Runs `mpir` with the process's arguments; the exit status to end with. Run as
@@ -231,9 +227,10 @@ pub fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     progress::init_logging(cli.verbose);
-    // Told to stop (Ctrl-C, SIGTERM, a lost terminal): every process we hold is released
-    // first — breakpoints out, threads running — then the signal takes its course.
-    if let Err(e) = mpir_target::live::tracer::detach_on_signals() {
+    // Told to stop (Ctrl-C, SIGTERM, a lost terminal), on a panic or an `exit`: every process
+    // we hold is released first — breakpoints out, threads running — then the signal takes its
+    // course.
+    if let Err(e) = mpir_session::install_cleanup() {
         eprintln!("mpir: warning: {}", chain(&e));
     }
     let result = match &cli.command {

@@ -175,7 +175,7 @@ impl Session {
 
 /// The analysis input from one sample's read ranks (a rank with no known number is left out:
 /// the analysis names ranks by number).
-fn snapshot<'a>(ranks: impl Iterator<Item = (usize, &'a RankRead)>) -> JobSnapshot {
+pub(crate) fn snapshot<'a>(ranks: impl Iterator<Item = (usize, &'a RankRead)>) -> JobSnapshot {
     mpir_mqd::snapshot_of(ranks.filter_map(|(_, r)| {
         let q = r.queues.as_ref().ok()?;
         Some((r.rank, Some(r.pid), q.communicators.as_slice()))

@@ -110,6 +110,12 @@ pub enum Unreadable {
         /// The pid.
         pid: u32,
     },
+    /// A pid named by the caller names no process: nothing was done.
+    #[error("no such process (pid {pid})")]
+    NoSuchProcess {
+        /// The pid.
+        pid: u32,
+    },
     /// The starter's table gives no usable pid.
     #[error("no valid pid in the process table ({pid})")]
     NoPid {

@@ -201,7 +201,13 @@ impl Session {
                             image: std::fs::read_link(format!("/proc/{pid}/exe"))
                                 .unwrap_or_else(|_| PathBuf::from("?")),
                             // The start time before the first attach; checked again once held.
-                            state: procfs::start_time(pid).map_err(Unreadable::Stop),
+                            state: procfs::start_time(pid).map_err(|e| {
+                                if std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                                    Unreadable::Stop(e)
+                                } else {
+                                    Unreadable::NoSuchProcess { pid }
+                                }
+                            }),
                         })
                         .collect();
                     let (ranks, control, known) = self.stop(&known)?;

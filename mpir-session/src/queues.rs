@@ -7,6 +7,10 @@ use mpir_mqd::output::OutputLog;
 use mpir_mqd::{EngineUsed, MqdError, QueueReader, RankQueues, ReadRank, ReaderOptions};
 use thiserror::Error;
 
+use mpir_types::deadlock::{self, DeadlockReport};
+use mpir_types::ranks::RankSet;
+
+use crate::deadlock::{Coverage, NotCovered};
 use crate::error::{SessionError, Unreadable};
 use crate::hold::{Held, ReleaseReport};
 use crate::session::Session;
@@ -84,6 +88,47 @@ impl QueueRead {
     /// Whether every rank was read.
     pub fn is_complete(&self) -> bool {
         self.ranks.iter().all(|r| r.queues.is_ok())
+    }
+
+    /// Which ranks this one read covers (as [`Session::deadlock`]'s coverage with one
+    /// sample; `selection` is the session's rank selection).
+    pub fn coverage(&self, selection: Option<RankSet>) -> Coverage {
+        let mut not_read: Vec<NotCovered> = self
+            .ranks
+            .iter()
+            .filter_map(|r| {
+                let reason = r.queues.as_ref().err()?;
+                Some(NotCovered {
+                    rank: r.rank,
+                    pid: r.pid,
+                    sample: 1,
+                    reason: reason.clone(),
+                })
+            })
+            .collect();
+        not_read.sort_by_key(|n| (n.rank, n.pid));
+        Coverage {
+            ranks: self.ranks.len(),
+            read: self.ranks.len() - not_read.len(),
+            not_read,
+            selection,
+        }
+    }
+
+    /// The wait-for analysis of this one snapshot ([`deadlock::analyze`]: a potential
+    /// deadlock at most), over the ranks read; `None` when no rank was read (no verdict at
+    /// all, never "no cycle"). For core files, which are one instant, this is the analysis.
+    ///
+    /// # Errors
+    /// [`SessionError::Analysis`] when the analysis refuses its input.
+    pub fn analyze(&self) -> Result<Option<DeadlockReport>, SessionError> {
+        if self.ranks.iter().all(|r| r.queues.is_err()) {
+            return Ok(None);
+        }
+        let snapshot = crate::deadlock::snapshot(self.ranks.iter().enumerate());
+        deadlock::analyze(&snapshot)
+            .map(Some)
+            .map_err(SessionError::Analysis)
     }
 }
 

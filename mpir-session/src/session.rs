@@ -120,8 +120,11 @@ pub struct CoreInfo {
     /// unavailable).
     pub truncation: Option<Truncation>,
     /// Why it is not a starter's core (`None` for the starter's): its table is empty, or
-    /// cannot be read, and why (a gone executable, a truncated core).
+    /// cannot be read (see also `executable_gone` and `truncation`, often the cause).
     pub not_starter: Option<String>,
+    /// The executable the core names, when that file is gone and no executable was given
+    /// ([`SessionOptions::with_exe`] names it): symbols cannot be read without it.
+    pub executable_gone: Option<PathBuf>,
 }
 
 impl Session {
@@ -369,23 +372,16 @@ fn open_cores(
         let truncation = opened.core().truncation();
         // Open MPI's ranks load the library that defines MPIR_proctable too: a starter is a
         // core whose table has entries.
-        let (table, mut not_starter) = match read_proctable(&opened, &ReadOptions::default()) {
+        let (table, not_starter) = match read_proctable(&opened, &ReadOptions::default()) {
             Ok(t) if !t.resolved.entries.is_empty() => (Some(t), String::new()),
             Ok(_) => (None, "its MPIR_proctable is empty".to_string()),
             Err(e) => (None, chain(&e)),
         };
-        if options.exe.is_none()
-            && let Some(exe) = opened.core().executable()
-            && !exe.is_file()
-        {
-            not_starter.push_str(&format!(
-                "; its executable {} is gone: name it with the executable option",
-                exe.display()
-            ));
-        }
-        if let Some(t) = truncation {
-            not_starter.push_str(&format!("; the core is {t}"));
-        }
+        let executable_gone = opened
+            .core()
+            .executable()
+            .filter(|exe| options.exe.is_none() && !exe.is_file())
+            .map(Path::to_path_buf);
         match table {
             Some(table) => {
                 let flags = mpir_acquire::protocol::read_flags(&opened);
@@ -393,6 +389,7 @@ fn open_cores(
                     path: path.clone(),
                     truncation,
                     not_starter: None,
+                    executable_gone,
                 });
                 starters.push(StarterCore { path, table, flags });
             }
@@ -407,6 +404,7 @@ fn open_cores(
                     path: path.clone(),
                     truncation,
                     not_starter: Some(not_starter),
+                    executable_gone,
                 });
                 ranks.push(RankCore {
                     path,

@@ -92,6 +92,21 @@ fn the_demo_jobs_queues_and_deadlock_through_one_session() {
     for &p in &pids {
         assert_untouched(p);
     }
+    // The one snapshot's analysis (what a core file gives): the cycle among 0-2, potential
+    // only, over every rank read.
+    let coverage = read.coverage(None);
+    assert_eq!((coverage.ranks, coverage.read), (4, 4));
+    assert!(coverage.is_complete());
+    let one = read.analyze().unwrap().expect("every rank was read");
+    assert_eq!(one.samples, 1);
+    assert_eq!(
+        one.verdict,
+        mpir_types::deadlock::Verdict::PotentialDeadlock
+    );
+    let mut in_cycle: Vec<u64> = one.cycles.iter().flat_map(|c| c.ranks.clone()).collect();
+    in_cycle.sort_unstable();
+    in_cycle.dedup();
+    assert_eq!(in_cycle, [0, 1, 2]);
 
     let dl = session.deadlock(3, Duration::from_millis(50)).unwrap();
     let engine = dl.engine.as_ref().map(ToString::to_string);

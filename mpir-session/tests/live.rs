@@ -354,7 +354,7 @@ fn pids_are_held_again_only_while_they_name_the_same_process() {
     assert!(
         gone.ranks()
             .iter()
-            .all(|r| matches!(r.unreadable(), Some(Unreadable::Stop(_)))),
+            .all(|r| matches!(r.unreadable(), Some(Unreadable::NoSuchProcess { .. }))),
         "{:?}",
         gone.ranks()
     );
@@ -379,6 +379,17 @@ fn pids_are_held_again_only_while_they_name_the_same_process() {
 #[test]
 fn cores_and_pids_without_anything_to_read_are_errors() {
     assert!(Session::pids([], options()).is_err());
+    // A pid that names no process is said to be one, and nothing is held.
+    let mut session = Session::pids([999_999_999], options()).unwrap();
+    let held = session.hold().unwrap();
+    assert!(
+        matches!(
+            held.ranks()[0].unreadable(),
+            Some(mpir_session::Unreadable::NoSuchProcess { pid: 999_999_999 })
+        ),
+        "{held:?}"
+    );
+    assert!(held.release().released.is_empty());
     let none: [&str; 0] = [];
     assert!(Session::cores(none, options()).is_err());
     let e = Session::cores(["/nonexistent/core.1"], options()).unwrap_err();
@@ -439,6 +450,8 @@ fn cores_give_the_job_and_the_ranks_numbered_from_the_starters_table() {
     assert_eq!(info.len(), 2);
     assert!(info[0].not_starter.is_some(), "{info:?}");
     assert!(info[1].not_starter.is_none(), "{info:?}");
+    // Both executables are where the cores say.
+    assert!(info.iter().all(|i| i.executable_gone.is_none()), "{info:?}");
     assert!(session.job().is_none());
     let (ranks, report) = session
         .with_held(|h| {

@@ -1,6 +1,6 @@
 //! Sessions over real MPI jobs: stock Open MPI (with the types sidecar
 //! `scripts/openmpi-types-sidecar.sh` builds) and the debugger-enabled MPICH. Each skips with a
-//! reason when its stack, or the shared fixture `examples/tests/fixtures/deadlock.c`, is absent.
+//! reason when its stack, or the shared fixture `mpir-cli/tests/fixtures/deadlock.c`, is absent.
 
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
@@ -41,7 +41,7 @@ fn ring(
     mpicc: &Path,
     launcher: &[String],
 ) -> Option<(mpir_target::testkit::Scratch, Job)> {
-    let src = root().join("examples/tests/fixtures/deadlock.c");
+    let src = root().join("mpir-cli/tests/fixtures/deadlock.c");
     if !src.is_file() {
         skip(&format!(
             "the fixture {} is not in this tree",

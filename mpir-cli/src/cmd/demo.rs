@@ -8,18 +8,16 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-use mpir_acquire::live;
-use mpir_acquire::{AcquireOptions, RankControl};
+use mpir_session::{Engine, ReaderOptions, Session};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde::Serialize;
 
-use crate::cmd::deadlock;
-use crate::cmd::job;
-use crate::cmd::queues::{self, Engine, EngineChoice, RankProc};
-use crate::render::deadlock::{DEADLOCK_SCHEMA, DeadlockDoc, ReportOut};
-use crate::render::queues::{self as queues_out, QueuesDoc};
-use crate::{Common, debug_options, demo_files, progress};
+use crate::cmd::{deadlock, queues};
+use crate::render::deadlock::{CoverageOut, DeadlockDoc};
+use crate::render::job::job_out;
+use crate::render::queues::{self as queues_out, QueuesDoc, printed_notes};
+use crate::{Common, demo_files, progress, session_options};
 
 const BANNER: &str = "This is mpir-rs's bundled DEMO job, not a real MPI job: a fake MPIR starter \
 and ranks built into mpir from mpir-rs's sources (mpir-cli/demo), no MPI library involved. Its ranks keep \
@@ -62,14 +60,12 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         .stdin(Stdio::null())
         .stdout(Stdio::piped());
     let spin = progress::spinner("launching the demo job");
-    let mut acquired = live::launch(
-        cmd,
-        AcquireOptions::default()
-            .timeout(Duration::from_secs(30))
-            .debug(debug_options(&args.common)),
-    )?;
+    let options = session_options(&args.common)
+        .with_timeout(Duration::from_secs(30))
+        .with_reader_options(ReaderOptions::default().with_engine(Engine::Native));
+    let mut session = Session::launch(cmd, options)?;
     spin.finish_and_clear();
-    let mut child = acquired.take_child().context("the demo starter is gone")?;
+    let mut child = session.take_child().context("the demo starter is gone")?;
     let result = (|| {
         // Released by the acquisition (gate opened): wait for every rank's queues.
         let out = child.stdout.take().context("no output from the demo job")?;
@@ -90,49 +86,16 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        let job = acquired.job();
-        let ranks: Vec<RankProc> = job
-            .ranks()
-            .map(|r| RankProc {
-                rank: Some(r.rank),
-                pid: u32::try_from(r.pid).unwrap_or(0),
-                image: r.executable.unwrap_or("?").into(),
-                unreadable: (r.pid <= 0).then(|| "no pid".to_string()),
-            })
-            .collect();
-        let attached = job
-            .ranks()
-            .filter(|r| matches!(job.control(r.rank), RankControl::Attached { .. }))
-            .count();
-        tracing::info!(attached, "demo job acquired");
-        let debug = debug_options(&args.common);
-        let choice = EngineChoice {
-            engine: Engine::Native,
-            dll: None,
-            in_process: false,
-            types_given: false,
-        };
         // Queues: one snapshot, ranks held while read.
-        let pids: Vec<u32> = ranks.iter().map(|r| r.pid).collect();
-        let how = queues::HoldOptions {
-            base: AcquireOptions::default().debug(debug.clone()),
-            selection: None,
-            start_times: None,
-        };
-        let (held, _) = queues::hold_ranks(None, &pids, &how, Duration::from_secs(10))?;
-        let read = queues::read_queues(&choice, &ranks, &queues::live_opener(&debug));
-        let problems = held.release();
-        let mut queues_doc = read?;
-        queues_doc.notes.extend(problems);
+        let read = queues::read(&mut session)?;
+        queues::nothing_readable(&read)?;
         // Deadlock: three samples, confirmed.
-        let (held, _) = queues::hold_ranks(None, &pids, &how, Duration::from_secs(10))?;
-        let sampled =
-            deadlock::sample(held, ranks, &choice, &debug, 3, Duration::from_millis(100))?;
-        Ok((queues_doc, sampled))
+        let sampled = deadlock::sample(&mut session, 3, Duration::from_millis(100))?;
+        Ok((read, sampled))
     })();
     // Stop the demo job whatever happened, and check that nothing is left.
-    let pids: Vec<u32> = acquired
-        .job()
+    let job = session.job().context("a launch has a job")?;
+    let pids: Vec<u32> = job
         .ranks()
         .filter_map(|r| u32::try_from(r.pid).ok())
         .collect();
@@ -153,24 +116,24 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         std::thread::sleep(Duration::from_millis(50));
     }
     let left_running: Vec<u32> = pids.into_iter().filter(|&p| alive(p)).collect();
-    let (queues_doc, sampled) = result?;
+    let (read, sampled) = result?;
+    let queues_doc = queues_out::queues_doc(&read, false);
+    let coverage = CoverageOut::of(&sampled.coverage, false);
+    let notes = printed_notes(sampled.engine.as_ref(), &sampled.printed);
+    let deadlock_doc = deadlock::doc(&sampled, &coverage, &notes, 3, false);
+    let report = sampled
+        .report
+        .as_ref()
+        .context("no demo rank could be read")?;
 
-    let job_doc = job::job_out(acquired.job(), "mpir");
+    let job_doc = job_out(job, "mpir");
     if json {
         let doc = DemoDoc {
             schema: DEMO_SCHEMA,
             demo: "the bundled demo job (not a real MPI job)",
             job: job_doc,
             queues: queues_doc,
-            deadlock: DeadlockDoc {
-                schema: DEADLOCK_SCHEMA,
-                engine: sampled.engine,
-                unread: sampled.unread,
-                coverage: &sampled.coverage,
-                reader_notes: &sampled.notes,
-                report: ReportOut::from(&sampled.report),
-                error: None,
-            },
+            deadlock: deadlock_doc,
             left_running: left_running.clone(),
         };
         outln!("{}", serde_json::to_string_pretty(&doc)?);
@@ -179,12 +142,12 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         crate::render::job::print(&job_doc, false)?;
         outln!("\n== Message queues (read with the native walker from the ranks' DWARF)");
         queues_out::print_doc(&queues_doc, false)?;
-        outln!("\n== Wait-for analysis ({})", sampled.engine);
-        out!("{}", sampled.report);
-        if let Some(c) = sampled.coverage.caveat() {
+        outln!("\n== Wait-for analysis ({})", deadlock_doc.engine);
+        out!("{report}");
+        if let Some(c) = coverage.caveat() {
             outln!("{c}");
         }
-        for u in &sampled.unread {
+        for u in &deadlock_doc.unread {
             outln!("not read: {u}");
         }
         if left_running.is_empty() {

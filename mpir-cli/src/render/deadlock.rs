@@ -4,13 +4,156 @@
 //! Version 2: `op.buffer` is a hex string, as every address in the documents (version 1 wrote
 //! the library's decimal number).
 
+use mpir_session::{Coverage, NotCovered, chain};
 use mpir_types::deadlock::{
     BlockedRank, CommRef, Cycle, DeadlockReport, RankState, Step, Verdict, Wait, WaitOp, WaitTarget,
 };
 use mpir_types::mqd::{OpClass, Peer};
 use serde::Serialize;
 
-use crate::cmd::deadlock::Coverage;
+/// A rank the analysis could not cover, and why.
+#[derive(Serialize, Clone, Debug)]
+pub(crate) struct UnreadRank {
+    pub(crate) rank: Option<u64>,
+    pub(crate) pid: u32,
+    pub(crate) reason: String,
+}
+
+/// Which ranks a verdict rests on: a verdict is only about the ranks read.
+#[derive(Serialize, Clone, Debug)]
+pub(crate) struct CoverageOut {
+    /// Ranks asked for (the job's, or the pids named).
+    pub(crate) ranks: usize,
+    /// Ranks read in every sample: the verdict covers these only.
+    pub(crate) read: usize,
+    /// Whether every rank asked for was read.
+    pub(crate) complete: bool,
+    /// The others, with the first reason each could not be read.
+    pub(crate) not_read: Vec<UnreadRank>,
+    /// The ranks asked for, when `--ranks` chose some (the others were not looked at).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) selection: Option<String>,
+}
+
+impl CoverageOut {
+    /// The session's coverage, each reason on one line (with the `--types` hint where it
+    /// applies).
+    pub(crate) fn of(c: &Coverage, types_given: bool) -> CoverageOut {
+        CoverageOut {
+            ranks: c.ranks,
+            read: c.read,
+            complete: c.is_complete(),
+            not_read: c
+                .not_read
+                .iter()
+                .map(|n| UnreadRank {
+                    rank: n.rank,
+                    pid: n.pid,
+                    reason: super::queues::rank_error(&n.reason, types_given),
+                })
+                .collect(),
+            selection: c.selection.as_ref().map(ToString::to_string),
+        }
+    }
+
+    /// The distinct reasons ranks were not read, each with how many ranks gave it (at most
+    /// `max`, the most frequent first).
+    pub(crate) fn reasons(&self, max: usize) -> Vec<(String, usize)> {
+        let mut counts: Vec<(String, usize)> = Vec::new();
+        for u in &self.not_read {
+            match counts.iter_mut().find(|(r, _)| *r == u.reason) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((u.reason.clone(), 1)),
+            }
+        }
+        counts.sort_by_key(|c| std::cmp::Reverse(c.1));
+        counts.truncate(max);
+        counts
+    }
+
+    /// One line on what a verdict covers (text output), or `None` when complete.
+    pub(crate) fn caveat(&self) -> Option<String> {
+        if let (true, Some(sel)) = (self.complete, &self.selection) {
+            return Some(format!(
+                "the verdict covers only the selected ranks {sel} (the others were not read)"
+            ));
+        }
+        if self.complete {
+            return None;
+        }
+        let ranks: Vec<String> = self
+            .not_read
+            .iter()
+            .take(16)
+            .map(|u| u.rank.map_or(format!("pid {}", u.pid), |r| r.to_string()))
+            .collect();
+        let more = if self.not_read.len() > 16 {
+            ", …"
+        } else {
+            ""
+        };
+        Some(format!(
+            "the verdict covers only the {} of {} ranks read; not read: {}{more}",
+            self.read,
+            self.ranks,
+            ranks.join(", ")
+        ))
+    }
+
+    /// The error when no rank at all could be read: there is no verdict. Says why (the
+    /// distinct reasons) and what to do.
+    pub(crate) fn nothing_read(&self, hint: Option<&str>) -> String {
+        let reasons: Vec<String> = self
+            .reasons(3)
+            .into_iter()
+            .map(|(r, n)| if n > 1 { format!("{r} ({n} ranks)") } else { r })
+            .collect();
+        let mut s = format!(
+            "no rank's queues could be read, so there is no verdict ({} ranks: {})",
+            self.ranks,
+            reasons.join("; ")
+        );
+        if let Some(h) = hint {
+            s.push_str("; ");
+            s.push_str(h);
+        }
+        s
+    }
+}
+
+/// A rank not read in one sample, on one line (`unread` of the document).
+pub(crate) fn unread_line(n: &NotCovered, types_given: bool) -> String {
+    format!(
+        "sample {}: rank {} (pid {}): {}",
+        n.sample,
+        n.rank.map_or("?".into(), |r| r.to_string()),
+        n.pid,
+        super::queues::rank_error(&n.reason, types_given)
+    )
+}
+
+/// `unread` of the document: every rank not read in some sample, and every problem met
+/// while releasing, by sample.
+pub(crate) fn unread_lines(read: &mpir_session::DeadlockRead, types_given: bool) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let samples = read.releases.len().max(1);
+    for s in 1..=samples {
+        if let Some(r) = read.releases.get(s - 1) {
+            lines.extend(
+                r.problems
+                    .iter()
+                    .map(|p| format!("sample {s}: while releasing: {}", chain(p))),
+            );
+        }
+        lines.extend(
+            read.unread
+                .iter()
+                .filter(|n| n.sample as usize == s)
+                .map(|n| unread_line(n, types_given)),
+        );
+    }
+    lines
+}
 
 /// `schema` of a deadlock document (docs/cli-json.md).
 pub(crate) const DEADLOCK_SCHEMA: &str = "mpir.deadlock/2";
@@ -23,7 +166,7 @@ pub(crate) struct DeadlockDoc<'a> {
     /// Ranks that could not be read in some sample (the analysis treats them as progressing).
     pub(crate) unread: Vec<String>,
     /// Which ranks the verdict covers.
-    pub(crate) coverage: &'a Coverage,
+    pub(crate) coverage: &'a CoverageOut,
     /// What the MPI's DLL printed on its own (each distinct line once, with its count).
     pub(crate) reader_notes: &'a [String],
     #[serde(flatten)]
@@ -227,6 +370,22 @@ fn wait(w: &Wait) -> WaitOut {
             RankState::InCycle { cycle } => StateOut::InCycle { cycle },
             RankState::BlockedByDeadlock => StateOut::BlockedByDeadlock,
         },
+    }
+}
+
+impl ReportOut {
+    /// No verdict: no rank was read in every one of `samples` samples.
+    pub(crate) fn unknown(samples: u32) -> Self {
+        ReportOut {
+            verdict: "unknown",
+            samples: samples as usize,
+            ranks: 0,
+            cycles: Vec::new(),
+            blocked: Vec::new(),
+            waits: Vec::new(),
+            notes: Vec::new(),
+            notes_omitted: 0,
+        }
     }
 }
 

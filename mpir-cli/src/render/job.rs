@@ -3,6 +3,7 @@
 use std::borrow::Cow;
 
 use mpir_acquire::{Job, RankControl};
+use mpir_target::proctable::ProcTable;
 use mpir_types::LayoutSource;
 use mpir_types::mpir::{DebugState, Flag, MpirFlags};
 use mpir_types::node::Locality;
@@ -50,7 +51,7 @@ pub(crate) fn control_text(job: &Job, rank: u64) -> Cow<'static, str> {
         RankControl::Attached { .. } => "attached".into(),
         RankControl::Remote => "remote".into(),
         RankControl::Refused { reason } => format!("refused: {reason}").into(),
-        RankControl::Failed { error } => format!("failed: {}", crate::chain(error)).into(),
+        RankControl::Failed { error } => format!("failed: {}", mpir_session::chain(error)).into(),
         _ => "not_attached".into(),
     }
 }
@@ -277,6 +278,157 @@ pub(crate) fn write_rank(
     w.write_all(b"\n    }")
 }
 
+fn table_out<'a>(
+    table: &'a ProcTable,
+    local: impl Fn(u64) -> Option<bool>,
+    control: impl Fn(u64) -> Cow<'a, str>,
+) -> Vec<RankOut<'a>> {
+    table
+        .resolved
+        .ranks()
+        .map(|r| RankOut {
+            rank: r.rank,
+            host: r.host,
+            local: local(r.rank),
+            executable: r.executable,
+            pid: r.pid,
+            control: control(r.rank),
+        })
+        .collect()
+}
+
+pub(crate) fn job_out<'a>(job: &'a Job, interface: &'static str) -> JobOut<'a> {
+    JobOut {
+        schema: JOB_SCHEMA,
+        starter: StarterOut {
+            pid: Some(job.starter.pid),
+            image: job.starter.image.as_deref(),
+            launcher: job.starter.launcher.map(|l| l.to_string()),
+            debug_state: debug_state_out(job.starter.debug_state),
+        },
+        interface,
+        interfaces: vec![interface],
+        flags: Some(FlagsOut::from(&job.starter.flags)),
+        layout: layout_name(&job.table.layout.source),
+        nodes: Some(
+            job.nodes()
+                .into_iter()
+                .map(|n| NodeOut {
+                    host: n.host,
+                    local: local_of(&n.locality),
+                    ranks: n.ranks,
+                })
+                .collect(),
+        ),
+        this_node: Some(ThisNodeOut {
+            names: job.this_node.names(),
+            addresses: job
+                .this_node
+                .addresses()
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+            aliases: job.this_node.aliases(),
+        }),
+        ranks: Ranks::of_job(job),
+        problems: problems_of(&job.table),
+        notes: job.notes.iter().map(ToString::to_string).collect(),
+    }
+}
+
+/// What reading the process table found wrong, one line each.
+fn problems_of(table: &ProcTable) -> Vec<String> {
+    table
+        .resolved
+        .problems
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
+/// The job document of a starter's process table read from a core file, with the flags the
+/// starter's core defines. Its ranks' hosts say nothing about this machine (`local` null).
+pub(crate) fn core_job(table: &ProcTable, flags: MpirFlags) -> JobOut<'_> {
+    JobOut {
+        schema: JOB_SCHEMA,
+        starter: StarterOut {
+            pid: None,
+            image: None,
+            launcher: None,
+            debug_state: None,
+        },
+        interface: "mpir",
+        interfaces: vec!["mpir"],
+        flags: Some(FlagsOut::from(&flags)),
+        layout: layout_name(&table.layout.source),
+        nodes: None,
+        this_node: None,
+        ranks: table_out(table, |_| None, |_| Cow::Borrowed("core")).into(),
+        problems: problems_of(table),
+        notes: Vec::new(),
+    }
+}
+
+/// The job document of a job read through MPI2DD only: `t` the traversal from the process
+/// `pid`, `node` the facts that say which hosts are this node.
+pub(crate) fn mpi2dd_job_out<'a>(
+    m: &'a mpir_session::Mpi2ddJob,
+    pid: u32,
+    node: &mpir_types::node::ThisNode,
+) -> JobOut<'a> {
+    let t = &m.traversal;
+    let ranks: Vec<RankOut<'_>> = t
+        .job
+        .ranks()
+        .map(|(w, r)| RankOut {
+            rank: r.rank as u64,
+            host: Some(&*r.process.host),
+            local: local_of(&node.classify(Some(&r.process.host))),
+            executable: r.executable.as_deref(),
+            pid: i64::from(r.process.pid),
+            control: format!("world {}", w.id).into(),
+        })
+        .collect();
+    // The flags of the process named (else of the metadirectory), in MPIR's shape.
+    let record = |p: i64| {
+        t.job
+            .processes
+            .iter()
+            .find(|r| i64::from(r.process.pid) == p)
+    };
+    let flags = record(i64::from(pid))
+        .or_else(|| {
+            t.job
+                .metadirectory
+                .as_ref()
+                .and_then(|m| record(i64::from(m.pid)))
+        })
+        .map(|r| FlagsOut::from(&mpir_acquire::interface::flags_of_mpi2dd(r.mpi_flags)));
+    JobOut {
+        schema: JOB_SCHEMA,
+        starter: StarterOut {
+            pid: t.job.metadirectory.as_ref().map(|m| m.pid as u32),
+            image: None,
+            launcher: None,
+            debug_state: None,
+        },
+        interface: "mpi2dd",
+        interfaces: vec!["mpi2dd"],
+        flags,
+        layout: "abi",
+        nodes: None,
+        this_node: None,
+        ranks: ranks.into(),
+        problems: t.job.problems.iter().map(|p| format!("{p:?}")).collect(),
+        notes: t
+            .job
+            .unreachable
+            .iter()
+            .map(|u| format!("unreachable: {u:?}"))
+            .collect(),
+    }
+}
+
 pub(crate) fn layout_name(source: &LayoutSource) -> &'static str {
     match source {
         LayoutSource::DebugInfo { .. } => "debug_info",
@@ -352,7 +504,7 @@ mod tests {
         let t = b.build();
         let table = read_proctable(&t, &ReadOptions::default()).unwrap();
         for empty in [false, true] {
-            let mut out = crate::cmd::job::core_job(&table, MpirFlags::default());
+            let mut out = core_job(&table, MpirFlags::default());
             if empty {
                 out.ranks = Vec::new().into();
             }

@@ -2,12 +2,13 @@
 //! analysis of cores) and its table. Built from the tool's own types: the library's queue
 //! model is converted here, field by field, so that a library change cannot change the schema.
 
-use mpir_mqd::{CommOrigin, CommunicatorQueues, Queue};
+use mpir_mqd::output::OutputLog;
+use mpir_mqd::{CommOrigin, CommunicatorQueues, EngineUsed, MqdError, Queue};
+use mpir_session::{QueueRead, RankError, RankRead, ReleaseReport, chain};
 use mpir_types::mqd::{OpClass, OpStatus, Operation, Peer};
 use serde::Serialize;
 
-use crate::chain;
-use crate::render::deadlock::{ReportOut, class_name};
+use crate::render::deadlock::{CoverageOut, ReportOut, class_name};
 
 /// `schema` of a queues document (docs/cli-json.md).
 pub(crate) const QUEUES_SCHEMA: &str = "mpir.queues/1";
@@ -45,7 +46,7 @@ pub(crate) struct QueuesDoc {
     pub(crate) deadlock: Option<ReportOut>,
     /// `core`: which ranks the analysis covers.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) coverage: Option<crate::cmd::deadlock::Coverage>,
+    pub(crate) coverage: Option<CoverageOut>,
 }
 
 #[derive(Serialize, Clone)]
@@ -172,6 +173,82 @@ pub(crate) fn comm_doc(c: &CommunicatorQueues) -> CommDoc {
         }),
         missing,
         operations,
+    }
+}
+
+/// Why a rank was not read, on one line; with a hint when the engine missed the MPI's types
+/// and no types sidecar was given.
+pub(crate) fn rank_error(e: &RankError, types_given: bool) -> String {
+    let text = chain(e);
+    if !types_given && !MqdError::missing_types_in(e).is_empty() {
+        format!("{text} (the MPI library may lack debug info: give a types sidecar with --types)")
+    } else {
+        text
+    }
+}
+
+/// The engine as the documents name it (`none` when no engine could be set up).
+pub(crate) fn engine_name(engine: Option<&EngineUsed>) -> String {
+    engine.map_or_else(|| "none".to_string(), ToString::to_string)
+}
+
+/// Notes for what the MPI's DLL printed on its own: each distinct line once, with its count.
+pub(crate) fn printed_notes(engine: Option<&EngineUsed>, printed: &OutputLog) -> Vec<String> {
+    let path = match engine {
+        Some(EngineUsed::Dll { path, .. }) => path.display().to_string(),
+        _ => "?".to_string(),
+    };
+    printed
+        .notes()
+        .into_iter()
+        .map(|l| format!("the DLL {path} printed: {l}"))
+        .collect()
+}
+
+/// Notes for what letting the ranks go met.
+pub(crate) fn release_notes(release: &ReleaseReport) -> impl Iterator<Item = String> + '_ {
+    release
+        .problems
+        .iter()
+        .map(|p| format!("while releasing: {}", chain(p)))
+}
+
+/// One rank of a queues document.
+pub(crate) fn rank_doc(r: &RankRead, types_given: bool) -> RankDoc {
+    let (error, notes, communicators) = match &r.queues {
+        Ok(q) => (
+            None,
+            q.notes.iter().map(ToString::to_string).collect(),
+            q.communicators.iter().map(comm_doc).collect(),
+        ),
+        Err(e) => (Some(rank_error(e, types_given)), Vec::new(), Vec::new()),
+    };
+    RankDoc {
+        rank: r.rank,
+        pid: r.pid,
+        source: r.core.as_ref().map(|c| c.display().to_string()),
+        error,
+        notes,
+        communicators,
+    }
+}
+
+/// The queues document of what a session read.
+pub(crate) fn queues_doc(read: &QueueRead, types_given: bool) -> QueuesDoc {
+    let mut notes = printed_notes(read.engine.as_ref(), &read.printed);
+    notes.extend(release_notes(&read.release));
+    QueuesDoc {
+        schema: QUEUES_SCHEMA,
+        engine: engine_name(read.engine.as_ref()),
+        ranks: read
+            .ranks
+            .iter()
+            .map(|r| rank_doc(r, types_given))
+            .collect(),
+        notes,
+        job: None,
+        deadlock: None,
+        coverage: None,
     }
 }
 
