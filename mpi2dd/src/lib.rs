@@ -65,6 +65,9 @@
 //! ```
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
+// CONVENTIONS.md: public types are `#[non_exhaustive]` unless complete by nature, and an
+// exemption says why.
+#![warn(clippy::exhaustive_enums, clippy::exhaustive_structs)]
 
 pub mod abi;
 pub mod connect;

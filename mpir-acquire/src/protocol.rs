@@ -35,6 +35,10 @@ use crate::quirks::{self, Quirks};
 
 /// How the starter came under control.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(
+    clippy::exhaustive_enums,
+    reason = "MPIR 1.1 defines two ways to acquire a job: launch and attach"
+)]
 pub enum Mode {
     /// The tool started it (stopped at its first instruction after `exec`).
     Launch,
@@ -182,13 +186,13 @@ pub struct Acquisition {
 /// The starter's presence flags (MPIR 1.1 §9.10–9.14) as `target` defines them: from a live
 /// starter, or from a starter's core file.
 pub fn read_flags<T: Target + ?Sized>(target: &T) -> MpirFlags {
-    MpirFlags {
-        i_am_starter: read_flag(target, &[symbols::I_AM_STARTER]),
-        acquired_pre_main: read_flag(target, &[symbols::ACQUIRED_PRE_MAIN]),
-        force_to_main: read_flag(target, &[symbols::FORCE_TO_MAIN]),
-        partial_attach_ok: read_flag(target, &[symbols::PARTIAL_ATTACH_OK]),
-        ignore_queues: read_flag(target, &symbols::IGNORE_QUEUES_SPELLINGS),
-    }
+    let mut flags = MpirFlags::default();
+    flags.i_am_starter = read_flag(target, &[symbols::I_AM_STARTER]);
+    flags.acquired_pre_main = read_flag(target, &[symbols::ACQUIRED_PRE_MAIN]);
+    flags.force_to_main = read_flag(target, &[symbols::FORCE_TO_MAIN]);
+    flags.partial_attach_ok = read_flag(target, &[symbols::PARTIAL_ATTACH_OK]);
+    flags.ignore_queues = read_flag(target, &symbols::IGNORE_QUEUES_SPELLINGS);
+    flags
 }
 
 fn read_flag<T: Target + ?Sized>(target: &T, names: &[&str]) -> Flag {

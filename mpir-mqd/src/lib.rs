@@ -55,6 +55,9 @@
 //! ```
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
+// CONVENTIONS.md: public types are `#[non_exhaustive]` unless complete by nature, and an
+// exemption says why.
+#![warn(clippy::exhaustive_enums, clippy::exhaustive_structs)]
 
 mod discover;
 mod error;

@@ -37,6 +37,9 @@
 #![deny(missing_docs)]
 // Only the ptrace FFI and the launch (pre-exec) modules may opt out, block by block.
 #![deny(unsafe_code)]
+// CONVENTIONS.md: public types are `#[non_exhaustive]` unless complete by nature, and an
+// exemption says why.
+#![warn(clippy::exhaustive_enums, clippy::exhaustive_structs)]
 
 pub mod corefile;
 pub mod debuginfo;
