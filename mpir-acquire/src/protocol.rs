@@ -6,7 +6,7 @@
 //! [`Action`]s for a driver to carry out: plant or remove a breakpoint, return from
 //! `MPIR_Breakpoint`, continue the starter, write the attach FIFO, attach ranks. It reads and
 //! writes the starter's *variables* itself, through any [`Target`] handed to
-//! [`Acquisition::handle`] (a [`MockTarget`](mpir_target::mock::MockTarget) in tests, a
+//! [`Acquisition::handle`] (an `mpir_target` `MockTarget` in tests, a
 //! [`LiveTarget`](mpir_target::live::LiveTarget) in [`crate::live`]); it never touches
 //! processes, threads or clocks. The only writes it makes are the ones the spec asks of a
 //! tool: `MPIR_being_debugged`, and, when asked for, `MPIR_executable_path` and

@@ -62,6 +62,7 @@
 mod discover;
 mod error;
 mod ffi;
+#[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 mod helper;
 mod host;

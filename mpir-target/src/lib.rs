@@ -3,7 +3,8 @@
 //! Target access for MPI debugger interfaces: the small set of traits every backend implements
 //! — [`Memory`], [`SymbolLookup`], [`TypeLookup`], together [`Target`] — typed reads on top of
 //! them ([`MemoryExt`]), a synchronous reader of the MPIR process descriptor table
-//! ([`proctable`]), and [`MockTarget`], a scriptable target for tests.
+//! ([`proctable`]), and `MockTarget`, a scriptable target for tests (module `mock`, behind the
+//! feature `mock`; helpers for suites that run real processes are `testkit`, feature `testkit`).
 //!
 //! [`debuginfo`] finds symbols and DWARF type layouts in real binaries: the images of a live
 //! process (`/proc/PID/maps`, load biases), `.symtab`/`.dynsym`, separate debug files (build-id
@@ -46,19 +47,23 @@ pub mod debuginfo;
 mod error;
 mod ext;
 mod files;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 mod image_target;
 pub mod live;
+#[cfg(any(test, feature = "mock"))]
 pub mod mock;
 pub mod proctable;
 mod strings;
+#[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 mod traits;
 
 pub use error::{Fault, Result, TargetError};
 pub use ext::{MAX_READ, MemoryExt, SymbolLookupExt};
 pub use image_target::ImageTarget;
+#[cfg(any(test, feature = "mock"))]
 pub use mock::MockTarget;
 pub use strings::StringBatch;
 pub use traits::{

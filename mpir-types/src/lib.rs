@@ -50,6 +50,7 @@
 
 pub mod deadlock;
 mod error;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 mod layout;
