@@ -140,11 +140,11 @@ fn walk(host: &mut dyn QueueHost, p: mpir_mqd::ProcessId, n: u64) {
 }
 
 fn attach(host: &mut dyn QueueHost, target: &Rc<MockTarget>) -> mpir_mqd::ProcessId {
-    host.attach(ProcessSpec {
-        image_name: "/bench/app".into(),
-        target: Rc::clone(target) as Rc<dyn mpir_target::Target>,
-        global_rank: Some(0),
-    })
+    host.attach(ProcessSpec::new(
+        "/bench/app",
+        Rc::clone(target) as Rc<dyn mpir_target::Target>,
+        Some(0),
+    ))
     .expect("attach")
 }
 

@@ -52,11 +52,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The DLL the MPI library of the target names, hosted in a helper process.
     let mut host = mpir_mqd::open_out_of_process(&dll, HostOptions::default(), helper)?;
     let image = std::fs::read_link(format!("/proc/{pid}/exe"))?;
-    let process = host.attach(ProcessSpec {
-        image_name: image.display().to_string(),
-        target: Rc::new(target),
-        global_rank: None, // unknown here; the DLL reports local ranks anyway
-    })?;
+    // The world rank is unknown here; the DLL reports local ranks anyway.
+    let process = host.attach(ProcessSpec::new(
+        image.display().to_string(),
+        Rc::new(target),
+        None,
+    ))?;
     for comm in host.queues(process)? {
         let c = &comm.communicator;
         println!("{} (size {}, my rank {}):", c.name, c.size, c.local_rank);

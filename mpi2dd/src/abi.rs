@@ -92,6 +92,10 @@ impl<E: ByteOrder> Word for U64<E> {
 #[derive(Debug, Clone, Copy, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
 #[repr(C)]
 #[allow(missing_docs)] // one field per member of the draft's struct, same names
+#[allow(
+    clippy::exhaustive_structs,
+    reason = "the draft's MPI2DD_INFO, member for member"
+)]
 pub struct Info<E: ByteOrder, A: Word> {
     pub magic: [u8; 5],
     pub version: u8,
@@ -119,6 +123,10 @@ pub struct Info<E: ByteOrder, A: Word> {
 #[derive(Debug, Clone, Copy, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
 #[repr(C)]
 #[allow(missing_docs)] // one field per member of the draft's struct, same names
+#[allow(
+    clippy::exhaustive_structs,
+    reason = "the draft's MPI2DD_PROCDESC, member for member"
+)]
 pub struct ProcDesc<E: ByteOrder, A: Word> {
     pub host_name: A,
     pub executable_name: A,
@@ -132,6 +140,10 @@ pub struct ProcDesc<E: ByteOrder, A: Word> {
 #[derive(Debug, Clone, Copy, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
 #[repr(C)]
 #[allow(missing_docs)] // one field per member of the draft's struct, same names
+#[allow(
+    clippy::exhaustive_structs,
+    reason = "the draft's MPI2DD_SPAWNDESC, member for member"
+)]
 pub struct SpawnDesc<E: ByteOrder, A: Word> {
     pub parent_comm_world_id: A,
     pub parent_rank: I32<E>,
@@ -143,6 +155,10 @@ pub struct SpawnDesc<E: ByteOrder, A: Word> {
 #[derive(Debug, Clone, Copy, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
 #[repr(C)]
 #[allow(missing_docs)] // one field per member of the draft's struct, same names
+#[allow(
+    clippy::exhaustive_structs,
+    reason = "the draft's MPI2DD_DIRECTORYENTRY, member for member"
+)]
 pub struct DirEntry<E: ByteOrder, A: Word> {
     pub host_name: A,
     pub executable_name: A,
@@ -185,6 +201,10 @@ const _: () = assert!(std::mem::offset_of!(Info64<Le>, meta_pid) == 92);
 
 /// The address width of a data model: which alias of each struct applies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[allow(
+    clippy::exhaustive_enums,
+    reason = "the two address widths the draft's structs come in"
+)]
 pub enum Width {
     /// 4-byte addresses ([`Info32`], …).
     W32,

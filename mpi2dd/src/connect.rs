@@ -21,6 +21,10 @@ use thiserror::Error;
 /// Ordered by host, then pid, so that results built from keys are deterministic.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[allow(
+    clippy::exhaustive_structs,
+    reason = "a process is named by its host and pid, nothing more"
+)]
 pub struct ProcessKey {
     /// Host name or address.
     pub host: Arc<str>,

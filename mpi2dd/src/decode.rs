@@ -37,6 +37,10 @@ macro_rules! by_model {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[allow(missing_docs)] // the draft's member names; see its text for each
+#[allow(
+    clippy::exhaustive_structs,
+    reason = "the draft's MPI2DD_INFO, member for member"
+)]
 pub struct Info {
     pub debug_state: DebugState,
     pub debugger_flags: DebuggerFlags,
@@ -226,6 +230,10 @@ fn info_to<E: abi::ByteOrder, A: Word>(
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[allow(missing_docs)] // the draft's member names
+#[allow(
+    clippy::exhaustive_structs,
+    reason = "the draft's MPI2DD_PROCDESC, member for member"
+)]
 pub struct RawProcDesc {
     pub host_name: u64,
     pub executable_name: u64,
@@ -241,6 +249,10 @@ pub struct RawProcDesc {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[allow(missing_docs)] // the draft's member names
+#[allow(
+    clippy::exhaustive_structs,
+    reason = "the draft's MPI2DD_SPAWNDESC, member for member"
+)]
 pub struct RawSpawnDesc {
     pub parent_comm_world_id: u64,
     pub parent_rank: i32,
@@ -251,6 +263,10 @@ pub struct RawSpawnDesc {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[allow(missing_docs)] // the draft's member names
+#[allow(
+    clippy::exhaustive_structs,
+    reason = "the draft's MPI2DD_DIRECTORYENTRY, member for member"
+)]
 pub struct RawDirEntry {
     pub host_name: u64,
     pub executable_name: u64,

@@ -34,6 +34,7 @@ pub fn breakpoint_address<S: SymbolLookup + ?Sized>(target: &S) -> Result<u64> {
 /// Why a process called `MPI2DD_breakpoint`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct Event {
     /// `debug_state` at the call.
     pub state: DebugState,
@@ -57,6 +58,14 @@ pub enum Reaction {
 }
 
 impl Event {
+    /// An event of `state`, with the abort message when there is one.
+    pub fn new(state: DebugState, abort_message: Option<String>) -> Self {
+        Event {
+            state,
+            abort_message,
+        }
+    }
+
     /// What to do about this event.
     pub fn reaction(&self) -> Reaction {
         match self.state {

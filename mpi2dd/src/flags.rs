@@ -9,6 +9,10 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[allow(
+    clippy::exhaustive_enums,
+    reason = "every byte has a variant: the draft's eight codes and Unknown(n)"
+)]
 pub enum DebugState {
     /// `MPI2DD_DEBUG_START` (1).
     Start,

@@ -17,6 +17,7 @@ use crate::read::{EntryProblem, SpawnDesc, TableKind};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
 pub enum Role {
     /// Named by `meta_host_name`/`meta_pid`, or in a `metadirectory_table`.
     Metadirectory,
@@ -27,6 +28,7 @@ pub enum Role {
 /// A directory or metadirectory process that was read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct ProcessRecord {
     /// The process.
     pub process: ProcessKey,
@@ -50,6 +52,7 @@ pub const MAX_LISTERS: usize = 64;
 /// One rank of a world.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct Rank {
     /// Rank in the world.
     pub rank: i32,
@@ -64,6 +67,7 @@ pub struct Rank {
 /// One `MPI_COMM_WORLD` of the job.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct World {
     /// Its `comm_world_id`.
     pub id: Arc<str>,
@@ -77,6 +81,7 @@ pub struct World {
 /// `sequence`-th spawn.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct SpawnEdge {
     /// The parent world.
     pub parent_world: Arc<str>,
@@ -121,6 +126,7 @@ impl std::fmt::Display for UnreachedReason {
 
 /// A listed directory or metadirectory that could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Unreached {
     /// The process.
     pub process: ProcessKey,
@@ -224,6 +230,7 @@ pub enum Problem {
 
 /// A job as seen through MPI2DD.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct Job {
     /// The metadirectory the entry process named (or the entry itself).
     pub metadirectory: Option<ProcessKey>,
@@ -295,6 +302,7 @@ impl Job {
 
 /// The difference between two [`Job`]s ([`Job::delta`]).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct JobDelta {
     /// Ranks (world, rank, process) that are new or now run in another process.
     pub new_ranks: Vec<(Arc<str>, i32, ProcessKey)>,

@@ -26,10 +26,10 @@
 //! 5. [`events`]: what a stop in `MPI2DD_breakpoint` means and how the debugger writes its
 //!    flags — the sans-IO half that an acquisition driver wires to a tracer.
 //!
-//! [`mock`] lays out MPI2DD processes in a [`MockTarget`](mpir_target::MockTarget).
+//! `mock` (feature `mock`) lays out MPI2DD processes in an `mpir_target` `MockTarget`.
 //! The crate also ships the **reference provider** in C, `provider/mpi2dd.h` and
 //! `provider/mpi2dd_provider.c`: the way an MPI runtime exports `MPI2DD_info` and
-//! `MPI2DD_breakpoint` and maintains the tables (see the header); [`testkit`] hands its sources
+//! `MPI2DD_breakpoint` and maintains the tables (see the header); `testkit` (feature `testkit`) hands its sources
 //! (and a demo job built on it) to test suites.
 //!
 //! With the `serde` feature the model types are `Serialize`/`Deserialize`.
@@ -65,6 +65,9 @@
 //! ```
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
+// CONVENTIONS.md: public types are `#[non_exhaustive]` unless complete by nature, and an
+// exemption says why.
+#![warn(clippy::exhaustive_enums, clippy::exhaustive_structs)]
 
 pub mod abi;
 pub mod connect;
@@ -72,11 +75,14 @@ pub mod decode;
 mod error;
 pub mod events;
 pub mod flags;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod job;
+#[cfg(any(test, feature = "mock"))]
 pub mod mock;
 pub mod read;
+#[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 pub mod traverse;
 

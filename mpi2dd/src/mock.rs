@@ -34,6 +34,7 @@ use crate::flags::{DebugState, DebuggerFlags, MpiFlags};
 
 /// A spawn origin for [`MockRank::spawned`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub struct MockSpawn {
     /// The parent's world.
     pub parent_comm_world_id: String,
@@ -46,6 +47,7 @@ pub struct MockSpawn {
 /// One proctable entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[allow(missing_docs)] // the draft's members
+#[non_exhaustive]
 pub struct MockRank {
     pub host: String,
     pub executable: String,
@@ -82,6 +84,7 @@ impl MockRank {
 /// One directory or metadirectory table entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[allow(missing_docs)] // the draft's members
+#[non_exhaustive]
 pub struct MockDir {
     pub host: String,
     pub executable: String,
@@ -101,6 +104,7 @@ impl MockDir {
 
 /// A process's MPI2DD state, to lay out with [`MockProcess::place`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct MockProcess {
     /// `debug_state`.
     pub debug_state: DebugState,
@@ -126,6 +130,7 @@ pub struct MockProcess {
 
 /// Where [`MockProcess::place`] put things, for tests that corrupt them afterwards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PlacedProcess {
     /// `MPI2DD_info`.
     pub info: u64,

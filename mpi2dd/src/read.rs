@@ -28,6 +28,7 @@ use crate::error::{Error, Result};
 /// Bounds on what is read from one process; every size the target gives is checked against
 /// them before anything is allocated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ReadOptions {
     /// Longest host name, executable name, comm world id or abort string (bytes before the
     /// NUL). Default: 4096 (`PATH_MAX`).
@@ -52,10 +53,40 @@ impl Default for ReadOptions {
     }
 }
 
+impl ReadOptions {
+    /// Sets the longest string accepted.
+    pub fn with_max_string(mut self, max_string: u64) -> Self {
+        self.max_string = max_string;
+        self
+    }
+
+    /// Sets the most proctable entries accepted.
+    pub fn with_max_proctable(mut self, max_proctable: u64) -> Self {
+        self.max_proctable = max_proctable;
+        self
+    }
+
+    /// Sets the most directory or metadirectory table entries accepted.
+    pub fn with_max_directory_table(mut self, max_directory_table: u64) -> Self {
+        self.max_directory_table = max_directory_table;
+        self
+    }
+
+    /// Sets how many times a changing snapshot is read again.
+    pub fn with_retries(mut self, retries: u32) -> Self {
+        self.retries = retries;
+        self
+    }
+}
+
 /// Which table of `MPI2DD_INFO`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[allow(
+    clippy::exhaustive_enums,
+    reason = "the three tables of the draft's MPI2DD_INFO"
+)]
 pub enum TableKind {
     /// `proctable` (`MPI2DD_PROCDESC[proctable_size]`).
     Proctable,
@@ -79,6 +110,7 @@ impl TableKind {
 /// A spawn descriptor with its string resolved: where a spawned world comes from.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct SpawnDesc {
     /// The `MPI_COMM_WORLD` of the parent rank.
     pub parent_comm_world_id: Arc<str>,
@@ -91,6 +123,7 @@ pub struct SpawnDesc {
 /// One proctable entry, resolved.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct ProcDesc {
     /// Where the rank runs (a host name or an IP address).
     pub host: Arc<str>,
@@ -109,6 +142,7 @@ pub struct ProcDesc {
 /// One directory or metadirectory table entry, resolved.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct DirEntry {
     /// Where the process runs.
     pub host: Arc<str>,
@@ -155,6 +189,7 @@ pub enum EntryProblemKind {
 /// A problem with one entry of one table; the rest of the table is still used.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct EntryProblem {
     /// The table.
     pub table: TableKind,
@@ -168,6 +203,7 @@ pub struct EntryProblem {
 
 /// Everything one process exposes through MPI2DD, read at one moment.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Snapshot {
     /// Address of `MPI2DD_info`.
     pub info_address: u64,

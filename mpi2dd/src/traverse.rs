@@ -33,6 +33,7 @@ use crate::read::{ReadOptions, Snapshot, TableKind, read_snapshot};
 
 /// Bounds of a traversal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TraverseOptions {
     /// Bounds for reading each process.
     pub read: ReadOptions,
@@ -49,6 +50,26 @@ impl Default for TraverseOptions {
             max_processes: 4096,
             max_ranks: 1 << 23,
         }
+    }
+}
+
+impl TraverseOptions {
+    /// Sets the bounds for reading each process.
+    pub fn with_read(mut self, read: ReadOptions) -> Self {
+        self.read = read;
+        self
+    }
+
+    /// Sets the most directories and metadirectories followed.
+    pub fn with_max_processes(mut self, max_processes: usize) -> Self {
+        self.max_processes = max_processes;
+        self
+    }
+
+    /// Sets the most ranks kept.
+    pub fn with_max_ranks(mut self, max_ranks: usize) -> Self {
+        self.max_ranks = max_ranks;
+        self
     }
 }
 
@@ -71,6 +92,7 @@ pub enum TraverseError {
 
 /// A traversal's result: where it started and the job it found.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Traversal {
     /// The entry process.
     pub entry: ProcessKey,

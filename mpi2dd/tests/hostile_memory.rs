@@ -75,7 +75,7 @@ proptest! {
         b.map(HEAP, heap, Access::READ_ONLY);
         b.symbol(Symbol::new("MPI2DD_info", INFO_AT, size, SymbolKind::Object));
         let t = b.build();
-        let opts = ReadOptions { max_string: 64, max_proctable: 1 << 12, max_directory_table: 1 << 10, retries: 2 };
+        let opts = ReadOptions::default().with_max_string(64).with_max_proctable(1 << 12).with_max_directory_table(1 << 10).with_retries(2);
         let snap = read_snapshot(&t, &opts).unwrap();
         let claimed = |s: i32| u64::try_from(s).unwrap_or(0);
         let dropped = |k: TableKind| snap.problems.iter().filter(|p| p.table == k).count() as u64;

@@ -470,10 +470,7 @@ fn a_flood_of_listed_processes_is_bounded() {
     m2.metadirectories = vec![MockDir::new("m1", "/mpi/meta", 10)];
     let procs = vec![("m1", 10, m), ("m2", 20, m2)];
     let c = connector(DataModel::LP64, &procs, |_, _, _, _| {});
-    let opts = TraverseOptions {
-        max_processes: 100,
-        ..TraverseOptions::default()
-    };
+    let opts = TraverseOptions::default().with_max_processes(100);
     let job = traverse(&c, "m1", 10, &opts).unwrap().job;
     assert_eq!(job.processes.len(), 2);
     assert_eq!(job.unreachable.len(), 98);

@@ -53,13 +53,13 @@ pub fn flags_of_mpi2dd(flags: mpi2dd::flags::MpiFlags) -> mpir_types::mpir::Mpir
             Flag::ABSENT
         }
     };
-    mpir_types::mpir::MpirFlags {
-        i_am_starter: flag(MpiFlags::I_AM_STARTER),
-        acquired_pre_main: flag(MpiFlags::ACQUIRED_PRE_MAIN),
-        force_to_main: flag(MpiFlags::FORCE_TO_MAIN),
-        partial_attach_ok: flag(MpiFlags::PARTIAL_ATTACH_OK),
-        ignore_queues: flag(MpiFlags::IGNORE_QUEUE),
-    }
+    let mut out = mpir_types::mpir::MpirFlags::default();
+    out.i_am_starter = flag(MpiFlags::I_AM_STARTER);
+    out.acquired_pre_main = flag(MpiFlags::ACQUIRED_PRE_MAIN);
+    out.force_to_main = flag(MpiFlags::FORCE_TO_MAIN);
+    out.partial_attach_ok = flag(MpiFlags::PARTIAL_ATTACH_OK);
+    out.ignore_queues = flag(MpiFlags::IGNORE_QUEUE);
+    out
 }
 
 #[cfg(test)]

@@ -45,6 +45,9 @@
 //! ```
 
 #![forbid(unsafe_code)]
+// CONVENTIONS.md: public types are `#[non_exhaustive]` unless complete by nature, and an
+// exemption says why.
+#![warn(clippy::exhaustive_enums, clippy::exhaustive_structs)]
 
 pub mod daemon;
 mod error;

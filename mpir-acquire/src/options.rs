@@ -53,11 +53,25 @@ pub enum GateRelease {
 /// The tool daemon launch extension (MPIR 1.1 §7.1): the starter launches this program with
 /// these arguments alongside the ranks.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ToolDaemon {
     /// Written to `MPIR_executable_path`.
     pub executable: String,
     /// Written to `MPIR_server_arguments`, NUL-separated.
     pub arguments: Vec<String>,
+}
+
+impl ToolDaemon {
+    /// The program `executable`, started with `arguments`.
+    pub fn new(
+        executable: impl Into<String>,
+        arguments: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        ToolDaemon {
+            executable: executable.into(),
+            arguments: arguments.into_iter().map(Into::into).collect(),
+        }
+    }
 }
 
 /// Settings of an acquisition.

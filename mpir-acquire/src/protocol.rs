@@ -6,7 +6,7 @@
 //! [`Action`]s for a driver to carry out: plant or remove a breakpoint, return from
 //! `MPIR_Breakpoint`, continue the starter, write the attach FIFO, attach ranks. It reads and
 //! writes the starter's *variables* itself, through any [`Target`] handed to
-//! [`Acquisition::handle`] (a [`MockTarget`](mpir_target::mock::MockTarget) in tests, a
+//! [`Acquisition::handle`] (an `mpir_target` `MockTarget` in tests, a
 //! [`LiveTarget`](mpir_target::live::LiveTarget) in [`crate::live`]); it never touches
 //! processes, threads or clocks. The only writes it makes are the ones the spec asks of a
 //! tool: `MPIR_being_debugged`, and, when asked for, `MPIR_executable_path` and
@@ -35,6 +35,10 @@ use crate::quirks::{self, Quirks};
 
 /// How the starter came under control.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(
+    clippy::exhaustive_enums,
+    reason = "MPIR 1.1 defines two ways to acquire a job: launch and attach"
+)]
 pub enum Mode {
     /// The tool started it (stopped at its first instruction after `exec`).
     Launch,
@@ -182,13 +186,13 @@ pub struct Acquisition {
 /// The starter's presence flags (MPIR 1.1 §9.10–9.14) as `target` defines them: from a live
 /// starter, or from a starter's core file.
 pub fn read_flags<T: Target + ?Sized>(target: &T) -> MpirFlags {
-    MpirFlags {
-        i_am_starter: read_flag(target, &[symbols::I_AM_STARTER]),
-        acquired_pre_main: read_flag(target, &[symbols::ACQUIRED_PRE_MAIN]),
-        force_to_main: read_flag(target, &[symbols::FORCE_TO_MAIN]),
-        partial_attach_ok: read_flag(target, &[symbols::PARTIAL_ATTACH_OK]),
-        ignore_queues: read_flag(target, &symbols::IGNORE_QUEUES_SPELLINGS),
-    }
+    let mut flags = MpirFlags::default();
+    flags.i_am_starter = read_flag(target, &[symbols::I_AM_STARTER]);
+    flags.acquired_pre_main = read_flag(target, &[symbols::ACQUIRED_PRE_MAIN]);
+    flags.force_to_main = read_flag(target, &[symbols::FORCE_TO_MAIN]);
+    flags.partial_attach_ok = read_flag(target, &[symbols::PARTIAL_ATTACH_OK]);
+    flags.ignore_queues = read_flag(target, &symbols::IGNORE_QUEUES_SPELLINGS);
+    flags
 }
 
 fn read_flag<T: Target + ?Sized>(target: &T, names: &[&str]) -> Flag {

@@ -299,14 +299,10 @@ fn the_tool_daemon_is_launched_with_our_arguments() {
         return;
     };
     let argv_file = f.dir.join("argv.txt");
-    let o = options().tool_daemon(ToolDaemon {
-        executable: daemon.to_str().unwrap().into(),
-        arguments: vec![
-            argv_file.to_str().unwrap().into(),
-            "--port".into(),
-            "4000".into(),
-        ],
-    });
+    let o = options().tool_daemon(ToolDaemon::new(
+        daemon.to_str().unwrap(),
+        [argv_file.to_str().unwrap(), "--port", "4000"],
+    ));
     // -w: the starter spawns (and breaks) only for a debugger, as Open MPI does.
     let (a, child) = launched(&f, &["-n", "2", "-w"], &[], o);
     assert_eq!(a.job().len(), 2);

@@ -429,10 +429,7 @@ fn hostile_sizes_are_typed_errors() {
 
 #[test]
 fn the_tool_daemon_extension_writes_bounded_arrays_or_nothing() {
-    let daemon = ToolDaemon {
-        executable: "/opt/tool/bin/toold".into(),
-        arguments: vec!["--port".into(), "4000".into()],
-    };
+    let daemon = ToolDaemon::new("/opt/tool/bin/toold", ["--port", "4000"]);
     let make = |path_len: u64| {
         let mut s = MockStarter::uniform(0, 1, "x", 1);
         s.debug_state = DebugState::Null;

@@ -63,10 +63,7 @@ fn a_spawn_event_traverses_reports_the_delta_and_holds_the_new_ranks() {
     let w0 = vec![MockRank::new("n0", "/bin/app", "w0", 100, 0)];
     let mut w = Watch::new(job(&w0));
     drain(&mut w);
-    let event = Event {
-        state: DebugState::Spawn,
-        abort_message: None,
-    };
+    let event = Event::new(DebugState::Spawn, None);
     w.handle(WatchInput::Stopped {
         process: key(100),
         tid: 100,
@@ -107,10 +104,7 @@ fn aborts_unknown_states_and_failed_traversals_are_reported_and_resumed() {
     w.handle(WatchInput::Stopped {
         process: key(11),
         tid: 7,
-        event: Event {
-            state: DebugState::Abort,
-            abort_message: Some("MPI_Abort(9)".into()),
-        },
+        event: Event::new(DebugState::Abort, Some("MPI_Abort(9)".into())),
     });
     let acts = drain(&mut w);
     assert!(matches!(
@@ -122,10 +116,7 @@ fn aborts_unknown_states_and_failed_traversals_are_reported_and_resumed() {
     w.handle(WatchInput::Stopped {
         process: key(11),
         tid: 7,
-        event: Event {
-            state: DebugState::Unknown(42),
-            abort_message: None,
-        },
+        event: Event::new(DebugState::Unknown(42), None),
     });
     let acts = drain(&mut w);
     assert!(matches!(
@@ -136,10 +127,7 @@ fn aborts_unknown_states_and_failed_traversals_are_reported_and_resumed() {
     w.handle(WatchInput::Stopped {
         process: key(11),
         tid: 7,
-        event: Event {
-            state: DebugState::DirectoryChanged,
-            abort_message: None,
-        },
+        event: Event::new(DebugState::DirectoryChanged, None),
     });
     drain(&mut w);
     let unreachable = TraverseError::Connect(ConnectError::NoSuchProcess {
@@ -171,10 +159,7 @@ fn every_event_that_can_change_the_job_asks_for_a_traversal() {
         w.handle(WatchInput::Stopped {
             process: key(10),
             tid: 10,
-            event: Event {
-                state,
-                abort_message: None,
-            },
+            event: Event::new(state, None),
         });
         assert_eq!(
             drain(&mut w),

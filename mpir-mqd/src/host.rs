@@ -77,6 +77,7 @@ impl HostOptions {
 /// the spec defines as the debugger's index in its `COMM_UNIVERSE`: `COMM_WORLD`'s ranks are
 /// its prefix, and a process created by `MPI_Comm_spawn` gets an index past them. Identities
 /// must then be unique among the attached processes.
+#[non_exhaustive]
 pub struct ProcessSpec {
     /// The executable image's name (used in the DLL's has-queues messages).
     pub image_name: String,

@@ -55,10 +55,14 @@
 //! ```
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
+// CONVENTIONS.md: public types are `#[non_exhaustive]` unless complete by nature, and an
+// exemption says why.
+#![warn(clippy::exhaustive_enums, clippy::exhaustive_structs)]
 
 mod discover;
 mod error;
 mod ffi;
+#[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 mod helper;
 mod host;

@@ -112,11 +112,11 @@ fn process(m: DataModel, comms: &[FakeComm], name: i64, spawned: &[FakeSpawned])
 }
 
 fn spec(target: &Rc<MockTarget>, identity: i32) -> ProcessSpec {
-    ProcessSpec {
-        image_name: IMAGE.into(),
-        target: Rc::clone(target) as Rc<dyn mpir_target::Target>,
-        global_rank: u64::try_from(identity).ok(),
-    }
+    ProcessSpec::new(
+        IMAGE,
+        Rc::clone(target) as Rc<dyn mpir_target::Target>,
+        u64::try_from(identity).ok(),
+    )
 }
 
 fn attach(host: &mut dyn QueueHost, target: &Rc<MockTarget>, identity: i32) -> ProcessId {

@@ -61,11 +61,11 @@ fn mpich_dll_reports_posted_operations_of_live_ranks() {
             let peer = (rank as u64 + 1) % 2;
             let target = LiveTarget::open(pid, DebugOptions::default()).expect("open rank");
             let p = host
-                .attach(ProcessSpec {
-                    image_name: app.display().to_string(),
-                    target: Rc::new(target),
-                    global_rank: Some(rank as u64),
-                })
+                .attach(ProcessSpec::new(
+                    app.display().to_string(),
+                    Rc::new(target),
+                    Some(rank as u64),
+                ))
                 .unwrap_or_else(|e| panic!("attach rank {rank}: {e}"));
             let comms = host
                 .queues(p)

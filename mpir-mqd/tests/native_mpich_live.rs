@@ -169,11 +169,11 @@ fn native_mpich_walker_equals_libtvmpich_on_live_ranks_and_their_cores() {
         check_known_program(&live.communicators, rank as u64);
 
         let p = host
-            .attach(ProcessSpec {
-                image_name: app.display().to_string(),
-                target: target.clone(),
-                global_rank: Some(rank as u64),
-            })
+            .attach(ProcessSpec::new(
+                app.display().to_string(),
+                target.clone(),
+                Some(rank as u64),
+            ))
             .expect("attach the DLL");
         let dll_comms = host.queues(p).expect("DLL queues");
         host.detach(p).expect("detach");

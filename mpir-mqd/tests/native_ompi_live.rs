@@ -135,11 +135,11 @@ fn native_open_mpi_walker_equals_the_dll_and_adds_unexpected_messages() {
         check_unexpected(&live.communicators, rank as u64);
 
         let p = host
-            .attach(ProcessSpec {
-                image_name: app.display().to_string(),
-                target: target.clone(),
-                global_rank: Some(rank as u64),
-            })
+            .attach(ProcessSpec::new(
+                app.display().to_string(),
+                target.clone(),
+                Some(rank as u64),
+            ))
             .expect("attach the DLL");
         let dll_comms = host.queues(p).expect("DLL queues");
         host.detach(p).expect("detach");

@@ -22,11 +22,11 @@ fn check_rank(host: &mut dyn QueueHost, app: &Path, pid: u32, rank: usize, sidec
     let target = LiveTarget::open(pid, DebugOptions::default().with_types_sidecar(sidecar))
         .expect("open rank");
     let p = host
-        .attach(mpir_mqd::ProcessSpec {
-            image_name: app.display().to_string(),
-            target: Rc::new(target),
-            global_rank: Some(rank as u64),
-        })
+        .attach(mpir_mqd::ProcessSpec::new(
+            app.display().to_string(),
+            Rc::new(target),
+            Some(rank as u64),
+        ))
         .unwrap_or_else(|e| panic!("attach rank {rank}: {e}"));
     let comms = host
         .queues(p)

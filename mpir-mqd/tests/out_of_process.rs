@@ -33,11 +33,7 @@ fn walk(
     target: Rc<MockTarget>,
 ) -> (Vec<CommunicatorQueues>, Option<String>) {
     let p = host
-        .attach(ProcessSpec {
-            image_name: IMAGE.into(),
-            target,
-            global_rank: Some(3),
-        })
+        .attach(ProcessSpec::new(IMAGE, target, Some(3)))
         .unwrap_or_else(|e| panic!("attach: {e}"));
     let message = host.queue_messages(p).0.map(str::to_string);
     let first = host.queues(p).unwrap_or_else(|e| panic!("queues: {e}"));
@@ -136,11 +132,11 @@ fn out_of_process_matches_in_process_big_endian_32_bit() {
 fn attached(dll: &Path, helper: HelperOptions) -> (OutOfProcessHost, mpir_mqd::ProcessId) {
     let mut host = spawn(dll, HostOptions::default(), helper);
     let p = host
-        .attach(ProcessSpec {
-            image_name: IMAGE.into(),
-            target: Rc::new(fake_target(DataModel::LP64, &two_comms(), true, true)),
-            global_rank: Some(0),
-        })
+        .attach(ProcessSpec::new(
+            IMAGE,
+            Rc::new(fake_target(DataModel::LP64, &two_comms(), true, true)),
+            Some(0),
+        ))
         .expect("attach works: the faulty call is the queue walk");
     (host, p)
 }
@@ -220,11 +216,11 @@ fn an_overall_deadline_bounds_a_dll_that_keeps_talking() {
     };
     let mut host = spawn(&dll, HostOptions::default().with_bounds(16, 50), helper());
     let p = host
-        .attach(ProcessSpec {
-            image_name: IMAGE.into(),
-            target: Rc::new(fake_target(DataModel::LP64, &two_comms(), true, true)),
-            global_rank: Some(0),
-        })
+        .attach(ProcessSpec::new(
+            IMAGE,
+            Rc::new(fake_target(DataModel::LP64, &two_comms(), true, true)),
+            Some(0),
+        ))
         .expect("attach");
     let comms = host.queues(p).expect("communicators still listed");
     match &comms[0].sends {
@@ -243,11 +239,11 @@ fn an_overall_deadline_bounds_a_dll_that_keeps_talking() {
             .with_timeouts(Duration::from_secs(10), Duration::from_millis(700)),
     );
     let p = host
-        .attach(ProcessSpec {
-            image_name: IMAGE.into(),
-            target: Rc::new(fake_target(DataModel::LP64, &two_comms(), true, true)),
-            global_rank: Some(0),
-        })
+        .attach(ProcessSpec::new(
+            IMAGE,
+            Rc::new(fake_target(DataModel::LP64, &two_comms(), true, true)),
+            Some(0),
+        ))
         .expect("attach");
     let pid = host.helper_pid().expect("running");
     assert!(

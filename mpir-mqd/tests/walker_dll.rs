@@ -28,11 +28,7 @@ fn walk_in(model: DataModel, sizes: &str, name: &str) {
     assert_eq!(host.taddr_width(), Some(8));
     assert!(host.optional_exports().contains(&"mqs_get_comm_group"));
     let p = host
-        .attach(ProcessSpec {
-            image_name: IMAGE.into(),
-            target: target.clone(),
-            global_rank: Some(3),
-        })
+        .attach(ProcessSpec::new(IMAGE, target.clone(), Some(3)))
         .expect("attach");
     assert_eq!(
         host.queue_messages(p).0,
@@ -152,11 +148,7 @@ fn attach_err(target: MockTarget, name: &str) -> Option<MqdError> {
     let (_dir, dll) = build_dll(name, &[])?;
     let mut host = load(&dll, HostOptions::default()).expect("load");
     let err = host
-        .attach(ProcessSpec {
-            image_name: IMAGE.into(),
-            target: Rc::new(target),
-            global_rank: Some(0),
-        })
+        .attach(ProcessSpec::new(IMAGE, Rc::new(target), Some(0)))
         .expect_err("attach must fail");
     Some(err)
 }
@@ -209,11 +201,7 @@ fn unreadable_memory_is_a_dll_error_with_callback_context() {
     b.pointer_variable("fake_comm_head", 0xdead_0000);
     let mut host = load(&dll, HostOptions::default()).expect("load");
     let p = host
-        .attach(ProcessSpec {
-            image_name: IMAGE.into(),
-            target: Rc::new(b.build()),
-            global_rank: Some(0),
-        })
+        .attach(ProcessSpec::new(IMAGE, Rc::new(b.build()), Some(0)))
         .expect("attach");
     match host.queues(p) {
         Err(MqdError::Dll {
@@ -304,11 +292,11 @@ fn an_endless_queue_is_bounded() {
     };
     let mut host = load(&dll, HostOptions::default().with_bounds(16, 50)).expect("load");
     let p = host
-        .attach(ProcessSpec {
-            image_name: IMAGE.into(),
-            target: Rc::new(fake_target(DataModel::LP64, &two_comms(), true, true)),
-            global_rank: Some(0),
-        })
+        .attach(ProcessSpec::new(
+            IMAGE,
+            Rc::new(fake_target(DataModel::LP64, &two_comms(), true, true)),
+            Some(0),
+        ))
         .expect("attach");
     let comms = host.queues(p).expect("communicators still listed");
     match &comms[0].sends {
@@ -328,11 +316,11 @@ fn without_comm_group_global_ranks_stay_unknown() {
     let mut host = load(&dll, HostOptions::default()).expect("load");
     assert!(!host.optional_exports().contains(&"mqs_get_comm_group"));
     let p = host
-        .attach(ProcessSpec {
-            image_name: IMAGE.into(),
-            target: Rc::new(fake_target(DataModel::LP64, &two_comms(), true, true)),
-            global_rank: Some(0),
-        })
+        .attach(ProcessSpec::new(
+            IMAGE,
+            Rc::new(fake_target(DataModel::LP64, &two_comms(), true, true)),
+            Some(0),
+        ))
         .expect("attach");
     let comms = host.queues(p).expect("queues");
     assert_eq!(comms[0].group, None);
@@ -367,11 +355,7 @@ fn a_symbol_that_is_data_is_not_a_function() {
     b.symbol(Symbol::new("fake_mpi_init", 0x1000, 4, SymbolKind::Object));
     let mut host = load(&dll, HostOptions::default()).expect("load");
     let err = host
-        .attach(ProcessSpec {
-            image_name: IMAGE.into(),
-            target: Rc::new(b.build()),
-            global_rank: Some(0),
-        })
+        .attach(ProcessSpec::new(IMAGE, Rc::new(b.build()), Some(0)))
         .expect_err("probe must fail");
     assert!(
         matches!(&err, MqdError::Dll { message, .. } if message == "/fake/app: fake_mpi_init not found"),

@@ -29,6 +29,7 @@ const AT_ENTRY: u64 = 9;
 
 /// A `PT_LOAD` segment of the core.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CoreSegment {
     /// Start address in the process.
     pub vaddr: u64,
@@ -42,6 +43,7 @@ pub struct CoreSegment {
 
 /// A file mapping from the `NT_FILE` note.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CoreMapping {
     /// Start address.
     pub start: u64,
@@ -55,6 +57,7 @@ pub struct CoreMapping {
 
 /// A thread from an `NT_PRSTATUS` note.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CoreThread {
     /// Thread id (the first thread's is the process id).
     pub tid: u32,
@@ -80,6 +83,7 @@ pub struct CoreFile {
 /// A core file shorter than its own segments say (a dump cut short by `ulimit -c`, a full disk
 /// or a partial copy): memory past `length` reads as unavailable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Truncation {
     /// The bytes the segments' dumped data needs (the end of the last one).
     pub needed: u64,

@@ -111,3 +111,64 @@ pub enum TargetError {
 
 /// Short alias.
 pub type Result<T, E = TargetError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::debuginfo::DebugInfoError;
+
+    /// Walks `error`'s `source()` chain and fails if a message contains its source's message
+    /// (the error printing its source twice once a reporter prints the chain).
+    fn assert_sources_printed_once(error: &(dyn std::error::Error + 'static)) {
+        let mut cur = error;
+        while let Some(src) = cur.source() {
+            let (outer, inner) = (cur.to_string(), src.to_string());
+            assert!(
+                !inner.is_empty() && !outer.contains(&inner),
+                "{outer:?} prints its source {inner:?}"
+            );
+            cur = src;
+        }
+    }
+
+    #[test]
+    fn no_error_prints_its_source_twice() {
+        let errors: Vec<Box<dyn std::error::Error>> = vec![
+            Box::new(TargetError::Unreadable {
+                address: 0x40,
+                len: 8,
+                fault: Fault::Os("EIO: Input/output error".into()),
+            }),
+            Box::new(TargetError::ShortRead {
+                address: 0x40,
+                wanted: 8,
+                got: 3,
+                fault: Fault::Unmapped,
+            }),
+            Box::new(TargetError::Decode(DecodeError::Truncated {
+                what: "MPIR_PROCDESC[3].pid".into(),
+                address: 0x1000,
+                needed: 4,
+                available: 1,
+            })),
+            Box::new(TargetError::DebugInfo(DebugInfoError::Elf {
+                path: "/bin/app".into(),
+                reason: "not an ELF file".into(),
+            })),
+        ];
+        for e in &errors {
+            assert_sources_printed_once(e.as_ref());
+        }
+        // A forwarding variant says nothing of its own: its message is its cause's.
+        let decode = DecodeError::Truncated {
+            what: "x".into(),
+            address: 1,
+            needed: 2,
+            available: 0,
+        };
+        assert_eq!(
+            TargetError::Decode(decode.clone()).to_string(),
+            decode.to_string()
+        );
+    }
+}

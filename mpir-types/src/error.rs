@@ -95,3 +95,33 @@ pub enum DecodeError {
 
 /// Short alias used throughout the crate.
 pub type Result<T, E = DecodeError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    /// The decoder's errors are causes, not wrappers: none returns a source, so none can
+    /// print one twice (a variant wrapping another error must keep it that way or be
+    /// `#[error(transparent)]`).
+    #[test]
+    fn decode_errors_have_no_source_to_print_twice() {
+        let errors = [
+            DecodeError::Truncated {
+                what: "MPIR_PROCDESC[3].pid".into(),
+                address: 0x1000,
+                needed: 4,
+                available: 1,
+            },
+            DecodeError::UnsupportedWidth {
+                what: "pid".into(),
+                address: 0x1000,
+                width: 3,
+            },
+        ];
+        for e in &errors {
+            assert!(e.source().is_none(), "{e}");
+            assert!(e.to_string().contains("0x1000"), "{e}");
+        }
+    }
+}

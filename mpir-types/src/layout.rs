@@ -11,6 +11,10 @@ use crate::error::{DecodeError, Result};
 /// Where a member lives inside its struct: byte offset and byte size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[allow(
+    clippy::exhaustive_structs,
+    reason = "a byte offset and a byte size: all a member's place is"
+)]
 pub struct FieldLayout {
     /// Byte offset from the start of the struct.
     pub offset: u64,
@@ -62,6 +66,7 @@ impl std::fmt::Display for LayoutSource {
 /// One member of a [`TypeLayout`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct MemberLayout {
     /// Member name.
     pub name: String,
@@ -71,12 +76,24 @@ pub struct MemberLayout {
     pub byte_size: Option<u64>,
 }
 
+impl MemberLayout {
+    /// A member at `offset`, of `byte_size` bytes when the description says.
+    pub fn new(name: impl Into<String>, offset: u64, byte_size: Option<u64>) -> Self {
+        MemberLayout {
+            name: name.into(),
+            offset,
+            byte_size,
+        }
+    }
+}
+
 /// The layout of a struct as a debugger sees it: total size and named members.
 ///
 /// This is what a symbol/type backend returns (DWARF, a types sidecar, a mock), and what the
 /// interface decoders accept to adapt to a target whose structs differ from the ABI default.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct TypeLayout {
     /// Type name as looked up (may be a typedef name).
     pub name: String,

@@ -44,9 +44,13 @@
 #![cfg_attr(not(test), deny(clippy::indexing_slicing))]
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
+// CONVENTIONS.md: public types are `#[non_exhaustive]` unless complete by nature, and an
+// exemption says why.
+#![warn(clippy::exhaustive_enums, clippy::exhaustive_structs)]
 
 pub mod deadlock;
 mod error;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 mod layout;

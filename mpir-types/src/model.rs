@@ -11,6 +11,7 @@ use crate::error::{DecodeError, Result};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
+#[allow(clippy::exhaustive_enums, reason = "the two byte orders")]
 pub enum ByteOrder {
     /// Least significant byte first (x86, most AArch64 and RISC-V systems).
     Little,
@@ -69,6 +70,10 @@ impl ByteOrder {
 /// members every DLL agrees on).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[allow(
+    clippy::exhaustive_structs,
+    reason = "MQD's mqs_target_type_sizes, member for member"
+)]
 pub struct TypeSizes {
     /// `sizeof(short)`.
     pub short: u8,

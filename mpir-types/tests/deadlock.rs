@@ -12,21 +12,15 @@ use mpir_types::mqd::{Length, OpClass, OpStatus, Operation, Peer};
 use proptest::prelude::*;
 
 fn op(class: OpClass, peer: Peer, tag: Option<i64>, buffer: u64) -> Operation {
-    Operation {
-        class,
-        status: OpStatus::Pending,
-        peer_local: peer,
-        peer_global: None,
-        tag,
-        length: Length {
-            bytes: Some(1 << 20),
-            elements: None,
-        },
-        system_buffer: false,
-        buffer,
-        actual: None,
-        extra_text: vec![],
-    }
+    let mut op = Operation::new(class, peer);
+    op.status = OpStatus::Pending;
+    op.tag = tag;
+    op.length = Length {
+        bytes: Some(1 << 20),
+        elements: None,
+    };
+    op.buffer = buffer;
+    op
 }
 
 fn recv(from: u64, tag: i64) -> Operation {
@@ -39,15 +33,14 @@ fn send(to: u64, tag: i64) -> Operation {
 
 /// An eager unexpected message: its data is here, in a system buffer.
 fn unexpected(from: u64, tag: i64) -> Operation {
-    Operation {
-        system_buffer: true,
-        ..op(
-            OpClass::Unexpected,
-            Peer::Rank(from),
-            Some(tag),
-            0x9000 + from,
-        )
-    }
+    let mut op = op(
+        OpClass::Unexpected,
+        Peer::Rank(from),
+        Some(tag),
+        0x9000 + from,
+    );
+    op.system_buffer = true;
+    op
 }
 
 /// A rendezvous header in the unexpected queue: the data is still at the sender.
@@ -56,24 +49,25 @@ fn rendezvous_header(from: u64, tag: i64) -> Operation {
 }
 
 fn comm(name: &str, ctx: u64, size: u64, rank: u64, ops: Vec<Operation>) -> CommQueues {
-    CommQueues {
-        context_id: Some(ctx),
-        operations: ops,
-        ..CommQueues::new(0x7000 + ctx, name, size, rank)
-    }
+    let mut c = CommQueues::new(0x7000 + ctx, name, size, rank);
+    c.context_id = Some(ctx);
+    c.operations = ops;
+    c
 }
 
 /// `n` ranks, each in MPI_COMM_WORLD with the operations `ops(rank)`.
 fn world(n: u64, mut ops: impl FnMut(u64) -> Vec<Operation>) -> JobSnapshot {
-    JobSnapshot {
-        ranks: (0..n)
-            .map(|r| RankQueues {
-                rank: r,
-                pid: Some(1000 + r as i64),
-                communicators: vec![comm("MPI_COMM_WORLD", 0, n, r, ops(r))],
+    JobSnapshot::new(
+        (0..n)
+            .map(|r| {
+                RankQueues::new(
+                    r,
+                    Some(1000 + r as i64),
+                    vec![comm("MPI_COMM_WORLD", 0, n, r, ops(r))],
+                )
             })
             .collect(),
-    }
+    )
 }
 
 fn deadlocked(r: &DeadlockReport) -> BTreeSet<u64> {
@@ -446,8 +440,8 @@ fn confirm_keeps_only_cycles_present_in_every_snapshot() {
 /// message from 1 (tag 5) on MPI_COMM_WORLD.
 fn demo_job(n: u64) -> JobSnapshot {
     let everyone: Vec<u64> = (0..n).collect();
-    JobSnapshot {
-        ranks: (0..n)
+    JobSnapshot::new(
+        (0..n)
             .map(|r| {
                 let mut ring_ops = Vec::new();
                 let mut world_ops = Vec::new();
@@ -466,19 +460,19 @@ fn demo_job(n: u64) -> JobSnapshot {
                 };
                 let mut icomm = with_group(comm("MPI_ICOMM_WORLD", 32, n, r, vec![]));
                 icomm.internal = true;
-                RankQueues {
-                    rank: r,
-                    pid: None,
-                    communicators: vec![
+                RankQueues::new(
+                    r,
+                    None,
+                    vec![
                         with_group(comm("demo-ring", 48, n, r, ring_ops)),
                         icomm,
                         comm("MPI_COMM_SELF", 16, 1, 0, vec![]),
                         with_group(comm("MPI_COMM_WORLD", 0, n, r, world_ops)),
                     ],
-                }
+                )
             })
             .collect(),
-    }
+    )
 }
 
 #[test]

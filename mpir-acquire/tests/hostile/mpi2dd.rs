@@ -189,13 +189,7 @@ fn strings_unterminated_into_a_hole() {
     d.proctable[1].host = "h".repeat(200);
     let (t, _) = process(DataModel::LP64, &d, |_, _| {});
     let snap = run_with("unterminated MPI2DD strings", SMALL, t, |t| {
-        read_snapshot(
-            &t,
-            &ReadOptions {
-                max_string: 64,
-                ..ReadOptions::default()
-            },
-        )
+        read_snapshot(&t, &ReadOptions::default().with_max_string(64))
     })
     .unwrap();
     assert_eq!(snap.proctable.len(), 1);
@@ -286,10 +280,7 @@ fn a_flood_of_listed_processes() {
     m.place(&mut b);
     let mut c = MapConnector::new();
     c.insert("meta", 10, b.build());
-    let opts = TraverseOptions {
-        max_processes: 64,
-        ..TraverseOptions::default()
-    };
+    let opts = TraverseOptions::default().with_max_processes(64);
     // The metadirectory's own table (60,000 entries, under the 2^16 bound) is kept whole in
     // its snapshot; what the bound on processes cuts is everything beyond it.
     let bounds = super::harness::Bounds {

@@ -42,14 +42,14 @@ impl RankQueues {
 }
 
 fn wait_rank(rank: u64, pid: Option<u32>, communicators: &[CommunicatorQueues]) -> WaitRank {
-    WaitRank {
+    WaitRank::new(
         rank,
-        pid: pid.map(i64::from),
-        communicators: communicators
+        pid.map(i64::from),
+        communicators
             .iter()
             .map(CommunicatorQueues::wait_input)
             .collect(),
-    }
+    )
 }
 
 /// The analysis input from one sample of the job: each rank read as (world rank, pid,
@@ -58,12 +58,12 @@ fn wait_rank(rank: u64, pid: Option<u32>, communicators: &[CommunicatorQueues]) 
 pub fn snapshot_of<'a>(
     ranks: impl IntoIterator<Item = (Option<u64>, Option<u32>, &'a [CommunicatorQueues])>,
 ) -> JobSnapshot {
-    JobSnapshot {
-        ranks: ranks
+    JobSnapshot::new(
+        ranks
             .into_iter()
             .filter_map(|(rank, pid, comms)| Some(wait_rank(rank?, pid, comms)))
             .collect(),
-    }
+    )
 }
 
 #[cfg(test)]

@@ -113,7 +113,9 @@ use mpir_types::mqd::{self, LengthUnit, OpClass, Operation};
 
 pub use crate::error::native::NativeError;
 
+use self::snapshot::Snapshot;
 use crate::MqdError;
+use crate::error::native::NativeResult;
 use crate::model::{CommOrigin, CommunicatorQueues, Queue, group_from_raw};
 
 /// Bounds of a walk.
@@ -384,6 +386,69 @@ impl RawComm {
 pub(crate) fn finish_all(mut comms: Vec<RawComm>) -> Vec<CommunicatorQueues> {
     comms.sort_by_key(|c| (c.key, c.communicator.unique_id));
     comms.into_iter().map(RawComm::finish).collect()
+}
+
+/// What the re-walk loop needs of a walker's context: the optional things it found missing
+/// (cleared before a new attempt) and the pointers it followed.
+pub(crate) trait WalkTally {
+    /// The optional symbols, types or fields found missing so far.
+    fn missing_mut(&mut self) -> &mut Vec<String>;
+    /// Pointers followed so far.
+    fn hops(&self) -> u64;
+}
+
+/// The re-walk loop of both walkers: one `attempt` over the communicator list, kept when
+/// `stamp` (MPICH's list sequence number, Open MPI's array header), read past the snapshot
+/// before and after, did not change; otherwise the snapshot is dropped and the list walked
+/// again, `max_attempts` times at most (at least once).
+pub(crate) fn walk_until_stable<C: WalkTally, K: PartialEq>(
+    s: &Snapshot<'_>,
+    cx: &mut C,
+    max_attempts: u32,
+    mut stamp: impl FnMut() -> NativeResult<K>,
+    mut attempt: impl FnMut(&mut C) -> NativeResult<(Vec<RawComm>, Option<NativeError>)>,
+) -> NativeResult<Walk> {
+    let attempts = max_attempts.max(1);
+    for n in 1..=attempts {
+        if n > 1 {
+            s.clear();
+            cx.missing_mut().clear();
+        }
+        let before = stamp()?;
+        let outcome = attempt(cx);
+        if before == stamp()? {
+            let (comms, incomplete) = outcome?;
+            return Ok(Walk {
+                communicators: finish_all(comms),
+                missing: std::mem::take(cx.missing_mut()),
+                communicators_error: incomplete,
+                attempts: n,
+                hops: cx.hops(),
+                target_reads: 0,
+                elapsed: Duration::default(),
+            });
+        }
+    }
+    Err(NativeError::Unstable { attempts })
+}
+
+/// `len` bytes at `address`, read from the target past the snapshot (for a
+/// [`walk_until_stable`] stamp); `what` names them in the error.
+pub(crate) fn read_fresh(
+    s: &Snapshot<'_>,
+    address: u64,
+    len: u64,
+    what: &str,
+) -> NativeResult<Vec<u8>> {
+    let mut b = vec![0u8; usize::try_from(len).unwrap_or(0)];
+    s.target()
+        .read_exact(address, &mut b)
+        .map_err(|source| NativeError::Read {
+            what: what.into(),
+            address,
+            source,
+        })?;
+    Ok(b)
 }
 
 /// A pending operation with every field "unknown" (-1), to be filled.

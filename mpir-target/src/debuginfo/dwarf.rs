@@ -633,11 +633,7 @@ impl TypeIndex {
                 }
             };
             match name {
-                Some(name) => out.push(MemberLayout {
-                    name,
-                    offset,
-                    byte_size,
-                }),
+                Some(name) => out.push(MemberLayout::new(name, offset, byte_size)),
                 None => {
                     if let Some(t) = ty {
                         pending_anonymous.push((t, offset));

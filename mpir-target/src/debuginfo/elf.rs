@@ -18,6 +18,10 @@ use crate::traits::{Binding, SymbolKind};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[allow(
+    clippy::exhaustive_enums,
+    reason = "ELF has two symbol tables, .symtab and .dynsym"
+)]
 pub enum SymbolTable {
     /// `.symtab` (full table; stripped from most installed binaries).
     Symtab,
@@ -27,6 +31,7 @@ pub enum SymbolTable {
 
 /// A defined symbol at its link-time address.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ElfSymbol {
     /// Link-time address (add the image's load bias for the run-time address).
     pub address: u64,
@@ -42,6 +47,7 @@ pub struct ElfSymbol {
 
 /// A `PT_LOAD` segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LoadSegment {
     /// `p_vaddr`.
     pub vaddr: u64,

@@ -12,6 +12,10 @@ use crate::error::{Result, TargetError};
 
 /// A file's identity: device and inode (the same file under any path or link).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[allow(
+    clippy::exhaustive_structs,
+    reason = "device and inode identify a file, nothing more"
+)]
 pub struct FileId {
     /// Device.
     pub dev: u64,

@@ -35,6 +35,7 @@ use crate::traits::{Memory, Symbol, SymbolLookup, TypeLookup, TypeQuery};
 
 /// Access rights of a mock region.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct Access {
     /// Reads succeed.
     pub read: bool,
@@ -95,6 +96,7 @@ pub(crate) struct Faults {
 
 /// One write a tool made to the mock.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WriteRecord {
     /// Where.
     pub address: u64,

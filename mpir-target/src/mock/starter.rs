@@ -10,6 +10,7 @@ use super::MockTargetBuilder;
 
 /// One rank of a [`MockStarter`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct MockRank {
     /// Host name.
     pub host: String,
@@ -53,6 +54,7 @@ pub struct MockStarter {
 
 /// Where [`MockStarter::place`] put things.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PlacedStarter {
     /// Address of the table (the value of `MPIR_proctable`).
     pub table_address: u64,

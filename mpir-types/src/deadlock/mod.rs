@@ -76,32 +76,24 @@
 //!
 //! ```
 //! use mpir_types::deadlock::{self, CommQueues, JobSnapshot, RankQueues};
-//! use mpir_types::mqd::{Length, OpClass, OpStatus, Operation, Peer};
+//! use mpir_types::mqd::{Length, OpClass, Operation, Peer};
 //!
-//! let recv = |from: u64| Operation {
-//!     class: OpClass::Receive,
-//!     status: OpStatus::Pending,
-//!     peer_local: Peer::Rank(from),
-//!     peer_global: None,
-//!     tag: Some(7),
-//!     length: Length { bytes: Some(64), elements: None },
-//!     system_buffer: false,
-//!     buffer: 0x1000,
-//!     actual: None,
-//!     extra_text: vec![],
+//! let recv = |from: u64| {
+//!     let mut op = Operation::new(OpClass::Receive, Peer::Rank(from));
+//!     op.tag = Some(7);
+//!     op.length = Length { bytes: Some(64), elements: None };
+//!     op.buffer = 0x1000;
+//!     op
 //! };
-//! let job = JobSnapshot {
-//!     ranks: (0..3)
-//!         .map(|r| RankQueues {
-//!             rank: r,
-//!             pid: None,
-//!             communicators: vec![CommQueues {
-//!                 operations: vec![recv((r + 1) % 3)],
-//!                 ..CommQueues::new(0x10, "ring", 3, r)
-//!             }],
+//! let job = JobSnapshot::new(
+//!     (0..3)
+//!         .map(|r| {
+//!             let mut ring = CommQueues::new(0x10, "ring", 3, r);
+//!             ring.operations = vec![recv((r + 1) % 3)];
+//!             RankQueues::new(r, None, vec![ring])
 //!         })
 //!         .collect(),
-//! };
+//! );
 //! let report = deadlock::analyze(&job)?;
 //! assert!(report.has_cycle());
 //! assert_eq!(report.cycles[0].ranks, [0, 1, 2]);
@@ -132,14 +124,23 @@ pub const MAX_NOTES: usize = 64;
 /// The queues of a whole job at one instant: the analysis input.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct JobSnapshot {
     /// One entry per rank read (any order; a rank may be missing).
     pub ranks: Vec<RankQueues>,
 }
 
+impl JobSnapshot {
+    /// The queues of `ranks`.
+    pub fn new(ranks: Vec<RankQueues>) -> Self {
+        JobSnapshot { ranks }
+    }
+}
+
 /// The queues of one rank.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct RankQueues {
     /// Rank in `MPI_COMM_WORLD` (the job rank).
     pub rank: u64,
@@ -149,9 +150,21 @@ pub struct RankQueues {
     pub communicators: Vec<CommQueues>,
 }
 
+impl RankQueues {
+    /// The queues of job rank `rank` (process `pid`, when known).
+    pub fn new(rank: u64, pid: Option<i64>, communicators: Vec<CommQueues>) -> Self {
+        RankQueues {
+            rank,
+            pid,
+            communicators,
+        }
+    }
+}
+
 /// One communicator as one rank sees it, with its pending operations.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct CommQueues {
     /// The source's identifier of the communicator in this process (e.g. its address).
     pub unique_id: u64,

@@ -11,6 +11,10 @@ use crate::mqd::{Length, OpClass, Peer};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[allow(
+    clippy::exhaustive_enums,
+    reason = "the analysis has three answers: no cycle, a potential deadlock, a confirmed one"
+)]
 pub enum Verdict {
     /// No rank waits in a cycle.
     NoCycle,
@@ -23,6 +27,7 @@ pub enum Verdict {
 /// A communicator as the report names it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct CommRef {
     /// Its name (empty when unnamed).
     pub name: String,
@@ -62,6 +67,7 @@ impl fmt::Display for CommRef {
 /// An operation that waits, as the report names it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct WaitOp {
     /// Pending send or pending receive.
     pub class: OpClass,
@@ -100,6 +106,10 @@ impl fmt::Display for WaitOp {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[allow(
+    clippy::exhaustive_enums,
+    reason = "an MPI peer is one rank or MPI_ANY_SOURCE"
+)]
 pub enum WaitTarget {
     /// One rank (a specific source, or a send's destination; possibly the waiting rank).
     Rank {
@@ -119,6 +129,10 @@ pub enum WaitTarget {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[allow(
+    clippy::exhaustive_enums,
+    reason = "a rank progresses, is in a cycle, or waits on a deadlocked rank"
+)]
 pub enum RankState {
     /// It can progress: every one of its waits can be satisfied.
     Progressing,
@@ -134,6 +148,7 @@ pub enum RankState {
 /// A wait: a pending operation that no available message or posted receive satisfies.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct Wait {
     /// The waiting rank.
     pub rank: u64,
@@ -150,6 +165,7 @@ pub struct Wait {
 /// One link of a cycle's chain: `rank` waits, through `op`, for `waits_for`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct Step {
     /// The waiting rank.
     pub rank: u64,
@@ -163,6 +179,7 @@ pub struct Step {
 /// `MPI_ANY_SOURCE` a knot.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct Cycle {
     /// Every rank of it, sorted.
     pub ranks: Vec<u64>,
@@ -175,6 +192,7 @@ pub struct Cycle {
 /// A deadlocked rank outside every cycle: it waits on a deadlocked rank.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct BlockedRank {
     /// The rank.
     pub rank: u64,
@@ -187,6 +205,7 @@ pub struct BlockedRank {
 /// The result of [`analyze`](super::analyze) or [`confirm`](super::confirm).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct DeadlockReport {
     /// The answer: no cycle, a potential deadlock, or a confirmed one.
     pub verdict: Verdict,

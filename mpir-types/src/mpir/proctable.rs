@@ -24,6 +24,10 @@ pub const DEFAULT_MAX_STRING: u64 = 4096;
 /// [`ProcDescLayout::abi`] computes the default when there is none.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[allow(
+    clippy::exhaustive_structs,
+    reason = "sizeof(MPIR_PROCDESC) and the offset of each of its three members"
+)]
 pub struct ProcDescLayout {
     /// `sizeof(MPIR_PROCDESC)`: the stride of the table.
     pub size: u64,
@@ -106,6 +110,10 @@ impl ProcDescLayout {
 /// One table entry as stored in the starter: two string addresses and the pid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[allow(
+    clippy::exhaustive_structs,
+    reason = "MPIR_PROCDESC, member for member"
+)]
 pub struct RawProcDesc {
     /// Address of the NUL-terminated host name in the starter.
     pub host_name: u64,
@@ -372,6 +380,7 @@ impl NameId {
 /// [`ResolvedTable::ranks`] for the same with the names filled in).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct ProcEntry {
     /// Rank in `MPI_COMM_WORLD` (the index in the table).
     pub rank: u64,
@@ -386,6 +395,7 @@ pub struct ProcEntry {
 /// One rank with its names: what [`ResolvedTable::ranks`] and [`ResolvedTable::rank`] give.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct Rank<'a> {
     /// Rank in `MPI_COMM_WORLD`.
     pub rank: u64,
@@ -401,6 +411,10 @@ pub struct Rank<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[allow(
+    clippy::exhaustive_enums,
+    reason = "the three members of MPIR_PROCDESC"
+)]
 pub enum EntryField {
     /// `host_name`.
     HostName,
@@ -480,6 +494,7 @@ fn implausible(bytes: &[u8]) -> Option<Implausible> {
 /// A problem with one entry; the rest of the table is still usable.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct EntryProblem {
     /// The entry's rank.
     pub rank: u64,
@@ -513,6 +528,7 @@ impl std::fmt::Display for EntryProblem {
 /// The job's ranks with the problems found while resolving them.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct ResolvedTable {
     /// One entry per rank, in rank order.
     pub entries: Vec<ProcEntry>,

@@ -7,6 +7,10 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[allow(
+    clippy::exhaustive_enums,
+    reason = "every value has a variant: the spec's three codes and Unknown(n)"
+)]
 pub enum DebugState {
     /// `MPIR_NULL` (0): ignore the event and continue.
     Null,
@@ -66,6 +70,10 @@ impl std::fmt::Display for DebugState {
 /// tested the value would get them wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[allow(
+    clippy::exhaustive_structs,
+    reason = "presence and value: all a presence-only symbol has"
+)]
 pub struct Flag {
     /// The symbol is defined in the process (this is what the interface means).
     pub present: bool,
@@ -92,6 +100,7 @@ impl Flag {
 /// The starter's presence flags (MPIR 1.1 §9.10–9.14).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct MpirFlags {
     /// `MPIR_i_am_starter`: the starter is not an MPI process.
     pub i_am_starter: Flag,

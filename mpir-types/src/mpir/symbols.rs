@@ -5,6 +5,10 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[allow(
+    clippy::exhaustive_enums,
+    reason = "the spec says a symbol is defined by the starter, the ranks or both"
+)]
 pub enum Defined {
     /// The starter process (`mpiexec`, or rank 0 acting as starter).
     Starter,
@@ -47,6 +51,7 @@ pub enum SymbolKind {
 /// One interface symbol and its contract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct SymbolSpec {
     /// The symbol name, exactly as looked up.
     pub name: &'static str,

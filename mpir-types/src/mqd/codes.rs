@@ -33,6 +33,10 @@ pub const EXTRA_TEXT_LEN: u64 = 64;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[allow(
+    clippy::exhaustive_enums,
+    reason = "the three queues of MQD's mqs_op_class"
+)]
 pub enum OpClass {
     /// `mqs_pending_sends` (0).
     Send,
@@ -70,6 +74,10 @@ impl OpClass {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[allow(
+    clippy::exhaustive_enums,
+    reason = "every value has a variant: mqs_status's three codes and Unknown(n)"
+)]
 pub enum OpStatus {
     /// `mqs_st_pending` (0).
     Pending,

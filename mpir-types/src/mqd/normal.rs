@@ -8,6 +8,7 @@ use crate::mqd::raw::PendingOperation;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
 pub enum LengthUnit {
     /// Lengths are byte counts (Open MPI's DLL).
     Bytes,
@@ -22,6 +23,10 @@ pub enum LengthUnit {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[allow(
+    clippy::exhaustive_enums,
+    reason = "every value has a variant: MPI_ANY_SOURCE, a rank, or the value kept"
+)]
 pub enum Peer {
     /// `MPI_ANY_SOURCE` (a receive's -1).
     Any,
@@ -34,6 +39,10 @@ pub enum Peer {
 /// A message length in the units that are known.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[allow(
+    clippy::exhaustive_structs,
+    reason = "bytes and elements: the two units an MPI message length is counted in"
+)]
 pub struct Length {
     /// Length in bytes, when known.
     pub bytes: Option<u64>,
@@ -66,6 +75,7 @@ impl Length {
 /// What an operation was actually matched with (valid once matched, and for sends).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct Actual {
     /// Rank in the communicator, when known.
     pub local_rank: Option<u64>,
@@ -80,6 +90,7 @@ pub struct Actual {
 /// A pending operation, normalised.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub struct Operation {
     /// Which queue it is on.
     pub class: OpClass,
@@ -101,6 +112,29 @@ pub struct Operation {
     pub actual: Option<Actual>,
     /// The DLL's extra lines of text.
     pub extra_text: Vec<String>,
+}
+
+impl Operation {
+    /// A pending operation on queue `class` for peer `peer_local`, with nothing else known:
+    /// status pending, any tag, no global peer, unknown length, buffer 0, not in a system
+    /// buffer, no match information and no extra text. Set the rest through the fields.
+    pub fn new(class: OpClass, peer_local: Peer) -> Self {
+        Operation {
+            class,
+            status: OpStatus::Pending,
+            peer_local,
+            peer_global: None,
+            tag: None,
+            length: Length {
+                bytes: None,
+                elements: None,
+            },
+            system_buffer: false,
+            buffer: 0,
+            actual: None,
+            extra_text: Vec::new(),
+        }
+    }
 }
 
 fn rank(v: i64) -> Option<u64> {

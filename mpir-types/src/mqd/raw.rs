@@ -16,6 +16,10 @@ use crate::view::{View, ViewMut};
 /// A communicator as a DLL reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[allow(
+    clippy::exhaustive_structs,
+    reason = "MQD's mqs_communicator, member for member"
+)]
 pub struct Communicator {
     /// `unique_id`: an address-sized tag unique per communicator.
     pub unique_id: u64,
@@ -30,6 +34,10 @@ pub struct Communicator {
 /// A pending operation as a DLL reports it, fields as in the header.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[allow(
+    clippy::exhaustive_structs,
+    reason = "MQD's mqs_pending_operation, member for member"
+)]
 pub struct PendingOperation {
     /// `status`.
     pub status: OpStatus,
@@ -62,6 +70,10 @@ pub struct PendingOperation {
 /// Layout of `mqs_communicator`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[allow(
+    clippy::exhaustive_structs,
+    reason = "the size of MQD's mqs_communicator and the offset of each member"
+)]
 pub struct CommunicatorLayout {
     /// `sizeof(mqs_communicator)`.
     pub size: u64,
@@ -80,6 +92,10 @@ pub struct CommunicatorLayout {
 /// Layout of `mqs_pending_operation`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[allow(
+    clippy::exhaustive_structs,
+    reason = "the size of MQD's mqs_pending_operation and the offset of each member"
+)]
 pub struct PendingOperationLayout {
     /// `sizeof(mqs_pending_operation)`.
     pub size: u64,

@@ -12,7 +12,8 @@ use crate::error::native::{NativeError, NativeResult};
 use crate::model::CommOrigin;
 use crate::native::snapshot::{ListGuard, Obj, Snapshot};
 use crate::native::{
-    ProcessInfo, RawComm, RawOp, RawQueue, Walk, WalkOptions, blank_op, finish_all,
+    ProcessInfo, RawComm, RawOp, RawQueue, Walk, WalkOptions, WalkTally, blank_op, read_fresh,
+    walk_until_stable,
 };
 
 /// `MPIR_COMM_HIERARCHY_KIND__NODE_ROOTS` and `__NODE`: communicators MPICH makes for its
@@ -99,42 +100,24 @@ pub(crate) fn walk(
     };
     let seq_at = list.address.wrapping_add(l.list.seq.offset);
     let fresh_seq = || -> NativeResult<i64> {
-        let mut b = vec![0u8; l.list.seq.size as usize];
-        t.read_exact(seq_at, &mut b)
-            .map_err(|source| NativeError::Read {
-                what: "MPIR_All_communicators.sequence_number".into(),
-                address: seq_at,
-                source,
-            })?;
+        let what = "MPIR_All_communicators.sequence_number";
+        let b = read_fresh(s, seq_at, l.list.seq.size, what)?;
         Ok(mpir_types::View::new(s.model(), seq_at, &b)
             .int(0, l.list.seq.size, "sequence_number")
             .unwrap_or(-1))
     };
-    for attempt in 1..=o.max_attempts.max(1) {
-        if attempt > 1 {
-            s.clear();
-            cx.missing.clear();
-        }
-        let before = fresh_seq()?;
-        let outcome = cx.attempt(&list, process);
-        let after = fresh_seq()?;
-        if before == after {
-            let (comms, incomplete) = outcome?;
-            let missing = std::mem::take(&mut cx.missing);
-            return Ok(Walk {
-                communicators: finish_all(comms),
-                missing,
-                communicators_error: incomplete,
-                attempts: attempt,
-                hops: cx.hops,
-                target_reads: 0,
-                elapsed: Default::default(),
-            });
-        }
-    }
-    Err(NativeError::Unstable {
-        attempts: o.max_attempts.max(1),
+    walk_until_stable(s, &mut cx, o.max_attempts, fresh_seq, |cx| {
+        cx.attempt(&list, process)
     })
+}
+
+impl WalkTally for Ctx<'_, '_> {
+    fn missing_mut(&mut self) -> &mut Vec<String> {
+        &mut self.missing
+    }
+    fn hops(&self) -> u64 {
+        self.hops
+    }
 }
 
 impl Ctx<'_, '_> {

@@ -13,7 +13,8 @@ use crate::error::native::{NativeError, NativeResult};
 use crate::model::CommOrigin;
 use crate::native::snapshot::{ListGuard, Obj, Snapshot};
 use crate::native::{
-    ProcessInfo, RawComm, RawOp, RawQueue, Walk, WalkOptions, blank_op, finish_all,
+    ProcessInfo, RawComm, RawOp, RawQueue, Walk, WalkOptions, WalkTally, blank_op, read_fresh,
+    walk_until_stable,
 };
 
 /// `OMPI_COMM_INTRINSIC`: `MPI_COMM_WORLD`, `MPI_COMM_SELF`, `MPI_COMM_NULL`.
@@ -92,13 +93,7 @@ pub(crate) fn walk(
     };
     // The array's shape, read past the snapshot: a change means communicators came or went.
     let header = || -> NativeResult<[u64; 4]> {
-        let mut b = vec![0u8; l.array.span as usize];
-        t.read_exact(array.address, &mut b)
-            .map_err(|source| NativeError::Read {
-                what: "ompi_mpi_communicators".into(),
-                address: array.address,
-                source,
-            })?;
+        let b = read_fresh(s, array.address, l.array.span, "ompi_mpi_communicators")?;
         let v = mpir_types::View::new(s.model(), array.address, &b);
         let a = &l.array;
         let f = |f: FieldLayout| {
@@ -107,30 +102,18 @@ pub(crate) fn walk(
         };
         Ok([f(a.size), f(a.lowest_free), f(a.number_free), f(a.addr)])
     };
-    for attempt in 1..=o.max_attempts.max(1) {
-        if attempt > 1 {
-            s.clear();
-            cx.missing.clear();
-        }
-        let before = header()?;
-        let outcome = cx.attempt(&array, world, sends.address, recvs.address);
-        if before == header()? {
-            let (comms, incomplete) = outcome?;
-            let missing = std::mem::take(&mut cx.missing);
-            return Ok(Walk {
-                communicators: finish_all(comms),
-                missing,
-                communicators_error: incomplete,
-                attempts: attempt,
-                hops: cx.hops,
-                target_reads: 0,
-                elapsed: Default::default(),
-            });
-        }
-    }
-    Err(NativeError::Unstable {
-        attempts: o.max_attempts.max(1),
+    walk_until_stable(s, &mut cx, o.max_attempts, header, |cx| {
+        cx.attempt(&array, world, sends.address, recvs.address)
     })
+}
+
+impl WalkTally for Ctx<'_, '_> {
+    fn missing_mut(&mut self) -> &mut Vec<String> {
+        &mut self.missing
+    }
+    fn hops(&self) -> u64 {
+        self.hops
+    }
 }
 
 impl Ctx<'_, '_> {
