@@ -79,6 +79,8 @@ if grep -rnE --include='*.rs' \
 fi
 # The workspace's lock file pins the same third-party versions the tarballs were verified with.
 cp Cargo.lock "$scratch/"
+# --all-features: a crate's tests use its own test doubles (`mock`, `testkit`, `fuzzing`), which
+# the workspace turns on through a path-only self dev-dependency that packaging leaves out.
 CARGO_TARGET_DIR=$PWD/target/package-check \
-    cargo test --manifest-path "$scratch/Cargo.toml" --workspace --all-targets --no-run -q
+    cargo test --manifest-path "$scratch/Cargo.toml" --workspace --all-targets --all-features --no-run -q
 echo "the tests of ${names[*]} compile from their tarballs"
