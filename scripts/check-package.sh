@@ -34,6 +34,13 @@ echo "publishable: ${names[*]}"
 
 args=()
 for n in "${names[@]}"; do args+=(-p "$n"); done
+# cargo unpacks the overlay registry's tarballs under $CARGO_HOME/registry/src/-<hash>/ and
+# reuses an unpacked NAME-VERSION it finds there: with the version unchanged since an earlier
+# run, a sibling's tarball would be verified against that stale copy. Remove our crates' copies.
+cargo_home=${CARGO_HOME:-$HOME/.cargo}
+for c in "${crates[@]}"; do
+    rm -rf "$cargo_home"/registry/src/-*/"${c%%$'\t'*}-${c##*$'\t'}"
+done
 cargo package --locked "${args[@]}"
 
 bad=0
