@@ -60,7 +60,7 @@ fn launch_overhead(c: &mut Criterion, dir: &Path) {
         }
         g.bench_function(format!("ours/{name}"), |b| {
             b.iter(|| {
-                let o = AcquireOptions::default().debug(debug.clone());
+                let o = AcquireOptions::default().with_debug(debug.clone());
                 let mut a = live::launch(job(run, 4, program, 0), o).unwrap();
                 assert_eq!(a.job().len(), 4);
                 let mut child = a.take_child().unwrap();
@@ -86,7 +86,7 @@ fn attach_64(c: &mut Criterion, dir: &Path) {
     g.sample_size(10);
     g.bench_function("ours/table", |b| {
         b.iter(|| {
-            let o = AcquireOptions::default().ranks(RankSelection::None);
+            let o = AcquireOptions::default().with_ranks(RankSelection::None);
             let a = live::attach(pid, o).unwrap();
             assert_eq!(a.job().len(), 64);
         })
@@ -111,7 +111,7 @@ fn attach_64(c: &mut Criterion, dir: &Path) {
         let ours = med((0..5)
             .map(|_| {
                 let t = Instant::now();
-                let o = AcquireOptions::default().ranks(RankSelection::None);
+                let o = AcquireOptions::default().with_ranks(RankSelection::None);
                 drop(live::attach(pid, o).unwrap());
                 t.elapsed()
             })

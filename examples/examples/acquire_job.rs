@@ -20,8 +20,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Hold: every rank stays stopped until `release` (without it, acquisition lets the job go
     // at once).
     let options = AcquireOptions::default()
-        .timeout(Duration::from_secs(60))
-        .hold(true);
+        .with_timeout(Duration::from_secs(60))
+        .with_hold(true);
     let mut acquired = match args.split_first() {
         Some((mode, rest)) if mode == "launch" && !rest.is_empty() => {
             let mut cmd = Command::new(&rest[0]);

@@ -47,8 +47,8 @@ fn main() -> Result<(), Error> {
         pid,
         Mode::Launch,
         AcquireOptions::default()
-            .timeout(TIMEOUT)
-            .this_node(mpir_target::live::node::this_node()),
+            .with_timeout(TIMEOUT)
+            .with_this_node(mpir_target::live::node::this_node()),
     );
     acq.handle(
         &target,

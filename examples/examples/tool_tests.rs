@@ -69,7 +69,9 @@ impl FakeStarter {
     /// Attach mode, holding the ranks: the acquisition's actions answered as a starter
     /// stopped at a filled table would, with `this_node` saying which hosts are here.
     pub fn acquire(&mut self, this_node: ThisNode) -> Result<Job, AcquireError> {
-        let options = AcquireOptions::default().this_node(this_node).hold(true);
+        let options = AcquireOptions::default()
+            .with_this_node(this_node)
+            .with_hold(true);
         let mut acq = Acquisition::new(4242, Mode::Attach, options);
         acq.handle(&self.target, Event::Attached);
         loop {

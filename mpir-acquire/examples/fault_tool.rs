@@ -85,10 +85,10 @@ fn acquire(a: &Args) -> Result<Acquired, String> {
     let mut debug = DebugOptions::default();
     debug.debug_dirs.extend(a.debug_dirs.iter().map(Into::into));
     let options = AcquireOptions::default()
-        .timeout(Duration::from_secs(a.timeout))
-        .gate(a.gate)
-        .debug(debug)
-        .hold(true);
+        .with_timeout(Duration::from_secs(a.timeout))
+        .with_gate(a.gate)
+        .with_debug(debug)
+        .with_hold(true);
     match a.attach {
         Some(pid) => live::attach(pid, options),
         None => {

@@ -134,55 +134,55 @@ impl Default for AcquireOptions {
 
 impl AcquireOptions {
     /// With this wait bound.
-    pub fn timeout(mut self, timeout: Duration) -> Self {
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
     }
 
     /// With this rank selection.
-    pub fn ranks(mut self, ranks: RankSelection) -> Self {
+    pub fn with_ranks(mut self, ranks: RankSelection) -> Self {
         self.ranks = ranks;
         self
     }
 
     /// Holding the attached ranks stopped, or not.
-    pub fn hold(mut self, hold: bool) -> Self {
+    pub fn with_hold(mut self, hold: bool) -> Self {
         self.hold = hold;
         self
     }
 
     /// With these table reading options.
-    pub fn read(mut self, read: ReadOptions) -> Self {
+    pub fn with_read(mut self, read: ReadOptions) -> Self {
         self.read = read;
         self
     }
 
     /// With this gate policy.
-    pub fn gate(mut self, gate: GateRelease) -> Self {
+    pub fn with_gate(mut self, gate: GateRelease) -> Self {
         self.gate = gate;
         self
     }
 
     /// Looking for symbols and types there.
-    pub fn debug(mut self, debug: DebugOptions) -> Self {
+    pub fn with_debug(mut self, debug: DebugOptions) -> Self {
         self.debug = debug;
         self
     }
 
     /// With these facts about this node (instead of the machine's own).
-    pub fn this_node(mut self, node: ThisNode) -> Self {
+    pub fn with_this_node(mut self, node: ThisNode) -> Self {
         self.this_node = Some(node);
         self
     }
 
     /// With `alias` naming this node too.
-    pub fn alias(mut self, alias: impl Into<String>) -> Self {
+    pub fn with_alias(mut self, alias: impl Into<String>) -> Self {
         self.aliases.push(alias.into());
         self
     }
 
     /// Touching ranks of other users than the starter's, or not.
-    pub fn allow_other_users(mut self, allow: bool) -> Self {
+    pub fn with_allow_other_users(mut self, allow: bool) -> Self {
         self.allow_other_users = allow;
         self
     }
@@ -195,7 +195,7 @@ impl AcquireOptions {
     }
 
     /// Launching this tool daemon.
-    pub fn tool_daemon(mut self, daemon: ToolDaemon) -> Self {
+    pub fn with_tool_daemon(mut self, daemon: ToolDaemon) -> Self {
         self.tool_daemon = Some(daemon);
         self
     }

@@ -68,7 +68,7 @@ fn finish(mut child: Child, mut out: BufReader<std::process::ChildStdout>) {
 }
 
 fn options() -> AcquireOptions {
-    AcquireOptions::default().timeout(Duration::from_secs(20))
+    AcquireOptions::default().with_timeout(Duration::from_secs(20))
 }
 
 fn mpi2dd_pids(any: &AnyJob) -> Vec<i64> {

@@ -47,7 +47,7 @@ fn command(f: &Fixtures, opts: &[&str], rank_args: &[&str]) -> Command {
 }
 
 fn options() -> AcquireOptions {
-    AcquireOptions::default().timeout(Duration::from_secs(20))
+    AcquireOptions::default().with_timeout(Duration::from_secs(20))
 }
 
 fn finish(mut child: Child) -> (String, i32) {
@@ -72,8 +72,11 @@ fn launch_an_i386_job_with_and_without_holding() {
         return;
     };
     for hold in [false, true] {
-        let mut a =
-            live::launch(command(&f, &["-n", "3"], &["stdin"]), options().hold(hold)).unwrap();
+        let mut a = live::launch(
+            command(&f, &["-n", "3"], &["stdin"]),
+            options().with_hold(hold),
+        )
+        .unwrap();
         let child = a.take_child().unwrap();
         let starter = child.id();
         assert!(is_i386(starter));
@@ -140,7 +143,7 @@ fn attach_to_a_running_i386_job() {
         assert_ne!(out.read_line(&mut seen).unwrap(), 0, "{seen}");
     }
     for hold in [false, true] {
-        let a = live::attach(child.id(), options().hold(hold)).unwrap();
+        let a = live::attach(child.id(), options().with_hold(hold)).unwrap();
         let table: Vec<(u64, i64)> = a.job().ranks().map(|r| (r.rank, r.pid)).collect();
         assert_eq!(table, printed_ranks(&seen));
         assert_eq!(a.job().attached_pids().len(), if hold { 2 } else { 0 });

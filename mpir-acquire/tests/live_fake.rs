@@ -46,7 +46,7 @@ fn command(f: &Fixtures, opts: &[&str], rank_args: &[&str]) -> Command {
 }
 
 fn options() -> AcquireOptions {
-    AcquireOptions::default().timeout(Duration::from_secs(20))
+    AcquireOptions::default().with_timeout(Duration::from_secs(20))
 }
 
 /// Closes the starter's stdin, reads its output to the end, waits: (output, exit code).
@@ -125,7 +125,7 @@ fn a_wrapper_that_execs_the_starter_with_duplicated_relative_names() {
         .stdin(Stdio::piped())
         .stdout(Stdio::piped());
     // Held: the ranks and the starter stay stopped while /proc is consulted.
-    let mut a = live::launch(cmd, options().hold(true)).unwrap();
+    let mut a = live::launch(cmd, options().with_hold(true)).unwrap();
     let child = a.take_child().unwrap();
     let job = a.job();
     assert_eq!(job.len(), 4);
@@ -179,7 +179,7 @@ fn the_gate_is_released_when_partial_attach_is_not_allowed() {
     let Some(f) = fixtures_with("gate", &["-g", "-DMINIMAL"]) else {
         return;
     };
-    let o = options().ranks(RankSelection::Only(vec![0].into()));
+    let o = options().with_ranks(RankSelection::Only(vec![0].into()));
     let (a, child) = launched(&f, &["-n", "3"], &["gate"], o);
     let job = a.job();
     assert!(!job.starter.flags.partial_attach_ok.present);
@@ -196,7 +196,7 @@ fn hold_keeps_the_ranks_stopped_until_release() {
     let Some(f) = fixtures_with("hold", &["-g"]) else {
         return;
     };
-    let (mut a, child) = launched(&f, &["-n", "2"], &["stdin"], options().hold(true));
+    let (mut a, child) = launched(&f, &["-n", "2"], &["stdin"], options().with_hold(true));
     assert!(a.is_held());
     let pids = a.job().attached_pids();
     assert_eq!(pids.len(), 2);
@@ -254,7 +254,7 @@ fn a_starter_that_exits_early_or_never_spawns_is_an_error_not_a_hang() {
         .unwrap()
         .read_exact(&mut line)
         .unwrap(); // it runs
-    let o = options().timeout(Duration::from_millis(500));
+    let o = options().with_timeout(Duration::from_millis(500));
     let e = live::attach(child.id(), o).unwrap_err();
     assert!(matches!(&e, AcquireError::Timeout { .. }), "{e}");
     assert!(e.to_string().contains("spawn event"), "{e}");
@@ -282,7 +282,7 @@ fn absent_and_wrong_debug_types() {
     cmd.stdout(Stdio::null());
     let e = live::launch(cmd, options()).unwrap_err();
     assert!(chain(&e).contains("host_name"), "{}", chain(&e));
-    let abi = options().read(ReadOptions::default().with_layout(LayoutChoice::Abi));
+    let abi = options().with_read(ReadOptions::default().with_layout(LayoutChoice::Abi));
     let (a, child) = launched(&f, &["-n", "2"], &[], abi);
     assert_eq!(a.job().len(), 2);
     assert_eq!(a.job().table.layout.source, LayoutSource::Abi);
@@ -299,7 +299,7 @@ fn the_tool_daemon_is_launched_with_our_arguments() {
         return;
     };
     let argv_file = f.dir.join("argv.txt");
-    let o = options().tool_daemon(ToolDaemon::new(
+    let o = options().with_tool_daemon(ToolDaemon::new(
         daemon.to_str().unwrap(),
         [argv_file.to_str().unwrap(), "--port", "4000"],
     ));
@@ -428,7 +428,7 @@ fn a_held_job_is_handed_over_stopped_to_another_tool() {
     let Some(f) = fixtures_with("handover", &["-g"]) else {
         return;
     };
-    let (mut a, child) = launched(&f, &["-n", "2"], &["stdin"], options().hold(true));
+    let (mut a, child) = launched(&f, &["-n", "2"], &["stdin"], options().with_hold(true));
     let stopped = a.hand_over().unwrap();
     assert_eq!(stopped.len(), 2);
     assert!(a.release().unwrap().is_empty(), "nothing left to release");
@@ -460,7 +460,7 @@ fn a_starter_killed_while_held_leaves_the_ranks_running() {
     let Some(f) = fixtures_with("killed", &["-g"]) else {
         return;
     };
-    let (mut a, mut child) = launched(&f, &["-n", "2"], &["stdin"], options().hold(true));
+    let (mut a, mut child) = launched(&f, &["-n", "2"], &["stdin"], options().with_hold(true));
     let ranks = a.job().attached_pids();
     assert_eq!(ranks.len(), 2);
     child.kill().unwrap(); // SIGKILL while stopped under our control
@@ -485,7 +485,7 @@ fn a_rank_killed_while_held_does_not_stop_the_release() {
     let Some(f) = fixtures_with("rank-killed", &["-g"]) else {
         return;
     };
-    let (mut a, child) = launched(&f, &["-n", "3"], &["stdin"], options().hold(true));
+    let (mut a, child) = launched(&f, &["-n", "3"], &["stdin"], options().with_hold(true));
     let ranks = a.job().attached_pids();
     assert_eq!(ranks.len(), 3);
     let victim = ranks[1];
@@ -518,7 +518,12 @@ fn ranks_listed_before_their_exec_are_held_in_their_own_program() {
     let Some(f) = fixtures_with("held-late-exec", &["-g"]) else {
         return;
     };
-    let (mut a, child) = launched(&f, &["-n", "3", "-e"], &["stdin"], options().hold(true));
+    let (mut a, child) = launched(
+        &f,
+        &["-n", "3", "-e"],
+        &["stdin"],
+        options().with_hold(true),
+    );
     let pids = a.job().attached_pids();
     assert_eq!(pids.len(), 3);
     for &p in &pids {

@@ -60,7 +60,7 @@ fn starter_command(f: &Fixtures, opts: &[String], rank_args: &[&str]) -> Command
 }
 
 fn options() -> AcquireOptions {
-    AcquireOptions::default().timeout(Duration::from_secs(20))
+    AcquireOptions::default().with_timeout(Duration::from_secs(20))
 }
 
 /// Reads the job's output until `n` ranks have printed.
@@ -144,8 +144,11 @@ fn launch_touches_only_this_nodes_proven_ranks() {
     for hold in [false, true] {
         let mut opts = vec!["-n".to_string(), "2".into()];
         opts.extend(decoy_entries(&decoys));
-        let mut a =
-            live::launch(starter_command(&f, &opts, &["stdin"]), options().hold(hold)).unwrap();
+        let mut a = live::launch(
+            starter_command(&f, &opts, &["stdin"]),
+            options().with_hold(hold),
+        )
+        .unwrap();
         let mut child = a.take_child().unwrap();
         check_job(&a, &decoys, true);
         assert_eq!(a.is_held(), hold);
@@ -173,7 +176,7 @@ fn attach_reads_without_touching_and_holds_only_proven_ranks() {
         let mut child = starter_command(&f, &opts, &["stdin"]).spawn().unwrap();
         let mut out = BufReader::new(child.stdout.take().unwrap());
         wait_ranks(&mut out, 2);
-        let a = live::attach(child.id(), options().hold(hold)).unwrap();
+        let a = live::attach(child.id(), options().with_hold(hold)).unwrap();
         check_job(&a, &decoys, hold);
         if !hold {
             // Reading a running job touches no rank at all.
@@ -203,7 +206,11 @@ fn a_caller_alias_makes_a_far_node_local_and_its_decoy_is_still_refused() {
     wait_ranks(&mut out, 2);
     // The caller says far-node-2 is this node: its entry becomes a candidate, and the proof
     // (it runs the decoy, not the rank program) still refuses it.
-    let a = live::attach(child.id(), options().hold(true).alias("FAR-NODE-2.")).unwrap();
+    let a = live::attach(
+        child.id(),
+        options().with_hold(true).with_alias("FAR-NODE-2."),
+    )
+    .unwrap();
     let job = a.job();
     assert!(job.locality(3).is_local());
     assert!(
@@ -233,7 +240,7 @@ fn forked_ranks_that_never_exec_are_proven_and_never_waited_for() {
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let seen = wait_ranks(&mut out, 3);
     let started = Instant::now();
-    let a = live::attach(child.id(), options().hold(true)).unwrap();
+    let a = live::attach(child.id(), options().with_hold(true)).unwrap();
     let took = started.elapsed();
     let job = a.job();
     for r in 0..3 {
@@ -260,7 +267,11 @@ fn forked_ranks_that_never_exec_are_proven_and_never_waited_for() {
     assert_eq!(finish(child, out), 0);
 
     // Launch mode, holding.
-    let mut a = live::launch(starter_command(&f, &opts, &["stdin"]), options().hold(true)).unwrap();
+    let mut a = live::launch(
+        starter_command(&f, &opts, &["stdin"]),
+        options().with_hold(true),
+    )
+    .unwrap();
     let child = a.take_child().unwrap();
     assert_eq!(a.job().attached_pids().len(), 3);
     assert!(
@@ -287,7 +298,11 @@ fn ranks_listed_before_their_exec_are_proven_by_descent() {
     // -e: each rank waits 300 ms between fork and exec, so the table lists the starter's
     // image for them; they are the starter's children, so proven as caught before the exec.
     let opts = vec!["-e".to_string(), "-n".into(), "2".into()];
-    let mut a = live::launch(starter_command(&f, &opts, &["stdin"]), options().hold(true)).unwrap();
+    let mut a = live::launch(
+        starter_command(&f, &opts, &["stdin"]),
+        options().with_hold(true),
+    )
+    .unwrap();
     let mut child = a.take_child().unwrap();
     let proofs: Vec<Proven> = a.job().attached().iter().map(|&(_, _, p)| p).collect();
     assert_eq!(proofs, [Proven::BeforeExec, Proven::BeforeExec]);
@@ -336,7 +351,7 @@ fn reserved_duplicate_and_oddly_spelled_entries() {
     let mut child = starter_command(&f, &opts, &["stdin"]).spawn().unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap());
     wait_ranks(&mut out, 2);
-    let a = live::attach(child.id(), options().hold(true)).unwrap();
+    let a = live::attach(child.id(), options().with_hold(true)).unwrap();
     let job = a.job();
     assert_eq!(job.len(), 6);
     assert_eq!(job.nodes().len(), 1, "{:?}", job.nodes());

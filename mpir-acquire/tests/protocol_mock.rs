@@ -52,8 +52,8 @@ fn attached(n: usize) -> Vec<AttachOutcome> {
 /// mode holds the ranks (so attaches them).
 fn here() -> AcquireOptions {
     AcquireOptions::default()
-        .this_node(ThisNode::new().with_name("node00").with_name("node01"))
-        .hold(true)
+        .with_this_node(ThisNode::new().with_name("node00").with_name("node01"))
+        .with_hold(true)
 }
 
 #[test]
@@ -274,7 +274,7 @@ fn an_abort_event_reports_the_abort_string() {
 
 #[test]
 fn partial_attach_is_honoured_only_when_the_starter_allows_it() {
-    let only = here().ranks(RankSelection::Only(vec![1, 3].into()));
+    let only = here().with_ranks(RankSelection::Only(vec![1, 3].into()));
     // Hydra-style: the flag is present with value 0 — presence is what counts.
     let t = starter(4, DataModel::LP64, |s| {
         s.flags.push((symbols::PARTIAL_ATTACH_OK.into(), 0))
@@ -303,7 +303,7 @@ fn partial_attach_is_honoured_only_when_the_starter_allows_it() {
     assert_eq!(job.notes, [Note::GateLeftAlone]);
 
     // Asked to release the gate: every rank (MPIR 1.1 §8 step 18), and a note saying why.
-    let mut acq = Acquisition::new(1, Mode::Attach, only.gate(GateRelease::Always));
+    let mut acq = Acquisition::new(1, Mode::Attach, only.with_gate(GateRelease::Always));
     acq.handle(&t, Event::Attached);
     let acts = drain(&mut acq);
     assert!(
@@ -440,7 +440,7 @@ fn the_tool_daemon_extension_writes_bounded_arrays_or_nothing() {
         b.build()
     };
     let t = make(512);
-    let mut acq = Acquisition::new(2, Mode::Attach, here().tool_daemon(daemon.clone()));
+    let mut acq = Acquisition::new(2, Mode::Attach, here().with_tool_daemon(daemon.clone()));
     acq.handle(&t, Event::Attached);
     drain(&mut acq);
     let path = t
@@ -461,7 +461,7 @@ fn the_tool_daemon_extension_writes_bounded_arrays_or_nothing() {
 
     // The path does not fit a 16-byte array: refused, nothing written.
     let t = make(16);
-    let mut acq = Acquisition::new(2, Mode::Attach, here().tool_daemon(daemon));
+    let mut acq = Acquisition::new(2, Mode::Attach, here().with_tool_daemon(daemon));
     acq.handle(&t, Event::Attached);
     let acts = drain(&mut acq);
     assert!(
@@ -499,7 +499,7 @@ fn the_attach_fifo_is_written_after_being_debugged() {
 fn timeouts_and_endless_null_events_end_with_errors_that_say_what_was_awaited() {
     let t = starter(0, DataModel::LP64, |s| s.debug_state = DebugState::Null);
     let bp = addr(&t, symbols::BREAKPOINT);
-    let mut opts = here().timeout(Duration::from_millis(5));
+    let mut opts = here().with_timeout(Duration::from_millis(5));
     opts.max_events = 3;
     let mut acq = Acquisition::new(2, Mode::Attach, opts.clone());
     acq.handle(&t, Event::Attached);
@@ -549,7 +549,7 @@ fn attach_mode_reads_a_running_job_without_touching_its_ranks() {
     let t = starter(4, DataModel::LP64, |s| {
         s.flags.push((symbols::PARTIAL_ATTACH_OK.into(), 1))
     });
-    let mut acq = Acquisition::new(9, Mode::Attach, here().hold(false));
+    let mut acq = Acquisition::new(9, Mode::Attach, here().with_hold(false));
     acq.handle(&t, Event::Attached);
     let acts = drain(&mut acq);
     assert!(
@@ -565,7 +565,7 @@ fn attach_mode_reads_a_running_job_without_touching_its_ranks() {
 #[test]
 fn only_this_nodes_ranks_are_ever_candidates() {
     // node00 is this node; node01 is another (its pids mean nothing here).
-    let opts = here().this_node(ThisNode::new().with_name("node00"));
+    let opts = here().with_this_node(ThisNode::new().with_name("node00"));
     let t = starter(6, DataModel::LP64, |_| {});
     let mut acq = Acquisition::new(9, Mode::Attach, opts);
     acq.handle(&t, Event::Attached);
@@ -596,7 +596,7 @@ fn only_this_nodes_ranks_are_ever_candidates() {
     );
     // With no facts at all, only loopback names are this node: nothing is attached.
     let t = starter(4, DataModel::LP64, |_| {});
-    let mut acq = Acquisition::new(9, Mode::Attach, AcquireOptions::default().hold(true));
+    let mut acq = Acquisition::new(9, Mode::Attach, AcquireOptions::default().with_hold(true));
     acq.handle(&t, Event::Attached);
     let acts = drain(&mut acq);
     assert!(!acts.iter().any(|a| matches!(a, Action::AttachRanks(_))));
@@ -604,7 +604,9 @@ fn only_this_nodes_ranks_are_ever_candidates() {
     let mut acq = Acquisition::new(
         9,
         Mode::Attach,
-        AcquireOptions::default().hold(true).alias("NODE01."),
+        AcquireOptions::default()
+            .with_hold(true)
+            .with_alias("NODE01."),
     );
     acq.handle(&t, Event::Attached);
     let acts = drain(&mut acq);
@@ -619,7 +621,7 @@ fn an_unknown_debug_state_is_kept_and_reported() {
     let t = starter(2, DataModel::LP64, |s| {
         s.debug_state = DebugState::Unknown(77)
     });
-    let mut acq = Acquisition::new(9, Mode::Attach, here().hold(false));
+    let mut acq = Acquisition::new(9, Mode::Attach, here().with_hold(false));
     acq.handle(&t, Event::Attached);
     drain(&mut acq);
     let job = acq.take_job().unwrap();

@@ -82,7 +82,7 @@ impl Stack {
 
     /// Acquisition options: hydra's symbols come from the rebuilt debug file.
     fn options(self) -> Option<AcquireOptions> {
-        let o = AcquireOptions::default().timeout(Duration::from_secs(60));
+        let o = AcquireOptions::default().with_timeout(Duration::from_secs(60));
         match self {
             Stack::OpenMpi => Some(o),
             Stack::Hydra => {
@@ -95,7 +95,7 @@ impl Stack {
                 }
                 let mut debug = DebugOptions::default();
                 debug.debug_dirs.push(dir);
-                Some(o.debug(debug))
+                Some(o.with_debug(debug))
             }
         }
     }
@@ -190,7 +190,7 @@ fn attach(stack: Stack, n: usize) {
     check_job_held(stack, a.job(), n, false);
     drop(a);
     // Holding it attaches every rank, each proven to be the table's.
-    let a = live::attach(child.id(), options.hold(true)).unwrap();
+    let a = live::attach(child.id(), options.with_hold(true)).unwrap();
     let job = a.job().clone();
     check_job(stack, &job, n);
     assert!(
@@ -284,8 +284,8 @@ fn mpich_debuginfo_ranks_wait_on_the_gate_until_we_release_it() {
         return;
     };
     let o = AcquireOptions::default()
-        .timeout(Duration::from_secs(60))
-        .hold(true);
+        .with_timeout(Duration::from_secs(60))
+        .with_hold(true);
     let mut a = live::launch(gated_job(&prefix, &program), o).unwrap();
     let child = a.take_child().unwrap();
     let job = a.job().clone();
@@ -311,11 +311,11 @@ fn mpich_debuginfo_gate_policy_always_and_never() {
     let Some((prefix, program)) = debuginfo_mpich(&dir) else {
         return;
     };
-    let o = AcquireOptions::default().timeout(Duration::from_secs(60));
+    let o = AcquireOptions::default().with_timeout(Duration::from_secs(60));
     // Always: released on the way out, the job completes.
     let mut a = live::launch(
         gated_job(&prefix, &program),
-        o.clone().gate(mpir_acquire::GateRelease::Always),
+        o.clone().with_gate(mpir_acquire::GateRelease::Always),
     )
     .unwrap();
     assert_completes(a.take_child().unwrap(), String::new(), 2);
@@ -324,7 +324,7 @@ fn mpich_debuginfo_gate_policy_always_and_never() {
     // Never: the ranks spin on their gate after we let go (the control: the gate matters).
     let mut a = live::launch(
         gated_job(&prefix, &program),
-        o.gate(mpir_acquire::GateRelease::Never),
+        o.with_gate(mpir_acquire::GateRelease::Never),
     )
     .unwrap();
     let mut child = a.take_child().unwrap();

@@ -289,10 +289,10 @@ impl Session {
             .options
             .acquire
             .clone()
-            .hold(true)
-            .gate(GateRelease::Never);
+            .with_hold(true)
+            .with_gate(GateRelease::Never);
         if let Some(sel) = &self.options.ranks {
-            options = options.ranks(RankSelection::Only(sel.clone()));
+            options = options.with_ranks(RankSelection::Only(sel.clone()));
         }
         live::attach(pid, options).map_err(|source| SessionError::Acquire { pid, source })
     }
@@ -329,7 +329,7 @@ impl Session {
             .map(|k| k.pid)
             .collect();
         let tracer = Tracer::with_options(
-            TracerOptions::default().stop_timeout(self.options.acquire.timeout),
+            TracerOptions::default().with_stop_timeout(self.options.acquire.timeout),
         )
         .map_err(|source| SessionError::Control {
             context: "starting a tracer".into(),

@@ -42,14 +42,14 @@ impl SessionOptions {
     /// Looking for symbols and types there, for the starter and every rank (debug
     /// directories, separate symbol files, types sidecars).
     pub fn with_debug_options(mut self, debug: DebugOptions) -> Self {
-        self.acquire = self.acquire.debug(debug);
+        self.acquire = self.acquire.with_debug(debug);
         self
     }
 
     /// With one more debug directory (build-id tree) for stripped programs.
     pub fn with_debug_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         let debug = self.acquire.debug.clone().with_debug_dir(dir);
-        self.acquire = self.acquire.debug(debug);
+        self.acquire = self.acquire.with_debug(debug);
         self
     }
 
@@ -57,27 +57,27 @@ impl SessionOptions {
     /// (for MPI libraries shipped without debug information).
     pub fn with_types_sidecar(mut self, file: impl Into<PathBuf>) -> Self {
         let debug = self.acquire.debug.clone().with_types_sidecar(file.into());
-        self.acquire = self.acquire.debug(debug);
+        self.acquire = self.acquire.with_debug(debug);
         self
     }
 
     /// With `alias` naming this node too (a launcher reporting an address or an alias the
     /// machine's own facts do not list). Ranks on any other node are never touched.
     pub fn with_this_node_alias(mut self, alias: impl Into<String>) -> Self {
-        self.acquire = self.acquire.alias(alias);
+        self.acquire = self.acquire.with_alias(alias);
         self
     }
 
     /// With this bound on every wait (acquisition events, ranks stopping).
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
-        self.acquire = self.acquire.timeout(timeout);
+        self.acquire = self.acquire.with_timeout(timeout);
         self
     }
 
     /// Touching ranks that belong to another user than the starter's (a privileged caller
     /// that knows why), or not (the default).
     pub fn with_allow_other_users(mut self, allow: bool) -> Self {
-        self.acquire = self.acquire.allow_other_users(allow);
+        self.acquire = self.acquire.with_allow_other_users(allow);
         self
     }
 

@@ -148,12 +148,15 @@ impl Session {
     /// # Errors
     /// [`SessionError::Acquire`] when `pid` exports neither interface, or acquisition fails.
     pub fn attach(pid: u32, options: SessionOptions) -> Result<Session, SessionError> {
-        let mut acquire = options.acquire.clone().hold(options.hold_from_acquisition);
+        let mut acquire = options
+            .acquire
+            .clone()
+            .with_hold(options.hold_from_acquisition);
         if options.hold_from_acquisition {
             // Reading must not change the job: the gate is not ours to open.
-            acquire = acquire.gate(GateRelease::Never);
+            acquire = acquire.with_gate(GateRelease::Never);
             if let Some(r) = &options.ranks {
-                acquire = acquire.ranks(RankSelection::Only(r.clone()));
+                acquire = acquire.with_ranks(RankSelection::Only(r.clone()));
             }
         }
         let any = live::attach_any(pid, acquire)
@@ -189,9 +192,12 @@ impl Session {
     /// # Errors
     /// [`SessionError::Acquire`] when the starter cannot be run or acquisition fails.
     pub fn launch(command: Command, options: SessionOptions) -> Result<Session, SessionError> {
-        let mut acquire = options.acquire.clone().hold(options.hold_from_acquisition);
+        let mut acquire = options
+            .acquire
+            .clone()
+            .with_hold(options.hold_from_acquisition);
         if let Some(r) = &options.ranks {
-            acquire = acquire.ranks(RankSelection::Only(r.clone()));
+            acquire = acquire.with_ranks(RankSelection::Only(r.clone()));
         }
         let mut acquired = live::launch(command, acquire)
             .map_err(|source| SessionError::Acquire { pid: 0, source })?;

@@ -281,7 +281,7 @@ fn step_over_keeps_the_breakpoint_for_every_call_with_ptrace_writes() {
     let state = target.require_symbol("MPIR_debug_state").unwrap().address;
     let text = target.read_vec(bp, 16).unwrap();
     let tracer =
-        Tracer::with_options(TracerOptions::default().write_mode(WriteMode::Ptrace)).unwrap();
+        Tracer::with_options(TracerOptions::default().with_write_mode(WriteMode::Ptrace)).unwrap();
     tracer.attach(pid).unwrap();
     tracer.insert_breakpoint(pid, bp).unwrap();
     assert_eq!(target.read_vec(bp, 1).unwrap(), [0xcc]);

@@ -137,13 +137,13 @@ fn attach_64(cfg: &Config, dir: &std::path::Path) {
     let running = running_job(&program, 64);
     let pid = running.0.id();
     let table = median(cfg.runs, || {
-        let o = AcquireOptions::default().ranks(RankSelection::None);
+        let o = AcquireOptions::default().with_ranks(RankSelection::None);
         let a = live::attach(pid, o).expect("attach");
         assert_eq!(a.job().len(), 64);
     });
     let all = median(cfg.runs, || {
         // Holding: every rank attached (proven first), then released on drop.
-        let a = live::attach(pid, AcquireOptions::default().hold(true)).expect("attach");
+        let a = live::attach(pid, AcquireOptions::default().with_hold(true)).expect("attach");
         assert_eq!(a.job().attached_pids().len(), 64);
     });
     println!(
@@ -306,7 +306,7 @@ fn attach_end_to_end(cfg: &Config, dir: &std::path::Path) {
 }
 
 fn launch_once(st: &Stack) {
-    let o = AcquireOptions::default().debug(st.debug.clone());
+    let o = AcquireOptions::default().with_debug(st.debug.clone());
     let mut a = live::launch(job(st.run, 4, &st.program, 0), o).expect("launch");
     assert_eq!(a.job().len(), 4);
     let mut child = a.take_child().expect("the starter");

@@ -501,7 +501,7 @@ fn acquire(
 /// Launch mode: runs `command` (the starter, or a wrapper that execs it) under control and
 /// acquires the job it spawns.
 pub fn launch(command: Command, options: AcquireOptions) -> Result<Acquired, AcquireError> {
-    let tracer = Tracer::with_options(TracerOptions::default().stop_timeout(options.timeout))
+    let tracer = Tracer::with_options(TracerOptions::default().with_stop_timeout(options.timeout))
         .map_err(AcquireError::target("start the tracer"))?;
     let child = tracer
         .launch(command)
@@ -545,7 +545,7 @@ fn attach_opened(
     options: AcquireOptions,
     opened: Option<LiveTarget>,
 ) -> Result<Acquired, AcquireError> {
-    let tracer = Tracer::with_options(TracerOptions::default().stop_timeout(options.timeout))
+    let tracer = Tracer::with_options(TracerOptions::default().with_stop_timeout(options.timeout))
         .map_err(AcquireError::target("start the tracer"))?;
     tracer
         .attach(pid)
@@ -667,7 +667,7 @@ pub fn attach_any(pid: u32, options: AcquireOptions) -> Result<AnyJob, AcquireEr
         }),
         _ => {
             let hold = options.hold;
-            let mut acquired = attach_opened(pid, options.clone().hold(true), probe.take())?;
+            let mut acquired = attach_opened(pid, options.clone().with_hold(true), probe.take())?;
             let traversal = traverse_from(pid);
             let mismatches = match &traversal {
                 Ok(t) => cross_check(acquired.job(), &t.job),

@@ -86,8 +86,9 @@ impl Watcher {
         let job = traverse(&connector, &host, pid as i32, &TraverseOptions::default())
             .map_err(|source| AcquireError::Mpi2dd { pid, source })?
             .job;
-        let tracer = Tracer::with_options(TracerOptions::default().stop_timeout(options.timeout))
-            .map_err(AcquireError::target("start the tracer"))?;
+        let tracer =
+            Tracer::with_options(TracerOptions::default().with_stop_timeout(options.timeout))
+                .map_err(AcquireError::target("start the tracer"))?;
         let mut w = Watcher {
             tracer,
             watch: Watch::new(job),
@@ -111,8 +112,9 @@ impl Watcher {
         command: Command,
         options: AcquireOptions,
     ) -> Result<(Watcher, Child, DebugState), AcquireError> {
-        let tracer = Tracer::with_options(TracerOptions::default().stop_timeout(options.timeout))
-            .map_err(AcquireError::target("start the tracer"))?;
+        let tracer =
+            Tracer::with_options(TracerOptions::default().with_stop_timeout(options.timeout))
+                .map_err(AcquireError::target("start the tracer"))?;
         let child = tracer
             .launch(command)
             .map_err(AcquireError::target("launch the starter"))?;

@@ -280,7 +280,7 @@ fn live_zombie_starter() {
         move |()| {
             live::attach(
                 pid,
-                AcquireOptions::default().timeout(Duration::from_secs(5)),
+                AcquireOptions::default().with_timeout(Duration::from_secs(5)),
             )
         },
     )
@@ -305,7 +305,7 @@ fn live_attach_to_a_starter_with_unreadable_names() {
         move |()| {
             live::attach(
                 pid,
-                AcquireOptions::default().timeout(Duration::from_secs(20)),
+                AcquireOptions::default().with_timeout(Duration::from_secs(20)),
             )
         },
     )

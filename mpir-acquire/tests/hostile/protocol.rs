@@ -24,8 +24,8 @@ fn addr(t: &MockTarget, name: &str) -> u64 {
 /// Options under which the mock jobs' hosts are this node and attach mode holds the ranks.
 fn here() -> AcquireOptions {
     AcquireOptions::default()
-        .this_node(ThisNode::new().with_name("node00").with_name("node01"))
-        .hold(true)
+        .with_this_node(ThisNode::new().with_name("node00").with_name("node01"))
+        .with_hold(true)
 }
 
 fn starter(n: usize, state: DebugState) -> MockTarget {

@@ -73,7 +73,7 @@ pub(crate) fn attach(common: &Common, timeout: u64, pid: u32) -> anyhow::Result<
                 .options()
                 .acquire_options()
                 .clone()
-                .this_node(mpir_target::live::node::this_node())
+                .with_this_node(mpir_target::live::node::this_node())
                 .node_facts();
             print(&mpi2dd_job_out(m, pid, &node), common.json)?;
         }

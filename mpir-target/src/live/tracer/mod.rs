@@ -152,13 +152,13 @@ impl Default for TracerOptions {
 
 impl TracerOptions {
     /// With this stop timeout.
-    pub fn stop_timeout(mut self, stop_timeout: Duration) -> Self {
+    pub fn with_stop_timeout(mut self, stop_timeout: Duration) -> Self {
         self.stop_timeout = stop_timeout;
         self
     }
 
     /// With `write_mode`.
-    pub fn write_mode(mut self, write_mode: WriteMode) -> Self {
+    pub fn with_write_mode(mut self, write_mode: WriteMode) -> Self {
         self.write_mode = write_mode;
         self
     }
