@@ -339,25 +339,6 @@ impl Codec for ProcessLocation {
     }
 }
 
-/// DLL calls a [`MqdError::Dll`] can name (the field is `&'static str`).
-const CALLS: [&str; 15] = [
-    "mqs_setup_image",
-    "mqs_image_has_queues",
-    "mqs_setup_process",
-    "mqs_process_has_queues",
-    "mqs_update_communicator_list",
-    "mqs_setup_communicator_iterator",
-    "mqs_get_communicator",
-    "mqs_next_communicator",
-    "mqs_setup_operation_iterator",
-    "mqs_next_operation",
-    "mqs_setup_job",
-    "mqs_set_process_identity",
-    "mqs_setup_new_process_iterator",
-    "mqs_next_new_process",
-    "mqs_spawn_breakpoint_name",
-];
-
 /// A tag from [`tag::error`], then the variant's fields. An error with no tag of its own
 /// travels as its text and reads back as a [`MqdError::Protocol`] of the decoder's DLL.
 impl Codec for MqdError {
@@ -461,8 +442,11 @@ impl Codec for MqdError {
                 let call = d.string()?;
                 MqdError::Dll {
                     path,
-                    call: CALLS
+                    // The field is `&'static str`: one of the exports the DLL host knows (the
+                    // one list of them, in ffi.rs), or a generic name for anything else.
+                    call: crate::ffi::REQUIRED
                         .iter()
+                        .chain(crate::ffi::OPTIONAL.iter())
                         .find(|c| **c == call)
                         .copied()
                         .unwrap_or("an MQD DLL function"),
