@@ -6,7 +6,7 @@
 //! 1. its host is this node ([`mpir_types::node::ThisNode`]);
 //! 2. the pid names a live process (not pid 1, not this tool, not a thread);
 //! 3. it belongs to the starter's user (unless the caller is privileged and said so:
-//!    [`AcquireOptions::allow_other_users`](crate::AcquireOptions::allow_other_users));
+//!    [`AcquireOptions::with_allow_other_users`](crate::AcquireOptions::with_allow_other_users));
 //! 4. it started no earlier than the starter;
 //! 5. it runs the reported `executable_name`: the same path, or the same file (device and
 //!    inode; a relative name is resolved against the starter's working directory, then its

@@ -16,7 +16,7 @@
 //!   [`live::attach`] (attach mode) — with the release protocol (gate, detach).
 //! - [`identity`]: ranks live on nodes. Only ranks whose host is this node
 //!   ([`mpir_types::node::ThisNode`]: its names, `/etc/hosts` aliases, interface addresses, or
-//!   [`AcquireOptions::alias`]) are ever touched, each only once proven from `/proc` to be the
+//!   [`AcquireOptions::with_alias`]) are ever touched, each only once proven from `/proc` to be the
 //!   table's rank (same user as the starter, started after it, running the reported program);
 //!   every other rank is [`RankControl::Remote`] or [`RankControl::Refused`] with a
 //!   [`Refusal`]. Attach mode reads a running job without attaching its ranks unless asked to

@@ -3,7 +3,7 @@
 //!
 //! One [`Tracer`] (one ptrace thread) holds the starter and the ranks; a [`LiveTarget`] reads
 //! and writes the starter's variables. Every wait is bounded by
-//! [`AcquireOptions::timeout`]. On any failure every process is left as found: breakpoints
+//! [`AcquireOptions::with_timeout`]. On any failure every process is left as found: breakpoints
 //! out, `MPIR_being_debugged` back to 0 if we set it, every thread detached and running.
 //!
 //! The same holds when the tool goes away without releasing (told to stop with
@@ -43,7 +43,7 @@ use crate::note::Note;
 use crate::options::{AcquireOptions, GateRelease, RankSelection};
 use crate::protocol::{Acquisition, Action, AttachOutcome, Event, Mode, undo_writes};
 
-/// A job acquired from live processes. Unless [`AcquireOptions::hold`] was set, everything has
+/// A job acquired from live processes. Unless [`AcquireOptions::with_hold`] was set, everything has
 /// already been released and detached; otherwise the attached ranks and the starter are held
 /// stopped until [`Acquired::release`] (or drop, which does the same).
 #[derive(Debug)]
