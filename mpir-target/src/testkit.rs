@@ -44,12 +44,16 @@ impl Drop for Scratch {
     }
 }
 
-/// A new, empty scratch directory named after the test process and `name`.
+/// A new, empty scratch directory named after the test process, a number per call and `name`.
 ///
 /// # Panics
 /// If the directory cannot be created.
 pub fn scratch(name: &str) -> Scratch {
-    let dir = std::env::temp_dir().join(format!("mpir-test-{}-{name}", std::process::id()));
+    // A number per call as well: two tests of one binary running at once may ask for the same
+    // name (the same fixture in two modes), and one's clean-up must not remove the other's.
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("mpir-test-{}-{n}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
     Scratch(dir)
