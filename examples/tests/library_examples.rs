@@ -188,9 +188,6 @@ fn rank_queues_lists_an_open_mpi_rank() {
     );
 }
 
-#[path = "../src/demo_paths.rs"]
-mod demo_paths;
-
 /// (rank, pid) of each "rank R pid P ready" line the demo job printed.
 fn demo_ready(text: &str) -> Vec<(u64, u32)> {
     let mut v: Vec<(u64, u32)> = text
@@ -212,7 +209,7 @@ fn debugger_loop_drives_the_sans_io_protocol_over_the_demo_job() {
     let Some(ex) = example("debugger_loop") else {
         return;
     };
-    let starter = demo_paths::starter().unwrap();
+    let starter = mpir_cli::demo_job::starter().unwrap();
     let out = Command::new(ex)
         .arg(&starter)
         .args(["-n", "3", "--lifetime", "2"])
@@ -249,7 +246,7 @@ fn profiler_samples_every_ranks_queues_of_the_running_demo_job() {
     let Some(ex) = example("profiler") else {
         return;
     };
-    let mut demo = Command::new(demo_paths::starter().unwrap())
+    let mut demo = Command::new(mpir_cli::demo_job::starter().unwrap())
         .args(["-n", "4", "--lifetime", "60"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -70,20 +70,7 @@ mod tests {
     use crate::connect::{ConnectError, ProcessKey};
     use crate::traverse::TraverseError;
     use mpir_target::Fault;
-
-    /// Walks `error`'s `source()` chain and fails if a message contains its source's message
-    /// (the error printing its source twice once a reporter prints the chain).
-    fn assert_sources_printed_once(error: &(dyn std::error::Error + 'static)) {
-        let mut cur = error;
-        while let Some(src) = cur.source() {
-            let (outer, inner) = (cur.to_string(), src.to_string());
-            assert!(
-                !inner.is_empty() && !outer.contains(&inner),
-                "{outer:?} prints its source {inner:?}"
-            );
-            cur = src;
-        }
-    }
+    use mpir_target::testkit::assert_sources_printed_once;
 
     fn denied() -> TargetError {
         TargetError::Control {

@@ -27,7 +27,7 @@ const FILES: [(&str, &[u8]); 2] = [("mpir-demo-starter", STARTER), ("mpir-demo-r
 /// Why the demo job's programs are not available.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub(crate) enum DemoFilesError {
+pub enum DemoFilesError {
     /// `$MPIR_DEMO_DIR` does not hold the starter.
     #[error(
         "the demo job's starter is not at {} ($MPIR_DEMO_DIR must name a directory holding \
@@ -73,7 +73,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> DemoFilesError + '_ {
 
 /// The demo job's starter, ready to run: from `$MPIR_DEMO_DIR` when set, else written out from
 /// the copies embedded in the tool (see the module docs).
-pub(crate) fn starter() -> Result<PathBuf, DemoFilesError> {
+pub fn starter() -> Result<PathBuf, DemoFilesError> {
     if let Some(dir) = std::env::var_os("MPIR_DEMO_DIR") {
         let path = PathBuf::from(dir).join(FILES[0].0);
         return if path.is_file() {

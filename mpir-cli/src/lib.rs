@@ -35,6 +35,12 @@ macro_rules! out {
 
 mod cmd;
 mod demo_files;
+
+/// The bundled demo job, for programs that want to run it (the library examples' tests do): its
+/// starter, ready to run, and why it is not.
+pub mod demo_job {
+    pub use crate::demo_files::{DemoFilesError, starter};
+}
 mod errors;
 mod progress;
 mod render;

@@ -116,20 +116,7 @@ pub type Result<T, E = TargetError> = std::result::Result<T, E>;
 mod tests {
     use super::*;
     use crate::debuginfo::DebugInfoError;
-
-    /// Walks `error`'s `source()` chain and fails if a message contains its source's message
-    /// (the error printing its source twice once a reporter prints the chain).
-    fn assert_sources_printed_once(error: &(dyn std::error::Error + 'static)) {
-        let mut cur = error;
-        while let Some(src) = cur.source() {
-            let (outer, inner) = (cur.to_string(), src.to_string());
-            assert!(
-                !inner.is_empty() && !outer.contains(&inner),
-                "{outer:?} prints its source {inner:?}"
-            );
-            cur = src;
-        }
-    }
+    use crate::testkit::assert_sources_printed_once;
 
     #[test]
     fn no_error_prints_its_source_twice() {

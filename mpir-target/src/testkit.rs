@@ -290,3 +290,18 @@ impl Drop for Decoys {
         }
     }
 }
+
+/// Walks `error`'s `source()` chain and panics if a message contains its source's message: the
+/// error would print its source twice once a reporter prints the chain (CONVENTIONS.md: an
+/// error prints its source or returns it, never both). Every crate's error test uses it.
+pub fn assert_sources_printed_once(error: &(dyn std::error::Error + 'static)) {
+    let mut cur = error;
+    while let Some(src) = cur.source() {
+        let (outer, inner) = (cur.to_string(), src.to_string());
+        assert!(
+            !inner.is_empty() && !outer.contains(&inner),
+            "{outer:?} prints its source {inner:?}"
+        );
+        cur = src;
+    }
+}
