@@ -346,6 +346,5 @@ fn mpich_debuginfo_gate_policy_always_and_never() {
     for &p in &pids {
         let _ = Command::new("kill").arg("-9").arg(p.to_string()).status();
     }
-    let _ = child.kill();
-    let _ = child.wait();
+    mpir_target::testkit::stop_launcher(&mut child);
 }

@@ -248,8 +248,7 @@ fn on_stack(stack: Stack) {
         text.contains("the verdict covers only the 3 of 4 ranks read"),
         "{name}: {text}"
     );
-    let _ = other.kill();
-    let _ = other.wait();
+    mpir_target::testkit::stop_launcher(&mut other);
 }
 
 #[test]

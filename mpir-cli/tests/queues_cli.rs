@@ -279,8 +279,7 @@ fn queue_errors_are_one_line_and_leave_the_target_alone() {
     // A pid that does not exist: the reason per pid.
     check(&["queues", "--pid", "999999999"], "no such process", 1);
     assert_untouched(sleeper.id());
-    let _ = sleeper.kill();
-    let _ = sleeper.wait();
+    mpir_target::testkit::stop_launcher(&mut sleeper);
 }
 
 #[test]
@@ -319,8 +318,7 @@ fn a_core_without_its_executable_says_so_and_exe_fixes_it() {
         .arg(starter.id().to_string()))
     .unwrap_or_else(|e| panic!("{e}"));
     let core = PathBuf::from(format!("{}.{}", prefix.display(), starter.id()));
-    let _ = starter.kill();
-    let _ = starter.wait();
+    mpir_target::testkit::stop_launcher(&mut starter);
     let moved = dir.join("moved-starter");
     std::fs::rename(&exe, &moved).unwrap();
 

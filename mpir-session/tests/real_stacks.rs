@@ -30,8 +30,7 @@ impl Drop for Job {
                 .args(["-KILL", &p.to_string()])
                 .status();
         }
-        let _ = self.launcher.kill();
-        let _ = self.launcher.wait();
+        mpir_target::testkit::stop_launcher(&mut self.launcher);
     }
 }
 

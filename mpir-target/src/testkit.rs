@@ -305,3 +305,30 @@ pub fn assert_sources_printed_once(error: &(dyn std::error::Error + 'static)) {
         cur = src;
     }
 }
+
+/// Stops a job's launcher (`orterun`, `mpiexec`) the way a user's Ctrl-C would: `SIGTERM`, then
+/// up to 10 s for it to exit, then `SIGKILL`; reaped either way. A launcher killed outright
+/// leaves its session directory and shared-memory segments behind (Open MPI's
+/// `/tmp/ompi.HOST.UID/pid.N`, `/dev/shm/vader_segment.*`): on a machine that runs the suite
+/// again and again they pile up.
+pub fn stop_launcher(launcher: &mut std::process::Child) {
+    use std::time::{Duration, Instant};
+    if matches!(launcher.try_wait(), Ok(Some(_))) {
+        return;
+    }
+    if let Ok(pid) = i32::try_from(launcher.id()) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if !matches!(launcher.try_wait(), Ok(None)) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = launcher.kill();
+    let _ = launcher.wait();
+}

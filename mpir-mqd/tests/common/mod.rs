@@ -373,8 +373,7 @@ impl Drop for Job {
                 nix::sys::signal::Signal::SIGKILL,
             );
         }
-        let _ = self.launcher.kill();
-        let _ = self.launcher.wait();
+        mpir_target::testkit::stop_launcher(&mut self.launcher);
     }
 }
 
