@@ -59,6 +59,7 @@ pub mod mpir;
 pub mod mqd;
 pub mod node;
 pub mod ranks;
+pub mod stacks;
 mod view;
 
 pub use error::{DecodeError, Result};
