@@ -7,6 +7,11 @@ use crate::layout::{LayoutSource, TypeLayout};
 use crate::model::DataModel;
 use crate::mpir::{self, ProcDescLayout};
 use crate::mqd::{self, CommunicatorLayout, OpClass, PendingOperationLayout};
+use crate::ranks::RankSet;
+use crate::stacks::{
+    DecodeLimits, Frame, HelperFolding, MergeKey, NodeKind, RankStacks, SourceLocation, StackTree,
+    ThreadStack, TreeLimits, TreeOptions, TreeView, Truncation, Trust, Unreached, UnreachedReason,
+};
 use crate::view::View;
 
 /// Draws values from the front of the fuzzer's input.
@@ -176,13 +181,186 @@ pub fn view(data: &[u8]) {
     }
 }
 
+/// Names the stack harnesses draw from: plain, empty, and ones with the characters the
+/// outputs escape.
+const STACK_NAMES: [&str; 6] = [
+    "main",
+    "MPI_Barrier",
+    "",
+    "a;b",
+    "q\"u\\o\nte",
+    "progress_engine",
+];
+
+impl Input<'_> {
+    fn pick<T: Copy>(&mut self, from: &[T], or: T) -> T {
+        from.get(usize::from(self.u8()) % from.len().max(1))
+            .copied()
+            .unwrap_or(or)
+    }
+    fn rank_set(&mut self) -> RankSet {
+        let mut set = RankSet::new();
+        for _ in 0..self.u8() % 4 {
+            let first = self.size();
+            set = set.with_range(first, first.saturating_add(self.size()));
+        }
+        set
+    }
+}
+
+/// The stack-tree document decoder ([`StackTree::from_document`]) on an arbitrary flat
+/// document: wrong parents, open or oversized rank sets, duplicate siblings, hostile names.
+/// A document it accepts must render, analyse, merge and round-trip.
+pub fn stack_tree(data: &[u8]) {
+    let mut input = Input(data);
+    let mut doc = StackTree::empty(MergeKey::Function, TreeView::Process, TreeLimits::default())
+        .to_document();
+    doc.merge_key = input.pick(
+        &[MergeKey::Function, MergeKey::FunctionAndLine],
+        MergeKey::Function,
+    );
+    doc.view = input.pick(&[TreeView::Process, TreeView::Thread], TreeView::Process);
+    doc.limits = TreeLimits::new(input.size() as usize, input.size() as usize);
+    doc.nodes.clear();
+    let kinds = [
+        NodeKind::Root,
+        NodeKind::Function,
+        NodeKind::Address,
+        NodeKind::Thread,
+        NodeKind::Helpers,
+    ];
+    for i in 0..input.u8() % 40 {
+        let mut node =
+            StackTree::empty(MergeKey::Function, TreeView::Process, TreeLimits::default())
+                .to_document()
+                .nodes
+                .remove(0);
+        node.parent = match input.u8() % 8 {
+            0 => None,
+            1 => Some(input.u64()),
+            _ => Some(u64::from(input.u8()) % u64::from(i).max(1)),
+        };
+        node.kind = input.pick(&kinds, NodeKind::Function);
+        node.function = input.pick(&STACK_NAMES, "f").to_string();
+        node.module = input.pick(&STACK_NAMES, "m").to_string();
+        if input.u8() % 4 == 0 {
+            node.file = Some(input.pick(&STACK_NAMES, "f.c").to_string());
+            node.line = (input.u8() % 4 != 0).then(|| u32::from(input.u8()));
+        }
+        node.ranks = input.rank_set();
+        node.threads = input.size();
+        node.ends = input.rank_set();
+        node.truncated = input.rank_set();
+        doc.nodes.push(node);
+    }
+    for _ in 0..input.u8() % 4 {
+        doc.unreached
+            .push(Unreached::new(input.size(), UnreachedReason::Exited));
+    }
+    doc.cut_depth = input.rank_set();
+    doc.cut_nodes = input.rank_set();
+    let limits = DecodeLimits::new(32, 16, 16, 256);
+    if let Ok(tree) = StackTree::from_document(&doc, &limits) {
+        check_tree(&tree);
+        let again = StackTree::from_document(&tree.to_document(), &limits);
+        assert_eq!(again.as_ref(), Ok(&tree));
+    }
+}
+
+/// What every tree must satisfy, and outputs that must not panic.
+fn check_tree(tree: &StackTree) {
+    for (id, node) in tree.nodes() {
+        for &c in node.children() {
+            let child = tree.node(c).expect("children exist");
+            assert_eq!(child.parent(), Some(id));
+            assert!(
+                child
+                    .ranks()
+                    .iter_within(1 << 16)
+                    .all(|r| node.ranks().contains(r))
+            );
+        }
+    }
+    let _ = (tree.to_text(), tree.to_dot(), tree.to_folded());
+    let classes = tree.classes();
+    let covered: u64 = classes.iter().map(|c| c.ranks.count_within(u64::MAX)).sum();
+    assert_eq!(covered, tree.root().rank_count());
+    assert!(tree.diff(tree).moved.is_empty());
+    let doubled = tree.clone().merged(tree).expect("same key and view");
+    assert_eq!(doubled.len(), tree.len());
+}
+
+/// Building trees from arbitrary stacks under small limits: the limits hold, and when nothing
+/// was cut, merging per-rank trees gives the tree built from all ranks.
+pub fn stack_build(data: &[u8]) {
+    let mut input = Input(data);
+    let limits = TreeLimits::new(usize::from(input.u8() % 12), usize::from(input.u8() % 48));
+    let options = TreeOptions::default()
+        .with_limits(limits)
+        .with_key(input.pick(
+            &[MergeKey::Function, MergeKey::FunctionAndLine],
+            MergeKey::Function,
+        ))
+        .with_view(input.pick(&[TreeView::Process, TreeView::Thread], TreeView::Process))
+        .with_helpers(input.pick(
+            &[HelperFolding::Off, HelperFolding::BuiltIn],
+            HelperFolding::Off,
+        ));
+    let mut ranks = Vec::new();
+    for rank in 0..u64::from(input.u8() % 8) {
+        let mut threads = Vec::new();
+        for t in 0..input.u8() % 3 {
+            let frames = (0..input.u8() % 10)
+                .map(|_| {
+                    let mut f = Frame::new(
+                        input.pick(&STACK_NAMES, "m"),
+                        u64::from(input.u8() % 4),
+                        Trust::Cfi,
+                    );
+                    if input.u8() % 4 != 0 {
+                        f = f.with_symbol(input.pick(&STACK_NAMES, "f"));
+                    }
+                    if input.u8() % 2 == 0 {
+                        f = f.with_location(SourceLocation::new("f.c", u32::from(input.u8() % 3)));
+                    }
+                    f
+                })
+                .collect();
+            let mut stack = ThreadStack::new(100 + u32::from(t), frames);
+            if input.u8() % 4 == 0 {
+                stack = stack.with_truncation(Truncation::Cycle);
+            }
+            threads.push(stack);
+        }
+        ranks.push(RankStacks::new(
+            rank * u64::from(input.u8() % 3 + 1),
+            100,
+            threads,
+        ));
+    }
+    let whole = StackTree::build(&ranks, &[], &options);
+    assert!(whole.len() <= limits.max_nodes);
+    check_tree(&whole);
+    if whole.cut().is_empty() {
+        let mut merged = StackTree::empty(options.key, options.view, limits);
+        for r in ranks.iter().rev() {
+            merged
+                .merge(&StackTree::build(std::slice::from_ref(r), &[], &options))
+                .expect("same options");
+        }
+        assert_eq!(merged, whole);
+    }
+}
+
 /// A harness: arbitrary bytes in, no panic out.
 pub type Harness = fn(&[u8]);
 
 /// Every harness, by name (for the test suite and tooling).
-pub const ALL: [(&str, Harness); 4] = [
+pub const ALL: [(&str, Harness); 6] = [
     ("proctable", proctable),
     ("communicator", communicator),
     ("pending_operation", pending_operation),
     ("view", view),
+    ("stack_tree", stack_tree),
+    ("stack_build", stack_build),
 ];

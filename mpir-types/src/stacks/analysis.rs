@@ -98,7 +98,10 @@ pub fn diff(earlier: &StackTree, later: &StackTree) -> StackDiff {
     let both = e.intersection(l);
     let mut by_stacks: HashMap<Vec<Vec<NodeKey>>, Ranges> = HashMap::new();
     for (ranks, stacks) in later.class_ranges() {
-        by_stacks.insert(stacks, ranks);
+        // Classes are told apart by the nodes ranks pass through; after a node-limit cut two
+        // of them can end on the same paths.
+        let entry = by_stacks.entry(stacks).or_default();
+        *entry = entry.union(&ranks);
     }
     let mut stayed = Ranges::default();
     for (ranks, stacks) in earlier.class_ranges() {

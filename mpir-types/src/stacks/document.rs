@@ -285,6 +285,25 @@ impl StackTree {
         if nodes.is_empty() {
             return Err(E::Document("no root node"));
         }
+        let cut = Cut {
+            depth: ranges(&doc.cut_depth, "an open rank range in cut_depth")?,
+            nodes: ranges(&doc.cut_nodes, "an open rank range in cut_nodes")?,
+        };
+        // Every rank through a node ends there or goes on to a child (or was cut).
+        for (index, n) in nodes.iter().enumerate() {
+            let mut covered = n.ends.union(&cut.nodes);
+            for c in &n.children {
+                if let Some(child) = nodes.get(c.0) {
+                    covered = covered.union(&child.ranks);
+                }
+            }
+            if !n.ranks.difference(&covered).is_empty() {
+                return Err(E::Node {
+                    index,
+                    problem: "holds ranks that neither end here nor go on to a child",
+                });
+            }
+        }
         // Children sorted by key, distinct, and with no more threads than their parent.
         let keys: Vec<NodeKey> = nodes.iter().map(|n| n.key.clone()).collect();
         let threads: Vec<u64> = nodes.iter().map(|n| n.threads).collect();
@@ -325,10 +344,6 @@ impl StackTree {
             let entry = truncations.entry(t.clone()).or_default();
             *entry = entry.union(&r);
         }
-        let cut = Cut {
-            depth: ranges(&doc.cut_depth, "an open rank range in cut_depth")?,
-            nodes: ranges(&doc.cut_nodes, "an open rank range in cut_nodes")?,
-        };
         let mut tree = StackTree {
             key: doc.merge_key,
             view: doc.view,
