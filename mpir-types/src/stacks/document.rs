@@ -13,6 +13,24 @@ use super::{SourceLocation, Truncation, Unreached, UnreachedReason};
 use crate::ranks::RankSet;
 use std::collections::BTreeMap;
 
+/// Rank sets that may be empty (`""`), which [`RankSet`]'s own form refuses.
+#[cfg(feature = "serde")]
+mod maybe_empty {
+    use crate::ranks::RankSet;
+
+    pub(super) fn serialize<S: serde::Serializer>(set: &RankSet, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(set)
+    }
+
+    pub(super) fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<RankSet, D::Error> {
+        let text = <std::borrow::Cow<'de, str> as serde::Deserialize>::deserialize(d)?;
+        if text.is_empty() {
+            return Ok(RankSet::new());
+        }
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// The `schema` of a tree document.
 pub const SCHEMA: &str = "mpir.stacks/1";
 
@@ -34,12 +52,15 @@ pub struct DocumentNode {
     /// Source line, with the function-and-line key.
     pub line: Option<u32>,
     /// Ranks passing through.
+    #[cfg_attr(feature = "serde", serde(with = "maybe_empty"))]
     pub ranks: RankSet,
     /// Threads passing through.
     pub threads: u64,
     /// Ranks with a thread ending here.
+    #[cfg_attr(feature = "serde", serde(with = "maybe_empty"))]
     pub ends: RankSet,
     /// Ranks with a thread ending here because unwinding stopped early.
+    #[cfg_attr(feature = "serde", serde(with = "maybe_empty"))]
     pub truncated: RankSet,
 }
 
@@ -63,8 +84,10 @@ pub struct TreeDocument {
     /// Why stacks stopped early, with the ranks concerned.
     pub truncations: Vec<(Truncation, RankSet)>,
     /// Ranks cut by the depth limit.
+    #[cfg_attr(feature = "serde", serde(with = "maybe_empty"))]
     pub cut_depth: RankSet,
     /// Ranks with frames left out at the node limit.
+    #[cfg_attr(feature = "serde", serde(with = "maybe_empty"))]
     pub cut_nodes: RankSet,
 }
 
