@@ -206,22 +206,62 @@ impl Input<'_> {
         }
         set
     }
+    /// Tree options with small limits, and ranks' stacks over a small alphabet of frames.
+    fn stacks(&mut self) -> (TreeOptions, Vec<RankStacks>) {
+        let limits = TreeLimits::new(usize::from(self.u8() % 12), usize::from(self.u8() % 48));
+        let options = TreeOptions::default()
+            .with_limits(limits)
+            .with_key(self.pick(
+                &[MergeKey::Function, MergeKey::FunctionAndLine],
+                MergeKey::Function,
+            ))
+            .with_view(self.pick(&[TreeView::Process, TreeView::Thread], TreeView::Process))
+            .with_helpers(self.pick(
+                &[HelperFolding::Off, HelperFolding::BuiltIn],
+                HelperFolding::Off,
+            ));
+        let mut ranks = Vec::new();
+        for rank in 0..u64::from(self.u8() % 8) {
+            let mut threads = Vec::new();
+            for t in 0..self.u8() % 3 {
+                let frames = (0..self.u8() % 10)
+                    .map(|_| {
+                        let module = self.pick(&STACK_NAMES, "m");
+                        let mut f = Frame::new(module, u64::from(self.u8() % 4), Trust::Cfi);
+                        if !self.u8().is_multiple_of(4) {
+                            f = f.with_symbol(self.pick(&STACK_NAMES, "f"));
+                        }
+                        if self.u8().is_multiple_of(2) {
+                            f = f.with_location(SourceLocation::new(
+                                "f.c",
+                                u32::from(self.u8() % 3),
+                            ));
+                        }
+                        f
+                    })
+                    .collect();
+                let mut stack = ThreadStack::new(100 + u32::from(t), frames);
+                if self.u8().is_multiple_of(4) {
+                    stack = stack.with_truncation(Truncation::Cycle);
+                }
+                threads.push(stack);
+            }
+            let r = rank * u64::from(self.u8() % 3 + 1);
+            ranks.push(RankStacks::new(r, 100, threads));
+        }
+        (options, ranks)
+    }
 }
 
-/// The stack-tree document decoder ([`StackTree::from_document`]) on an arbitrary flat
-/// document: wrong parents, open or oversized rank sets, duplicate siblings, hostile names.
-/// A document it accepts must render, analyse, merge and round-trip.
+/// The stack-tree document decoder ([`StackTree::from_document`]) on the document of a real
+/// tree with up to three hostile edits: wrong or forward parents, roots in the middle, open or
+/// oversized rank sets, duplicated or dropped nodes, hostile names and limits. A document it
+/// accepts must render, analyse, merge and round-trip.
 pub fn stack_tree(data: &[u8]) {
     let mut input = Input(data);
-    let mut doc = StackTree::empty(MergeKey::Function, TreeView::Process, TreeLimits::default())
-        .to_document();
-    doc.merge_key = input.pick(
-        &[MergeKey::Function, MergeKey::FunctionAndLine],
-        MergeKey::Function,
-    );
-    doc.view = input.pick(&[TreeView::Process, TreeView::Thread], TreeView::Process);
-    doc.limits = TreeLimits::new(input.size() as usize, input.size() as usize);
-    doc.nodes.clear();
+    let (options, ranks) = input.stacks();
+    let unreached = [Unreached::new(input.size(), UnreachedReason::Exited)];
+    let mut doc = StackTree::build(&ranks, &unreached, &options).to_document();
     let kinds = [
         NodeKind::Root,
         NodeKind::Function,
@@ -229,37 +269,39 @@ pub fn stack_tree(data: &[u8]) {
         NodeKind::Thread,
         NodeKind::Helpers,
     ];
-    for i in 0..input.u8() % 40 {
-        let mut node =
-            StackTree::empty(MergeKey::Function, TreeView::Process, TreeLimits::default())
-                .to_document()
-                .nodes
-                .remove(0);
-        node.parent = match input.u8() % 8 {
-            0 => None,
-            1 => Some(input.u64()),
-            _ => Some(u64::from(input.u8()) % u64::from(i).max(1)),
-        };
-        node.kind = input.pick(&kinds, NodeKind::Function);
-        node.function = input.pick(&STACK_NAMES, "f").to_string();
-        node.module = input.pick(&STACK_NAMES, "m").to_string();
-        if input.u8() % 4 == 0 {
-            node.file = Some(input.pick(&STACK_NAMES, "f.c").to_string());
-            node.line = (input.u8() % 4 != 0).then(|| u32::from(input.u8()));
-        }
-        node.ranks = input.rank_set();
-        node.threads = input.size();
-        node.ends = input.rank_set();
-        node.truncated = input.rank_set();
-        doc.nodes.push(node);
-    }
     for _ in 0..input.u8() % 4 {
-        doc.unreached
-            .push(Unreached::new(input.size(), UnreachedReason::Exited));
+        let n = doc.nodes.len().max(1);
+        let at = usize::from(input.u8()) % n;
+        let what = input.u8() % 12;
+        let (rank_set, size) = (input.rank_set(), input.size());
+        let name = input
+            .pick(&STACK_NAMES, "f")
+            .repeat(usize::from(input.u8() % 8));
+        let kind = input.pick(&kinds, NodeKind::Function);
+        let Some(node) = doc.nodes.get_mut(at) else {
+            continue;
+        };
+        match what {
+            0 => node.parent = (size % 4 != 0).then_some(size),
+            1 => node.kind = kind,
+            2 => node.function = name,
+            3 => node.ranks = rank_set,
+            4 => node.ends = rank_set,
+            5 => node.truncated = rank_set,
+            6 => node.threads = size,
+            7 => (node.file, node.line) = (Some(name), (size % 2 == 0).then_some(size as u32)),
+            8 => {
+                let copy = node.clone();
+                doc.nodes.push(copy);
+            }
+            9 => {
+                doc.nodes.remove(at);
+            }
+            10 => doc.limits = TreeLimits::new(size as usize, usize::from(input.u8())),
+            _ => doc.cut_nodes = rank_set,
+        }
     }
-    doc.cut_depth = input.rank_set();
-    doc.cut_nodes = input.rank_set();
-    let limits = DecodeLimits::new(32, 16, 16, 256);
+    let limits = DecodeLimits::new(32, 16, 64, 256);
     if let Ok(tree) = StackTree::from_document(&doc, &limits) {
         check_tree(&tree);
         let again = StackTree::from_document(&tree.to_document(), &limits);
@@ -290,63 +332,22 @@ fn check_tree(tree: &StackTree) {
     assert_eq!(doubled.len(), tree.len());
 }
 
-/// Building trees from arbitrary stacks under small limits: the limits hold, and when nothing
-/// was cut, merging per-rank trees gives the tree built from all ranks.
+/// Building trees from arbitrary stacks under small limits: the limits hold, a tree's document
+/// decodes back to it, and when nothing was cut, merging per-rank trees gives the tree built
+/// from all ranks.
 pub fn stack_build(data: &[u8]) {
     let mut input = Input(data);
-    let limits = TreeLimits::new(usize::from(input.u8() % 12), usize::from(input.u8() % 48));
-    let options = TreeOptions::default()
-        .with_limits(limits)
-        .with_key(input.pick(
-            &[MergeKey::Function, MergeKey::FunctionAndLine],
-            MergeKey::Function,
-        ))
-        .with_view(input.pick(&[TreeView::Process, TreeView::Thread], TreeView::Process))
-        .with_helpers(input.pick(
-            &[HelperFolding::Off, HelperFolding::BuiltIn],
-            HelperFolding::Off,
-        ));
-    let mut ranks = Vec::new();
-    for rank in 0..u64::from(input.u8() % 8) {
-        let mut threads = Vec::new();
-        for t in 0..input.u8() % 3 {
-            let frames = (0..input.u8() % 10)
-                .map(|_| {
-                    let mut f = Frame::new(
-                        input.pick(&STACK_NAMES, "m"),
-                        u64::from(input.u8() % 4),
-                        Trust::Cfi,
-                    );
-                    if input.u8() % 4 != 0 {
-                        f = f.with_symbol(input.pick(&STACK_NAMES, "f"));
-                    }
-                    if input.u8() % 2 == 0 {
-                        f = f.with_location(SourceLocation::new("f.c", u32::from(input.u8() % 3)));
-                    }
-                    f
-                })
-                .collect();
-            let mut stack = ThreadStack::new(100 + u32::from(t), frames);
-            if input.u8() % 4 == 0 {
-                stack = stack.with_truncation(Truncation::Cycle);
-            }
-            threads.push(stack);
-        }
-        ranks.push(RankStacks::new(
-            rank * u64::from(input.u8() % 3 + 1),
-            100,
-            threads,
-        ));
-    }
+    let (options, ranks) = input.stacks();
     let whole = StackTree::build(&ranks, &[], &options);
-    assert!(whole.len() <= limits.max_nodes);
+    assert!(whole.len() <= options.limits.max_nodes);
     check_tree(&whole);
+    let decoded = StackTree::from_document(&whole.to_document(), &DecodeLimits::default());
+    assert_eq!(decoded.as_ref(), Ok(&whole));
     if whole.cut().is_empty() {
-        let mut merged = StackTree::empty(options.key, options.view, limits);
+        let mut merged = StackTree::empty(options.key, options.view, options.limits);
         for r in ranks.iter().rev() {
-            merged
-                .merge(&StackTree::build(std::slice::from_ref(r), &[], &options))
-                .expect("same options");
+            let one = StackTree::build(std::slice::from_ref(r), &[], &options);
+            merged.merge(&one).expect("same options");
         }
         assert_eq!(merged, whole);
     }

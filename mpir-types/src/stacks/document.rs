@@ -222,14 +222,13 @@ impl StackTree {
                 limits.max_ranges,
             ));
         }
-        let mut budget = limits.max_ranges;
+        let mut used = 0usize;
         let mut ranges = |set: &RankSet, what: &'static str| -> Result<Ranges, TreeDecodeError> {
             let r = Ranges::from_rank_set(set).ok_or(E::Document(what))?;
-            budget = budget.checked_sub(r.pieces()).ok_or(too_large(
-                "rank ranges",
-                limits.max_ranges.saturating_add(1),
-                limits.max_ranges,
-            ))?;
+            used = used.saturating_add(r.pieces());
+            if used > limits.max_ranges {
+                return Err(too_large("rank ranges", used, limits.max_ranges));
+            }
             Ok(r)
         };
         let check_str = |s: &str| {
@@ -287,6 +286,9 @@ impl StackTree {
             node.ends = ranges(&d.ends, "an open rank range in a node")?;
             node.truncated = ranges(&d.truncated, "an open rank range in a node")?;
             node.threads = d.threads;
+            if node.threads < node.ranks.count() {
+                return Err(bad("fewer threads than ranks"));
+            }
             if !node.ends.difference(&node.ranks).is_empty() {
                 return Err(bad("ends holds ranks the node does not"));
             }

@@ -506,7 +506,11 @@ impl StackTree {
                     continue;
                 };
                 if depth >= self.limits.max_depth {
+                    // As when building: the stacks end here, and the cut says so.
                     self.cut.depth = self.cut.depth.union(&child.ranks);
+                    if let Some(o) = self.nodes.get_mut(ours.0) {
+                        o.ends = o.ends.union(&child.ranks);
+                    }
                     continue;
                 }
                 match self.child_or_new(ours, child.key.clone()) {
