@@ -165,7 +165,26 @@ fn function_and_line_keys_split_call_sites() {
         )],
     )];
     let t = StackTree::build(&anon, &[], &TreeOptions::default());
-    assert!(t.to_text().contains("libx.so+0x4f0 [0]"), "{}", t.to_text());
+    assert!(
+        t.to_text()
+            .contains("libx.so+0x4f0 [0] 1 rank, 1 thread; found by stack scan (may be wrong)"),
+        "{}",
+        t.to_text()
+    );
+    // The least trusted way wins, whichever tree brought it.
+    let cfi = vec![rank(
+        1,
+        vec![ThreadStack::new(
+            1,
+            vec![Frame::new("/lib/libx.so", 0x4f0, Trust::Cfi)],
+        )],
+    )];
+    let t2 = StackTree::build(&cfi, &[], &TreeOptions::default());
+    for merged in [t.clone().merged(&t2).unwrap(), t2.merged(&t).unwrap()] {
+        let node = merged.node(merged.root().children()[0]).unwrap();
+        assert_eq!(node.trust(), Some(Trust::Scan));
+        assert_eq!(node.ranks().to_string(), "0-1");
+    }
 }
 
 #[test]

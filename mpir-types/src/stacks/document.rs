@@ -9,7 +9,7 @@ use super::ranges::Ranges;
 use super::tree::{
     Cut, MergeKey, NodeId, NodeKey, NodeKind, StackNode, StackTree, TreeLimits, TreeView,
 };
-use super::{SourceLocation, Truncation, Unreached, UnreachedReason};
+use super::{SourceLocation, Truncation, Trust, Unreached, UnreachedReason};
 use crate::ranks::RankSet;
 use std::collections::BTreeMap;
 
@@ -62,6 +62,8 @@ pub struct DocumentNode {
     /// Ranks with a thread ending here because unwinding stopped early.
     #[cfg_attr(feature = "serde", serde(with = "maybe_empty"))]
     pub truncated: RankSet,
+    /// The least trusted way one of its frames was found.
+    pub trust: Option<Trust>,
 }
 
 /// A tree as a document: what `--json` prints and agents exchange.
@@ -178,6 +180,7 @@ impl StackTree {
                 threads: n.threads,
                 ends: n.ends.to_rank_set(),
                 truncated: n.truncated.to_rank_set(),
+                trust: n.trust,
             })
             .collect();
         TreeDocument {
@@ -286,6 +289,7 @@ impl StackTree {
             node.ends = ranges(&d.ends, "an open rank range in a node")?;
             node.truncated = ranges(&d.truncated, "an open rank range in a node")?;
             node.threads = d.threads;
+            node.trust = d.trust;
             if node.threads < node.ranks.count() {
                 return Err(bad("fewer threads than ranks"));
             }

@@ -1,5 +1,6 @@
 //! Text, Graphviz (STAT's 2D layout) and folded-stack output.
 
+use super::Trust;
 use super::ranges::Ranges;
 use super::tree::{NodeId, NodeKind, StackTree};
 use std::collections::BTreeMap;
@@ -25,6 +26,9 @@ impl StackTree {
                 plural(n.threads),
                 indent = depth * 2
             );
+            if n.trust == Some(Trust::Scan) {
+                out.push_str("; found by stack scan (may be wrong)");
+            }
             if !n.truncated.is_empty() {
                 let _ = write!(out, "; stack ends early here for [{}]", n.truncated);
             }

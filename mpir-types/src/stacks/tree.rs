@@ -3,7 +3,7 @@
 use super::helpers::builtin_helper;
 use super::ranges::Ranges;
 use super::{
-    Frame, RankStacks, SourceLocation, ThreadStack, Truncation, Unreached, UnreachedReason,
+    Frame, RankStacks, SourceLocation, ThreadStack, Truncation, Trust, Unreached, UnreachedReason,
 };
 use crate::ranks::RankSet;
 use std::collections::BTreeMap;
@@ -216,6 +216,7 @@ pub struct StackNode {
     pub(crate) threads: u64,
     pub(crate) ends: Ranges,
     pub(crate) truncated: Ranges,
+    pub(crate) trust: Option<Trust>,
     pub(crate) children: Vec<NodeId>,
     pub(crate) parent: Option<NodeId>,
 }
@@ -228,6 +229,7 @@ impl StackNode {
             threads: 0,
             ends: Ranges::default(),
             truncated: Ranges::default(),
+            trust: None,
             children: Vec::new(),
             parent,
         }
@@ -256,6 +258,11 @@ impl StackNode {
     /// The ranks with a thread whose stack ends here because unwinding stopped early.
     pub fn truncated(&self) -> RankSet {
         self.truncated.to_rank_set()
+    }
+    /// The least trusted way any of its frames was found ([`Trust::Scan`] last); `None` for
+    /// the root, thread and helper nodes.
+    pub fn trust(&self) -> Option<Trust> {
+        self.trust
     }
     /// Its children, sorted by key.
     pub fn children(&self) -> &[NodeId] {
@@ -358,7 +365,7 @@ impl StackTree {
     fn insert_rank(&mut self, stacks: &RankStacks, helpers: HelperFolding) {
         let rank = Ranges::one(stacks.rank);
         for (i, thread) in stacks.threads.iter().enumerate() {
-            let mut path: Vec<NodeKey> = Vec::new();
+            let mut path: Vec<(NodeKey, Option<Trust>)> = Vec::new();
             if self.view == TreeView::Thread {
                 let name = if thread.tid == stacks.pid {
                     "main thread".to_string()
@@ -368,7 +375,7 @@ impl StackTree {
                         .clone()
                         .unwrap_or_else(|| format!("thread #{i}"))
                 };
-                path.push(NodeKey::new(NodeKind::Thread, name, ""));
+                path.push((NodeKey::new(NodeKind::Thread, name, ""), None));
             }
             let folded = match helpers {
                 HelperFolding::Off => None,
@@ -377,13 +384,13 @@ impl StackTree {
             };
             let is_folded = folded.is_some();
             match folded {
-                Some(label) => path.push(NodeKey::new(NodeKind::Helpers, label, "")),
+                Some(label) => path.push((NodeKey::new(NodeKind::Helpers, label, ""), None)),
                 None => path.extend(
                     thread
                         .frames
                         .iter()
                         .rev()
-                        .map(|f| NodeKey::of_frame(f, self.key)),
+                        .map(|f| (NodeKey::of_frame(f, self.key), Some(f.trust))),
                 ),
             }
             if path.len() > self.limits.max_depth {
@@ -393,7 +400,7 @@ impl StackTree {
             let mut cur = NodeId::ROOT;
             self.add_to(cur, &rank, 1);
             let mut complete = true;
-            for key in path {
+            for (key, trust) in path {
                 match self.child_or_new(cur, key) {
                     Some(next) => cur = next,
                     None => {
@@ -403,6 +410,9 @@ impl StackTree {
                     }
                 }
                 self.add_to(cur, &rank, 1);
+                if let Some(node) = self.nodes.get_mut(cur.0) {
+                    node.trust = node.trust.max(trust);
+                }
             }
             if complete && let Some(node) = self.nodes.get_mut(cur.0) {
                 node.ends = node.ends.union(&rank);
@@ -500,6 +510,7 @@ impl StackTree {
             if let Some(o) = self.nodes.get_mut(ours.0) {
                 o.ends = o.ends.union(&t.ends);
                 o.truncated = o.truncated.union(&t.truncated);
+                o.trust = o.trust.max(t.trust);
             }
             for &c in &t.children {
                 let Some(child) = other.nodes.get(c.0) else {
