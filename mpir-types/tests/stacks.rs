@@ -270,6 +270,19 @@ fn rank_sets_stay_compact_at_scale() {
         assert_eq!(node.rank_count(), n);
     }
     assert_eq!(t.classes().len(), 1);
+    // Alternating stacks: 50 000 pieces per set, still two classes, found without expanding.
+    let alternating: Vec<RankStacks> = (0..n)
+        .map(|r| {
+            let leaf = if r % 2 == 0 { "MPI_Send" } else { "MPI_Recv" };
+            rank(r, vec![thread(1, &[leaf, "main"])])
+        })
+        .collect();
+    let t = StackTree::build(&alternating, &[], &TreeOptions::default());
+    let classes = t.classes();
+    assert_eq!(classes.len(), 2);
+    assert_eq!(classes[0].ranks.count_within(n), n / 2);
+    assert!(classes[0].ranks.contains(0) && classes[1].ranks.contains(1));
+    assert_eq!(classes[1].stacks[0][1].label(), "MPI_Recv");
 }
 
 #[test]

@@ -2,9 +2,9 @@
 //! samples.
 
 use super::ranges::Ranges;
-use super::tree::{NodeKey, StackTree};
+use super::tree::{NodeId, NodeKey, StackTree};
 use crate::ranks::RankSet;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 /// Ranks with identical stacks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,8 +31,8 @@ pub struct StackDiff {
 }
 
 impl StackTree {
-    /// The ranks grouped by identical stacks (the same set of call paths, each ending at the
-    /// same node), in order of their lowest rank. Thread multiplicity is not compared: two
+    /// The ranks grouped by identical stacks (their threads end at the same nodes), in order
+    /// of their lowest rank. Thread multiplicity is not compared: two
     /// ranks whose threads take the same paths, one of them with two threads on a path, are in
     /// one class.
     pub fn classes(&self) -> Vec<EquivalenceClass> {
@@ -45,44 +45,67 @@ impl StackTree {
             .collect()
     }
 
+    /// The classes as ranges with their stacks. A rank's stacks are the nodes where its
+    /// threads end, so one sweep over the boundaries of every node's `ends` ranges finds the
+    /// runs of ranks that end at the same nodes: time in ranges and nodes, never in ranks.
     pub(crate) fn class_ranges(&self) -> Vec<(Ranges, Vec<Vec<NodeKey>>)> {
-        let root = self.root();
-        let mut parts: Vec<Ranges> = Vec::new();
-        if !root.ranks.is_empty() {
-            parts.push(root.ranks.clone());
-        }
-        for (_, node) in self.nodes() {
-            for split in [&node.ranks, &node.ends] {
-                let mut next = Vec::with_capacity(parts.len());
-                for p in parts {
-                    let inside = p.intersection(split);
-                    if inside.is_empty() {
-                        next.push(p);
-                        continue;
-                    }
-                    let outside = p.difference(split);
-                    next.push(inside);
-                    if !outside.is_empty() {
-                        next.push(outside);
-                    }
-                }
-                parts = next;
+        // (position, 0 = a range ends before it / 1 = a range starts at it, node); u128 so
+        // that a range ending at u64::MAX has a position after it.
+        let mut events: Vec<(u128, u8, usize)> = Vec::new();
+        for (id, node) in self.nodes() {
+            for &(a, b) in node.ends.ranges() {
+                events.push((u128::from(a), 1, id.index()));
+                events.push((u128::from(b) + 1, 0, id.index()));
             }
         }
-        parts.sort_by_key(Ranges::first);
-        parts
+        events.sort_unstable();
+        let mut by_ends: HashMap<Vec<usize>, Ranges> = HashMap::new();
+        let mut active: BTreeSet<usize> = BTreeSet::new();
+        let mut from = 0u128;
+        let mut it = events.iter().peekable();
+        while let Some(&&(pos, _, _)) = it.peek() {
+            if !active.is_empty() && from < pos {
+                let (a, b) = (u64::try_from(from), u64::try_from(pos - 1));
+                if let (Ok(a), Ok(b)) = (a, b) {
+                    let key: Vec<usize> = active.iter().copied().collect();
+                    by_ends.entry(key).or_default().push_ordered(a, b);
+                }
+            }
+            while let Some(&&(p, start, id)) = it.peek() {
+                if p != pos {
+                    break;
+                }
+                if start == 1 {
+                    active.insert(id);
+                } else {
+                    active.remove(&id);
+                }
+                it.next();
+            }
+            from = pos;
+        }
+        // Ranks whose every thread was cut at the node limit end nowhere: one class.
+        let mut ended = Ranges::default();
+        for r in by_ends.values() {
+            ended.add(r);
+        }
+        let nowhere = self.root().ranks.difference(&ended);
+        let mut classes: Vec<(Ranges, Vec<Vec<NodeKey>>)> = by_ends
             .into_iter()
-            .map(|p| {
-                let rep = p.first().unwrap_or_default();
-                let mut stacks: Vec<Vec<NodeKey>> = self
-                    .nodes()
-                    .filter(|(_, n)| n.ends.contains(rep))
-                    .map(|(id, _)| self.path(id).into_iter().cloned().collect())
+            .map(|(ids, ranks)| {
+                let mut stacks: Vec<Vec<NodeKey>> = ids
+                    .into_iter()
+                    .map(|id| self.path(NodeId(id)).into_iter().cloned().collect())
                     .collect();
                 stacks.sort();
-                (p, stacks)
+                (ranks, stacks)
             })
-            .collect()
+            .collect();
+        if !nowhere.is_empty() {
+            classes.push((nowhere, Vec::new()));
+        }
+        classes.sort_by_key(|(r, _)| r.first());
+        classes
     }
 
     /// Per rank, whether its stacks changed from this (earlier) sample to `later`.
@@ -101,12 +124,12 @@ pub fn diff(earlier: &StackTree, later: &StackTree) -> StackDiff {
         // Classes are told apart by the nodes ranks pass through; after a node-limit cut two
         // of them can end on the same paths.
         let entry = by_stacks.entry(stacks).or_default();
-        *entry = entry.union(&ranks);
+        entry.add(&ranks);
     }
     let mut stayed = Ranges::default();
     for (ranks, stacks) in earlier.class_ranges() {
         if let Some(same) = by_stacks.get(&stacks) {
-            stayed = stayed.union(&ranks.intersection(same));
+            stayed.add(&ranks.intersection(same));
         }
     }
     StackDiff {

@@ -323,7 +323,7 @@ impl StackTree {
             let mut covered = n.ends.union(&cut.nodes);
             for c in &n.children {
                 if let Some(child) = nodes.get(c.0) {
-                    covered = covered.union(&child.ranks);
+                    covered.add(&child.ranks);
                 }
             }
             if !n.ranks.difference(&covered).is_empty() {
@@ -371,7 +371,7 @@ impl StackTree {
             }
             let r = ranges(set, "an open rank range in truncations")?;
             let entry = truncations.entry(t.clone()).or_default();
-            *entry = entry.union(&r);
+            entry.add(&r);
         }
         let mut tree = StackTree {
             key: doc.merge_key,

@@ -32,13 +32,18 @@ impl Ranges {
         self.0.len()
     }
 
-    pub(crate) fn first(&self) -> Option<u64> {
-        self.0.first().map(|r| r.0)
+    /// The inclusive ranges, in order.
+    pub(crate) fn ranges(&self) -> &[(u64, u64)] {
+        &self.0
     }
 
-    pub(crate) fn contains(&self, rank: u64) -> bool {
-        let i = self.0.partition_point(|&(a, _)| a <= rank);
-        i > 0 && self.0.get(i - 1).is_some_and(|&(_, b)| rank <= b)
+    /// Adds `first..=last`, which must not start before the last range does (sweeps).
+    pub(crate) fn push_ordered(&mut self, first: u64, last: u64) {
+        push_merged(&mut self.0, (first, last));
+    }
+
+    pub(crate) fn first(&self) -> Option<u64> {
+        self.0.first().map(|r| r.0)
     }
 
     #[cfg(test)]
@@ -73,6 +78,41 @@ impl Ranges {
             push_merged(&mut all, next);
         }
         Ranges(all)
+    }
+
+    /// Adds `other` in place. Ranks arriving in order (the usual case: ranks are built and
+    /// merged in rank order) append in constant time; one range elsewhere is one insertion;
+    /// anything else is a [`union`](Self::union).
+    pub(crate) fn add(&mut self, other: &Ranges) {
+        let (Some(&(last_a, _)), Some(&(first, last))) = (self.0.last(), other.0.first()) else {
+            if self.0.is_empty() {
+                self.0.clone_from(&other.0);
+            }
+            return;
+        };
+        if first >= last_a {
+            for &r in &other.0 {
+                push_merged(&mut self.0, r);
+            }
+        } else if other.0.len() == 1 {
+            // The ranges that touch or overlap first..=last collapse into one.
+            let lo = self
+                .0
+                .partition_point(|&(_, b)| b.saturating_add(1) < first);
+            let hi = self
+                .0
+                .partition_point(|&(a, _)| a <= last.saturating_add(1));
+            let (mut a, mut b) = (first, last);
+            if lo < hi
+                && let (Some(&(x, _)), Some(&(_, y))) = (self.0.get(lo), self.0.get(hi - 1))
+            {
+                a = a.min(x);
+                b = b.max(y);
+            }
+            self.0.splice(lo..hi.max(lo), [(a, b)]);
+        } else {
+            *self = self.union(other);
+        }
     }
 
     pub(crate) fn intersection(&self, other: &Ranges) -> Ranges {
@@ -197,11 +237,24 @@ mod tests {
             b in prop::collection::vec(0u64..100, 0..40),
         ) {
             let (ra, rb): (Ranges, Ranges) = (a.iter().copied().collect(), b.iter().copied().collect());
-            let (sa, sb): (BTreeSet<u64>, BTreeSet<u64>) = (a.into_iter().collect(), b.into_iter().collect());
+            let (sa, sb): (BTreeSet<u64>, BTreeSet<u64>) = (a.into_iter().collect(), b.iter().copied().collect());
             prop_assert_eq!(ra.union(&rb).iter().collect::<Vec<_>>(), sa.union(&sb).copied().collect::<Vec<_>>());
             prop_assert_eq!(ra.intersection(&rb).iter().collect::<Vec<_>>(), sa.intersection(&sb).copied().collect::<Vec<_>>());
             prop_assert_eq!(ra.difference(&rb).iter().collect::<Vec<_>>(), sa.difference(&sb).copied().collect::<Vec<_>>());
             prop_assert_eq!(ra.count(), sa.len() as u64);
+            // In-place adding agrees with union, one range or many, in order or not.
+            let mut added = ra.clone();
+            added.add(&rb);
+            prop_assert_eq!(&added, &ra.union(&rb));
+            for &r in &b {
+                let mut one = ra.clone();
+                one.add(&Ranges::one(r));
+                prop_assert_eq!(one, ra.union(&Ranges::one(r)));
+            }
+            let span: Ranges = (b.first().copied().unwrap_or(0)..b.first().copied().unwrap_or(0) + 7).collect();
+            let mut spanned = ra.clone();
+            spanned.add(&span);
+            prop_assert_eq!(spanned, ra.union(&span));
             // Canonical: the same set has one representation, and RankSet agrees on the text.
             prop_assert_eq!(ra.union(&rb), rb.union(&ra));
             prop_assert_eq!(Ranges::from_rank_set(&ra.to_rank_set()).unwrap(), ra.clone());

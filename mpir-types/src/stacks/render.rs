@@ -41,7 +41,7 @@ impl StackTree {
         let mut unreached: BTreeMap<String, Ranges> = BTreeMap::new();
         for (rank, reason) in &self.unreached {
             let entry = unreached.entry(reason.to_string()).or_default();
-            *entry = entry.union(&Ranges::one(*rank));
+            entry.add(&Ranges::one(*rank));
         }
         for (reason, ranks) in &unreached {
             let _ = writeln!(out, "unreached [{ranks}]: {reason}");

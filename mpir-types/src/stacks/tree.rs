@@ -395,7 +395,7 @@ impl StackTree {
             }
             if path.len() > self.limits.max_depth {
                 path.truncate(self.limits.max_depth);
-                self.cut.depth = self.cut.depth.union(&rank);
+                self.cut.depth.add(&rank);
             }
             let mut cur = NodeId::ROOT;
             self.add_to(cur, &rank, 1);
@@ -404,7 +404,7 @@ impl StackTree {
                 match self.child_or_new(cur, key) {
                     Some(next) => cur = next,
                     None => {
-                        self.cut.nodes = self.cut.nodes.union(&rank);
+                        self.cut.nodes.add(&rank);
                         complete = false;
                         break;
                     }
@@ -415,11 +415,11 @@ impl StackTree {
                 }
             }
             if complete && let Some(node) = self.nodes.get_mut(cur.0) {
-                node.ends = node.ends.union(&rank);
+                node.ends.add(&rank);
                 if let (Some(reason), false) = (&thread.truncated, is_folded) {
-                    node.truncated = node.truncated.union(&rank);
+                    node.truncated.add(&rank);
                     let entry = self.truncations.entry(reason.clone()).or_default();
-                    *entry = entry.union(&rank);
+                    entry.add(&rank);
                 }
             }
         }
@@ -427,7 +427,7 @@ impl StackTree {
 
     fn add_to(&mut self, id: NodeId, ranks: &Ranges, threads: u64) {
         if let Some(node) = self.nodes.get_mut(id.0) {
-            node.ranks = node.ranks.union(ranks);
+            node.ranks.add(ranks);
             node.threads = node.threads.saturating_add(threads);
         }
     }
@@ -508,8 +508,8 @@ impl StackTree {
             };
             self.add_to(ours, &t.ranks, t.threads);
             if let Some(o) = self.nodes.get_mut(ours.0) {
-                o.ends = o.ends.union(&t.ends);
-                o.truncated = o.truncated.union(&t.truncated);
+                o.ends.add(&t.ends);
+                o.truncated.add(&t.truncated);
                 o.trust = o.trust.max(t.trust);
             }
             for &c in &t.children {
@@ -518,15 +518,15 @@ impl StackTree {
                 };
                 if depth >= self.limits.max_depth {
                     // As when building: the stacks end here, and the cut says so.
-                    self.cut.depth = self.cut.depth.union(&child.ranks);
+                    self.cut.depth.add(&child.ranks);
                     if let Some(o) = self.nodes.get_mut(ours.0) {
-                        o.ends = o.ends.union(&child.ranks);
+                        o.ends.add(&child.ranks);
                     }
                     continue;
                 }
                 match self.child_or_new(ours, child.key.clone()) {
                     Some(mine) => stack.push((c, mine, depth + 1)),
-                    None => self.cut.nodes = self.cut.nodes.union(&child.ranks),
+                    None => self.cut.nodes.add(&child.ranks),
                 }
             }
         }
@@ -535,10 +535,10 @@ impl StackTree {
         }
         for (reason, ranks) in &other.truncations {
             let entry = self.truncations.entry(reason.clone()).or_default();
-            *entry = entry.union(ranks);
+            entry.add(ranks);
         }
-        self.cut.depth = self.cut.depth.union(&other.cut.depth);
-        self.cut.nodes = self.cut.nodes.union(&other.cut.nodes);
+        self.cut.depth.add(&other.cut.depth);
+        self.cut.nodes.add(&other.cut.nodes);
         self.canonicalize();
         Ok(())
     }
