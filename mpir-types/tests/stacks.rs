@@ -437,6 +437,16 @@ mod json {
         );
         let json = serde_json::to_string(&tree.to_document()).unwrap();
         assert!(json.contains("\"schema\":\"mpir.stacks/1\""), "{json}");
+        assert!(
+            json.contains(r#""truncations":[{"reason":{"other":"odd"},"ranks":"0"}]"#),
+            "{json}"
+        );
+        assert!(
+            json.contains(r#""unreached":[{"rank":9,"reason":{"other":"gone"}}]"#),
+            "{json}"
+        );
+        // Empty rank sets are "" (RankSet's own form refuses them).
+        assert!(json.contains(r#""truncated":"""#), "{json}");
         let doc: mpir_types::stacks::TreeDocument = serde_json::from_str(&json).unwrap();
         assert_eq!(
             StackTree::from_document(&doc, &DecodeLimits::default()),

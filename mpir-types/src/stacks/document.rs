@@ -66,6 +66,18 @@ pub struct DocumentNode {
     pub trust: Option<Trust>,
 }
 
+/// Ranks whose stacks stopped early for one reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
+pub struct TruncatedRanks {
+    /// Why.
+    pub reason: Truncation,
+    /// The ranks.
+    #[cfg_attr(feature = "serde", serde(with = "maybe_empty"))]
+    pub ranks: RankSet,
+}
+
 /// A tree as a document: what `--json` prints and agents exchange.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
@@ -84,7 +96,7 @@ pub struct TreeDocument {
     /// Ranks without stacks.
     pub unreached: Vec<Unreached>,
     /// Why stacks stopped early, with the ranks concerned.
-    pub truncations: Vec<(Truncation, RankSet)>,
+    pub truncations: Vec<TruncatedRanks>,
     /// Ranks cut by the depth limit.
     #[cfg_attr(feature = "serde", serde(with = "maybe_empty"))]
     pub cut_depth: RankSet,
@@ -190,7 +202,11 @@ impl StackTree {
             limits: self.limits,
             nodes,
             unreached: self.unreached(),
-            truncations: self.truncations(),
+            truncations: self
+                .truncations()
+                .into_iter()
+                .map(|(reason, ranks)| TruncatedRanks { reason, ranks })
+                .collect(),
             cut_depth: self.cut.depth.to_rank_set(),
             cut_nodes: self.cut.nodes.to_rank_set(),
         }
@@ -365,7 +381,11 @@ impl StackTree {
             unreached.insert(u.rank, u.reason.clone());
         }
         let mut truncations: BTreeMap<Truncation, Ranges> = BTreeMap::new();
-        for (t, set) in &doc.truncations {
+        for TruncatedRanks {
+            reason: t,
+            ranks: set,
+        } in &doc.truncations
+        {
             if let Truncation::Other(s) = t {
                 check_str(s)?;
             }

@@ -57,7 +57,9 @@ mod render;
 mod tree;
 
 pub use analysis::{EquivalenceClass, StackDiff, diff};
-pub use document::{DecodeLimits, DocumentNode, SCHEMA, TreeDecodeError, TreeDocument};
+pub use document::{
+    DecodeLimits, DocumentNode, SCHEMA, TreeDecodeError, TreeDocument, TruncatedRanks,
+};
 pub use helpers::{BUILT_IN_HELPERS, HelperSignature, builtin_helper};
 pub use tree::{
     Cut, HelperFolding, MergeError, MergeKey, NodeId, NodeKey, NodeKind, StackNode, StackTree,
@@ -117,7 +119,8 @@ pub struct Frame {
     pub symbol: Option<Arc<str>>,
     /// The source position, when debug information has one.
     pub location: Option<SourceLocation>,
-    /// Whether this frame is a function inlined into the next (outer) frame.
+    /// Whether this frame is a function inlined into the next (outer) frame. Trees do not
+    /// tell inlined frames apart: an inlined function is a node like any other.
     pub inline: bool,
     /// How the frame was found.
     pub trust: Trust,

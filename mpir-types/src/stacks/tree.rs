@@ -486,9 +486,11 @@ impl StackTree {
     }
 
     /// Merges `other` into this tree: rank sets are united and thread counts added, node by
-    /// node. Associative and commutative as long as no limit cuts the result (the limits of
-    /// the result are the smaller of both); trees should cover disjoint ranks, since a rank in
-    /// both has its threads counted twice.
+    /// node. Associative and commutative as long as no limit cuts the result. The limits of
+    /// the result are the smaller of both, and bound the nodes merging adds (a peer's tree
+    /// cannot raise them). Trees should cover disjoint ranks, since a rank in both has its
+    /// threads counted twice; a rank unreached in one and reached in the other is kept in
+    /// both lists.
     pub fn merge(&mut self, other: &StackTree) -> Result<(), MergeError> {
         if self.key != other.key || self.view != other.view {
             return Err(MergeError::Incompatible {
