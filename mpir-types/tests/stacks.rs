@@ -218,6 +218,28 @@ fn diff_says_which_ranks_moved() {
     assert_eq!(d.moved.to_string(), "3");
     assert_eq!(d.vanished.to_string(), "0");
     assert_eq!(d.appeared.to_string(), "7");
+    // Over three samples, only ranks whose stacks never changed count as not moving.
+    let mut third = collective_mismatch();
+    third[2].threads[0] = thread(1002, &["MPI_Allreduce", "main", "_start"]);
+    let samples: Vec<StackTree> = [first, second, third]
+        .iter()
+        .map(|s| StackTree::build(s, &[], &opts))
+        .collect();
+    assert_eq!(mpir_types::stacks::unmoved(&samples).to_string(), "1");
+    assert_eq!(
+        mpir_types::stacks::unmoved(&samples[..1]).to_string(),
+        "0-3"
+    );
+    assert!(mpir_types::stacks::unmoved(&[]).is_empty());
+    // One rank's stacks, outermost first.
+    let paths: Vec<Vec<String>> = samples[2]
+        .stacks_of(1)
+        .iter()
+        .map(|p| p.iter().map(|k| k.label()).collect())
+        .collect();
+    assert_eq!(paths.len(), 2);
+    assert_eq!(paths[0], ["_start", "main", "MPI_Barrier"]);
+    assert!(samples[2].stacks_of(42).is_empty());
 }
 
 #[test]

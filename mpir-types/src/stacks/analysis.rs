@@ -108,6 +108,16 @@ impl StackTree {
         classes
     }
 
+    /// The call paths (outermost frame first) where `rank`'s threads end, one per distinct
+    /// path; empty if the rank has no stacks here.
+    pub fn stacks_of(&self, rank: u64) -> Vec<Vec<&NodeKey>> {
+        let one = Ranges::one(rank);
+        self.nodes()
+            .filter(|(_, n)| !n.ends.intersection(&one).is_empty())
+            .map(|(id, _)| self.path(id))
+            .collect()
+    }
+
     /// Per rank, whether its stacks changed from this (earlier) sample to `later`.
     pub fn diff(&self, later: &StackTree) -> StackDiff {
         diff(self, later)
@@ -119,12 +129,37 @@ impl StackTree {
 pub fn diff(earlier: &StackTree, later: &StackTree) -> StackDiff {
     let (e, l) = (&earlier.root().ranks, &later.root().ranks);
     let both = e.intersection(l);
+    let stayed = stayed(earlier, later);
+    StackDiff {
+        moved: both.difference(&stayed).to_rank_set(),
+        stayed: stayed.to_rank_set(),
+        appeared: l.difference(e).to_rank_set(),
+        vanished: e.difference(l).to_rank_set(),
+    }
+}
+
+/// The ranks whose stacks are the same in every sample (in order): they did not move. With
+/// fewer than two samples, every rank of the one sample (or none).
+pub fn unmoved(samples: &[StackTree]) -> RankSet {
+    let Some(first) = samples.first() else {
+        return RankSet::new();
+    };
+    let mut still = first.root().ranks.clone();
+    for pair in samples.windows(2) {
+        if let [a, b] = pair {
+            still = still.intersection(&stayed(a, b));
+        }
+    }
+    still.to_rank_set()
+}
+
+/// Ranks in both trees with identical stacks.
+fn stayed(earlier: &StackTree, later: &StackTree) -> Ranges {
     let mut by_stacks: HashMap<Vec<Vec<NodeKey>>, Ranges> = HashMap::new();
     for (ranks, stacks) in later.class_ranges() {
         // Classes are told apart by the nodes ranks pass through; after a node-limit cut two
         // of them can end on the same paths.
-        let entry = by_stacks.entry(stacks).or_default();
-        entry.add(&ranks);
+        by_stacks.entry(stacks).or_default().add(&ranks);
     }
     let mut stayed = Ranges::default();
     for (ranks, stacks) in earlier.class_ranges() {
@@ -132,10 +167,5 @@ pub fn diff(earlier: &StackTree, later: &StackTree) -> StackDiff {
             stayed.add(&ranks.intersection(same));
         }
     }
-    StackDiff {
-        moved: both.difference(&stayed).to_rank_set(),
-        stayed: stayed.to_rank_set(),
-        appeared: l.difference(e).to_rank_set(),
-        vanished: e.difference(l).to_rank_set(),
-    }
+    stayed
 }

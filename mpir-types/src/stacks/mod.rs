@@ -56,7 +56,7 @@ mod ranges;
 mod render;
 mod tree;
 
-pub use analysis::{EquivalenceClass, StackDiff, diff};
+pub use analysis::{EquivalenceClass, StackDiff, diff, unmoved};
 pub use document::{
     DecodeLimits, DocumentNode, SCHEMA, TreeDecodeError, TreeDocument, TruncatedRanks,
 };
