@@ -164,14 +164,14 @@ impl NodeKey {
 
     /// The node of `frame` under `key`.
     pub fn of_frame(frame: &Frame, key: MergeKey) -> Self {
-        let kind = if frame.symbol.is_some() {
-            NodeKind::Function
-        } else {
-            NodeKind::Address
+        // A symbol is shared (an `Arc` clone), not copied: most frames have one.
+        let (kind, function) = match &frame.symbol {
+            Some(s) => (NodeKind::Function, s.clone()),
+            None => (NodeKind::Address, frame.function_label().into()),
         };
         NodeKey {
             kind,
-            function: frame.function_label().into(),
+            function,
             module: frame.module.clone(),
             location: match key {
                 MergeKey::Function => None,
