@@ -513,3 +513,44 @@ mod json {
         }
     }
 }
+
+/// A rank's stacks computed from the input alone: the distinct paths, outermost first.
+fn naive_paths(r: &RankStacks) -> std::collections::BTreeSet<Vec<String>> {
+    r.threads
+        .iter()
+        .map(|t| t.frames.iter().rev().map(|f| f.function_label()).collect())
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Classes and diffs against a plain computation over the input stacks.
+    #[test]
+    fn classes_and_diff_agree_with_the_input(a in arb_ranks(0..16), b in arb_ranks(0..16)) {
+        use std::collections::BTreeMap;
+        let opts = TreeOptions::default().with_helpers(HelperFolding::Off);
+        let ta = StackTree::build(&a, &[], &opts);
+        let mut expected: BTreeMap<std::collections::BTreeSet<Vec<String>>, Vec<u64>> = BTreeMap::new();
+        for r in &a {
+            expected.entry(naive_paths(r)).or_default().push(r.rank);
+        }
+        let mut got: BTreeMap<std::collections::BTreeSet<Vec<String>>, Vec<u64>> = BTreeMap::new();
+        for c in ta.classes() {
+            let paths = c.stacks.iter().map(|s| s.iter().map(|k| k.label()).collect()).collect();
+            prop_assert!(got.insert(paths, c.ranks.iter_within(16).collect()).is_none());
+        }
+        prop_assert_eq!(got, expected);
+
+        let tb = StackTree::build(&b, &[], &opts);
+        let d = ta.diff(&tb);
+        let (mut stayed, mut moved) = (Vec::new(), Vec::new());
+        for ra in &a {
+            if let Some(rb) = b.iter().find(|rb| rb.rank == ra.rank) {
+                if naive_paths(ra) == naive_paths(rb) { stayed.push(ra.rank) } else { moved.push(ra.rank) }
+            }
+        }
+        prop_assert_eq!(d.stayed.iter_within(16).collect::<Vec<_>>(), stayed);
+        prop_assert_eq!(d.moved.iter_within(16).collect::<Vec<_>>(), moved);
+    }
+}
