@@ -232,6 +232,10 @@ mod tests {
 
     proptest! {
         #[test]
+        #[cfg_attr(
+            miri,
+            ignore = "proptest's failure file needs the working directory, which Miri's isolation forbids"
+        )]
         fn set_operations_agree_with_plain_sets(
             a in prop::collection::vec(0u64..100, 0..40),
             b in prop::collection::vec(0u64..100, 0..40),
@@ -264,13 +268,20 @@ mod tests {
 
     #[test]
     fn stays_compact_at_a_million_ranks() {
+        // Whole chunks of 1000 ranks, as agents would send them (fewer under Miri).
+        let chunks = if cfg!(miri) { 10 } else { 1000u64 };
         let mut r = Ranges::default();
-        for chunk in 0..1000u64 {
-            let part: Ranges = (chunk * 1000..chunk * 1000 + 1000).collect();
-            r = r.union(&part);
+        for chunk in 0..chunks {
+            r.add(&Ranges(vec![(chunk * 1000, chunk * 1000 + 999)]));
         }
         assert_eq!(r.pieces(), 1);
-        assert_eq!(r.count(), 1_000_000);
-        assert_eq!(r.to_rank_set().to_string(), "0-999999");
+        assert_eq!(r.count(), chunks * 1000);
+        assert_eq!(
+            r.to_rank_set().to_string(),
+            format!("0-{}", chunks * 1000 - 1)
+        );
+        // Every other rank: one piece each, and counts stay exact.
+        let odd: Ranges = (0..2000u64).filter(|r| r % 2 == 1).collect();
+        assert_eq!((odd.pieces(), odd.count()), (1000, 1000));
     }
 }
