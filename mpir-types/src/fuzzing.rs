@@ -7,6 +7,11 @@ use crate::layout::{LayoutSource, TypeLayout};
 use crate::model::DataModel;
 use crate::mpir::{self, ProcDescLayout};
 use crate::mqd::{self, CommunicatorLayout, OpClass, PendingOperationLayout};
+use crate::ranks::RankSet;
+use crate::stacks::{
+    DecodeLimits, Frame, HelperFolding, MergeKey, NodeKind, RankStacks, SourceLocation, StackTree,
+    ThreadStack, TreeLimits, TreeOptions, TreeView, Truncation, Trust, Unreached, UnreachedReason,
+};
 use crate::view::View;
 
 /// Draws values from the front of the fuzzer's input.
@@ -176,13 +181,187 @@ pub fn view(data: &[u8]) {
     }
 }
 
+/// Names the stack harnesses draw from: plain, empty, and ones with the characters the
+/// outputs escape.
+const STACK_NAMES: [&str; 6] = [
+    "main",
+    "MPI_Barrier",
+    "",
+    "a;b",
+    "q\"u\\o\nte",
+    "progress_engine",
+];
+
+impl Input<'_> {
+    fn pick<T: Copy>(&mut self, from: &[T], or: T) -> T {
+        from.get(usize::from(self.u8()) % from.len().max(1))
+            .copied()
+            .unwrap_or(or)
+    }
+    fn rank_set(&mut self) -> RankSet {
+        let mut set = RankSet::new();
+        for _ in 0..self.u8() % 4 {
+            let first = self.size();
+            set = set.with_range(first, first.saturating_add(self.size()));
+        }
+        set
+    }
+    /// Tree options with small limits, and ranks' stacks over a small alphabet of frames.
+    fn stacks(&mut self) -> (TreeOptions, Vec<RankStacks>) {
+        let limits = TreeLimits::new(usize::from(self.u8() % 12), usize::from(self.u8() % 48));
+        let options = TreeOptions::default()
+            .with_limits(limits)
+            .with_key(self.pick(
+                &[MergeKey::Function, MergeKey::FunctionAndLine],
+                MergeKey::Function,
+            ))
+            .with_view(self.pick(&[TreeView::Process, TreeView::Thread], TreeView::Process))
+            .with_helpers(self.pick(
+                &[HelperFolding::Off, HelperFolding::BuiltIn],
+                HelperFolding::Off,
+            ));
+        let mut ranks = Vec::new();
+        for rank in 0..u64::from(self.u8() % 8) {
+            let mut threads = Vec::new();
+            for t in 0..self.u8() % 3 {
+                let frames = (0..self.u8() % 10)
+                    .map(|_| {
+                        let module = self.pick(&STACK_NAMES, "m");
+                        let mut f = Frame::new(module, u64::from(self.u8() % 4), Trust::Cfi);
+                        if !self.u8().is_multiple_of(4) {
+                            f = f.with_symbol(self.pick(&STACK_NAMES, "f"));
+                        }
+                        if self.u8().is_multiple_of(2) {
+                            f = f.with_location(SourceLocation::new(
+                                "f.c",
+                                u32::from(self.u8() % 3),
+                            ));
+                        }
+                        f
+                    })
+                    .collect();
+                let mut stack = ThreadStack::new(100 + u32::from(t), frames);
+                if self.u8().is_multiple_of(4) {
+                    stack = stack.with_truncation(Truncation::Cycle);
+                }
+                threads.push(stack);
+            }
+            let r = rank * u64::from(self.u8() % 3 + 1);
+            ranks.push(RankStacks::new(r, 100, threads));
+        }
+        (options, ranks)
+    }
+}
+
+/// The stack-tree document decoder ([`StackTree::from_document`]) on the document of a real
+/// tree with up to three hostile edits: wrong or forward parents, roots in the middle, open or
+/// oversized rank sets, duplicated or dropped nodes, hostile names and limits. A document it
+/// accepts must render, analyse, merge and round-trip.
+pub fn stack_tree(data: &[u8]) {
+    let mut input = Input(data);
+    let (options, ranks) = input.stacks();
+    let unreached = [Unreached::new(input.size(), UnreachedReason::Exited)];
+    let mut doc = StackTree::build(&ranks, &unreached, &options).to_document();
+    let kinds = [
+        NodeKind::Root,
+        NodeKind::Function,
+        NodeKind::Address,
+        NodeKind::Thread,
+        NodeKind::Helpers,
+    ];
+    for _ in 0..input.u8() % 4 {
+        let n = doc.nodes.len().max(1);
+        let at = usize::from(input.u8()) % n;
+        let what = input.u8() % 12;
+        let (rank_set, size) = (input.rank_set(), input.size());
+        let name = input
+            .pick(&STACK_NAMES, "f")
+            .repeat(usize::from(input.u8() % 8));
+        let kind = input.pick(&kinds, NodeKind::Function);
+        let Some(node) = doc.nodes.get_mut(at) else {
+            continue;
+        };
+        match what {
+            0 => node.parent = (size % 4 != 0).then_some(size),
+            1 => node.kind = kind,
+            2 => node.function = name,
+            3 => node.ranks = rank_set,
+            4 => node.ends = rank_set,
+            5 => node.truncated = rank_set,
+            6 => node.threads = size,
+            7 => (node.file, node.line) = (Some(name), (size % 2 == 0).then_some(size as u32)),
+            8 => {
+                let copy = node.clone();
+                doc.nodes.push(copy);
+            }
+            9 => {
+                doc.nodes.remove(at);
+            }
+            10 => doc.limits = TreeLimits::new(size as usize, usize::from(input.u8())),
+            _ => doc.cut_nodes = rank_set,
+        }
+    }
+    let limits = DecodeLimits::new(32, 16, 64, 256);
+    if let Ok(tree) = StackTree::from_document(&doc, &limits) {
+        check_tree(&tree);
+        let again = StackTree::from_document(&tree.to_document(), &limits);
+        assert_eq!(again.as_ref(), Ok(&tree));
+    }
+}
+
+/// What every tree must satisfy, and outputs that must not panic.
+fn check_tree(tree: &StackTree) {
+    for (id, node) in tree.nodes() {
+        for &c in node.children() {
+            let child = tree.node(c).expect("children exist");
+            assert_eq!(child.parent(), Some(id));
+            assert!(
+                child
+                    .ranks()
+                    .iter_within(1 << 16)
+                    .all(|r| node.ranks().contains(r))
+            );
+        }
+    }
+    let _ = (tree.to_text(), tree.to_dot(), tree.to_folded());
+    let classes = tree.classes();
+    let covered: u64 = classes.iter().map(|c| c.ranks.count_within(u64::MAX)).sum();
+    assert_eq!(covered, tree.root().rank_count());
+    assert!(tree.diff(tree).moved.is_empty());
+    let doubled = tree.clone().merged(tree).expect("same key and view");
+    assert_eq!(doubled.len(), tree.len());
+}
+
+/// Building trees from arbitrary stacks under small limits: the limits hold, a tree's document
+/// decodes back to it, and when nothing was cut, merging per-rank trees gives the tree built
+/// from all ranks.
+pub fn stack_build(data: &[u8]) {
+    let mut input = Input(data);
+    let (options, ranks) = input.stacks();
+    let whole = StackTree::build(&ranks, &[], &options);
+    assert!(whole.len() <= options.limits.max_nodes);
+    check_tree(&whole);
+    let decoded = StackTree::from_document(&whole.to_document(), &DecodeLimits::default());
+    assert_eq!(decoded.as_ref(), Ok(&whole));
+    if whole.cut().is_empty() {
+        let mut merged = StackTree::empty(options.key, options.view, options.limits);
+        for r in ranks.iter().rev() {
+            let one = StackTree::build(std::slice::from_ref(r), &[], &options);
+            merged.merge(&one).expect("same options");
+        }
+        assert_eq!(merged, whole);
+    }
+}
+
 /// A harness: arbitrary bytes in, no panic out.
 pub type Harness = fn(&[u8]);
 
 /// Every harness, by name (for the test suite and tooling).
-pub const ALL: [(&str, Harness); 4] = [
+pub const ALL: [(&str, Harness); 6] = [
     ("proctable", proctable),
     ("communicator", communicator),
     ("pending_operation", pending_operation),
     ("view", view),
+    ("stack_tree", stack_tree),
+    ("stack_build", stack_build),
 ];

@@ -17,6 +17,9 @@
 //!    normalised).
 //! 5. [`deadlock`]: the wait-for analysis over every rank's queues (cycles, knots of
 //!    `MPI_ANY_SOURCE` waits, blocked ranks), with text, JSON and Graphviz output.
+//! 6. [`stacks`]: every rank's stack traces merged into a call-prefix tree with rank sets on
+//!    its nodes (as STAT does), with equivalence classes, sample diffs, and text, JSON,
+//!    Graphviz and folded-stack output.
 //!
 //! With the `serde` feature every public model type is `Serialize`/`Deserialize`.
 //!
@@ -59,6 +62,7 @@ pub mod mpir;
 pub mod mqd;
 pub mod node;
 pub mod ranks;
+pub mod stacks;
 mod view;
 
 pub use error::{DecodeError, Result};
