@@ -1,0 +1,4 @@
+//! Fuzz target: `mpir_types::fuzzing::stack_tree` (the same harness runs bounded in `cargo test`).
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| mpir_types::fuzzing::stack_tree(data));
