@@ -355,6 +355,13 @@ impl Tracer {
         self.call(move |c| c.return_from_call(pid as i32, tid as i32))?
     }
 
+    /// The registers of thread `tid` of `pid`, which must be stopped (attached, or at a
+    /// breakpoint), for [`Unwinder`](crate::unwind::Unwinder). x86_64 (and i386 threads under
+    /// it) only; elsewhere [`TargetError::Unsupported`](crate::TargetError::Unsupported).
+    pub fn registers(&self, pid: u32, tid: u32) -> Result<crate::unwind::Registers> {
+        self.call(move |c| c.registers(pid as i32, tid as i32))?
+    }
+
     /// Executes the instruction under the breakpoint where thread `tid` is stopped, with every
     /// other thread of `pid` stopped, then puts the breakpoint back. All threads are left
     /// stopped; [`Tracer::resume`] continues.

@@ -1,0 +1,288 @@
+//! The unwinder on real processes, gdb as the oracle: a C fixture with a known call chain
+//! (-O0 with frame pointers, -O2 without), a deep recursion, a signal handler frame, and a
+//! second thread blocked in `read`; live through the tracer, and on a gcore core of the same
+//! process.
+
+#![cfg(all(target_os = "linux", target_arch = "x86_64"))]
+
+mod support;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use mpir_target::corefile::CoreTarget;
+use mpir_target::debuginfo::DebugOptions;
+use mpir_target::live::LiveTarget;
+use mpir_target::live::tracer::Tracer;
+use mpir_target::unwind::{EndReason, Stack, Unwinder};
+use support::*;
+
+const SOURCE: &str = "unwind_chain.c";
+
+fn build(dir: &Path, flags: &[&str]) -> Option<PathBuf> {
+    let src = fixtures().join(SOURCE);
+    let mut args = vec!["-g", "-pthread"];
+    args.extend_from_slice(flags);
+    args.push(src.to_str()?);
+    cc(&dir.join("unwind_chain"), &args)
+        .map_err(|e| skip(&e))
+        .ok()
+}
+
+/// Every thread of `pid` is asleep (blocked in a system call).
+fn all_asleep(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    let states: Vec<char> = tasks
+        .filter_map(|e| {
+            let stat = std::fs::read_to_string(e.ok()?.path().join("stat")).ok()?;
+            stat.rsplit_once(") ")?.1.chars().next()
+        })
+        .collect();
+    states.len() == 2 && states.iter().all(|&s| s == 'S')
+}
+
+/// One frame as gdb prints it.
+#[derive(Debug)]
+struct GdbFrame {
+    name: String,
+    in_fixture: bool,
+}
+
+/// gdb's `thread apply all bt`, by thread id.
+fn gdb_stacks(pid: u32) -> HashMap<u32, Vec<GdbFrame>> {
+    let out = run(Command::new("timeout")
+        .args(["120", "gdb", "-nx", "-batch", "-p"])
+        .arg(pid.to_string())
+        .args(["-ex", "set pagination off", "-ex", "thread apply all bt"]))
+    .unwrap_or_else(|e| panic!("gdb: {e}"));
+    let mut stacks: HashMap<u32, Vec<GdbFrame>> = HashMap::new();
+    let mut current = None;
+    for line in out.lines() {
+        if let Some(rest) = line.strip_prefix("Thread ") {
+            current = rest
+                .split_once("(LWP ")
+                .and_then(|(_, r)| r.split_once(')'))
+                .and_then(|(n, _)| n.parse::<u32>().ok());
+            continue;
+        }
+        let (Some(tid), Some(frame)) = (current, line.strip_prefix('#')) else {
+            continue;
+        };
+        let Some((_, frame)) = frame.split_once(' ') else {
+            continue;
+        };
+        let frame = frame.trim_start();
+        let frame = match frame.split_once(" in ") {
+            Some((addr, rest)) if addr.starts_with("0x") => rest,
+            _ => frame,
+        };
+        let name = frame.split(" (").next().unwrap_or_default().to_string();
+        let in_fixture = frame.contains(&format!("{SOURCE}:"));
+        stacks
+            .entry(tid)
+            .or_default()
+            .push(GdbFrame { name, in_fixture });
+    }
+    stacks
+}
+
+/// Our function names up to `main` (gdb stops there), and the index of the signal frame.
+fn ours_to_main(stack: &Stack) -> Vec<String> {
+    let mut names = Vec::new();
+    for f in &stack.frames {
+        let name = if f.signal_frame {
+            "<signal handler called>".to_string()
+        } else {
+            f.function.clone().unwrap_or_else(|| "??".to_string())
+        };
+        let is_main = name == "main";
+        names.push(name);
+        if is_main {
+            break;
+        }
+    }
+    names
+}
+
+/// Our frames against gdb's: the fixture's own functions (and the signal frame) appear in the
+/// same order, and each of gdb's physical frames has one of ours.
+fn compare(what: &str, ours: &Stack, gdb: &[GdbFrame], exe: &Path) {
+    let exe = exe.display().to_string();
+    let names = ours_to_main(ours);
+    eprintln!(
+        "{what}: {} frames ({}): {names:?}",
+        ours.frames.len(),
+        ours.end
+    );
+    let our_fixture: Vec<&str> = ours
+        .frames
+        .iter()
+        .take(names.len())
+        .filter(|f| f.signal_frame || f.module.as_deref() == Some(exe.as_str()))
+        .map(|f| {
+            if f.signal_frame {
+                "<signal handler called>"
+            } else {
+                f.function.as_deref().unwrap_or("??")
+            }
+        })
+        .collect();
+    let gdb_fixture: Vec<&str> = gdb
+        .iter()
+        .filter(|f| f.in_fixture || f.name == "<signal handler called>")
+        .map(|f| f.name.as_str())
+        .collect();
+    assert_eq!(
+        our_fixture,
+        gdb_fixture,
+        "{what}: fixture frames differ\nours: {names:?}\n({} {})\ngdb: {gdb:?}",
+        ours.frames.len(),
+        ours.end
+    );
+    // Every named frame of ours (up to main) is one of gdb's, in gdb's order: gdb names a
+    // function by its DWARF name where it has one (`clone3`), we by the ELF symbol
+    // (`__GI___clone3`), so both are compared without the `__GI_` and underscore prefixes.
+    let norm = |n: &str| {
+        let n = n.trim_start_matches('_');
+        n.strip_prefix("GI_")
+            .unwrap_or(n)
+            .trim_start_matches('_')
+            .to_string()
+    };
+    let mut gdb_names = gdb.iter().map(|f| norm(&f.name));
+    for name in names.iter().filter(|n| *n != "??") {
+        let want = norm(name);
+        assert!(
+            gdb_names.any(|g| g == want),
+            "{what}: our {name} is not in gdb's stack (in order)\nours: {names:?}\ngdb: {gdb:?}"
+        );
+    }
+    assert!(
+        !gdb_fixture.is_empty(),
+        "{what}: gdb shows no frame of the fixture"
+    );
+    // gdb shows inline frames as frames of their own; we show physical frames only, so we
+    // have at most as many up to main.
+    assert!(names.len() <= gdb.len() + 1, "{what}: {names:?} vs {gdb:?}");
+    // The walk went past main to the outermost frame (_start / clone3 say "no caller").
+    assert_eq!(ours.end, EndReason::Outermost, "{what}: {names:?}");
+}
+
+fn check_fixture(variant: &str, flags: &[&str], args: &[&str], expect: &[&str]) {
+    if !have("gdb") || !have("gcore") {
+        return skip("gdb and gcore are needed as the oracle");
+    }
+    let dir = scratch(&format!("unwind-{variant}"));
+    let Some(exe) = build(&dir, flags) else {
+        return;
+    };
+    let mut child = Spawned::new(Command::new(&exe).args(args));
+    assert_eq!(child.line(), "ready");
+    let pid = child.pid();
+    assert!(
+        wait_for(20, || all_asleep(pid)),
+        "{variant}: the fixture's threads never blocked"
+    );
+    let gdb = gdb_stacks(pid);
+    assert_eq!(gdb.len(), 2, "{variant}: gdb saw {gdb:?}");
+
+    // Live: stopped by the tracer, unwound, released.
+    let tracer = Tracer::new().unwrap();
+    let tids = tracer.attach(pid).unwrap();
+    let target = LiveTarget::open(pid, DebugOptions::default()).unwrap();
+    let unwinder = Unwinder::new(target.images());
+    let mut live = HashMap::new();
+    for &tid in &tids {
+        let regs = tracer.registers(pid, tid).unwrap();
+        live.insert(tid, unwinder.unwind(target.memory(), &regs));
+    }
+    tracer.detach(pid).unwrap();
+    drop(tracer);
+    for (tid, stack) in &live {
+        let frames = gdb
+            .get(tid)
+            .unwrap_or_else(|| panic!("gdb has no thread {tid}"));
+        compare(&format!("{variant} live thread {tid}"), stack, frames, &exe);
+    }
+    let main = live.get(&pid).unwrap();
+    let main_names = ours_to_main(main);
+    let fixture_names: Vec<&str> = main_names
+        .iter()
+        .map(String::as_str)
+        .filter(|n| expect.contains(n))
+        .collect();
+    assert!(
+        fixture_names.ends_with(expect),
+        "{variant}: {main_names:?} does not end with {expect:?}"
+    );
+
+    // The same process as a gcore core, through CoreTarget.
+    let prefix = dir.join("core");
+    run(Command::new("timeout")
+        .args(["120", "gcore", "-o"])
+        .arg(&prefix)
+        .arg(pid.to_string()))
+    .unwrap();
+    let core = CoreTarget::open(
+        &PathBuf::from(format!("{}.{pid}", prefix.display())),
+        DebugOptions::default(),
+    )
+    .unwrap();
+    let unwinder = Unwinder::new(core.images());
+    assert_eq!(core.core().threads().len(), 2);
+    for t in core.core().threads() {
+        let regs = t.registers.expect("x86_64 core threads have registers");
+        let stack = unwinder.unwind(core.memory(), &regs);
+        let frames = gdb
+            .get(&t.tid)
+            .unwrap_or_else(|| panic!("gdb has no thread {}", t.tid));
+        compare(
+            &format!("{variant} core thread {}", t.tid),
+            &stack,
+            frames,
+            &exe,
+        );
+        let live_names: Vec<_> = live[&t.tid].function_names();
+        assert_eq!(
+            stack.function_names(),
+            live_names,
+            "{variant}: core vs live"
+        );
+    }
+    drop(child);
+}
+
+#[test]
+fn chain_o0_with_frame_pointers_matches_gdb() {
+    check_fixture("o0", &["-O0"], &["chain"], &["c", "b", "a", "main"]);
+}
+
+#[test]
+fn chain_o2_without_frame_pointers_matches_gdb() {
+    check_fixture(
+        "o2",
+        &["-O2", "-fomit-frame-pointer"],
+        &["chain"],
+        &["c", "b", "a", "main"],
+    );
+}
+
+#[test]
+fn signal_handler_frame_matches_gdb() {
+    check_fixture(
+        "signal",
+        &["-O2", "-fomit-frame-pointer"],
+        &["signal"],
+        &["in_handler", "on_signal", "c", "b", "a", "main"],
+    );
+}
+
+#[test]
+fn deep_recursion_matches_gdb() {
+    let mut expect = vec!["recurse"; 1000];
+    expect.extend(["a", "main"]);
+    check_fixture("deep", &["-O0"], &["deep", "1000"], &expect);
+}
