@@ -362,3 +362,99 @@ fn evaluate(
     }
     Err("the expression made too many requests".to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mock::MockTarget;
+    use crate::unwind::regs::Arch;
+    use mpir_types::DataModel;
+    use proptest::prelude::*;
+
+    fn table(eh_frame: Vec<u8>, hdr: Vec<u8>, debug_frame: Vec<u8>) -> ImageCfi {
+        let section =
+            |data: Vec<u8>, address| (!data.is_empty()).then_some(Section { data, address });
+        ImageCfi {
+            eh_frame: section(eh_frame, 0x2000),
+            eh_frame_hdr: section(hdr, 0x1000),
+            debug_frame: section(debug_frame, 0),
+            text: 0x4000,
+            got: 0x8000,
+            endian: Some(RunTimeEndian::Little),
+            address_size: 8,
+        }
+    }
+
+    #[test]
+    fn no_sections_no_info() {
+        let cfi = ImageCfi::load(None, None);
+        let mem = MockTarget::builder(DataModel::LP64).build();
+        let regs = Registers::new(Arch::X86_64, 0x4000, 0x7000, 0);
+        assert!(matches!(cfi.step(&mem, &regs, 0x4000), Step::NoInfo));
+        assert!(!cfi.covers(0x4000));
+    }
+
+    #[test]
+    fn this_binarys_own_cfi_covers_its_code() {
+        let exe = std::fs::read("/proc/self/exe").unwrap();
+        let cfi = ImageCfi::load(Some(&exe), None);
+        assert!(cfi.eh_frame.is_some());
+        let obj = object::File::parse(&*exe).unwrap();
+        let text = obj.section_by_name(".text").unwrap().address();
+        // Some FDE covers some address early in .text (the very first bytes may be padding).
+        assert!((0..4096).any(|o| cfi.covers(text + o)));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// Garbage CFI never panics: random sections, random addresses and registers.
+        #[test]
+        fn garbage_cfi_never_panics(
+            eh in proptest::collection::vec(any::<u8>(), 0..512),
+            hdr in proptest::collection::vec(any::<u8>(), 0..64),
+            df in proptest::collection::vec(any::<u8>(), 0..512),
+            address in 0x3f00u64..0x4200,
+            sp in any::<u64>(),
+        ) {
+            let cfi = table(eh, hdr, df);
+            let mut b = MockTarget::builder(DataModel::LP64);
+            b.map(0x7000, vec![0x41; 256], crate::mock::Access::READ_WRITE);
+            let mem = b.build();
+            let regs = Registers::new(Arch::X86_64, address, sp, 0x7000);
+            let _ = cfi.covers(address);
+            let _ = cfi.step(&mem, &regs, address);
+        }
+
+        /// This binary's real CFI with bytes overwritten: a corrupt FDE or CIE gives no
+        /// caller or a failure, never a panic.
+        #[test]
+        fn mutated_real_cfi_never_panics(
+            edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..16),
+            at in any::<prop::sample::Index>(),
+            sp in 0x7000u64..0x7100,
+        ) {
+            static EXE: std::sync::LazyLock<Vec<u8>> =
+                std::sync::LazyLock::new(|| std::fs::read("/proc/self/exe").unwrap());
+            let mut cfi = ImageCfi::load(Some(&EXE), None);
+            let text = cfi.text;
+            if let Some(eh) = cfi.eh_frame.as_mut() {
+                for (i, b) in &edits {
+                    let n = eh.data.len();
+                    eh.data[i.index(n)] = *b;
+                }
+            }
+            if let Some(hdr) = cfi.eh_frame_hdr.as_mut() {
+                let n = hdr.data.len();
+                hdr.data[at.index(n)] ^= 0xff;
+            }
+            let mut b = MockTarget::builder(DataModel::LP64);
+            b.map(0x7000, vec![0x41; 512], crate::mock::Access::READ_WRITE);
+            let mem = b.build();
+            let address = text + at.index(1 << 16) as u64;
+            let regs = Registers::new(Arch::X86_64, address, sp, 0x7000);
+            let _ = cfi.covers(address);
+            let _ = cfi.step(&mem, &regs, address);
+        }
+    }
+}

@@ -357,7 +357,7 @@ impl Tracer {
 
     /// The registers of thread `tid` of `pid`, which must be stopped (attached, or at a
     /// breakpoint), for [`Unwinder`](crate::unwind::Unwinder). x86_64 (and i386 threads under
-    /// it) only; elsewhere [`TargetError::Unsupported`](crate::TargetError::Unsupported).
+    /// it) only; elsewhere [`TargetError::Unsupported`].
     pub fn registers(&self, pid: u32, tid: u32) -> Result<crate::unwind::Registers> {
         self.call(move |c| c.registers(pid as i32, tid as i32))?
     }
