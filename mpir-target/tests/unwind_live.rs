@@ -15,7 +15,8 @@ use mpir_target::corefile::CoreTarget;
 use mpir_target::debuginfo::DebugOptions;
 use mpir_target::live::LiveTarget;
 use mpir_target::live::tracer::Tracer;
-use mpir_target::unwind::{EndReason, Stack, Unwinder};
+use mpir_target::unwind::{EndReason, SnapshotOptions, Stack, Unwinder, snapshot_live};
+use mpir_types::DataModel;
 use support::*;
 
 const SOURCE: &str = "unwind_chain.c";
@@ -201,6 +202,31 @@ fn check_fixture(variant: &str, flags: &[&str], args: &[&str], expect: &[&str]) 
     }
     tracer.detach(pid).unwrap();
     drop(tracer);
+
+    // The fast path: stop, copy registers and stacks, release, unwind the copy offline.
+    let tracer = Tracer::new().unwrap();
+    let snap = snapshot_live(&tracer, pid, DataModel::LP64, &SnapshotOptions::default()).unwrap();
+    drop(tracer);
+    eprintln!(
+        "{variant}: stopped for {:?} to copy {} stack bytes of {} threads",
+        snap.stopped_for,
+        snap.stacks.len(),
+        snap.threads.len()
+    );
+    assert!(snap.stopped_for < std::time::Duration::from_secs(5));
+    assert_eq!(snap.threads.len(), 2);
+    for t in &snap.threads {
+        let regs = t.registers.clone().unwrap();
+        let offline = unwinder.unwind(&snap.stacks, &regs);
+        let direct = &live[&t.tid];
+        assert_eq!(
+            offline.function_names(),
+            direct.function_names(),
+            "{variant}: offline vs direct, thread {}",
+            t.tid
+        );
+        assert_eq!(offline.end, EndReason::Outermost);
+    }
     for (tid, stack) in &live {
         let frames = gdb
             .get(tid)

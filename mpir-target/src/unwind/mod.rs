@@ -45,15 +45,17 @@
 //! covers the common rules only and owns its own module model; it is the candidate for the
 //! sampling fast path once measurements ask for it.
 //!
-//! ## Not done yet
+//! ## Live processes
 //!
-//! The live fast path (freeze all threads, copy registers and the live part of each stack in one
-//! batched read, release, unwind offline) is a later step: today a live thread is unwound
-//! while stopped, reading its stack through the target's memory. aarch64 is
-//! [`TargetError::Unsupported`](crate::TargetError::Unsupported).
+//! Either unwind while stopped, reading through the live target's memory, or take the fast
+//! path: [`snapshot_live`] stops every thread, copies the registers and the live part of each
+//! stack (stack pointer to the top of its mapping, capped) in one batched `process_vm_readv`,
+//! lets the process go and reports how long it was stopped; the copy ([`StackCopy`]) is then
+//! unwound offline. aarch64 is [`TargetError::Unsupported`](crate::TargetError::Unsupported).
 
 mod cfi;
 mod regs;
+mod snapshot;
 mod symbols;
 mod walk;
 
@@ -64,6 +66,7 @@ pub use regs::{Arch, MAX_REGS, Registers};
 pub(crate) fn unsupported_here() -> crate::TargetError {
     regs::unsupported(std::env::consts::ARCH)
 }
+pub use snapshot::{ProcessSnapshot, SnapshotOptions, StackCopy, ThreadSnapshot, snapshot_live};
 pub use walk::Unwinder;
 
 /// How far a frame can be trusted, from best to worst (as minidump's `FrameTrust`).

@@ -362,6 +362,21 @@ impl Tracer {
         self.call(move |c| c.registers(pid as i32, tid as i32))?
     }
 
+    /// The registers of several stopped threads of `pid`, in one round trip to the tracer
+    /// thread: one result per thread, in order.
+    pub fn registers_many(
+        &self,
+        pid: u32,
+        tids: &[u32],
+    ) -> Result<Vec<Result<crate::unwind::Registers>>> {
+        let tids = tids.to_vec();
+        self.call(move |c| {
+            tids.iter()
+                .map(|&t| c.registers(pid as i32, t as i32))
+                .collect()
+        })
+    }
+
     /// Executes the instruction under the breakpoint where thread `tid` is stopped, with every
     /// other thread of `pid` stopped, then puts the breakpoint back. All threads are left
     /// stopped; [`Tracer::resume`] continues.
