@@ -177,3 +177,14 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_garbage_or_missing_vdso_is_refused_with_a_reason() {
+    let mut unwinder = Unwinder::new(own_images());
+    let garbage = mock_with_stack(&[0x464c_457f, 1, 2, 3]);
+    assert!(unwinder.add_vdso(&garbage, STACK).is_err());
+    assert!(unwinder.add_vdso(&garbage, 0xdead_0000).is_err());
+    // The walk still works without it.
+    let stack = unwinder.unwind(&garbage, &Registers::new(Arch::X86_64, 0, 0xdead_0000, 0));
+    assert_eq!(stack.frames.len(), 1);
+}

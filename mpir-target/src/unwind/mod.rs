@@ -23,8 +23,11 @@
 //! whose rules (DWARF expressions) restore every register from the `ucontext` the kernel pushed;
 //! the unwinder evaluates them, and marks the frame [`Frame::signal_frame`]. The frame below it
 //! (the interrupted code) is then looked up at its pc itself, not pc − 1, since its pc is not a
-//! return address. i386 signal trampolines live in the vDSO, which is not a file the images
-//! list: such frames fall back to the frame pointer or a scan.
+//! return address. The vDSO (i386's signal trampolines and `__kernel_vsyscall`, through which
+//! every i386 system call goes) is no file the images list: add it from the target's memory
+//! with [`Unwinder::add_vdso`] at the auxiliary vector's `AT_SYSINFO_EHDR`
+//! ([`live_vdso_address`], [`vdso_address`] for a core); without it such frames fall back to
+//! the frame pointer or a scan.
 //!
 //! **Bounds.** At most [`UnwindOptions::max_frames`] frames; a frame whose stack pointer does
 //! not increase ends the walk ([`EndReason::NoProgress`]); an unreadable stack ends it with the
@@ -67,7 +70,7 @@ pub(crate) fn unsupported_here() -> crate::TargetError {
     regs::unsupported(std::env::consts::ARCH)
 }
 pub use snapshot::{ProcessSnapshot, SnapshotOptions, StackCopy, ThreadSnapshot, snapshot_live};
-pub use walk::Unwinder;
+pub use walk::{AT_SYSINFO_EHDR, Unwinder, live_vdso_address, vdso_address};
 
 /// How far a frame can be trusted, from best to worst (as minidump's `FrameTrust`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

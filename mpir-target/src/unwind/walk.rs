@@ -6,7 +6,7 @@ use super::cfi::{ImageCfi, Step};
 use super::regs::Registers;
 use super::symbols::FunctionIndex;
 use super::{EndReason, Frame, FrameTrust, Stack, UnwindOptions};
-use crate::debuginfo::{Image, ProcessImages};
+use crate::debuginfo::{ElfFile, Image, ProcessImages};
 use crate::traits::Memory;
 
 /// What the unwinder keeps of one image: its CFI and its functions, read on first use.
@@ -14,6 +14,58 @@ use crate::traits::Memory;
 struct ImageInfo {
     cfi: ImageCfi,
     functions: FunctionIndex,
+}
+
+/// An image read from the target's memory rather than a file: the vDSO.
+#[derive(Debug)]
+struct MemoryImage {
+    name: String,
+    bias: u64,
+    elf: ElfFile,
+    info: ImageInfo,
+}
+
+/// Where a pc is: a file image of [`ProcessImages`], or an image read from memory.
+#[derive(Clone, Copy)]
+enum Module<'u> {
+    File(&'u Arc<Image>),
+    Memory(&'u MemoryImage),
+}
+
+/// Bytes of the vDSO read at most (it is one or two pages).
+const MAX_VDSO: usize = 64 << 10;
+
+/// The auxiliary vector's `AT_SYSINFO_EHDR`: where the kernel mapped the vDSO.
+pub const AT_SYSINFO_EHDR: u64 = 33;
+
+/// `AT_SYSINFO_EHDR` in an auxiliary vector of (type, value) pairs, as
+/// [`CoreFile::auxv`](crate::corefile::CoreFile::auxv) gives it.
+pub fn vdso_address(auxv: &[(u64, u64)]) -> Option<u64> {
+    auxv.iter()
+        .find(|(k, _)| *k == AT_SYSINFO_EHDR)
+        .map(|(_, v)| *v)
+        .filter(|v| *v != 0)
+}
+
+/// `AT_SYSINFO_EHDR` of live process `pid`, from `/proc/PID/auxv` in `word`-byte (4 or 8)
+/// native-endian words.
+pub fn live_vdso_address(pid: u32, word: usize) -> Option<u64> {
+    if word != 4 && word != 8 {
+        return None;
+    }
+    let bytes = std::fs::read(format!("/proc/{pid}/auxv")).ok()?;
+    let get = |b: &[u8]| -> Option<u64> {
+        Some(match word {
+            4 => u64::from(u32::from_ne_bytes(b.try_into().ok()?)),
+            _ => u64::from_ne_bytes(b.try_into().ok()?),
+        })
+    };
+    let pairs: Vec<(u64, u64)> = bytes
+        .chunks_exact(2 * word)
+        .map_while(|kv| Some((get(kv.get(..word)?)?, get(kv.get(word..)?)?)))
+        .take_while(|(k, _)| *k != 0)
+        .collect();
+    vdso_address(&pairs)
 }
 
 /// Unwinds the threads of one process against its images. Reusable for every thread of the
@@ -24,6 +76,7 @@ pub struct Unwinder<'a> {
     images: &'a ProcessImages,
     options: UnwindOptions,
     info: Vec<OnceLock<ImageInfo>>,
+    vdso: Option<MemoryImage>,
 }
 
 /// A caller found by one method: its registers, how it was found, and whether its pc is exact
@@ -42,7 +95,60 @@ impl<'a> Unwinder<'a> {
             images,
             options,
             info: images.images().iter().map(|_| OnceLock::new()).collect(),
+            vdso: None,
         }
+    }
+
+    /// Adds the vDSO, read from `memory` at `address` (the auxiliary vector's
+    /// [`AT_SYSINFO_EHDR`]): the kernel's signal trampolines and i386's `__kernel_vsyscall`,
+    /// through which every i386 system call goes, live there and have CFI. A vDSO that cannot
+    /// be read or parsed is left out (its frames fall back to the frame pointer or a scan);
+    /// the reason is returned.
+    pub fn add_vdso(&mut self, memory: &dyn Memory, address: u64) -> Result<(), String> {
+        let mut bytes = vec![0u8; MAX_VDSO];
+        let mut got = 0;
+        while let Some(rest) = bytes.get_mut(got..).filter(|r| !r.is_empty()) {
+            match memory.read_partial(address.wrapping_add(got as u64), rest) {
+                Ok(n) if n > 0 => got += n,
+                _ => break,
+            }
+        }
+        bytes.truncate(got);
+        let data: Arc<[u8]> = Arc::from(bytes);
+        let elf = ElfFile::parse(std::path::Path::new("[vdso]"), Arc::clone(&data))
+            .map_err(|e| e.to_string())?;
+        let bias = elf
+            .bias_for_mapping(address, 0)
+            .ok_or_else(|| "the vDSO has no loadable segment at offset 0".to_string())?;
+        let info = ImageInfo {
+            cfi: ImageCfi::load(Some(&data), None),
+            functions: FunctionIndex::build([&elf]),
+        };
+        self.vdso = Some(MemoryImage {
+            name: "[vdso]".to_string(),
+            bias,
+            elf,
+            info,
+        });
+        Ok(())
+    }
+
+    /// The module mapping run-time address `pc`, its load bias and what is known of it.
+    fn module_for(&self, pc: u64) -> Option<(Module<'_>, u64, &ImageInfo)> {
+        let covers = |elf: &ElfFile, bias: u64| {
+            let link = pc.wrapping_sub(bias);
+            elf.segments()
+                .iter()
+                .any(|s| link >= s.vaddr && link - s.vaddr < s.mem_size)
+        };
+        if let Some(v) = &self.vdso
+            && covers(&v.elf, v.bias)
+        {
+            return Some((Module::Memory(v), v.bias, &v.info));
+        }
+        let (i, image) = self.image_for(pc)?;
+        let info = self.info(i, image)?;
+        Some((Module::File(image), image.bias(), info))
     }
 
     /// The image mapping run-time address `pc`, with its index.
@@ -74,13 +180,10 @@ impl<'a> Unwinder<'a> {
     /// or inside one of its functions.
     fn is_code(&self, ra: u64) -> bool {
         let at = ra.wrapping_sub(1);
-        let Some((i, image)) = self.image_for(at) else {
+        let Some((_, bias, info)) = self.module_for(at) else {
             return false;
         };
-        let Some(info) = self.info(i, image) else {
-            return false;
-        };
-        let link = at.wrapping_sub(image.bias());
+        let link = at.wrapping_sub(bias);
         info.functions.lookup(link).is_some() || info.cfi.covers(link)
     }
 
@@ -111,32 +214,44 @@ impl<'a> Unwinder<'a> {
             };
             let mut caller: Option<Caller> = None;
             let mut failure = String::from("the pc is in no known image");
-            if let Some((i, image)) = self.image_for(lookup) {
-                let link = lookup.wrapping_sub(image.bias());
-                frame.module = Some(image.path().display().to_string());
-                frame.module_offset = Some(pc.wrapping_sub(image.bias()));
-                if let Some(info) = self.info(i, image) {
-                    if let Some((name, offset)) = info.functions.lookup(link) {
-                        frame.function = Some(name.to_string());
-                        frame.function_offset = Some(offset + (pc - lookup));
-                    }
-                    match info.cfi.step(memory, &regs, link) {
-                        Step::Caller {
-                            regs: c,
-                            cfa,
-                            signal_frame,
-                        } => {
-                            frame.cfa = Some(cfa);
-                            frame.signal_frame = signal_frame;
-                            if c.pc().is_none() {
-                                frames.push(frame);
-                                break EndReason::Outermost;
-                            }
-                            caller = Some((c, FrameTrust::Cfi, signal_frame));
+            if let Some((module, bias, info)) = self.module_for(lookup) {
+                let link = lookup.wrapping_sub(bias);
+                frame.module = Some(match module {
+                    Module::File(image) => image.path().display().to_string(),
+                    Module::Memory(m) => m.name.clone(),
+                });
+                frame.module_offset = Some(pc.wrapping_sub(bias));
+                if let Some((name, offset)) = info.functions.lookup(link) {
+                    frame.function = Some(name.to_string());
+                    frame.function_offset = Some(offset + (pc - lookup));
+                }
+                match info.cfi.step(memory, &regs, link) {
+                    Step::Caller {
+                        regs: c,
+                        cfa,
+                        signal_frame,
+                    } => {
+                        frame.cfa = Some(cfa);
+                        frame.signal_frame = signal_frame;
+                        if frame.function.is_none()
+                            && signal_frame
+                            && let Some((name, offset)) =
+                                info.functions.lookup(pc.wrapping_sub(bias))
+                        {
+                            // A trampoline is entered at its first byte: its return address
+                            // is its start, and the byte before (in its FDE, not its symbol)
+                            // has no name.
+                            frame.function = Some(name.to_string());
+                            frame.function_offset = Some(offset);
                         }
-                        Step::Failed(e) => failure = e,
-                        Step::NoInfo => failure = "no CFI covers the pc".to_string(),
+                        if c.pc().is_none() {
+                            frames.push(frame);
+                            break EndReason::Outermost;
+                        }
+                        caller = Some((c, FrameTrust::Cfi, signal_frame));
                     }
+                    Step::Failed(e) => failure = e,
+                    Step::NoInfo => failure = "no CFI covers the pc".to_string(),
                 }
             }
             frames.push(frame);
