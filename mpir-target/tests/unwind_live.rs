@@ -322,6 +322,20 @@ fn check_build(variant: &str, flags: &[&str], strip: bool, args: &[&str], expect
         fixture_names.ends_with(expect),
         "{variant}: {main_names:?} does not end with {expect:?}"
     );
+    // The signal trampoline is recognised (CFI "S") and named by its own image's symbols.
+    let trampolines: Vec<_> = main.frames.iter().filter(|f| f.signal_frame).collect();
+    if args.contains(&"signal") {
+        assert_eq!(trampolines.len(), 1, "{variant}: {main:?}");
+        let name = trampolines[0].function.as_deref().unwrap_or_default();
+        if model == DataModel::LP64 {
+            assert_eq!(name, "__restore_rt", "{variant}");
+        } else {
+            assert!(name.contains("sigreturn"), "{variant}: {name}");
+            assert_eq!(trampolines[0].module.as_deref(), Some("[vdso]"));
+        }
+    } else {
+        assert!(trampolines.is_empty(), "{variant}: {main:?}");
+    }
     if strip {
         let exe_name = exe.display().to_string();
         let in_exe: Vec<_> = main

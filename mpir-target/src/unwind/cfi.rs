@@ -121,10 +121,7 @@ impl ImageCfi {
         if let Some(eh) = &self.eh_frame {
             let mut section = EhFrame::new(&eh.data, endian);
             section.set_address_size(self.address_size);
-            if section
-                .fde_for_address(&bases, address, EhFrame::cie_from_offset)
-                .is_ok()
-            {
+            if self.eh_fde(&section, endian, &bases, address).is_ok() {
                 return true;
             }
         }
@@ -138,6 +135,48 @@ impl ImageCfi {
         false
     }
 
+    /// The `.eh_frame` FDE covering `address`: through `.eh_frame_hdr`'s binary search table
+    /// when there is one, else by a scan of the section.
+    fn eh_fde<'a>(
+        &'a self,
+        section: &EhFrame<Slice<'a>>,
+        endian: RunTimeEndian,
+        bases: &BaseAddresses,
+        address: u64,
+    ) -> gimli::Result<gimli::FrameDescriptionEntry<Slice<'a>>> {
+        let hdr = self.eh_frame_hdr.as_ref().and_then(|h| {
+            EhFrameHdr::new(&h.data, endian)
+                .parse(bases, self.address_size)
+                .ok()
+        });
+        // The table, when there is one, is authoritative: a miss there is a miss (scanning the
+        // whole section for every word a stack scan looks at would be slow).
+        match hdr.as_ref().and_then(|h| h.table()) {
+            Some(table) => {
+                // gimli's `fde_for_address` subtracts the hdr's `.eh_frame` pointer from the
+                // table's entry unchecked (a corrupt table underflows): the offset is computed
+                // here, from the section's own address, with a checked subtraction.
+                let entry = table.lookup(address, bases)?.direct()?;
+                let eh_address = self.eh_frame.as_ref().map_or(0, |s| s.address);
+                let offset = entry
+                    .checked_sub(eh_address)
+                    .and_then(|o| usize::try_from(o).ok())
+                    .ok_or(gimli::Error::NoUnwindInfoForAddress)?;
+                let fde = section.fde_from_offset(
+                    bases,
+                    gimli::EhFrameOffset(offset),
+                    EhFrame::cie_from_offset,
+                )?;
+                if fde.contains(address) {
+                    Ok(fde)
+                } else {
+                    Err(gimli::Error::NoUnwindInfoForAddress)
+                }
+            }
+            None => section.fde_for_address(bases, address, EhFrame::cie_from_offset),
+        }
+    }
+
     /// One step: the caller of the frame whose registers are `regs`, looking the CFI up at
     /// link-time address `address` (the pc, or the pc minus one for a return address).
     pub(super) fn step(&self, memory: &dyn Memory, regs: &Registers, address: u64) -> Step {
@@ -149,21 +188,7 @@ impl ImageCfi {
         if let Some(eh) = &self.eh_frame {
             let mut section = EhFrame::new(&eh.data, endian);
             section.set_address_size(self.address_size);
-            let hdr = self.eh_frame_hdr.as_ref().and_then(|h| {
-                EhFrameHdr::new(&h.data, endian)
-                    .parse(&bases, self.address_size)
-                    .ok()
-            });
-            let fde = match hdr.as_ref().and_then(|h| h.table()) {
-                Some(table) => {
-                    table.fde_for_address(&section, &bases, address, EhFrame::cie_from_offset)
-                }
-                None => section.fde_for_address(&bases, address, EhFrame::cie_from_offset),
-            };
-            // The binary search table may be missing an FDE the section has: fall back to a
-            // scan of the section.
-            let fde =
-                fde.or_else(|_| section.fde_for_address(&bases, address, EhFrame::cie_from_offset));
+            let fde = self.eh_fde(&section, endian, &bases, address);
             if let Ok(fde) = fde {
                 let signal_frame = fde.is_signal_trampoline();
                 return match fde.unwind_info_for_address(&section, &bases, &mut ctx, address) {
