@@ -456,3 +456,110 @@ fn i386_process_matches_gdb() {
         &["in_handler", "on_signal", "c", "b", "a", "main"],
     );
 }
+
+#[test]
+fn without_cfi_the_fallbacks_find_the_fixture_and_cross_the_signal_frame() {
+    // -O0 keeps frame pointers in the fixture; libc has none, so a frame or two may be
+    // skipped, but every frame found must be one of gdb's, in gdb's order, and x86_64's
+    // __restore_rt is crossed through its saved ucontext.
+    if !have("gdb") {
+        return skip("gdb is needed as the oracle");
+    }
+    let dir = scratch("unwind-nocfi");
+    let Some(exe) = build(&dir, &["-O0"]) else {
+        return;
+    };
+    let mut child = Spawned::new(Command::new(&exe).arg("signal"));
+    assert_eq!(child.line(), "ready");
+    let pid = child.pid();
+    assert!(
+        wait_for(20, || all_asleep(pid)),
+        "the fixture never blocked"
+    );
+    let gdb = gdb_stacks(pid);
+    let tracer = Tracer::new().unwrap();
+    tracer.attach(pid).unwrap();
+    let target = LiveTarget::open(pid, DebugOptions::default()).unwrap();
+    let options = mpir_target::unwind::UnwindOptions::default().with_cfi(false);
+    let unwinder = Unwinder::with_options(target.images(), options);
+    let regs = tracer.registers(pid, pid).unwrap();
+    let stack = unwinder.unwind(target.memory(), &regs);
+    tracer.detach(pid).unwrap();
+    let names = ours_to_main(&stack);
+    eprintln!(
+        "{:x?}",
+        stack
+            .frames
+            .iter()
+            .map(|f| (f.pc, f.trust, f.function.as_deref()))
+            .collect::<Vec<_>>()
+    );
+    let ours: Vec<&str> = names
+        .iter()
+        .map(String::as_str)
+        .filter(|n| {
+            [
+                "in_handler",
+                "on_signal",
+                "<signal handler called>",
+                "c",
+                "b",
+                "a",
+                "main",
+            ]
+            .contains(n)
+        })
+        .collect();
+    assert_eq!(
+        ours,
+        [
+            "in_handler",
+            "on_signal",
+            "<signal handler called>",
+            "c",
+            "b",
+            "a",
+            "main"
+        ]
+        .iter()
+        .filter(|n| names.iter().any(|m| m == *n))
+        .copied()
+        .collect::<Vec<_>>()
+    );
+    for must in ["on_signal", "<signal handler called>", "b", "a", "main"] {
+        assert!(names.iter().any(|n| n == must), "{must} missing: {names:?}");
+    }
+    let restorer = stack.frames.iter().position(|f| f.signal_frame).unwrap();
+    assert_eq!(
+        stack.frames[restorer].function.as_deref(),
+        Some("__restore_rt")
+    );
+    assert_eq!(
+        stack.frames[restorer + 1].trust,
+        mpir_target::unwind::FrameTrust::SignalContext
+    );
+    // The interrupted frame is gdb's frame after "<signal handler called>" (gdb prints no pc
+    // for it: it is at the start of a line).
+    let main_gdb = &gdb[&pid];
+    let after = main_gdb
+        .iter()
+        .position(|g| g.name == "<signal handler called>")
+        .unwrap();
+    assert_eq!(
+        stack.frames[restorer + 1].function.as_deref(),
+        Some(main_gdb[after + 1].name.as_str())
+    );
+    // No invented frames: every other pc of ours (not the trampoline's, which gdb does not
+    // print) is one of gdb's.
+    let gdb_pcs: Vec<u64> = main_gdb.iter().filter_map(|g| g.pc).collect();
+    for f in stack.frames.iter().take(names.len()) {
+        use mpir_target::unwind::FrameTrust;
+        if !f.signal_frame && !matches!(f.trust, FrameTrust::Context | FrameTrust::SignalContext) {
+            assert!(
+                gdb_pcs.contains(&f.pc),
+                "{f:?} is not one of gdb's frames: {gdb:?}"
+            );
+        }
+    }
+    drop(child);
+}

@@ -15,7 +15,10 @@
 //! 2. **Frame pointer** ([`FrameTrust::FramePointer`]), when no CFI covers the pc: the saved
 //!    frame pointer at `[fp]` and the return address at `[fp + word]`, accepted only when the
 //!    return address lands in code of a known image and the stack pointer moves up.
-//! 3. **Scan** ([`FrameTrust::Scan`]): at most [`UnwindOptions::max_scan_words`] words from the
+//! 3. **Signal context** ([`FrameTrust::SignalContext`]), when no CFI covers x86_64's
+//!    `__restore_rt` (recognised by its symbol): every register is restored from the
+//!    `ucontext` the kernel pushed at the trampoline's stack pointer.
+//! 4. **Scan** ([`FrameTrust::Scan`]): at most [`UnwindOptions::max_scan_words`] words from the
 //!    stack pointer up, the first word that points into code of a known image (covered by its
 //!    CFI or inside one of its function symbols).
 //!
@@ -84,6 +87,9 @@ pub enum FrameTrust {
     Cfi,
     /// Recovered by following the frame-pointer chain.
     FramePointer,
+    /// Restored from the context a signal frame saved (`__restore_rt`'s `ucontext`, when no
+    /// CFI describes the trampoline).
+    SignalContext,
     /// Found by scanning the stack for a plausible return address.
     Scan,
 }
@@ -189,6 +195,8 @@ pub struct UnwindOptions {
     pub max_scan_words: usize,
     /// Whether the scan fallback may be used (default yes).
     pub scan: bool,
+    /// Whether CFI is used (default yes; off, only the fallbacks run: for comparing methods).
+    pub cfi: bool,
 }
 
 impl Default for UnwindOptions {
@@ -197,6 +205,7 @@ impl Default for UnwindOptions {
             max_frames: 4096,
             max_scan_words: 256,
             scan: true,
+            cfi: true,
         }
     }
 }
@@ -205,6 +214,12 @@ impl UnwindOptions {
     /// With another frame limit.
     pub fn with_max_frames(mut self, max_frames: usize) -> Self {
         self.max_frames = max_frames;
+        self
+    }
+
+    /// With CFI used or not.
+    pub fn with_cfi(mut self, cfi: bool) -> Self {
+        self.cfi = cfi;
         self
     }
 

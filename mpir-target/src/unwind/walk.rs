@@ -224,8 +224,19 @@ impl<'a> Unwinder<'a> {
                 if let Some((name, offset)) = info.functions.lookup(link) {
                     frame.function = Some(name.to_string());
                     frame.function_offset = Some(offset + (pc - lookup));
+                } else if let Some((name, 0)) = info.functions.lookup(pc.wrapping_sub(bias)) {
+                    // A "return address" at the very start of a function: a signal trampoline,
+                    // which a handler returns into at its first byte (the byte before, in its
+                    // FDE but not its symbol, has no name).
+                    frame.function = Some(name.to_string());
+                    frame.function_offset = Some(0);
                 }
-                match info.cfi.step(memory, &regs, link) {
+                let step = if self.options.cfi {
+                    info.cfi.step(memory, &regs, link)
+                } else {
+                    Step::NoInfo
+                };
+                match step {
                     Step::Caller {
                         regs: c,
                         cfa,
@@ -233,17 +244,6 @@ impl<'a> Unwinder<'a> {
                     } => {
                         frame.cfa = Some(cfa);
                         frame.signal_frame = signal_frame;
-                        if frame.function.is_none()
-                            && signal_frame
-                            && let Some((name, offset)) =
-                                info.functions.lookup(pc.wrapping_sub(bias))
-                        {
-                            // A trampoline is entered at its first byte: its return address
-                            // is its start, and the byte before (in its FDE, not its symbol)
-                            // has no name.
-                            frame.function = Some(name.to_string());
-                            frame.function_offset = Some(offset);
-                        }
                         if c.pc().is_none() {
                             frames.push(frame);
                             break EndReason::Outermost;
@@ -253,6 +253,12 @@ impl<'a> Unwinder<'a> {
                     Step::Failed(e) => failure = e,
                     Step::NoInfo => failure = "no CFI covers the pc".to_string(),
                 }
+            }
+            let is_restorer = regs.arch == super::Arch::X86_64
+                && frame.function.as_deref() == Some("__restore_rt");
+            if caller.is_none() && is_restorer {
+                frame.signal_frame = true;
+                caller = signal_context(memory, &regs);
             }
             frames.push(frame);
             let caller = caller
@@ -287,14 +293,7 @@ impl<'a> Unwinder<'a> {
     }
 
     fn read_word(&self, memory: &dyn Memory, address: u64, word: u64) -> Option<u64> {
-        let mut buf = [0u8; 8];
-        memory
-            .read_exact(address, buf.get_mut(..word as usize)?)
-            .ok()?;
-        Some(match memory.data_model().byte_order() {
-            mpir_types::ByteOrder::Little => u64::from_le_bytes(buf),
-            mpir_types::ByteOrder::Big => u64::from_be_bytes(buf) >> (64 - 8 * word),
-        })
+        read_word(memory, address, word)
     }
 
     /// The caller by the frame-pointer chain: saved fp at `[fp]`, return address above it.
@@ -346,4 +345,50 @@ impl<'a> Unwinder<'a> {
         }
         None
     }
+}
+
+fn read_word(memory: &dyn Memory, address: u64, word: u64) -> Option<u64> {
+    let mut buf = [0u8; 8];
+    memory
+        .read_exact(address, buf.get_mut(..word as usize)?)
+        .ok()?;
+    Some(match memory.data_model().byte_order() {
+        mpir_types::ByteOrder::Little => u64::from_le_bytes(buf),
+        mpir_types::ByteOrder::Big => u64::from_be_bytes(buf) >> (64 - 8 * word),
+    })
+}
+
+/// The interrupted registers, from the `ucontext` at the stack pointer of x86_64's
+/// `__restore_rt` (the handler's `ret` popped the frame's return address, leaving the stack
+/// pointer at `uc`): `uc_flags`, `uc_link` and the 24-byte `uc_stack` precede
+/// `uc_mcontext.gregs`, whose order is r8–r15, rdi, rsi, rbp, rbx, rdx, rax, rcx, rsp, rip.
+fn signal_context(memory: &dyn Memory, regs: &Registers) -> Option<Caller> {
+    const GREGS: u64 = 40;
+    // (index in gregs, DWARF number)
+    const MAP: [(u64, u16); 17] = [
+        (0, 8),
+        (1, 9),
+        (2, 10),
+        (3, 11),
+        (4, 12),
+        (5, 13),
+        (6, 14),
+        (7, 15),
+        (8, 5),
+        (9, 4),
+        (10, 6),
+        (11, 3),
+        (12, 1),
+        (13, 0),
+        (14, 2),
+        (15, 7),
+        (16, 16),
+    ];
+    let sp = regs.sp()?;
+    let mut caller = Registers::empty(regs.arch);
+    for (i, dwarf) in MAP {
+        let at = sp.checked_add(GREGS + 8 * i)?;
+        caller.set(dwarf, read_word(memory, at, 8)?);
+    }
+    Some((caller, FrameTrust::SignalContext, true))
 }
