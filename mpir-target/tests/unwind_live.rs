@@ -563,3 +563,69 @@ fn without_cfi_the_fallbacks_find_the_fixture_and_cross_the_signal_frame() {
     }
     drop(child);
 }
+
+#[test]
+fn a_core_truncated_inside_the_stack_gives_a_partial_stack_with_the_reason() {
+    if !have("gcore") {
+        return skip("gcore (gdb) is not installed");
+    }
+    let dir = scratch("unwind-truncated");
+    let Some(exe) = build(&dir, &["-O0"]) else {
+        return;
+    };
+    let mut child = Spawned::new(Command::new(&exe).args(["deep", "200"]));
+    assert_eq!(child.line(), "ready");
+    let pid = child.pid();
+    assert!(
+        wait_for(20, || all_asleep(pid)),
+        "the fixture never blocked"
+    );
+    let prefix = dir.join("core");
+    run(Command::new("timeout")
+        .args(["120", "gcore", "-o"])
+        .arg(&prefix)
+        .arg(pid.to_string()))
+    .unwrap();
+    drop(child);
+    let path = PathBuf::from(format!("{}.{pid}", prefix.display()));
+    let whole = CoreTarget::open(&path, DebugOptions::default()).unwrap();
+    let thread = whole.core().threads()[0];
+    let regs = thread.registers.unwrap();
+    let sp = regs.sp().unwrap();
+    let full = Unwinder::new(whole.images()).unwind(whole.memory(), &regs);
+    assert_eq!(full.end, EndReason::Outermost);
+    assert!(full.frames.len() > 200, "{}", full.frames.len());
+    // Cut the file 4 KiB above the stack pointer: the rest of the stack (and everything
+    // after it in the core) is gone.
+    let seg = *whole
+        .core()
+        .segments()
+        .iter()
+        .find(|s| s.vaddr <= sp && sp < s.vaddr + s.mem_size && s.file_size > 0)
+        .expect("the stack is dumped");
+    let cut = seg.offset + (sp - seg.vaddr) + 4096;
+    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    file.set_len(cut).unwrap();
+    drop(file);
+    let cut_core = CoreTarget::open(&path, DebugOptions::default()).unwrap();
+    assert!(cut_core.core().truncation().is_some());
+    // gcore writes its notes (NT_FILE: the images) after the memory, so they are cut too; a
+    // kernel core, notes first, keeps them. The images of the whole core stand for those.
+    let partial = Unwinder::new(whole.images()).unwind(cut_core.memory(), &regs);
+    assert!(
+        partial.frames.len() > 3 && partial.frames.len() < full.frames.len(),
+        "{} frames of {}: {}",
+        partial.frames.len(),
+        full.frames.len(),
+        partial.end
+    );
+    // The frames found are the true ones.
+    for (p, f) in partial.frames.iter().zip(&full.frames) {
+        assert_eq!((p.pc, p.sp), (f.pc, f.sp));
+    }
+    assert!(
+        matches!(partial.end, EndReason::Unreadable { .. }),
+        "{}",
+        partial.end
+    );
+}

@@ -58,8 +58,10 @@ pub(super) struct ImageCfi {
 pub(super) enum Step {
     /// No FDE covers the address.
     NoInfo,
-    /// The CFI is there but could not be used (malformed, or reads failed).
+    /// The CFI is there but could not be used (malformed, or an expression failed).
     Failed(String),
+    /// The CFI says where the caller's registers are, but the stack there cannot be read.
+    Unreadable(String),
     /// The caller's registers.
     Caller {
         /// Registers of the caller (its pc from the return-address column, or absent when the
@@ -288,7 +290,7 @@ fn apply<'a, S: UnwindSection<Slice<'a>>>(
             RegisterRule::Offset(o) => {
                 match read_word(memory, cfa.wrapping_add_signed(*o), address_size) {
                     Ok(v) => Some(v),
-                    Err(e) => return Step::Failed(e),
+                    Err(e) => return Step::Unreadable(e),
                 }
             }
             RegisterRule::ValOffset(o) => Some(cfa.wrapping_add_signed(*o)),

@@ -214,6 +214,7 @@ impl<'a> Unwinder<'a> {
             };
             let mut caller: Option<Caller> = None;
             let mut failure = String::from("the pc is in no known image");
+            let mut unreadable = false;
             if let Some((module, bias, info)) = self.module_for(lookup) {
                 let link = lookup.wrapping_sub(bias);
                 frame.module = Some(match module {
@@ -251,6 +252,10 @@ impl<'a> Unwinder<'a> {
                         caller = Some((c, FrameTrust::Cfi, signal_frame));
                     }
                     Step::Failed(e) => failure = e,
+                    Step::Unreadable(e) => {
+                        failure = e;
+                        unreadable = true;
+                    }
                     Step::NoInfo => failure = "no CFI covers the pc".to_string(),
                 }
             }
@@ -269,6 +274,11 @@ impl<'a> Unwinder<'a> {
                 break match memory.read_exact(sp, &mut word) {
                     Err(e) => EndReason::Unreadable {
                         reason: format!("{failure}; the stack pointer {sp:#x}: {e}"),
+                    },
+                    Ok(()) if unreadable => EndReason::Unreadable {
+                        reason: format!(
+                            "{failure}; no frame pointer chain; nothing found by the scan"
+                        ),
                     },
                     Ok(()) => EndReason::NoCaller {
                         reason: format!(
