@@ -186,3 +186,42 @@ impl Registers {
         Some(r)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_regs_land_in_their_dwarf_numbers() {
+        // x86_64 user_regs_struct: r15 r14 r13 r12 rbp rbx r11 r10 r9 r8 rax rcx rdx rsi rdi
+        // orig_rax rip cs eflags rsp ss ...; the value of each word is 100 + its index.
+        let words: Vec<u64> = (0..27).map(|i| 100 + i).collect();
+        let r = Registers::from_user_regs(Arch::X86_64, &words).unwrap();
+        assert_eq!(r.pc(), Some(116)); // rip
+        assert_eq!(r.sp(), Some(119)); // rsp
+        assert_eq!(r.fp(), Some(104)); // rbp
+        assert_eq!(r.get(0), Some(110)); // rax
+        assert_eq!(r.get(3), Some(105)); // rbx
+        assert_eq!(r.get(12), Some(103)); // r12
+        assert_eq!(r.get(15), Some(100)); // r15
+        // i386: ebx ecx edx esi edi ebp eax ds es fs gs orig_eax eip cs eflags esp ss.
+        let r = Registers::from_user_regs(Arch::I386, &words[..17]).unwrap();
+        assert_eq!(r.pc(), Some(112));
+        assert_eq!(r.sp(), Some(115));
+        assert_eq!(r.fp(), Some(105));
+        assert_eq!(r.get(3), Some(100)); // ebx
+        // Too few words: nothing guessed.
+        assert_eq!(Registers::from_user_regs(Arch::X86_64, &words[..19]), None);
+    }
+
+    #[test]
+    fn i386_values_are_32_bits_and_out_of_range_registers_are_ignored() {
+        let mut r = Registers::empty(Arch::I386);
+        r.set(8, 0x1_2345_6789);
+        assert_eq!(r.pc(), Some(0x2345_6789));
+        r.set(200, 1);
+        assert_eq!(r.get(200), None);
+        r.clear(8);
+        assert_eq!(r.pc(), None);
+    }
+}

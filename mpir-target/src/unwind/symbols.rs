@@ -47,3 +47,35 @@ impl FunctionIndex {
         inside.then_some((name.as_str(), offset))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn index(functions: &[(u64, u64, &str)]) -> FunctionIndex {
+        let mut functions: Vec<_> = functions
+            .iter()
+            .map(|(a, s, n)| (*a, *s, n.to_string()))
+            .collect();
+        functions.sort_by_key(|f| f.0);
+        FunctionIndex { functions }
+    }
+
+    #[test]
+    fn an_address_is_inside_a_sized_symbol_or_before_the_next_unsized_one() {
+        let idx = index(&[
+            (0x100, 0x10, "sized"),
+            (0x200, 0, "unsized"),
+            (0x300, 4, "last"),
+        ]);
+        assert_eq!(idx.lookup(0x100), Some(("sized", 0)));
+        assert_eq!(idx.lookup(0x10f), Some(("sized", 0xf)));
+        // Past a sized symbol's end: in no function (never the nearest one).
+        assert_eq!(idx.lookup(0x110), None);
+        assert_eq!(idx.lookup(0x2ff), Some(("unsized", 0xff)));
+        assert_eq!(idx.lookup(0x304), None);
+        assert_eq!(idx.lookup(0xff), None);
+        assert_eq!(idx.lookup(u64::MAX), None);
+        assert_eq!(FunctionIndex::default().lookup(0x100), None);
+    }
+}
