@@ -244,6 +244,21 @@ fn check_build(variant: &str, flags: &[&str], strip: bool, args: &[&str], expect
     if strip {
         run(Command::new("strip").arg("--strip-all").arg(&exe)).unwrap();
     }
+    if variant.ends_with("split") {
+        // The debug information (and .debug_frame, and the full symbol table) moves to a
+        // separate file next to the executable, found through .gnu_debuglink.
+        let debug = exe.with_extension("debug");
+        run(Command::new("objcopy")
+            .arg("--only-keep-debug")
+            .arg(&exe)
+            .arg(&debug))
+        .unwrap();
+        run(Command::new("strip").arg("--strip-all").arg(&exe)).unwrap();
+        run(Command::new("objcopy")
+            .arg(format!("--add-gnu-debuglink={}", debug.display()))
+            .arg(&exe))
+        .unwrap();
+    }
     let model = if flags.contains(&"-m32") {
         DataModel::ILP32
     } else {
@@ -322,6 +337,17 @@ fn check_build(variant: &str, flags: &[&str], strip: bool, args: &[&str], expect
         fixture_names.ends_with(expect),
         "{variant}: {main_names:?} does not end with {expect:?}"
     );
+    if variant.starts_with("debug-frame") {
+        // b, a and main are found through the .debug_frame CFI of c, b and a (no .eh_frame
+        // covers them): by CFI, not by a fallback.
+        for f in main.frames.iter().skip(1).take(main_names.len() - 1) {
+            assert_eq!(
+                f.trust,
+                mpir_target::unwind::FrameTrust::Cfi,
+                "{variant}: {f:?}"
+            );
+        }
+    }
     // The signal trampoline is recognised (CFI "S") and named by its own image's symbols.
     let trampolines: Vec<_> = main.frames.iter().filter(|f| f.signal_frame).collect();
     if args.contains(&"signal") {
@@ -627,5 +653,34 @@ fn a_core_truncated_inside_the_stack_gives_a_partial_stack_with_the_reason() {
         matches!(partial.end, EndReason::Unreadable { .. }),
         "{}",
         partial.end
+    );
+}
+
+/// Flags that leave the fixture's own functions without `.eh_frame`: their CFI is only in
+/// `.debug_frame` (crt's start-up code keeps its `.eh_frame`).
+const DEBUG_FRAME_ONLY: &[&str] = &[
+    "-O2",
+    "-fomit-frame-pointer",
+    "-fno-asynchronous-unwind-tables",
+    "-fno-unwind-tables",
+];
+
+#[test]
+fn debug_frame_only_matches_gdb() {
+    check_fixture(
+        "debug-frame",
+        DEBUG_FRAME_ONLY,
+        &["chain"],
+        &["c", "b", "a", "main"],
+    );
+}
+
+#[test]
+fn debug_frame_in_a_separate_debug_file_matches_gdb() {
+    check_fixture(
+        "debug-frame-split",
+        DEBUG_FRAME_ONLY,
+        &["chain"],
+        &["c", "b", "a", "main"],
     );
 }

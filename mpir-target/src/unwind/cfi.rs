@@ -12,7 +12,10 @@ use gimli::{
 };
 use object::{Object, ObjectSection};
 
+use std::sync::{Arc, OnceLock};
+
 use super::regs::Registers;
+use crate::debuginfo::ElfFile;
 use crate::traits::Memory;
 
 /// Steps a DWARF expression of the CFI may take (a hostile expression must not spin).
@@ -50,6 +53,10 @@ pub(super) struct ImageCfi {
     got: u64,
     endian: Option<RunTimeEndian>,
     address_size: u8,
+    /// The separate debug file, whose `.debug_frame` is read on the first miss (reading a
+    /// large debug file whole for CFI that `.eh_frame` nearly always has would be waste).
+    debug_file: Option<Arc<ElfFile>>,
+    debug_file_frame: OnceLock<Option<Section>>,
 }
 
 /// What one CFI step found (one per frame, never stored: its size does not matter).
@@ -78,7 +85,7 @@ pub(super) enum Step {
 impl ImageCfi {
     /// Reads the CFI sections of `image` and `debug` (a separate debug file, for its
     /// `.debug_frame`). Malformed files give an empty table, which unwinds nothing.
-    pub(super) fn load(image: Option<&[u8]>, debug: Option<&[u8]>) -> ImageCfi {
+    pub(super) fn load(image: Option<&[u8]>, debug: Option<Arc<ElfFile>>) -> ImageCfi {
         let mut cfi = ImageCfi::default();
         if let Some(obj) = image.and_then(|d| object::File::parse(d).ok()) {
             cfi.endian = Some(endian(&obj));
@@ -89,16 +96,22 @@ impl ImageCfi {
             cfi.text = obj.section_by_name(".text").map_or(0, |s| s.address());
             cfi.got = obj.section_by_name(".got").map_or(0, |s| s.address());
         }
-        if cfi.debug_frame.is_none()
-            && let Some(obj) = debug.and_then(|d| object::File::parse(d).ok())
-        {
-            cfi.endian.get_or_insert(endian(&obj));
-            if cfi.address_size == 0 {
-                cfi.address_size = if obj.is_64() { 8 } else { 4 };
-            }
-            cfi.debug_frame = Section::read(&obj, ".debug_frame");
-        }
+        cfi.debug_file = debug;
         cfi
+    }
+
+    /// `.debug_frame`: the image's own, else its debug file's (read on first use).
+    fn debug_frame(&self) -> Option<&Section> {
+        if self.debug_frame.is_some() {
+            return self.debug_frame.as_ref();
+        }
+        self.debug_file_frame
+            .get_or_init(|| {
+                let data = self.debug_file.as_ref()?.data().ok()?;
+                let obj = object::File::parse(&data[..]).ok()?;
+                Section::read(&obj, ".debug_frame")
+            })
+            .as_ref()
     }
 
     fn bases(&self) -> BaseAddresses {
@@ -127,7 +140,7 @@ impl ImageCfi {
                 return true;
             }
         }
-        if let Some(df) = &self.debug_frame {
+        if let Some(df) = self.debug_frame() {
             let mut section = DebugFrame::new(&df.data, endian);
             section.set_address_size(self.address_size);
             return section
@@ -207,7 +220,7 @@ impl ImageCfi {
                 };
             }
         }
-        if let Some(df) = &self.debug_frame {
+        if let Some(df) = self.debug_frame() {
             let mut section = DebugFrame::new(&df.data, endian);
             section.set_address_size(self.address_size);
             if let Ok(fde) = section.fde_for_address(&bases, address, DebugFrame::cie_from_offset) {

@@ -166,8 +166,7 @@ impl<'a> Unwinder<'a> {
         let slot = self.info.get(index)?;
         Some(slot.get_or_init(|| {
             let data = image.elf().data().ok();
-            let debug = image.debug_elf().and_then(|d| d.data().ok());
-            let cfi = ImageCfi::load(data.map(|d| &d[..]), debug.map(|d| &d[..]));
+            let cfi = ImageCfi::load(data.map(|d| &d[..]), image.debug_elf().cloned());
             let files = std::iter::once(&**image.elf()).chain(image.debug_elf().map(|d| &**d));
             ImageInfo {
                 cfi,
