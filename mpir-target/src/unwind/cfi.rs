@@ -422,6 +422,7 @@ mod tests {
             got: 0x8000,
             endian: Some(RunTimeEndian::Little),
             address_size: 8,
+            ..ImageCfi::default()
         }
     }
 
