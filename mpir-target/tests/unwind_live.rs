@@ -302,15 +302,23 @@ fn check_build(variant: &str, flags: &[&str], strip: bool, args: &[&str], expect
     );
     assert!(snap.stopped_for < std::time::Duration::from_secs(5));
     assert_eq!(snap.threads.len(), 2);
-    for t in &snap.threads {
-        let regs = t.registers.clone().unwrap();
-        let offline = unwinder.unwind(&snap.stacks, &regs);
-        let direct = &live[&t.tid];
+    let started = std::time::Instant::now();
+    let offline_stacks = unwinder.unwind_snapshot(&snap);
+    let frames: usize = offline_stacks
+        .iter()
+        .map(|(_, s)| s.as_ref().map_or(0, |s| s.frames.len()))
+        .sum();
+    eprintln!(
+        "{variant}: {frames} frames unwound offline in {:?} (CFI and symbols already loaded)",
+        started.elapsed()
+    );
+    for (tid, offline) in &offline_stacks {
+        let offline = offline.as_ref().unwrap();
+        let direct = &live[tid];
         assert_eq!(
             offline.function_names(),
             direct.function_names(),
-            "{variant}: offline vs direct, thread {}",
-            t.tid
+            "{variant}: offline vs direct, thread {tid}"
         );
         assert_eq!(offline.end, EndReason::Outermost);
     }

@@ -4,6 +4,7 @@ use std::sync::{Arc, OnceLock};
 
 use super::cfi::{ImageCfi, Step};
 use super::regs::Registers;
+use super::snapshot::ProcessSnapshot;
 use super::symbols::FunctionIndex;
 use super::{EndReason, Frame, FrameTrust, Stack, UnwindOptions};
 use crate::debuginfo::{ElfFile, Image, ProcessImages};
@@ -184,6 +185,26 @@ impl<'a> Unwinder<'a> {
         };
         let link = at.wrapping_sub(bias);
         info.functions.lookup(link).is_some() || info.cfi.covers(link)
+    }
+
+    /// The stacks of every thread of a [`ProcessSnapshot`] (unwound offline, from its copied
+    /// stacks), in its order: a thread whose registers could not be read keeps that reason.
+    pub fn unwind_snapshot(
+        &self,
+        snapshot: &ProcessSnapshot,
+    ) -> Vec<(u32, std::result::Result<Stack, String>)> {
+        snapshot
+            .threads
+            .iter()
+            .map(|t| {
+                let stack = t
+                    .registers
+                    .as_ref()
+                    .map(|r| self.unwind(&snapshot.stacks, r))
+                    .map_err(Clone::clone);
+                (t.tid, stack)
+            })
+            .collect()
     }
 
     /// The stack of the thread whose registers are `regs`, reading its stack from `memory`.
