@@ -59,6 +59,9 @@ pub(super) struct ImageCfi {
     debug_file_frame: OnceLock<Option<Section>>,
 }
 
+/// The state gimli's CFI evaluation needs, reused from frame to frame of a walk.
+pub(super) type Context = UnwindContext<usize>;
+
 /// What one CFI step found (one per frame, never stored: its size does not matter).
 #[derive(Debug)]
 #[allow(clippy::large_enum_variant)]
@@ -194,19 +197,24 @@ impl ImageCfi {
 
     /// One step: the caller of the frame whose registers are `regs`, looking the CFI up at
     /// link-time address `address` (the pc, or the pc minus one for a return address).
-    pub(super) fn step(&self, memory: &dyn Memory, regs: &Registers, address: u64) -> Step {
+    pub(super) fn step(
+        &self,
+        ctx: &mut UnwindContext<usize>,
+        memory: &dyn Memory,
+        regs: &Registers,
+        address: u64,
+    ) -> Step {
         let Some(endian) = self.endian else {
             return Step::NoInfo;
         };
         let bases = self.bases();
-        let mut ctx = UnwindContext::<usize>::new();
         if let Some(eh) = &self.eh_frame {
             let mut section = EhFrame::new(&eh.data, endian);
             section.set_address_size(self.address_size);
             let fde = self.eh_fde(&section, endian, &bases, address);
             if let Ok(fde) = fde {
                 let signal_frame = fde.is_signal_trampoline();
-                return match fde.unwind_info_for_address(&section, &bases, &mut ctx, address) {
+                return match fde.unwind_info_for_address(&section, &bases, ctx, address) {
                     Ok(row) => apply(
                         &section,
                         row,
@@ -225,7 +233,7 @@ impl ImageCfi {
             section.set_address_size(self.address_size);
             if let Ok(fde) = section.fde_for_address(&bases, address, DebugFrame::cie_from_offset) {
                 let signal_frame = fde.is_signal_trampoline();
-                return match fde.unwind_info_for_address(&section, &bases, &mut ctx, address) {
+                return match fde.unwind_info_for_address(&section, &bases, ctx, address) {
                     Ok(row) => apply(
                         &section,
                         row,
@@ -431,7 +439,10 @@ mod tests {
         let cfi = ImageCfi::load(None, None);
         let mem = MockTarget::builder(DataModel::LP64).build();
         let regs = Registers::new(Arch::X86_64, 0x4000, 0x7000, 0);
-        assert!(matches!(cfi.step(&mem, &regs, 0x4000), Step::NoInfo));
+        assert!(matches!(
+            cfi.step(&mut UnwindContext::new(), &mem, &regs, 0x4000),
+            Step::NoInfo
+        ));
         assert!(!cfi.covers(0x4000));
     }
 
@@ -464,7 +475,7 @@ mod tests {
             let mem = b.build();
             let regs = Registers::new(Arch::X86_64, address, sp, 0x7000);
             let _ = cfi.covers(address);
-            let _ = cfi.step(&mem, &regs, address);
+            let _ = cfi.step(&mut UnwindContext::new(), &mem, &regs, address);
         }
 
         /// This binary's real CFI with bytes overwritten: a corrupt FDE or CIE gives no
@@ -495,7 +506,7 @@ mod tests {
             let address = text + at.index(1 << 16) as u64;
             let regs = Registers::new(Arch::X86_64, address, sp, 0x7000);
             let _ = cfi.covers(address);
-            let _ = cfi.step(&mem, &regs, address);
+            let _ = cfi.step(&mut UnwindContext::new(), &mem, &regs, address);
         }
     }
 }

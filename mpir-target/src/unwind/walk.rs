@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use super::cfi::{ImageCfi, Step};
+use super::cfi::{Context, ImageCfi, Step};
 use super::regs::Registers;
 use super::snapshot::ProcessSnapshot;
 use super::symbols::FunctionIndex;
@@ -213,6 +213,7 @@ impl<'a> Unwinder<'a> {
         let mut regs = *regs;
         let mut trust = FrameTrust::Context;
         let mut exact_pc = true;
+        let mut ctx = Context::new();
         let end = loop {
             if frames.len() >= self.options.max_frames {
                 break EndReason::MaxFrames;
@@ -253,7 +254,7 @@ impl<'a> Unwinder<'a> {
                     frame.function_offset = Some(0);
                 }
                 let step = if self.options.cfi {
-                    info.cfi.step(memory, &regs, link)
+                    info.cfi.step(&mut ctx, memory, &regs, link)
                 } else {
                     Step::NoInfo
                 };
