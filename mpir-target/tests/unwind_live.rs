@@ -301,6 +301,17 @@ fn check_build(variant: &str, flags: &[&str], strip: bool, args: &[&str], expect
         snap.threads.len()
     );
     assert!(snap.stopped_for < std::time::Duration::from_secs(5));
+    // A process-wide limit smaller than one stack: the copy is cut, the walk partial.
+    let tracer = Tracer::new().unwrap();
+    let small = SnapshotOptions::default().with_max_total_bytes(192);
+    let cut = snapshot_live(&tracer, pid, model, &small).unwrap();
+    drop(tracer);
+    assert!(cut.stacks.len() <= 192);
+    for (_, stack) in unwinder.unwind_snapshot(&cut) {
+        let stack = stack.unwrap();
+        assert!(!stack.frames.is_empty());
+        assert_ne!(stack.end, EndReason::Outermost, "{stack:?}");
+    }
     assert_eq!(snap.threads.len(), 2);
     let started = std::time::Instant::now();
     let offline_stacks = unwinder.unwind_snapshot(&snap);

@@ -24,17 +24,28 @@ pub struct SnapshotOptions {
     /// Stack bytes copied per thread at most (default 1 MiB): a deeper stack is cut, and its
     /// walk ends with [`EndReason::Unreadable`](super::EndReason::Unreadable) there.
     pub max_stack_bytes: u64,
+    /// Stack bytes copied for the whole process at most (default 64 MiB): a process of
+    /// thousands of threads must not make the copy unbounded; threads past it get a shorter
+    /// copy, or none (their walk ends as unreadable).
+    pub max_total_bytes: u64,
 }
 
 impl Default for SnapshotOptions {
     fn default() -> Self {
         SnapshotOptions {
             max_stack_bytes: 1 << 20,
+            max_total_bytes: 64 << 20,
         }
     }
 }
 
 impl SnapshotOptions {
+    /// With another limit for the whole process.
+    pub fn with_max_total_bytes(mut self, max_total_bytes: u64) -> Self {
+        self.max_total_bytes = max_total_bytes;
+        self
+    }
+
     /// With another per-thread stack limit.
     pub fn with_max_stack_bytes(mut self, max_stack_bytes: u64) -> Self {
         self.max_stack_bytes = max_stack_bytes;
@@ -190,6 +201,7 @@ fn copy_stopped(
 ) -> Result<Copied> {
     let mut threads = Vec::with_capacity(tids.len());
     let mut buffers: Vec<(u64, Vec<u8>)> = Vec::new();
+    let mut total = 0u64;
     for (tid, regs) in tids.iter().zip(tracer.registers_many(pid, tids)?) {
         if let Ok(r) = &regs
             && let Some(sp) = r.sp()
@@ -199,7 +211,12 @@ fn copy_stopped(
                 .iter()
                 .find(|(a, b)| *a <= sp && sp < *b)
                 .map_or(sp, |m| m.1);
-            let len = end.saturating_sub(from).min(options.max_stack_bytes);
+            let left = options.max_total_bytes.saturating_sub(total);
+            let len = end
+                .saturating_sub(from)
+                .min(options.max_stack_bytes)
+                .min(left);
+            total += len;
             if len > 0 {
                 buffers.push((from, vec![0u8; len as usize]));
             }
