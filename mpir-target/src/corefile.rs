@@ -63,6 +63,8 @@ pub struct CoreThread {
     pub tid: u32,
     /// The signal it was stopped by (`pr_cursig`).
     pub signal: u16,
+    /// Its registers (`pr_reg`), for the unwinder: x86_64 and i386 cores only.
+    pub registers: Option<crate::unwind::Registers>,
 }
 
 /// An opened core file.
@@ -162,6 +164,11 @@ fn parse<Elf: FileHeader<Endian = Endianness>>(
         (false, ByteOrder::Big) => DataModel::ILP32_BE,
     };
     let word = model.pointer_size();
+    let arch = match header.e_machine(endian) {
+        elf::EM_X86_64 if word == 8 => Some(crate::unwind::Arch::X86_64),
+        elf::EM_386 if word == 4 => Some(crate::unwind::Arch::I386),
+        _ => None,
+    };
     let mut parsed = Parsed {
         model,
         segments: Vec::new(),
@@ -201,9 +208,18 @@ fn parse<Elf: FileHeader<Endian = Endianness>>(
                 let pid = v.uint(16 + 2 * word, 4, "pr_pid");
                 let sig = v.uint(12, 2, "pr_cursig");
                 if let (Ok(tid), Ok(signal)) = (pid, sig) {
+                    // pr_reg follows pr_pid, pr_ppid, pr_pgrp, pr_sid and four timevals.
+                    let reg_at = 16 + 2 * word + 16 + 8 * word;
+                    let registers = arch.and_then(|arch| {
+                        let words: Vec<u64> = (0..27)
+                            .map_while(|i| v.uint(reg_at + i * word, word, "pr_reg").ok())
+                            .collect();
+                        crate::unwind::Registers::from_user_regs(arch, &words)
+                    });
                     parsed.threads.push(CoreThread {
                         tid: tid as u32,
                         signal: signal as u16,
+                        registers,
                     });
                 }
             } else if n_type == elf::NT_AUXV {

@@ -59,6 +59,7 @@ mod strings;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 mod traits;
+pub mod unwind;
 
 pub use error::{Fault, Result, TargetError};
 pub use ext::{MAX_READ, MemoryExt, SymbolLookupExt};

@@ -275,6 +275,13 @@ impl ElfFile {
         self.symbols.get(name).map_or(&[], Vec::as_slice)
     }
 
+    /// Every defined symbol, with its name (in no particular order).
+    pub fn all_symbols(&self) -> impl Iterator<Item = (&str, &ElfSymbol)> {
+        self.symbols
+            .iter()
+            .flat_map(|(n, list)| list.iter().map(move |s| (n.as_str(), s)))
+    }
+
     /// Number of distinct symbol names.
     pub fn symbol_count(&self) -> usize {
         self.symbols.len()

@@ -50,6 +50,11 @@ impl Image {
         }
     }
 
+    /// The separate debug file in use, parsed.
+    pub fn debug_elf(&self) -> Option<&Arc<ElfFile>> {
+        self.debug.as_ref().map(|(e, _)| e)
+    }
+
     /// Path of the image as mapped.
     pub fn path(&self) -> &Path {
         &self.path

@@ -31,6 +31,29 @@ mod imp {
         ptrace::setregs(tid, regs).map_err(|e| control_err(tid, "PTRACE_SETREGS", e))
     }
 
+    /// The registers of stopped thread `tid`, for the unwinder (i386 for a thread in 32-bit
+    /// code, whose registers come zero-extended).
+    pub(super) fn registers(tid: Pid) -> Result<crate::unwind::Registers> {
+        use crate::unwind::{Arch, Registers};
+        let r = ptrace::getregs(tid).map_err(|e| control_err(tid, "PTRACE_GETREGS", e))?;
+        let words = [
+            r.r15, r.r14, r.r13, r.r12, r.rbp, r.rbx, r.r11, r.r10, r.r9, r.r8, r.rax, r.rcx,
+            r.rdx, r.rsi, r.rdi, r.orig_rax, r.rip, r.cs, r.eflags, r.rsp, r.ss,
+        ];
+        let regs = match word_size(tid, r.cs)? {
+            8 => Registers::from_user_regs(Arch::X86_64, &words),
+            _ => {
+                // The i386 user_regs_struct order, from the 64-bit one.
+                let w32 = [
+                    r.rbx, r.rcx, r.rdx, r.rsi, r.rdi, r.rbp, r.rax, r.ds, r.es, r.fs, r.gs,
+                    r.orig_rax, r.rip, r.cs, r.eflags, r.rsp, r.ss,
+                ];
+                Registers::from_user_regs(Arch::I386, &w32)
+            }
+        };
+        regs.ok_or_else(|| control_err(tid, "read the registers", "too few registers"))
+    }
+
     /// `int3` traps with the program counter just past it.
     pub(super) fn breakpoint_from_trap_pc(pc: u64) -> u64 {
         pc.wrapping_sub(BREAKPOINT.len() as u64)
@@ -95,6 +118,10 @@ mod imp {
         pc
     }
 
+    pub(super) fn registers(_: Pid) -> Result<crate::unwind::Registers> {
+        Err(crate::unwind::unsupported_here())
+    }
+
     pub(super) fn emulate_return(
         _: Pid,
         _: impl FnOnce(u64, usize) -> Result<Vec<u8>>,
@@ -126,6 +153,11 @@ pub(super) fn breakpoint_instruction() -> Result<&'static [u8]> {
 /// The program counter of stopped thread `tid`.
 pub(super) fn pc(tid: Pid) -> Result<u64> {
     imp::pc(tid)
+}
+
+/// The registers of stopped thread `tid`, for the unwinder.
+pub(super) fn registers(tid: Pid) -> Result<crate::unwind::Registers> {
+    imp::registers(tid)
 }
 
 /// Sets the program counter of stopped thread `tid`.

@@ -355,6 +355,28 @@ impl Tracer {
         self.call(move |c| c.return_from_call(pid as i32, tid as i32))?
     }
 
+    /// The registers of thread `tid` of `pid`, which must be stopped (attached, or at a
+    /// breakpoint), for [`Unwinder`](crate::unwind::Unwinder). x86_64 (and i386 threads under
+    /// it) only; elsewhere [`TargetError::Unsupported`].
+    pub fn registers(&self, pid: u32, tid: u32) -> Result<crate::unwind::Registers> {
+        self.call(move |c| c.registers(pid as i32, tid as i32))?
+    }
+
+    /// The registers of several stopped threads of `pid`, in one round trip to the tracer
+    /// thread: one result per thread, in order.
+    pub fn registers_many(
+        &self,
+        pid: u32,
+        tids: &[u32],
+    ) -> Result<Vec<Result<crate::unwind::Registers>>> {
+        let tids = tids.to_vec();
+        self.call(move |c| {
+            tids.iter()
+                .map(|&t| c.registers(pid as i32, t as i32))
+                .collect()
+        })
+    }
+
     /// Executes the instruction under the breakpoint where thread `tid` is stopped, with every
     /// other thread of `pid` stopped, then puts the breakpoint back. All threads are left
     /// stopped; [`Tracer::resume`] continues.

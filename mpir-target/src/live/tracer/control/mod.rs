@@ -651,6 +651,11 @@ impl Control {
         arch::emulate_return(Pid::from_raw(t), |sp, len| memory.read_vec(sp, len as u64))
     }
 
+    pub(super) fn registers(&mut self, pid: i32, t: i32) -> Result<crate::unwind::Registers> {
+        self.require_stopped(pid, t)?;
+        arch::registers(Pid::from_raw(t))
+    }
+
     fn require_stopped(&mut self, pid: i32, t: i32) -> Result<()> {
         match self.thread(pid, t) {
             Some(s) if s.stopped => Ok(()),

@@ -1,0 +1,425 @@
+//! The walk: one frame after another, CFI first, then the frame pointer, then a scan.
+
+use std::sync::{Arc, OnceLock};
+
+use super::cfi::{Context, ImageCfi, Step};
+use super::regs::Registers;
+use super::snapshot::ProcessSnapshot;
+use super::symbols::FunctionIndex;
+use super::{EndReason, Frame, FrameTrust, Stack, UnwindOptions};
+use crate::debuginfo::{ElfFile, Image, ProcessImages};
+use crate::traits::Memory;
+
+/// What the unwinder keeps of one image: its CFI and its functions, read on first use.
+#[derive(Debug)]
+struct ImageInfo {
+    cfi: ImageCfi,
+    functions: FunctionIndex,
+}
+
+/// An image read from the target's memory rather than a file: the vDSO.
+#[derive(Debug)]
+struct MemoryImage {
+    name: String,
+    bias: u64,
+    elf: ElfFile,
+    info: ImageInfo,
+}
+
+/// Where a pc is: a file image of [`ProcessImages`], or an image read from memory.
+#[derive(Clone, Copy)]
+enum Module<'u> {
+    File(&'u Arc<Image>),
+    Memory(&'u MemoryImage),
+}
+
+/// Bytes of the vDSO read at most (it is one or two pages).
+const MAX_VDSO: usize = 64 << 10;
+
+/// The auxiliary vector's `AT_SYSINFO_EHDR`: where the kernel mapped the vDSO.
+pub const AT_SYSINFO_EHDR: u64 = 33;
+
+/// `AT_SYSINFO_EHDR` in an auxiliary vector of (type, value) pairs, as
+/// [`CoreFile::auxv`](crate::corefile::CoreFile::auxv) gives it.
+pub fn vdso_address(auxv: &[(u64, u64)]) -> Option<u64> {
+    auxv.iter()
+        .find(|(k, _)| *k == AT_SYSINFO_EHDR)
+        .map(|(_, v)| *v)
+        .filter(|v| *v != 0)
+}
+
+/// `AT_SYSINFO_EHDR` of live process `pid`, from `/proc/PID/auxv` in `word`-byte (4 or 8)
+/// native-endian words.
+pub fn live_vdso_address(pid: u32, word: usize) -> Option<u64> {
+    if word != 4 && word != 8 {
+        return None;
+    }
+    let bytes = std::fs::read(format!("/proc/{pid}/auxv")).ok()?;
+    let get = |b: &[u8]| -> Option<u64> {
+        Some(match word {
+            4 => u64::from(u32::from_ne_bytes(b.try_into().ok()?)),
+            _ => u64::from_ne_bytes(b.try_into().ok()?),
+        })
+    };
+    let pairs: Vec<(u64, u64)> = bytes
+        .chunks_exact(2 * word)
+        .map_while(|kv| Some((get(kv.get(..word)?)?, get(kv.get(word..)?)?)))
+        .take_while(|(k, _)| *k != 0)
+        .collect();
+    vdso_address(&pairs)
+}
+
+/// Unwinds the threads of one process against its images. Reusable for every thread of the
+/// process (and every sample): the CFI and symbol tables of an image are read once, on first
+/// use.
+#[derive(Debug)]
+pub struct Unwinder<'a> {
+    images: &'a ProcessImages,
+    options: UnwindOptions,
+    info: Vec<OnceLock<ImageInfo>>,
+    vdso: Option<MemoryImage>,
+}
+
+/// A caller found by one method: its registers, how it was found, and whether its pc is exact
+/// (interrupted by a signal) rather than a return address.
+type Caller = (Registers, FrameTrust, bool);
+
+impl<'a> Unwinder<'a> {
+    /// An unwinder over `images` with default limits.
+    pub fn new(images: &'a ProcessImages) -> Self {
+        Unwinder::with_options(images, UnwindOptions::default())
+    }
+
+    /// An unwinder over `images` with `options`.
+    pub fn with_options(images: &'a ProcessImages, options: UnwindOptions) -> Self {
+        Unwinder {
+            images,
+            options,
+            info: images.images().iter().map(|_| OnceLock::new()).collect(),
+            vdso: None,
+        }
+    }
+
+    /// Adds the vDSO, read from `memory` at `address` (the auxiliary vector's
+    /// [`AT_SYSINFO_EHDR`]): the kernel's signal trampolines and i386's `__kernel_vsyscall`,
+    /// through which every i386 system call goes, live there and have CFI. A vDSO that cannot
+    /// be read or parsed is left out (its frames fall back to the frame pointer or a scan);
+    /// the reason is returned.
+    pub fn add_vdso(&mut self, memory: &dyn Memory, address: u64) -> Result<(), String> {
+        let mut bytes = vec![0u8; MAX_VDSO];
+        let mut got = 0;
+        while let Some(rest) = bytes.get_mut(got..).filter(|r| !r.is_empty()) {
+            match memory.read_partial(address.wrapping_add(got as u64), rest) {
+                Ok(n) if n > 0 => got += n,
+                _ => break,
+            }
+        }
+        bytes.truncate(got);
+        let data: Arc<[u8]> = Arc::from(bytes);
+        let elf = ElfFile::parse(std::path::Path::new("[vdso]"), Arc::clone(&data))
+            .map_err(|e| e.to_string())?;
+        let bias = elf
+            .bias_for_mapping(address, 0)
+            .ok_or_else(|| "the vDSO has no loadable segment at offset 0".to_string())?;
+        let info = ImageInfo {
+            cfi: ImageCfi::load(Some(&data), None),
+            functions: FunctionIndex::build([&elf]),
+        };
+        self.vdso = Some(MemoryImage {
+            name: "[vdso]".to_string(),
+            bias,
+            elf,
+            info,
+        });
+        Ok(())
+    }
+
+    /// The module mapping run-time address `pc`, its load bias and what is known of it.
+    fn module_for(&self, pc: u64) -> Option<(Module<'_>, u64, &ImageInfo)> {
+        let covers = |elf: &ElfFile, bias: u64| {
+            let link = pc.wrapping_sub(bias);
+            elf.segments()
+                .iter()
+                .any(|s| link >= s.vaddr && link - s.vaddr < s.mem_size)
+        };
+        if let Some(v) = &self.vdso
+            && covers(&v.elf, v.bias)
+        {
+            return Some((Module::Memory(v), v.bias, &v.info));
+        }
+        let (i, image) = self.image_for(pc)?;
+        let info = self.info(i, image)?;
+        Some((Module::File(image), image.bias(), info))
+    }
+
+    /// The image mapping run-time address `pc`, with its index.
+    fn image_for(&self, pc: u64) -> Option<(usize, &'a Arc<Image>)> {
+        self.images.images().iter().enumerate().find(|(_, img)| {
+            let link = pc.wrapping_sub(img.bias());
+            img.elf()
+                .segments()
+                .iter()
+                .any(|s| link >= s.vaddr && link - s.vaddr < s.mem_size)
+        })
+    }
+
+    fn info(&self, index: usize, image: &Image) -> Option<&ImageInfo> {
+        let slot = self.info.get(index)?;
+        Some(slot.get_or_init(|| {
+            let data = image.elf().data().ok();
+            let cfi = ImageCfi::load(data.map(|d| &d[..]), image.debug_elf().cloned());
+            let files = std::iter::once(&**image.elf()).chain(image.debug_elf().map(|d| &**d));
+            ImageInfo {
+                cfi,
+                functions: FunctionIndex::build(files),
+            }
+        }))
+    }
+
+    /// Whether `ra` (a return address) points into code of a known image: covered by its CFI
+    /// or inside one of its functions.
+    fn is_code(&self, ra: u64) -> bool {
+        let at = ra.wrapping_sub(1);
+        let Some((_, bias, info)) = self.module_for(at) else {
+            return false;
+        };
+        let link = at.wrapping_sub(bias);
+        info.functions.lookup(link).is_some() || info.cfi.covers(link)
+    }
+
+    /// The stacks of every thread of a [`ProcessSnapshot`] (unwound offline, from its copied
+    /// stacks), in its order: a thread whose registers could not be read keeps that reason.
+    pub fn unwind_snapshot(
+        &self,
+        snapshot: &ProcessSnapshot,
+    ) -> Vec<(u32, std::result::Result<Stack, String>)> {
+        snapshot
+            .threads
+            .iter()
+            .map(|t| {
+                let stack = t
+                    .registers
+                    .as_ref()
+                    .map(|r| self.unwind(&snapshot.stacks, r))
+                    .map_err(Clone::clone);
+                (t.tid, stack)
+            })
+            .collect()
+    }
+
+    /// The stack of the thread whose registers are `regs`, reading its stack from `memory`.
+    pub fn unwind(&self, memory: &dyn Memory, regs: &Registers) -> Stack {
+        let mut frames = Vec::new();
+        let mut regs = *regs;
+        let mut trust = FrameTrust::Context;
+        let mut exact_pc = true;
+        let mut ctx = Context::new();
+        let end = loop {
+            if frames.len() >= self.options.max_frames {
+                break EndReason::MaxFrames;
+            }
+            let (Some(pc), Some(sp)) = (regs.pc(), regs.sp()) else {
+                break EndReason::MissingRegisters;
+            };
+            let lookup = if exact_pc { pc } else { pc.wrapping_sub(1) };
+            let mut frame = Frame {
+                pc,
+                sp,
+                cfa: None,
+                trust,
+                module: None,
+                module_offset: None,
+                function: None,
+                function_offset: None,
+                signal_frame: false,
+            };
+            let mut caller: Option<Caller> = None;
+            let mut failure = String::from("the pc is in no known image");
+            let mut unreadable = false;
+            if let Some((module, bias, info)) = self.module_for(lookup) {
+                let link = lookup.wrapping_sub(bias);
+                frame.module = Some(match module {
+                    Module::File(image) => image.path().display().to_string(),
+                    Module::Memory(m) => m.name.clone(),
+                });
+                frame.module_offset = Some(pc.wrapping_sub(bias));
+                if let Some((name, offset)) = info.functions.lookup(link) {
+                    frame.function = Some(name.to_string());
+                    frame.function_offset = Some(offset + (pc - lookup));
+                } else if let Some((name, 0)) = info.functions.lookup(pc.wrapping_sub(bias)) {
+                    // A "return address" at the very start of a function: a signal trampoline,
+                    // which a handler returns into at its first byte (the byte before, in its
+                    // FDE but not its symbol, has no name).
+                    frame.function = Some(name.to_string());
+                    frame.function_offset = Some(0);
+                }
+                let step = if self.options.cfi {
+                    info.cfi.step(&mut ctx, memory, &regs, link)
+                } else {
+                    Step::NoInfo
+                };
+                match step {
+                    Step::Caller {
+                        regs: c,
+                        cfa,
+                        signal_frame,
+                    } => {
+                        frame.cfa = Some(cfa);
+                        frame.signal_frame = signal_frame;
+                        if c.pc().is_none() {
+                            frames.push(frame);
+                            break EndReason::Outermost;
+                        }
+                        caller = Some((c, FrameTrust::Cfi, signal_frame));
+                    }
+                    Step::Failed(e) => failure = e,
+                    Step::Unreadable(e) => {
+                        failure = e;
+                        unreadable = true;
+                    }
+                    Step::NoInfo => failure = "no CFI covers the pc".to_string(),
+                }
+            }
+            let is_restorer = regs.arch == super::Arch::X86_64
+                && frame.function.as_deref() == Some("__restore_rt");
+            if caller.is_none() && is_restorer {
+                frame.signal_frame = true;
+                caller = signal_context(memory, &regs);
+            }
+            frames.push(frame);
+            let caller = caller
+                .or_else(|| self.frame_pointer(memory, &regs))
+                .or_else(|| self.scan(memory, &regs));
+            let Some((next, next_trust, next_exact)) = caller else {
+                let mut word = [0u8; 1];
+                break match memory.read_exact(sp, &mut word) {
+                    Err(e) => EndReason::Unreadable {
+                        reason: format!("{failure}; the stack pointer {sp:#x}: {e}"),
+                    },
+                    Ok(()) if unreadable => EndReason::Unreadable {
+                        reason: format!(
+                            "{failure}; no frame pointer chain; nothing found by the scan"
+                        ),
+                    },
+                    Ok(()) => EndReason::NoCaller {
+                        reason: format!(
+                            "{failure}; no frame pointer chain; nothing found by the scan"
+                        ),
+                    },
+                };
+            };
+            match (next.pc(), next.sp()) {
+                (Some(0), _) => break EndReason::Outermost,
+                (_, Some(next_sp)) if next_sp <= sp => {
+                    break EndReason::NoProgress { sp, next_sp };
+                }
+                (_, None) | (None, _) => break EndReason::MissingRegisters,
+                _ => {}
+            }
+            regs = next;
+            trust = next_trust;
+            exact_pc = next_exact;
+        };
+        Stack { frames, end }
+    }
+
+    fn read_word(&self, memory: &dyn Memory, address: u64, word: u64) -> Option<u64> {
+        read_word(memory, address, word)
+    }
+
+    /// The caller by the frame-pointer chain: saved fp at `[fp]`, return address above it.
+    fn frame_pointer(&self, memory: &dyn Memory, regs: &Registers) -> Option<Caller> {
+        let arch = regs.arch;
+        let word = arch.word_size();
+        let (fp, sp) = (regs.fp()?, regs.sp()?);
+        if fp < sp || fp % word != 0 {
+            return None;
+        }
+        let saved_fp = self.read_word(memory, fp, word)?;
+        let ra = self.read_word(memory, fp.checked_add(word)?, word)?;
+        if !self.is_code(ra) {
+            return None;
+        }
+        let mut caller = *regs;
+        caller.set(arch.pc_reg(), ra);
+        caller.set(arch.sp_reg(), fp.checked_add(2 * word)?);
+        caller.set(arch.fp_reg(), saved_fp);
+        Some((caller, FrameTrust::FramePointer, false))
+    }
+
+    /// The caller by scanning the stack for a return address into code, bounded.
+    fn scan(&self, memory: &dyn Memory, regs: &Registers) -> Option<Caller> {
+        if !self.options.scan || self.options.max_scan_words == 0 {
+            return None;
+        }
+        let arch = regs.arch;
+        let word = arch.word_size();
+        let sp = regs.sp()?;
+        let mut buf = vec![0u8; self.options.max_scan_words.saturating_mul(word as usize)];
+        let got = memory.read_partial(sp, &mut buf).ok()?;
+        let little = memory.data_model().byte_order() == mpir_types::ByteOrder::Little;
+        for (i, chunk) in buf.get(..got)?.chunks_exact(word as usize).enumerate() {
+            let mut w = [0u8; 8];
+            let value = if little {
+                w.get_mut(..chunk.len())?.copy_from_slice(chunk);
+                u64::from_le_bytes(w)
+            } else {
+                w.get_mut(8 - chunk.len()..)?.copy_from_slice(chunk);
+                u64::from_be_bytes(w)
+            };
+            if value > 0x1000 && self.is_code(value) {
+                let mut caller = *regs;
+                caller.set(arch.pc_reg(), value);
+                caller.set(arch.sp_reg(), sp + (i as u64 + 1) * word);
+                return Some((caller, FrameTrust::Scan, false));
+            }
+        }
+        None
+    }
+}
+
+fn read_word(memory: &dyn Memory, address: u64, word: u64) -> Option<u64> {
+    let mut buf = [0u8; 8];
+    memory
+        .read_exact(address, buf.get_mut(..word as usize)?)
+        .ok()?;
+    Some(match memory.data_model().byte_order() {
+        mpir_types::ByteOrder::Little => u64::from_le_bytes(buf),
+        mpir_types::ByteOrder::Big => u64::from_be_bytes(buf) >> (64 - 8 * word),
+    })
+}
+
+/// The interrupted registers, from the `ucontext` at the stack pointer of x86_64's
+/// `__restore_rt` (the handler's `ret` popped the frame's return address, leaving the stack
+/// pointer at `uc`): `uc_flags`, `uc_link` and the 24-byte `uc_stack` precede
+/// `uc_mcontext.gregs`, whose order is r8–r15, rdi, rsi, rbp, rbx, rdx, rax, rcx, rsp, rip.
+fn signal_context(memory: &dyn Memory, regs: &Registers) -> Option<Caller> {
+    const GREGS: u64 = 40;
+    // (index in gregs, DWARF number)
+    const MAP: [(u64, u16); 17] = [
+        (0, 8),
+        (1, 9),
+        (2, 10),
+        (3, 11),
+        (4, 12),
+        (5, 13),
+        (6, 14),
+        (7, 15),
+        (8, 5),
+        (9, 4),
+        (10, 6),
+        (11, 3),
+        (12, 1),
+        (13, 0),
+        (14, 2),
+        (15, 7),
+        (16, 16),
+    ];
+    let sp = regs.sp()?;
+    let mut caller = Registers::empty(regs.arch);
+    for (i, dwarf) in MAP {
+        let at = sp.checked_add(GREGS + 8 * i)?;
+        caller.set(dwarf, read_word(memory, at, 8)?);
+    }
+    Some((caller, FrameTrust::SignalContext, true))
+}

@@ -1,0 +1,705 @@
+//! The unwinder on real processes, gdb as the oracle: a C fixture with a known call chain
+//! (-O0 with frame pointers, -O2 without), a deep recursion, a signal handler frame, and a
+//! second thread blocked in `read`; live through the tracer, and on a gcore core of the same
+//! process.
+
+#![cfg(all(target_os = "linux", target_arch = "x86_64"))]
+
+mod support;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use mpir_target::corefile::CoreTarget;
+use mpir_target::debuginfo::DebugOptions;
+use mpir_target::live::LiveTarget;
+use mpir_target::live::tracer::Tracer;
+use mpir_target::unwind::{
+    EndReason, SnapshotOptions, Stack, Unwinder, live_vdso_address, snapshot_live, vdso_address,
+};
+use mpir_target::{Memory, SymbolLookup};
+use mpir_types::DataModel;
+use support::*;
+
+const SOURCE: &str = "unwind_chain.c";
+
+fn build(dir: &Path, flags: &[&str]) -> Option<PathBuf> {
+    let src = fixtures().join(SOURCE);
+    let mut args = vec!["-g", "-pthread"];
+    args.extend_from_slice(flags);
+    args.push(src.to_str()?);
+    cc(&dir.join("unwind_chain"), &args)
+        .map_err(|e| skip(&e))
+        .ok()
+}
+
+/// Every thread of `pid` is asleep (blocked in a system call).
+fn all_asleep(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    let states: Vec<char> = tasks
+        .filter_map(|e| {
+            let stat = std::fs::read_to_string(e.ok()?.path().join("stat")).ok()?;
+            stat.rsplit_once(") ")?.1.chars().next()
+        })
+        .collect();
+    states.len() == 2 && states.iter().all(|&s| s == 'S')
+}
+
+/// One frame as gdb prints it.
+#[derive(Debug)]
+struct GdbFrame {
+    name: String,
+    in_fixture: bool,
+    /// The pc gdb prints for a physical frame (not for inline ones, nor for a frame 0 at the
+    /// start of a line).
+    pc: Option<u64>,
+}
+
+/// gdb's `thread apply all bt`, by thread id.
+fn gdb_stacks(pid: u32) -> HashMap<u32, Vec<GdbFrame>> {
+    let out = run(Command::new("timeout")
+        .args(["120", "gdb", "-nx", "-batch", "-p"])
+        .arg(pid.to_string())
+        .args(["-ex", "set pagination off", "-ex", "thread apply all bt"]))
+    .unwrap_or_else(|e| panic!("gdb: {e}"));
+    let mut stacks: HashMap<u32, Vec<GdbFrame>> = HashMap::new();
+    let mut current = None;
+    for line in out.lines() {
+        if let Some(rest) = line.strip_prefix("Thread ") {
+            current = rest
+                .split_once("(LWP ")
+                .and_then(|(_, r)| r.split_once(')'))
+                .and_then(|(n, _)| n.parse::<u32>().ok());
+            continue;
+        }
+        let (Some(tid), Some(frame)) = (current, line.strip_prefix('#')) else {
+            continue;
+        };
+        let Some((_, frame)) = frame.split_once(' ') else {
+            continue;
+        };
+        let frame = frame.trim_start();
+        let (pc, frame) = match frame.split_once(" in ") {
+            Some((addr, rest)) if addr.starts_with("0x") => (
+                u64::from_str_radix(addr.trim_start_matches("0x"), 16).ok(),
+                rest,
+            ),
+            _ => (None, frame),
+        };
+        let name = frame.split(" (").next().unwrap_or_default().to_string();
+        let in_fixture = frame.contains(&format!("{SOURCE}:"));
+        stacks.entry(tid).or_default().push(GdbFrame {
+            name,
+            in_fixture,
+            pc,
+        });
+    }
+    stacks
+}
+
+/// Our function names up to `main` (gdb stops there), and the index of the signal frame.
+fn ours_to_main(stack: &Stack) -> Vec<String> {
+    let mut names = Vec::new();
+    for f in &stack.frames {
+        let name = if f.signal_frame {
+            "<signal handler called>".to_string()
+        } else {
+            f.function.clone().unwrap_or_else(|| "??".to_string())
+        };
+        let is_main = name == "main";
+        names.push(name);
+        if is_main {
+            break;
+        }
+    }
+    names
+}
+
+/// Our frames against gdb's: the fixture's own functions (and the signal frame) appear in the
+/// same order, and each of gdb's physical frames has one of ours.
+fn compare<T: Memory + SymbolLookup>(
+    what: &str,
+    ours: &Stack,
+    gdb: &[GdbFrame],
+    exe: &Path,
+    target: &T,
+) {
+    let exe = exe.display().to_string();
+    let names = ours_to_main(ours);
+    eprintln!(
+        "{what}: {} frames ({}): {names:?}",
+        ours.frames.len(),
+        ours.end
+    );
+    let our_fixture: Vec<&str> = ours
+        .frames
+        .iter()
+        .take(names.len())
+        .filter(|f| {
+            f.signal_frame || (f.module.as_deref() == Some(exe.as_str()) && f.function.is_some())
+        })
+        .map(|f| {
+            if f.signal_frame {
+                "<signal handler called>"
+            } else {
+                f.function.as_deref().unwrap_or("??")
+            }
+        })
+        .collect();
+    let gdb_fixture: Vec<&str> = gdb
+        .iter()
+        .filter(|f| f.in_fixture || f.name == "<signal handler called>")
+        .map(|f| f.name.as_str())
+        .collect();
+    assert_eq!(
+        our_fixture,
+        gdb_fixture,
+        "{what}: fixture frames differ\nours: {names:?}\n({} {})\ngdb: {gdb:?}",
+        ours.frames.len(),
+        ours.end
+    );
+    // Every named frame of ours (up to main) is one of gdb's, in gdb's order: gdb names a
+    // function by its DWARF name where it has one (`clone3`), we by the ELF symbol
+    // (`__GI___clone3`), so both are compared without the `__GI_` and underscore prefixes;
+    // and glibc's versioned entry points have DWARF names with `_impl` (gdb's
+    // `__libc_start_main_impl` is the symbol `__libc_start_main`).
+    let norm = |n: &str| {
+        let n = n.trim_start_matches('_');
+        n.strip_prefix("GI_")
+            .unwrap_or(n)
+            .trim_start_matches('_')
+            .to_string()
+    };
+    // Without debug information both name a function by an ELF symbol, and one address may
+    // have several (`raise` and `gsignal`): gdb's name is then an alias of ours when it names
+    // the same address in the target.
+    let alias = |gdb_name: &str, frame: &mpir_target::unwind::Frame| {
+        let start = frame.pc - frame.function_offset.unwrap_or(0);
+        matches!(target.symbol(gdb_name), Ok(Some(s)) if s.address == start)
+    };
+    let mut gdb_frames = gdb.iter();
+    for (name, frame) in names.iter().zip(&ours.frames).filter(|(n, _)| *n != "??") {
+        let want = norm(name);
+        assert!(
+            gdb_frames.any(|g| {
+                let g_norm = norm(&g.name);
+                g_norm == want
+                    || g_norm.strip_prefix(want.as_str()) == Some("_impl")
+                    || alias(&g.name, frame)
+            }),
+            "{what}: our {name} is not in gdb's stack (in order)\nours: {names:?}\ngdb: {gdb:?}"
+        );
+    }
+    // Every pc gdb prints is one of our frames', in the same order.
+    let mut our_pcs = ours.frames.iter().map(|f| f.pc);
+    // Except the tail-call frames gdb synthesises from DWARF call-site information: their
+    // "return address" follows a jump (`jmp rel32`, 0xe9), not a call, and no frame of the
+    // stack holds it.
+    let after_jump = |pc: u64| {
+        let mut insn = [0u8; 1];
+        target.read_exact(pc.wrapping_sub(5), &mut insn).is_ok() && insn[0] == 0xe9
+    };
+    for g in gdb
+        .iter()
+        .filter(|g| g.pc.is_some_and(|pc| !after_jump(pc)))
+    {
+        assert!(
+            our_pcs.any(|pc| Some(pc) == g.pc),
+            "{what}: gdb's frame {g:?} is not ours (in order)\nours: {:x?}\ngdb: {gdb:?}",
+            ours.frames
+                .iter()
+                .map(|f| (
+                    f.pc,
+                    f.sp,
+                    f.cfa,
+                    f.trust,
+                    f.module_offset,
+                    f.function.as_deref()
+                ))
+                .collect::<Vec<_>>()
+        );
+    }
+    // gdb shows inline frames as frames of their own; we show physical frames only, so we
+    // have at most as many up to main.
+    assert!(names.len() <= gdb.len() + 1, "{what}: {names:?} vs {gdb:?}");
+    // The walk went past main to the outermost frame (_start / clone3 say "no caller").
+    assert_eq!(ours.end, EndReason::Outermost, "{what}: {names:?}");
+}
+
+fn check_fixture(variant: &str, flags: &[&str], args: &[&str], expect: &[&str]) {
+    check_build(variant, flags, false, args, expect);
+}
+
+fn check_build(variant: &str, flags: &[&str], strip: bool, args: &[&str], expect: &[&str]) {
+    if !have("gdb") || !have("gcore") {
+        return skip("gdb and gcore are needed as the oracle");
+    }
+    let dir = scratch(&format!("unwind-{variant}"));
+    let Some(exe) = build(&dir, flags) else {
+        return;
+    };
+    if strip {
+        run(Command::new("strip").arg("--strip-all").arg(&exe)).unwrap();
+    }
+    if variant.ends_with("split") {
+        // The debug information (and .debug_frame, and the full symbol table) moves to a
+        // separate file next to the executable, found through .gnu_debuglink.
+        let debug = exe.with_extension("debug");
+        run(Command::new("objcopy")
+            .arg("--only-keep-debug")
+            .arg(&exe)
+            .arg(&debug))
+        .unwrap();
+        run(Command::new("strip").arg("--strip-all").arg(&exe)).unwrap();
+        run(Command::new("objcopy")
+            .arg(format!("--add-gnu-debuglink={}", debug.display()))
+            .arg(&exe))
+        .unwrap();
+    }
+    let model = if flags.contains(&"-m32") {
+        DataModel::ILP32
+    } else {
+        DataModel::LP64
+    };
+    let mut child = Spawned::new(Command::new(&exe).args(args));
+    assert_eq!(child.line(), "ready");
+    let pid = child.pid();
+    assert!(
+        wait_for(20, || all_asleep(pid)),
+        "{variant}: the fixture's threads never blocked"
+    );
+    let gdb = gdb_stacks(pid);
+    assert_eq!(gdb.len(), 2, "{variant}: gdb saw {gdb:?}");
+
+    // Live: stopped by the tracer, unwound, released.
+    let tracer = Tracer::new().unwrap();
+    let tids = tracer.attach(pid).unwrap();
+    let target = LiveTarget::open(pid, DebugOptions::default()).unwrap();
+    let mut unwinder = Unwinder::new(target.images());
+    let word = if model == DataModel::ILP32 { 4 } else { 8 };
+    let vdso = live_vdso_address(pid, word).expect("the process has a vDSO");
+    unwinder.add_vdso(target.memory(), vdso).unwrap();
+    let mut live = HashMap::new();
+    for &tid in &tids {
+        let regs = tracer.registers(pid, tid).unwrap();
+        live.insert(tid, unwinder.unwind(target.memory(), &regs));
+    }
+    tracer.detach(pid).unwrap();
+    drop(tracer);
+
+    // The fast path: stop, copy registers and stacks, release, unwind the copy offline.
+    let tracer = Tracer::new().unwrap();
+    let snap = snapshot_live(&tracer, pid, model, &SnapshotOptions::default()).unwrap();
+    drop(tracer);
+    eprintln!(
+        "{variant}: stopped for {:?} to copy {} stack bytes of {} threads",
+        snap.stopped_for,
+        snap.stacks.len(),
+        snap.threads.len()
+    );
+    assert!(snap.stopped_for < std::time::Duration::from_secs(5));
+    // A process-wide limit smaller than one stack: the copy is cut, the walk partial.
+    let tracer = Tracer::new().unwrap();
+    let small = SnapshotOptions::default().with_max_total_bytes(192);
+    let cut = snapshot_live(&tracer, pid, model, &small).unwrap();
+    drop(tracer);
+    assert!(cut.stacks.len() <= 192);
+    for (_, stack) in unwinder.unwind_snapshot(&cut) {
+        let stack = stack.unwrap();
+        assert!(!stack.frames.is_empty());
+        assert_ne!(stack.end, EndReason::Outermost, "{stack:?}");
+    }
+    assert_eq!(snap.threads.len(), 2);
+    let started = std::time::Instant::now();
+    let offline_stacks = unwinder.unwind_snapshot(&snap);
+    let frames: usize = offline_stacks
+        .iter()
+        .map(|(_, s)| s.as_ref().map_or(0, |s| s.frames.len()))
+        .sum();
+    eprintln!(
+        "{variant}: {frames} frames unwound offline in {:?} (CFI and symbols already loaded)",
+        started.elapsed()
+    );
+    for (tid, offline) in &offline_stacks {
+        let offline = offline.as_ref().unwrap();
+        let direct = &live[tid];
+        assert_eq!(
+            offline.function_names(),
+            direct.function_names(),
+            "{variant}: offline vs direct, thread {tid}"
+        );
+        assert_eq!(offline.end, EndReason::Outermost);
+    }
+    for (tid, stack) in &live {
+        let frames = gdb
+            .get(tid)
+            .unwrap_or_else(|| panic!("gdb has no thread {tid}"));
+        compare(
+            &format!("{variant} live thread {tid}"),
+            stack,
+            frames,
+            &exe,
+            &target,
+        );
+    }
+    let main = live.get(&pid).unwrap();
+    let main_names = ours_to_main(main);
+    let fixture_names: Vec<&str> = main_names
+        .iter()
+        .map(String::as_str)
+        .filter(|n| expect.contains(n))
+        .collect();
+    assert!(
+        fixture_names.ends_with(expect),
+        "{variant}: {main_names:?} does not end with {expect:?}"
+    );
+    if variant.starts_with("debug-frame") {
+        // b, a and main are found through the .debug_frame CFI of c, b and a (no .eh_frame
+        // covers them): by CFI, not by a fallback.
+        for f in main.frames.iter().skip(1).take(main_names.len() - 1) {
+            assert_eq!(
+                f.trust,
+                mpir_target::unwind::FrameTrust::Cfi,
+                "{variant}: {f:?}"
+            );
+        }
+    }
+    // The signal trampoline is recognised (CFI "S") and named by its own image's symbols.
+    let trampolines: Vec<_> = main.frames.iter().filter(|f| f.signal_frame).collect();
+    if args.contains(&"signal") {
+        assert_eq!(trampolines.len(), 1, "{variant}: {main:?}");
+        let name = trampolines[0].function.as_deref().unwrap_or_default();
+        if model == DataModel::LP64 {
+            assert_eq!(name, "__restore_rt", "{variant}");
+        } else {
+            assert!(name.contains("sigreturn"), "{variant}: {name}");
+            assert_eq!(trampolines[0].module.as_deref(), Some("[vdso]"));
+        }
+    } else {
+        assert!(trampolines.is_empty(), "{variant}: {main:?}");
+    }
+    if strip {
+        let exe_name = exe.display().to_string();
+        let in_exe: Vec<_> = main
+            .frames
+            .iter()
+            .filter(|f| f.module.as_deref() == Some(exe_name.as_str()))
+            .collect();
+        // c, b, a, main and _start.
+        assert!(in_exe.len() >= 5, "{variant}: {main:?}");
+        for f in in_exe {
+            assert_eq!(f.function, None, "{variant}: {f:?}");
+            assert!(
+                f.module_offset.is_some_and(|o| o < 0x10_0000),
+                "{variant}: {f:?}"
+            );
+        }
+    }
+
+    // The same process as a gcore core, through CoreTarget.
+    let prefix = dir.join("core");
+    run(Command::new("timeout")
+        .args(["120", "gcore", "-o"])
+        .arg(&prefix)
+        .arg(pid.to_string()))
+    .unwrap();
+    let core = CoreTarget::open(
+        &PathBuf::from(format!("{}.{pid}", prefix.display())),
+        DebugOptions::default(),
+    )
+    .unwrap();
+    let mut unwinder = Unwinder::new(core.images());
+    let vdso = vdso_address(core.core().auxv()).expect("the core has AT_SYSINFO_EHDR");
+    unwinder.add_vdso(core.memory(), vdso).unwrap();
+    assert_eq!(core.core().threads().len(), 2);
+    for t in core.core().threads() {
+        let regs = t.registers.expect("x86_64 core threads have registers");
+        let stack = unwinder.unwind(core.memory(), &regs);
+        let frames = gdb
+            .get(&t.tid)
+            .unwrap_or_else(|| panic!("gdb has no thread {}", t.tid));
+        compare(
+            &format!("{variant} core thread {}", t.tid),
+            &stack,
+            frames,
+            &exe,
+            &core,
+        );
+        let live_names: Vec<_> = live[&t.tid].function_names();
+        assert_eq!(
+            stack.function_names(),
+            live_names,
+            "{variant}: core vs live"
+        );
+    }
+    drop(child);
+}
+
+#[test]
+fn chain_o0_with_frame_pointers_matches_gdb() {
+    check_fixture("o0", &["-O0"], &["chain"], &["c", "b", "a", "main"]);
+}
+
+#[test]
+fn chain_o2_without_frame_pointers_matches_gdb() {
+    check_fixture(
+        "o2",
+        &["-O2", "-fomit-frame-pointer"],
+        &["chain"],
+        &["c", "b", "a", "main"],
+    );
+}
+
+#[test]
+fn signal_handler_frame_matches_gdb() {
+    check_fixture(
+        "signal",
+        &["-O2", "-fomit-frame-pointer"],
+        &["signal"],
+        &["in_handler", "on_signal", "c", "b", "a", "main"],
+    );
+}
+
+#[test]
+fn deep_recursion_matches_gdb() {
+    let mut expect = vec!["recurse"; 1000];
+    expect.extend(["a", "main"]);
+    check_fixture("deep", &["-O0"], &["deep", "1000"], &expect);
+}
+
+#[test]
+fn a_stripped_executable_gives_module_offsets_not_another_modules_names() {
+    // gdb prints "?? ()" with the pc for the executable's frames; ours have the same pcs, the
+    // executable as module, and no name (never a nearest symbol of libc).
+    check_build(
+        "stripped",
+        &["-O2", "-fomit-frame-pointer"],
+        true,
+        &["chain"],
+        &[],
+    );
+}
+
+#[test]
+fn i386_process_matches_gdb() {
+    // A 32-bit build needs the compiler's multilib support, which is optional here (the CI
+    // image may lack gcc-multilib): without it this test says so and checks nothing.
+    let dir = scratch("unwind-m32-probe");
+    let probe = dir.join("probe.c");
+    std::fs::write(&probe, "int main(void) { return 0; }\n").unwrap();
+    if cc(&dir.join("probe"), &["-m32", probe.to_str().unwrap()]).is_err() {
+        eprintln!("NOT RUN: the C compiler cannot build 32-bit programs (no multilib)");
+        return;
+    }
+    check_fixture(
+        "i386",
+        &["-m32", "-O2", "-fomit-frame-pointer"],
+        &["signal"],
+        &["in_handler", "on_signal", "c", "b", "a", "main"],
+    );
+}
+
+#[test]
+fn without_cfi_the_fallbacks_find_the_fixture_and_cross_the_signal_frame() {
+    // -O0 keeps frame pointers in the fixture; libc has none, so a frame or two may be
+    // skipped, but every frame found must be one of gdb's, in gdb's order, and x86_64's
+    // __restore_rt is crossed through its saved ucontext.
+    if !have("gdb") {
+        return skip("gdb is needed as the oracle");
+    }
+    let dir = scratch("unwind-nocfi");
+    let Some(exe) = build(&dir, &["-O0"]) else {
+        return;
+    };
+    let mut child = Spawned::new(Command::new(&exe).arg("signal"));
+    assert_eq!(child.line(), "ready");
+    let pid = child.pid();
+    assert!(
+        wait_for(20, || all_asleep(pid)),
+        "the fixture never blocked"
+    );
+    let gdb = gdb_stacks(pid);
+    let tracer = Tracer::new().unwrap();
+    tracer.attach(pid).unwrap();
+    let target = LiveTarget::open(pid, DebugOptions::default()).unwrap();
+    let options = mpir_target::unwind::UnwindOptions::default().with_cfi(false);
+    let unwinder = Unwinder::with_options(target.images(), options);
+    let regs = tracer.registers(pid, pid).unwrap();
+    let stack = unwinder.unwind(target.memory(), &regs);
+    tracer.detach(pid).unwrap();
+    let names = ours_to_main(&stack);
+    eprintln!(
+        "{:x?}",
+        stack
+            .frames
+            .iter()
+            .map(|f| (f.pc, f.trust, f.function.as_deref()))
+            .collect::<Vec<_>>()
+    );
+    let ours: Vec<&str> = names
+        .iter()
+        .map(String::as_str)
+        .filter(|n| {
+            [
+                "in_handler",
+                "on_signal",
+                "<signal handler called>",
+                "c",
+                "b",
+                "a",
+                "main",
+            ]
+            .contains(n)
+        })
+        .collect();
+    assert_eq!(
+        ours,
+        [
+            "in_handler",
+            "on_signal",
+            "<signal handler called>",
+            "c",
+            "b",
+            "a",
+            "main"
+        ]
+        .iter()
+        .filter(|n| names.iter().any(|m| m == *n))
+        .copied()
+        .collect::<Vec<_>>()
+    );
+    for must in ["on_signal", "<signal handler called>", "b", "a", "main"] {
+        assert!(names.iter().any(|n| n == must), "{must} missing: {names:?}");
+    }
+    let restorer = stack.frames.iter().position(|f| f.signal_frame).unwrap();
+    assert_eq!(
+        stack.frames[restorer].function.as_deref(),
+        Some("__restore_rt")
+    );
+    assert_eq!(
+        stack.frames[restorer + 1].trust,
+        mpir_target::unwind::FrameTrust::SignalContext
+    );
+    // The interrupted frame is gdb's frame after "<signal handler called>" (gdb prints no pc
+    // for it: it is at the start of a line).
+    let main_gdb = &gdb[&pid];
+    let after = main_gdb
+        .iter()
+        .position(|g| g.name == "<signal handler called>")
+        .unwrap();
+    assert_eq!(
+        stack.frames[restorer + 1].function.as_deref(),
+        Some(main_gdb[after + 1].name.as_str())
+    );
+    // No invented frames: every other pc of ours (not the trampoline's, which gdb does not
+    // print) is one of gdb's.
+    let gdb_pcs: Vec<u64> = main_gdb.iter().filter_map(|g| g.pc).collect();
+    for f in stack.frames.iter().take(names.len()) {
+        use mpir_target::unwind::FrameTrust;
+        if !f.signal_frame && !matches!(f.trust, FrameTrust::Context | FrameTrust::SignalContext) {
+            assert!(
+                gdb_pcs.contains(&f.pc),
+                "{f:?} is not one of gdb's frames: {gdb:?}"
+            );
+        }
+    }
+    drop(child);
+}
+
+#[test]
+fn a_core_truncated_inside_the_stack_gives_a_partial_stack_with_the_reason() {
+    if !have("gcore") {
+        return skip("gcore (gdb) is not installed");
+    }
+    let dir = scratch("unwind-truncated");
+    let Some(exe) = build(&dir, &["-O0"]) else {
+        return;
+    };
+    let mut child = Spawned::new(Command::new(&exe).args(["deep", "200"]));
+    assert_eq!(child.line(), "ready");
+    let pid = child.pid();
+    assert!(
+        wait_for(20, || all_asleep(pid)),
+        "the fixture never blocked"
+    );
+    let prefix = dir.join("core");
+    run(Command::new("timeout")
+        .args(["120", "gcore", "-o"])
+        .arg(&prefix)
+        .arg(pid.to_string()))
+    .unwrap();
+    drop(child);
+    let path = PathBuf::from(format!("{}.{pid}", prefix.display()));
+    let whole = CoreTarget::open(&path, DebugOptions::default()).unwrap();
+    let thread = whole.core().threads()[0];
+    let regs = thread.registers.unwrap();
+    let sp = regs.sp().unwrap();
+    let full = Unwinder::new(whole.images()).unwind(whole.memory(), &regs);
+    assert_eq!(full.end, EndReason::Outermost);
+    assert!(full.frames.len() > 200, "{}", full.frames.len());
+    // Cut the file 4 KiB above the stack pointer: the rest of the stack (and everything
+    // after it in the core) is gone.
+    let seg = *whole
+        .core()
+        .segments()
+        .iter()
+        .find(|s| s.vaddr <= sp && sp < s.vaddr + s.mem_size && s.file_size > 0)
+        .expect("the stack is dumped");
+    let cut = seg.offset + (sp - seg.vaddr) + 4096;
+    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    file.set_len(cut).unwrap();
+    drop(file);
+    let cut_core = CoreTarget::open(&path, DebugOptions::default()).unwrap();
+    assert!(cut_core.core().truncation().is_some());
+    // gcore writes its notes (NT_FILE: the images) after the memory, so they are cut too; a
+    // kernel core, notes first, keeps them. The images of the whole core stand for those.
+    let partial = Unwinder::new(whole.images()).unwind(cut_core.memory(), &regs);
+    assert!(
+        partial.frames.len() > 3 && partial.frames.len() < full.frames.len(),
+        "{} frames of {}: {}",
+        partial.frames.len(),
+        full.frames.len(),
+        partial.end
+    );
+    // The frames found are the true ones.
+    for (p, f) in partial.frames.iter().zip(&full.frames) {
+        assert_eq!((p.pc, p.sp), (f.pc, f.sp));
+    }
+    assert!(
+        matches!(partial.end, EndReason::Unreadable { .. }),
+        "{}",
+        partial.end
+    );
+}
+
+/// Flags that leave the fixture's own functions without `.eh_frame`: their CFI is only in
+/// `.debug_frame` (crt's start-up code keeps its `.eh_frame`).
+const DEBUG_FRAME_ONLY: &[&str] = &[
+    "-O2",
+    "-fomit-frame-pointer",
+    "-fno-asynchronous-unwind-tables",
+    "-fno-unwind-tables",
+];
+
+#[test]
+fn debug_frame_only_matches_gdb() {
+    check_fixture(
+        "debug-frame",
+        DEBUG_FRAME_ONLY,
+        &["chain"],
+        &["c", "b", "a", "main"],
+    );
+}
+
+#[test]
+fn debug_frame_in_a_separate_debug_file_matches_gdb() {
+    check_fixture(
+        "debug-frame-split",
+        DEBUG_FRAME_ONLY,
+        &["chain"],
+        &["c", "b", "a", "main"],
+    );
+}
