@@ -447,6 +447,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "opens files: Miri's isolation has no file system (HARDENING.md, section Miri)"
+    )]
     fn this_binarys_own_cfi_covers_its_code() {
         let exe = std::fs::read("/proc/self/exe").unwrap();
         let cfi = ImageCfi::load(Some(&exe), None);
@@ -462,6 +466,10 @@ mod tests {
 
         /// Garbage CFI never panics: random sections, random addresses and registers.
         #[test]
+        #[cfg_attr(
+            miri,
+            ignore = "proptest's failure file needs the working directory, which Miri's isolation forbids"
+        )]
         fn garbage_cfi_never_panics(
             eh in proptest::collection::vec(any::<u8>(), 0..512),
             hdr in proptest::collection::vec(any::<u8>(), 0..64),
@@ -481,6 +489,10 @@ mod tests {
         /// This binary's real CFI with bytes overwritten: a corrupt FDE or CIE gives no
         /// caller or a failure, never a panic.
         #[test]
+        #[cfg_attr(
+            miri,
+            ignore = "proptest's failure file needs the working directory, which Miri's isolation forbids"
+        )]
         fn mutated_real_cfi_never_panics(
             edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..16),
             at in any::<prop::sample::Index>(),
