@@ -256,6 +256,13 @@ impl Session {
         &self.options
     }
 
+    /// The facts about this node the session decides locality by (the acquisition's: the
+    /// given ones, else this machine's, plus the aliases), e.g. to say which of an MPI2DD-only
+    /// job's processes are local.
+    pub fn node_facts(&self) -> mpir_types::node::ThisNode {
+        live::node_facts(self.options.acquire_options())
+    }
+
     /// The job, for a session from a starter (attached or launched), as acquired when the
     /// session was made: nodes, ranks, how each rank was handled. `None` for pids and cores
     /// (see [`starter_core`](Session::starter_core)).

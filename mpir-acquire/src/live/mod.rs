@@ -424,6 +424,20 @@ impl Driver {
     }
 }
 
+/// The facts about this node that acquisition with `options` decides locality by: the ones
+/// given ([`AcquireOptions::with_this_node`]), else this machine's (host names, `/etc/hosts`
+/// aliases, interface addresses), plus the aliases. A tool that classifies hosts itself (e.g.
+/// an MPI2DD-only job's processes) uses the same facts through this.
+pub fn node_facts(options: &AcquireOptions) -> mpir_types::node::ThisNode {
+    match options.this_node {
+        Some(_) => options.node_facts(),
+        None => options
+            .clone()
+            .with_this_node(mpir_target::live::node::this_node())
+            .node_facts(),
+    }
+}
+
 fn acquire(
     tracer: Tracer,
     pid: u32,

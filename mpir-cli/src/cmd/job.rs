@@ -69,13 +69,7 @@ pub(crate) fn attach(common: &Common, timeout: u64, pid: u32) -> anyhow::Result<
             print(&out, common.json)?;
         }
         (None, Some(m)) => {
-            let node = session
-                .options()
-                .acquire_options()
-                .clone()
-                .with_this_node(mpir_target::live::node::this_node())
-                .node_facts();
-            print(&mpi2dd_job_out(m, pid, &node), common.json)?;
+            print(&mpi2dd_job_out(m, pid, &session.node_facts()), common.json)?;
         }
         (None, None) => anyhow::bail!("nothing acquired"),
     }
