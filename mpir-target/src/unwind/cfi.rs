@@ -195,6 +195,33 @@ impl ImageCfi {
         }
     }
 
+    /// The step an FDE found in `section` (`name` for messages) gives at `address`.
+    #[allow(clippy::too_many_arguments)]
+    fn step_fde<'a, S: UnwindSection<Slice<'a>>>(
+        &self,
+        section: &S,
+        fde: &gimli::FrameDescriptionEntry<Slice<'a>>,
+        bases: &BaseAddresses,
+        ctx: &mut UnwindContext<usize>,
+        memory: &dyn Memory,
+        regs: &Registers,
+        address: u64,
+        name: &str,
+    ) -> Step {
+        match fde.unwind_info_for_address(section, bases, ctx, address) {
+            Ok(row) => apply(
+                section,
+                row,
+                fde.cie().return_address_register(),
+                memory,
+                regs,
+                self.address_size,
+                fde.is_signal_trampoline(),
+            ),
+            Err(e) => Step::Failed(format!("{name} at {address:#x}: {e}")),
+        }
+    }
+
     /// One step: the caller of the frame whose registers are `regs`, looking the CFI up at
     /// link-time address `address` (the pc, or the pc minus one for a return address).
     pub(super) fn step(
@@ -213,38 +240,32 @@ impl ImageCfi {
             section.set_address_size(self.address_size);
             let fde = self.eh_fde(&section, endian, &bases, address);
             if let Ok(fde) = fde {
-                let signal_frame = fde.is_signal_trampoline();
-                return match fde.unwind_info_for_address(&section, &bases, ctx, address) {
-                    Ok(row) => apply(
-                        &section,
-                        row,
-                        fde.cie().return_address_register(),
-                        memory,
-                        regs,
-                        self.address_size,
-                        signal_frame,
-                    ),
-                    Err(e) => Step::Failed(format!(".eh_frame at {address:#x}: {e}")),
-                };
+                return self.step_fde(
+                    &section,
+                    &fde,
+                    &bases,
+                    ctx,
+                    memory,
+                    regs,
+                    address,
+                    ".eh_frame",
+                );
             }
         }
         if let Some(df) = self.debug_frame() {
             let mut section = DebugFrame::new(&df.data, endian);
             section.set_address_size(self.address_size);
             if let Ok(fde) = section.fde_for_address(&bases, address, DebugFrame::cie_from_offset) {
-                let signal_frame = fde.is_signal_trampoline();
-                return match fde.unwind_info_for_address(&section, &bases, ctx, address) {
-                    Ok(row) => apply(
-                        &section,
-                        row,
-                        fde.cie().return_address_register(),
-                        memory,
-                        regs,
-                        self.address_size,
-                        signal_frame,
-                    ),
-                    Err(e) => Step::Failed(format!(".debug_frame at {address:#x}: {e}")),
-                };
+                return self.step_fde(
+                    &section,
+                    &fde,
+                    &bases,
+                    ctx,
+                    memory,
+                    regs,
+                    address,
+                    ".debug_frame",
+                );
             }
         }
         Step::NoInfo
