@@ -102,13 +102,9 @@ fn core_proctable_reads_a_starter_core_and_takes_a_moved_executable() {
         &mut line,
     )
     .unwrap();
-    let prefix = dir.join("core");
-    run(Command::new("gcore")
-        .arg("-o")
-        .arg(&prefix)
-        .arg(starter.id().to_string()))
-    .unwrap_or_else(|e| panic!("{e}"));
-    let core = PathBuf::from(format!("{}.{}", prefix.display(), starter.id()));
+    let core = mpir_target::testkit::gcore(&dir, &[starter.id()])
+        .unwrap_or_else(|e| panic!("{e}"))
+        .remove(0);
     let _ = starter.kill();
     let _ = starter.wait();
     let moved = dir.join("elsewhere");

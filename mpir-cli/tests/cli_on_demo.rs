@@ -5,10 +5,9 @@
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
-use mpir_target::testkit::{assert_untouched, have, run, scratch, skip};
+use mpir_target::testkit::{assert_untouched, have, scratch, skip};
 use serde_json::{Value, json};
 
 #[path = "common/demo_paths.rs"]
@@ -189,17 +188,12 @@ fn attach_queues_deadlock_and_core_on_a_running_demo_job() {
         return;
     }
     let dir = scratch("cli-demo-core");
-    let prefix = dir.join("core");
-    let all: Vec<String> = [job.starter.id()]
+    let all: Vec<u32> = [job.starter.id()]
         .iter()
         .chain(&job.ranks)
-        .map(u32::to_string)
+        .copied()
         .collect();
-    run(Command::new("gcore").arg("-o").arg(&prefix).args(&all)).unwrap_or_else(|e| panic!("{e}"));
-    let cores: Vec<PathBuf> = all
-        .iter()
-        .map(|p| PathBuf::from(format!("{}.{p}", prefix.display())))
-        .collect();
+    let cores = mpir_target::testkit::gcore(&dir, &all).unwrap_or_else(|e| panic!("{e}"));
     let out = mpir()
         .args(["core", "--json"])
         .args(&cores)

@@ -136,14 +136,7 @@ fn on_stack(stack: Stack) {
     }
     // The same from cores of the ring's ranks: one instant, so a potential deadlock.
     if have("gcore") {
-        let prefix = dir.join("core");
-        let pids: Vec<String> = job.pids.iter().map(u32::to_string).collect();
-        run(Command::new("gcore").arg("-o").arg(&prefix).args(&pids))
-            .unwrap_or_else(|e| panic!("{e}"));
-        let cores: Vec<String> = pids
-            .iter()
-            .map(|p| format!("{}.{p}", prefix.display()))
-            .collect();
+        let cores = mpir_target::testkit::gcore(&dir, &job.pids).unwrap_or_else(|e| panic!("{e}"));
         let out = mpir()
             .args(["core", "--json"])
             .args(&stack.extra)

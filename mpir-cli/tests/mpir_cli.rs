@@ -5,7 +5,7 @@
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 mod common;
@@ -182,13 +182,9 @@ fn core_reads_the_table_of_a_starter_core() {
     while printed(&seen).len() < 2 {
         assert_ne!(out.read_line(&mut seen).unwrap(), 0);
     }
-    let prefix = f.dir.join("core");
-    run(Command::new("gcore")
-        .arg("-o")
-        .arg(&prefix)
-        .arg(child.id().to_string()))
-    .unwrap();
-    let core = PathBuf::from(format!("{}.{}", prefix.display(), child.id()));
+    let core = mpir_target::testkit::gcore(&f.dir, &[child.id()])
+        .unwrap_or_else(|e| panic!("{e}"))
+        .remove(0);
     drop(child.stdin.take());
     assert!(child.wait().unwrap().success());
     let o = mpir()

@@ -153,17 +153,8 @@ fn queues_of_an_open_mpi_job_by_starter_and_by_pid() {
         skip("no gcore (gdb) to dump the job's cores");
         return;
     }
-    let prefix = dir.join("core");
-    let all: Vec<String> = [job.starter()]
-        .iter()
-        .chain(&job.pids)
-        .map(u32::to_string)
-        .collect();
-    run(Command::new("gcore").arg("-o").arg(&prefix).args(&all)).unwrap_or_else(|e| panic!("{e}"));
-    let cores: Vec<PathBuf> = all
-        .iter()
-        .map(|p| PathBuf::from(format!("{}.{p}", prefix.display())))
-        .collect();
+    let all: Vec<u32> = [job.starter()].iter().chain(&job.pids).copied().collect();
+    let cores = mpir_target::testkit::gcore(&dir, &all).unwrap_or_else(|e| panic!("{e}"));
     let out = mpir()
         .args(["core", "--json", "--types"])
         .arg(&types)
@@ -311,13 +302,9 @@ fn a_core_without_its_executable_says_so_and_exe_fixes_it() {
         &mut line,
     )
     .unwrap();
-    let prefix = dir.join("core");
-    run(Command::new("gcore")
-        .arg("-o")
-        .arg(&prefix)
-        .arg(starter.id().to_string()))
-    .unwrap_or_else(|e| panic!("{e}"));
-    let core = PathBuf::from(format!("{}.{}", prefix.display(), starter.id()));
+    let core = mpir_target::testkit::gcore(&dir, &[starter.id()])
+        .unwrap_or_else(|e| panic!("{e}"))
+        .remove(0);
     mpir_target::testkit::stop_launcher(&mut starter);
     let moved = dir.join("moved-starter");
     std::fs::rename(&exe, &moved).unwrap();

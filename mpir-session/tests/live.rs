@@ -407,13 +407,9 @@ fn cores_and_pids_without_anything_to_read_are_errors() {
 
 /// `gcore` of `pid` into `dir`: the core's path.
 fn gcore(dir: &Path, pid: u32) -> PathBuf {
-    let prefix = dir.join("core");
-    run(Command::new("gcore")
-        .arg("-o")
-        .arg(&prefix)
-        .arg(pid.to_string()))
-    .unwrap_or_else(|e| panic!("{e}"));
-    PathBuf::from(format!("{}.{pid}", prefix.display()))
+    mpir_target::testkit::gcore(dir, &[pid])
+        .unwrap_or_else(|e| panic!("{e}"))
+        .remove(0)
 }
 
 #[test]

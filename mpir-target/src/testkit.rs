@@ -332,3 +332,19 @@ pub fn stop_launcher(launcher: &mut std::process::Child) {
     let _ = launcher.kill();
     let _ = launcher.wait();
 }
+
+/// `gcore` of `pids` (one gdb run for all) into `dir`: each core's path, in `pids`' order.
+///
+/// # Errors
+/// gdb's message when `gcore` fails.
+pub fn gcore(dir: &Path, pids: &[u32]) -> Result<Vec<PathBuf>, String> {
+    let prefix = dir.join("core");
+    run(Command::new("gcore")
+        .arg("-o")
+        .arg(&prefix)
+        .args(pids.iter().map(u32::to_string)))?;
+    Ok(pids
+        .iter()
+        .map(|p| PathBuf::from(format!("{}.{p}", prefix.display())))
+        .collect())
+}
