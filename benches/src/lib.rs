@@ -7,8 +7,10 @@
 //!
 //! This library holds what both share: the fake starter with a large process table and the
 //! raw floor that reads it ([`proctable`]), and the real MPI jobs, gdb runs and timing helpers
-//! ([`stacks`]).
+//! ([`stacks`]), and the peers of the stack benchmarks: gdb and eu-stack backtraces of the same
+//! processes ([`backtraces`]).
 
+pub mod backtraces;
 pub mod proctable;
 pub mod stacks;
 
