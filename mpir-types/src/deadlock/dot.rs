@@ -33,7 +33,11 @@ impl DeadlockReport {
     /// (`r<RANK>`), one edge per wait labelled with the operation, tag and communicator
     /// (`MPI_ANY_SOURCE` waits: a dashed edge to each listed candidate, and to an `…` node for
     /// the candidates not listed). Ranks in a cycle are filled red, ranks blocked by the
-    /// deadlock orange; edges between two ranks of one cycle are red and bold.
+    /// deadlock orange; edges between two ranks of one cycle are red and bold. A waiting rank
+    /// whose stacks were given names its MPI call and call site under its rank. A collective
+    /// mismatch is a cluster `collective` of box nodes (`c<I>_<J>`), one per call and one per
+    /// place elsewhere, each labelled with its ranks; ranks not inside MPI get a dotted box
+    /// node each (`nw<RANK>`) listing what they have pending.
     pub fn to_dot(&self) -> String {
         let states: HashMap<u64, RankState> =
             self.waits.iter().map(|w| (w.rank, w.state)).collect();
@@ -103,18 +107,63 @@ impl DeadlockReport {
             "  graph [label={}, labelloc=t];\n  node [shape=ellipse];",
             quoted(&self.summary())
         );
+        let calls: HashMap<u64, String> = self
+            .waits
+            .iter()
+            .filter_map(|w| Some((w.rank, w.blocked_in.as_ref()?.to_string())))
+            .collect();
         for (rank, state) in &nodes {
             let style = match state {
                 RankState::InCycle { .. } => ", style=filled, fillcolor=\"#f4a6a6\", color=red",
                 RankState::BlockedByDeadlock => ", style=filled, fillcolor=\"#fbd19b\"",
                 RankState::Progressing => "",
             };
+            let label = match calls.get(rank) {
+                Some(c) => format!("rank {rank}\n{c}"),
+                None => format!("rank {rank}"),
+            };
+            let _ = writeln!(out, "  {} [label={}{style}];", node(*rank), quoted(&label));
+        }
+        for n in &self.not_waiting {
+            let ops: Vec<String> = n.operations.iter().map(|o| o.to_string()).collect();
+            let mut label = format!("rank {}: {}", n.rank, n.activity);
+            for o in ops {
+                label.push('\n');
+                label.push_str(&o);
+            }
             let _ = writeln!(
                 out,
-                "  {} [label={}{style}];",
-                node(*rank),
-                quoted(&format!("rank {rank}"))
+                "  \"nw{}\" [shape=box, style=dotted, label={}];",
+                n.rank,
+                quoted(&label)
             );
+        }
+        for (i, c) in self.collective.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "  subgraph \"cluster_collective{i}\" {{\n    label={}; color=purple;",
+                quoted("collective mismatch")
+            );
+            for (j, call) in c.calls.iter().enumerate() {
+                let on = call
+                    .communicator
+                    .as_ref()
+                    .map_or_else(String::new, |m| format!("\non {m}"));
+                let _ = writeln!(
+                    out,
+                    "    \"c{i}_{j}\" [shape=box, style=filled, fillcolor=\"#d9c2f0\", label={}];",
+                    quoted(&format!("{}\nranks {}{on}", call.call, call.ranks))
+                );
+            }
+            for (k, e) in c.elsewhere.iter().enumerate() {
+                let j = c.calls.len() + k;
+                let _ = writeln!(
+                    out,
+                    "    \"c{i}_{j}\" [shape=box, label={}];",
+                    quoted(&format!("{}\nranks {}", e.what, e.ranks))
+                );
+            }
+            out.push_str("  }\n");
         }
         out.push_str(&edges);
         out.push_str("}\n");
