@@ -319,7 +319,12 @@ pub struct CollectiveHang {
     pub calls: Vec<CollectiveCall>,
     /// The other ranks whose activity is known, by place.
     pub elsewhere: Vec<ElsewhereRanks>,
-    /// Ranks of the snapshot whose activity is unknown (not considered).
+    /// Ranks of the snapshot whose activity is unknown (not considered). Absent from JSON when
+    /// empty (a rank list is never empty text).
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "RankSet::is_empty")
+    )]
     pub unknown: RankSet,
 }
 

@@ -52,7 +52,7 @@
 mod analysis;
 mod document;
 mod helpers;
-mod mpi_frames;
+pub mod mpi_frames;
 mod ranges;
 mod render;
 mod tree;
