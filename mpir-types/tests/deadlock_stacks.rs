@@ -470,6 +470,23 @@ fn a_finished_rank_never_releases_its_waiters() {
         assert_eq!(blocked, [(0, vec![1]), (2, vec![0])], "{rep}");
         assert_eq!(rep.not_waiting[0].rank, 1);
         assert_eq!(rep.not_waiting[0].activity, gone);
+        assert_eq!(rep.verdict, Verdict::NoCycle);
+        assert!(rep.has_hang());
+        assert!(
+            rep.summary()
+                .ends_with("2 ranks wait on ranks that finalized or exited"),
+            "{rep}"
+        );
+        let dot = rep.to_dot();
+        assert!(
+            dot.contains(&format!(
+                r#""r1" [label="rank 1\n{gone}\npending receive from 0"#
+            )),
+            "{dot}"
+        );
+        // Finished ranks stay finished: confirmed over samples, the waits on them remain.
+        let rep = deadlock::confirm(&[job.clone(), job.clone()]).unwrap();
+        assert_eq!(rep.blocked.len(), 2, "{rep}");
     }
 }
 
@@ -845,4 +862,48 @@ proptest! {
             prop_assert_eq!(h.unknown.to_string(), mpir_types::ranks::RankSet::from_ranks(unknown).to_string());
         }
     }
+}
+
+/// Braces balance outside string literals, and every statement line ends as DOT wants.
+fn check_dot_shape(dot: &str) {
+    let (mut depth, mut in_str, mut esc) = (0i32, false, false);
+    for ch in dot.chars() {
+        match (in_str, esc, ch) {
+            (true, true, _) => esc = false,
+            (true, false, '\\') => esc = true,
+            (_, false, '"') => in_str = !in_str,
+            (false, _, '{') => depth += 1,
+            (false, _, '}') => depth -= 1,
+            _ => {}
+        }
+        assert!(depth >= 0, "{dot}");
+    }
+    assert!(!in_str && depth == 0, "{dot}");
+    for line in dot.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        assert!(
+            line.ends_with(';') || line.ends_with('{') || line == "}",
+            "{line}\n{dot}"
+        );
+    }
+}
+
+#[test]
+fn dot_with_stacks_is_well_formed() {
+    let mut job = ring([Some(in_mpi("MPI_Recv", 1)), None, Some(outside(2))]);
+    for r in &mut job.ranks {
+        r.communicators[0].size = 5;
+    }
+    job.ranks
+        .push(world_rank(5, 3, vec![]).with_activity(in_mpi("MPI_Barrier", 2)));
+    job.ranks
+        .push(world_rank(5, 4, vec![]).with_activity(RankActivity::Exited));
+    let rep = deadlock::analyze(&job).unwrap();
+    let dot = rep.to_dot();
+    check_dot_shape(&dot);
+    assert!(dot.contains("cluster_collective0"), "{dot}");
+    assert!(dot.contains(r"exited\nranks 4"), "{dot}");
+    assert!(
+        dot.contains(r#""r2" [label="rank 2\nnot inside MPI (at clock_nanosleep)"#),
+        "{dot}"
+    );
 }

@@ -36,8 +36,8 @@ impl DeadlockReport {
     /// deadlock orange; edges between two ranks of one cycle are red and bold. A waiting rank
     /// whose stacks were given names its MPI call and call site under its rank. A collective
     /// mismatch is a cluster `collective` of box nodes (`c<I>_<J>`), one per call and one per
-    /// place elsewhere, each labelled with its ranks; ranks not inside MPI get a dotted box
-    /// node each (`nw<RANK>`) listing what they have pending.
+    /// place elsewhere, each labelled with its ranks; a rank not waiting (outside MPI,
+    /// finalized, exited) is a dotted box naming its activity and what it has pending.
     pub fn to_dot(&self) -> String {
         let states: HashMap<u64, RankState> =
             self.waits.iter().map(|w| (w.rank, w.state)).collect();
@@ -112,31 +112,37 @@ impl DeadlockReport {
             .iter()
             .filter_map(|w| Some((w.rank, w.blocked_in.as_ref()?.to_string())))
             .collect();
+        let not_waiting: HashMap<u64, String> = self
+            .not_waiting
+            .iter()
+            .map(|n| {
+                let mut label = n.activity.to_string();
+                for o in &n.operations {
+                    label.push_str("\npending ");
+                    label.push_str(&o.to_string());
+                }
+                if n.omitted > 0 {
+                    label.push_str(&format!("\n… {} more", n.omitted));
+                }
+                (n.rank, label)
+            })
+            .collect();
+        for &rank in not_waiting.keys() {
+            nodes.entry(rank).or_insert(RankState::Progressing);
+        }
         for (rank, state) in &nodes {
             let style = match state {
+                _ if not_waiting.contains_key(rank) => ", shape=box, style=dotted",
                 RankState::InCycle { .. } => ", style=filled, fillcolor=\"#f4a6a6\", color=red",
                 RankState::BlockedByDeadlock => ", style=filled, fillcolor=\"#fbd19b\"",
                 RankState::Progressing => "",
             };
-            let label = match calls.get(rank) {
-                Some(c) => format!("rank {rank}\n{c}"),
-                None => format!("rank {rank}"),
+            let label = match (calls.get(rank), not_waiting.get(rank)) {
+                (Some(c), _) => format!("rank {rank}\n{c}"),
+                (None, Some(n)) => format!("rank {rank}\n{n}"),
+                (None, None) => format!("rank {rank}"),
             };
             let _ = writeln!(out, "  {} [label={}{style}];", node(*rank), quoted(&label));
-        }
-        for n in &self.not_waiting {
-            let ops: Vec<String> = n.operations.iter().map(|o| o.to_string()).collect();
-            let mut label = format!("rank {}: {}", n.rank, n.activity);
-            for o in ops {
-                label.push('\n');
-                label.push_str(&o);
-            }
-            let _ = writeln!(
-                out,
-                "  \"nw{}\" [shape=box, style=dotted, label={}];",
-                n.rank,
-                quoted(&label)
-            );
         }
         for (i, c) in self.collective.iter().enumerate() {
             let _ = writeln!(

@@ -391,9 +391,10 @@ impl DeadlockReport {
         !self.cycles.is_empty()
     }
 
-    /// Whether any hang was found: a cycle or a collective mismatch.
+    /// Whether any hang was found: a cycle, a collective mismatch, or ranks waiting on ranks
+    /// that finalized or exited (listed as [`blocked`](Self::blocked) with no cycle).
     pub fn has_hang(&self) -> bool {
-        self.has_cycle() || !self.collective.is_empty()
+        self.has_cycle() || !self.collective.is_empty() || !self.blocked.is_empty()
     }
 
     /// The verdict of what the report holds, resting on `samples` snapshots: a cycle before a
@@ -419,11 +420,20 @@ impl DeadlockReport {
             n => format!("{n} cycles"),
         };
         match self.verdict {
-            Verdict::NoCycle => format!(
-                "no cycle: {} ranks, {} waiting operations, none waits in a cycle ({snaps})",
-                self.ranks,
-                self.waits.len()
-            ),
+            Verdict::NoCycle => {
+                let mut s = format!(
+                    "no cycle: {} ranks, {} waiting operations, none waits in a cycle ({snaps})",
+                    self.ranks,
+                    self.waits.len()
+                );
+                if !self.blocked.is_empty() {
+                    s.push_str(&format!(
+                        "; {} ranks wait on ranks that finalized or exited",
+                        self.blocked.len()
+                    ));
+                }
+                s
+            }
             Verdict::PotentialDeadlock => format!(
                 "potential deadlock: {cycles} of pending operations ({snaps}; queues do not show whether a rank is blocked)"
             ),
@@ -491,7 +501,11 @@ impl fmt::Display for DeadlockReport {
             }
         }
         if !self.blocked.is_empty() {
-            writeln!(f, "blocked by the deadlock (not in a cycle):")?;
+            if self.has_cycle() {
+                writeln!(f, "blocked by the deadlock (not in a cycle):")?;
+            } else {
+                writeln!(f, "blocked, waiting on ranks that finalized or exited:")?;
+            }
             for b in &self.blocked {
                 let ops: Vec<String> = b.waits.iter().map(WaitOp::to_string).collect();
                 let on: Vec<String> = b.waits_for.iter().map(u64::to_string).collect();
