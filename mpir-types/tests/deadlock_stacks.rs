@@ -907,3 +907,49 @@ fn dot_with_stacks_is_well_formed() {
         "{dot}"
     );
 }
+
+#[test]
+fn stacks_and_exited_ranks_join_a_snapshot() {
+    use mpir_types::stacks::{RankStacks, Unreached, UnreachedReason};
+    // Rank 0 receives from rank 2 (its world rank known), rank 1 receives from 0; rank 2's
+    // process is gone, so the readers have no queues for it.
+    let mut from2 = recv(2);
+    from2.peer_global = Some(2);
+    let job = JobSnapshot::new(vec![
+        world_rank(3, 0, vec![from2]),
+        world_rank(3, 1, vec![recv(0)]),
+    ]);
+    let before = deadlock::analyze(&job).unwrap();
+    assert!(before.blocked.is_empty() && before.notes.iter().any(|n| n.contains("does not hold")));
+    let stacks = vec![
+        RankStacks::new(0, 100, ompi_recv(12)),
+        RankStacks::new(1, 100, mpich_barrier(20)),
+        RankStacks::new(9, 100, ompi_recv(1)),
+    ];
+    let unreached = vec![
+        Unreached::new(2, UnreachedReason::Exited),
+        Unreached::new(2, UnreachedReason::Exited),
+        Unreached::new(5, UnreachedReason::Timeout),
+    ];
+    let job = job.with_stacks(&stacks, &unreached);
+    assert_eq!(job.ranks.len(), 3);
+    assert!(matches!(&job.ranks[0].activity, Some(RankActivity::InMpi(c)) if c.call == "MPI_Recv"));
+    assert_eq!(job.ranks[2].activity, Some(RankActivity::Exited));
+    let rep = deadlock::analyze(&job).unwrap();
+    let blocked: Vec<(u64, Vec<u64>)> = rep
+        .blocked
+        .iter()
+        .map(|b| (b.rank, b.waits_for.clone()))
+        .collect();
+    assert_eq!(blocked, [(0, vec![2]), (1, vec![0])], "{rep}");
+    assert_eq!(rep.blocked[0].blocked_in.as_ref().unwrap().call, "MPI_Recv");
+    // Rank 1 is in MPI_Barrier while rank 2 has exited and rank 0 is in MPI_Recv.
+    let h = &rep.collective[0];
+    assert_eq!(h.calls[0].call, "MPI_Barrier");
+    let places: Vec<String> = h
+        .elsewhere
+        .iter()
+        .map(|e| format!("{} {}", e.what, e.ranks))
+        .collect();
+    assert_eq!(places, ["in MPI_Recv 0", "exited 2"]);
+}

@@ -164,8 +164,10 @@ mod pairing;
 mod report;
 mod tarjan;
 
+use std::collections::HashMap;
+
 use crate::mqd::Operation;
-use crate::stacks::RankActivity;
+use crate::stacks::{RankActivity, RankStacks, Unreached, UnreachedReason, classify_threads};
 
 pub use confirm::confirm;
 pub use report::{
@@ -191,6 +193,40 @@ impl JobSnapshot {
     /// The queues of `ranks`.
     pub fn new(ranks: Vec<RankQueues>) -> Self {
         JobSnapshot { ranks }
+    }
+
+    /// With each rank's activity taken from its stacks ([`classify_threads`] over its threads,
+    /// its pid naming the main thread). Ranks without stacks keep their activity; stacks of
+    /// ranks the snapshot does not hold are ignored. A rank `unreached` because its process
+    /// exited is [`RankActivity::Exited`], and is added (with no queues) when the snapshot does
+    /// not hold it, so that waits on it are known never to end. Other unreached ranks are left
+    /// as they are (unknown).
+    pub fn with_stacks(mut self, stacks: &[RankStacks], unreached: &[Unreached]) -> Self {
+        let index: HashMap<u64, usize> = self
+            .ranks
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.rank, i))
+            .collect();
+        for s in stacks {
+            if let Some(r) = index.get(&s.rank).and_then(|&i| self.ranks.get_mut(i)) {
+                r.activity = Some(classify_threads(&s.threads, Some(s.pid)));
+            }
+        }
+        let mut added = std::collections::HashSet::new();
+        for u in unreached {
+            if u.reason != UnreachedReason::Exited {
+                continue;
+            }
+            match index.get(&u.rank).and_then(|&i| self.ranks.get_mut(i)) {
+                Some(r) => r.activity = Some(RankActivity::Exited),
+                None if added.insert(u.rank) => self.ranks.push(
+                    RankQueues::new(u.rank, None, Vec::new()).with_activity(RankActivity::Exited),
+                ),
+                None => {}
+            }
+        }
+        self
     }
 }
 
