@@ -65,7 +65,7 @@
 //! # Stacks: what a rank is doing
 //!
 //! A rank may carry its activity ([`RankQueues::activity`], from its threads' stacks through
-//! [`classify_threads`](crate::stacks::classify_threads)). A rank without one is analysed from
+//! [`classify_threads`]). A rank without one is analysed from
 //! its queues alone, exactly as above, so snapshots without stacks give the same reports as
 //! before stacks existed.
 //!
@@ -242,7 +242,7 @@ pub struct RankQueues {
     /// The communicators this rank belongs to, each with its operations.
     pub communicators: Vec<CommQueues>,
     /// Where the rank is as far as MPI is concerned (from its stacks, see
-    /// [`classify_threads`](crate::stacks::classify_threads)); `None`: not known, and the
+    /// [`classify_threads`]); `None`: not known, and the
     /// analysis is the queues-only one for this rank. Absent from JSON when `None`, and absent
     /// JSON means `None`, so snapshots written before it existed read unchanged.
     #[cfg_attr(
