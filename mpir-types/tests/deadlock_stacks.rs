@@ -322,6 +322,49 @@ fn the_communicator_of_a_collective_when_the_queues_show_it() {
 }
 
 #[test]
+fn ranks_outside_a_known_communicator_are_not_part_of_its_collective() {
+    let rows = |r: u64, ops: Vec<Operation>| {
+        let mut c = CommQueues::new(0x8000, "rows", 3, r);
+        c.context_id = Some(5);
+        c.operations = ops;
+        c
+    };
+    let bcast = |r: u64, peer: u64| {
+        RankQueues::new(
+            r,
+            None,
+            vec![rows(r, vec![op(OpClass::Receive, peer, -16)])],
+        )
+        .with_activity(in_mpi("MPI_Bcast", 3))
+    };
+    // Rank 2 is in MPI_Recv and belongs to MPI_COMM_WORLD only: not a member of rows.
+    let mut job = JobSnapshot::new(vec![
+        bcast(0, 1),
+        bcast(1, 0),
+        world_rank(4, 2, vec![]).with_activity(in_mpi("MPI_Recv", 4)),
+    ]);
+    let rep = deadlock::analyze(&job).unwrap();
+    assert!(rep.collective.is_empty(), "{rep}");
+    // Rank 3 belongs to rows and is outside MPI: it is part of the hang; rank 2 still not.
+    job.ranks
+        .push(RankQueues::new(3, None, vec![rows(2, vec![])]).with_activity(outside(5)));
+    let rep = deadlock::analyze(&job).unwrap();
+    let h = &rep.collective[0];
+    assert_eq!(h.calls[0].communicator.as_ref().unwrap().name, "rows");
+    assert_eq!(h.elsewhere.len(), 1);
+    assert_eq!(
+        (&h.elsewhere[0].what, h.elsewhere[0].ranks.to_string()),
+        (&Elsewhere::NotInMpi, "3".to_string())
+    );
+    assert_eq!(h.not_members.to_string(), "2");
+    assert!(
+        rep.to_string()
+            .contains("not members of its communicator): ranks 2"),
+        "{rep}"
+    );
+}
+
+#[test]
 fn a_cycle_comes_before_a_collective_mismatch() {
     // Ranks 0-2 in a receive ring, all in MPI_Recv; ranks 3-4 in different collectives.
     let mut job = ring([

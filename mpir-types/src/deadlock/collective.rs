@@ -51,7 +51,7 @@ fn traffic_comm(job: &JobSnapshot, ri: usize) -> Option<CommRef> {
 /// The collective hang the activities show, if any.
 pub(super) fn find(job: &JobSnapshot) -> Option<CollectiveHang> {
     let mut calls: BTreeMap<String, Group> = BTreeMap::new();
-    let mut elsewhere: BTreeMap<Elsewhere, Vec<u64>> = BTreeMap::new();
+    let mut others: Vec<(Elsewhere, usize)> = Vec::new();
     let mut unknown = Vec::new();
     for (ri, r) in job.ranks.iter().enumerate() {
         let place = match &r.activity {
@@ -84,13 +84,13 @@ pub(super) fn find(job: &JobSnapshot) -> Option<CollectiveHang> {
                     None => g.without_comm += 1,
                 }
             }
-            Err(e) => elsewhere.entry(e).or_default().push(r.rank),
+            Err(e) => others.push((e, ri)),
         }
     }
-    if calls.is_empty() || (calls.len() == 1 && elsewhere.is_empty()) {
+    if calls.is_empty() {
         return None;
     }
-    let calls = calls
+    let calls: Vec<CollectiveCall> = calls
         .into_iter()
         .map(|(call, g)| {
             // Known only when every member's traffic was seen, on one communicator.
@@ -106,6 +106,28 @@ pub(super) fn find(job: &JobSnapshot) -> Option<CollectiveHang> {
             }
         })
         .collect();
+    // Every collective on one known communicator: a rank elsewhere whose queues list
+    // communicators, none of them that one, is not a member and has no part in it.
+    let shared = calls
+        .first()
+        .and_then(|c| c.communicator.as_ref())
+        .filter(|k| calls.iter().all(|c| c.communicator.as_ref() == Some(*k)));
+    let mut elsewhere: BTreeMap<Elsewhere, Vec<u64>> = BTreeMap::new();
+    let mut not_members = Vec::new();
+    for (e, ri) in others {
+        let Some(r) = job.ranks.get(ri) else { continue };
+        let outside = shared.is_some_and(|k| {
+            !r.communicators.is_empty() && !r.communicators.iter().any(|c| same_comm(k, c))
+        });
+        if outside {
+            not_members.push(r.rank);
+        } else {
+            elsewhere.entry(e).or_default().push(r.rank);
+        }
+    }
+    if calls.len() == 1 && elsewhere.is_empty() {
+        return None;
+    }
     let elsewhere = elsewhere
         .into_iter()
         .map(|(what, ranks)| ElsewhereRanks {
@@ -117,5 +139,15 @@ pub(super) fn find(job: &JobSnapshot) -> Option<CollectiveHang> {
         calls,
         elsewhere,
         unknown: RankSet::from_ranks(unknown),
+        not_members: RankSet::from_ranks(not_members),
     })
+}
+
+/// Whether `c` is the communicator `k` names (as the analysis matches communicators: by
+/// context id when known, else by name and size).
+fn same_comm(k: &CommRef, c: &super::CommQueues) -> bool {
+    match k.context_id {
+        Some(id) => c.context_id == Some(id),
+        None => c.context_id.is_none() && c.name == k.name && c.size == k.size,
+    }
 }

@@ -90,7 +90,11 @@
 //!   [`RankSet`](crate::ranks::RankSet) ranges), their call sites, the ranks elsewhere by
 //!   place, and the ranks not considered. The communicator is given when the queues show it
 //!   (each rank of the call has its pending collective traffic — negative tags, or an internal
-//!   communicator — on one same communicator); otherwise it is unknown.
+//!   communicator — on one same communicator); otherwise it is unknown. When every collective
+//!   of the hang is known to be on one communicator, a rank elsewhere whose queues list
+//!   communicators, none of them that one, is not a member: it is left out of the hang (listed
+//!   in [`CollectiveHang::not_members`]), and if that leaves nobody elsewhere and one call,
+//!   there is no hang.
 //! * **Its limits.** Stacks do not name communicators, so all ranks of known activity are
 //!   taken together: sub-communicators legitimately in different collectives, a rank that is
 //!   not a member of the collective's communicator, a rank on its way to the collective (still

@@ -326,6 +326,14 @@ pub struct CollectiveHang {
         serde(default, skip_serializing_if = "RankSet::is_empty")
     )]
     pub unknown: RankSet,
+    /// Ranks of known activity outside every collective that are not members of the one
+    /// communicator all the collectives are known to be on (their queues list communicators,
+    /// none of them that one): not part of the hang. Absent from JSON when empty.
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "RankSet::is_empty")
+    )]
+    pub not_members: RankSet,
 }
 
 impl fmt::Display for CollectiveHang {
@@ -483,6 +491,13 @@ impl fmt::Display for DeadlockReport {
                     f,
                     "  not considered (activity unknown): ranks {}",
                     c.unknown
+                )?;
+            }
+            if !c.not_members.is_empty() {
+                writeln!(
+                    f,
+                    "  not considered (not members of its communicator): ranks {}",
+                    c.not_members
                 )?;
             }
         }
