@@ -267,6 +267,8 @@ fn a_collective_while_others_are_elsewhere() {
         assert_eq!(h.calls[0].ranks.to_string(), "0-1");
         assert_eq!(h.elsewhere[0].what, place);
         assert_eq!(h.elsewhere[0].ranks.to_string(), "2");
+        // Nothing pending on rank 2: nothing listed as not waiting.
+        assert!(rep.not_waiting.is_empty());
     }
     // MPI_Finalize is collective: one rank skipped the barrier and went on to finalize.
     let fin = activity(vec![main_thread(

@@ -235,8 +235,8 @@ pub struct BlockedRank {
     pub blocked_in: Option<BlockedCall>,
 }
 
-/// A rank whose stacks show it is not waiting inside MPI (outside MPI, finalized, exited): its
-/// pending operations are not waits, and are listed here instead.
+/// A rank whose stacks show it is not waiting inside MPI (outside MPI, finalized, exited) and
+/// that has pending sends or receives: they are not waits, and are listed here instead.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
@@ -383,8 +383,8 @@ pub struct DeadlockReport {
     pub notes: Vec<String>,
     /// Notes not kept.
     pub notes_omitted: u64,
-    /// Ranks whose stacks show they are not waiting inside MPI, with the pending operations
-    /// that therefore are not waits, by rank.
+    /// Ranks whose stacks show they are not waiting inside MPI and that have pending sends or
+    /// receives, with those operations (which therefore are not waits), by rank.
     #[cfg_attr(feature = "serde", serde(default))]
     pub not_waiting: Vec<NotWaiting>,
     /// Collective hangs seen in the stacks (at most one today: the communicators of the
@@ -537,7 +537,7 @@ impl fmt::Display for DeadlockReport {
         if !self.not_waiting.is_empty() {
             writeln!(
                 f,
-                "not waiting: not inside MPI (their pending operations are not waits):"
+                "not waiting: not inside MPI, finalized or exited (their pending operations are not waits):"
             )?;
             for n in &self.not_waiting {
                 let mut ops: Vec<String> = n.operations.iter().map(WaitOp::to_string).collect();
