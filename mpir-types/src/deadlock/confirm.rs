@@ -1,15 +1,21 @@
-//! Confirmation over several snapshots: a cycle counts only if its waiting operations are the
-//! same in every one of them.
+//! Confirmation over several snapshots: a cycle counts only if its waiting operations, and the
+//! places its ranks' stacks show, are the same in every one of them; a collective mismatch only
+//! if every rank of known activity stayed at the same place.
 
 use std::collections::{HashMap, HashSet};
 
-use super::report::{DeadlockReport, RankState, Verdict, Wait};
+use super::activity::same_place;
+use super::report::{DeadlockReport, RankState, Wait};
 use super::{AnalysisError, JobSnapshot, MAX_NOTES, analyze};
 use crate::mqd::{OpClass, Peer};
+use crate::stacks::{CallSite, RankActivity};
+
+/// Where a waiting rank's stack is: call, frame name, thread, call site (`None`: not known).
+type Place = Option<(String, String, u32, Option<CallSite>)>;
 
 /// What identifies a waiting operation across snapshots: rank, communicator, queue, peer, tag,
-/// buffer.
-type OpKey = (u64, u64, OpClass, (u8, u64), Option<i64>, u64);
+/// buffer, and the place its rank's stacks show.
+type OpKey = (u64, u64, OpClass, (u8, u64), Option<i64>, u64, Place);
 
 fn key(w: &Wait) -> OpKey {
     let peer = match w.op.peer {
@@ -24,7 +30,36 @@ fn key(w: &Wait) -> OpKey {
         peer,
         w.op.tag,
         w.op.buffer,
+        w.blocked_in
+            .as_ref()
+            .map(|c| (c.call.clone(), c.symbol.clone(), c.tid, c.call_site.clone())),
     )
+}
+
+/// Whether every rank of known activity in `first` is at the same place in every other
+/// snapshot.
+fn activities_stay(first: &JobSnapshot, rest: &[JobSnapshot]) -> bool {
+    fn known(r: &super::RankQueues) -> Option<&RankActivity> {
+        r.activity
+            .as_ref()
+            .filter(|a| !matches!(a, RankActivity::Unknown(_)))
+    }
+    let later: Vec<HashMap<u64, &RankActivity>> = rest
+        .iter()
+        .map(|s| {
+            s.ranks
+                .iter()
+                .filter_map(|r| Some((r.rank, r.activity.as_ref()?)))
+                .collect()
+        })
+        .collect();
+    first.ranks.iter().all(|r| {
+        known(r).is_none_or(|a| {
+            later
+                .iter()
+                .all(|m| m.get(&r.rank).is_some_and(|b| same_place(a, b)))
+        })
+    })
 }
 
 /// Per cycle: the sorted keys of its waits that cannot end.
@@ -58,11 +93,15 @@ fn blocked_signatures(r: &DeadlockReport) -> HashMap<u64, Vec<OpKey>> {
 }
 
 /// Analyses every snapshot and keeps the cycles of the first that every other snapshot shows
-/// with the same waiting operations (rank, communicator, queue, peer, tag and buffer): a ring
-/// that progresses between snapshots is never reported. Blocked ranks are kept likewise, and
-/// only while a cycle is. With two snapshots or more, a remaining cycle makes the verdict
-/// [`Verdict::Deadlock`]; ranks of dropped cycles are reported as
-/// [`RankState::Progressing`].
+/// with the same waiting operations (rank, communicator, queue, peer, tag and buffer) and,
+/// for ranks whose stacks are given, the same place (the same MPI call entered by the same
+/// thread from the same call site): a ring that progresses between snapshots is never
+/// reported. Blocked ranks are kept likewise, and only while a cycle is. The collective
+/// mismatch of the first snapshot is kept when every rank of known activity is at the same
+/// place in every snapshot (see the [module documentation](super)). With two snapshots or
+/// more, what remains is confirmed: [`Verdict::Deadlock`](super::Verdict::Deadlock) or
+/// [`Verdict::CollectiveMismatch`](super::Verdict::CollectiveMismatch); ranks of dropped
+/// cycles are reported as [`RankState::Progressing`].
 ///
 /// # Errors
 /// [`AnalysisError::NoSamples`] for an empty slice; any error of [`analyze`].
@@ -97,8 +136,13 @@ pub fn confirm(samples: &[JobSnapshot]) -> Result<DeadlockReport, AnalysisError>
         .collect();
 
     let blocked_sigs = blocked_signatures(&report);
+    // Blocked ranks rest on a kept cycle, or on ranks that finalized or exited (which stay so).
+    let finished = first
+        .ranks
+        .iter()
+        .any(|r| r.activity.as_ref().is_some_and(RankActivity::is_finished));
     let keep_blocked = |rank: u64| {
-        kept > 0
+        (kept > 0 || finished)
             && blocked_sigs.get(&rank).is_some_and(|s| {
                 other_blocked
                     .iter()
@@ -116,18 +160,24 @@ pub fn confirm(samples: &[JobSnapshot]) -> Result<DeadlockReport, AnalysisError>
             _ => RankState::Progressing,
         };
     }
-    report.samples = samples.len();
-    report.verdict = match (report.cycles.is_empty(), samples.len()) {
-        (true, _) => Verdict::NoCycle,
-        (false, 1) => Verdict::PotentialDeadlock,
-        (false, _) => Verdict::Deadlock,
-    };
-    if dropped > 0 {
-        let text = format!(
-            "{dropped} cycle(s) of the first snapshot changed in a later one (the job progressed) and were dropped"
+    let mut texts = Vec::new();
+    if !report.collective.is_empty() && !activities_stay(first, rest) {
+        report.collective.clear();
+        texts.push(
+            "the collective mismatch of the first snapshot changed in a later one (a rank moved) and was dropped"
+                .to_string(),
         );
+    }
+    report.samples = samples.len();
+    report.verdict = report.verdict_for(samples.len());
+    if dropped > 0 {
+        texts.insert(0, format!(
+            "{dropped} cycle(s) of the first snapshot changed in a later one (the job progressed) and were dropped"
+        ));
+    }
+    for (i, text) in texts.into_iter().enumerate() {
         if report.notes.len() < MAX_NOTES {
-            report.notes.insert(0, text);
+            report.notes.insert(i, text);
         } else {
             report.notes_omitted += 1;
         }

@@ -33,7 +33,11 @@ impl DeadlockReport {
     /// (`r<RANK>`), one edge per wait labelled with the operation, tag and communicator
     /// (`MPI_ANY_SOURCE` waits: a dashed edge to each listed candidate, and to an `…` node for
     /// the candidates not listed). Ranks in a cycle are filled red, ranks blocked by the
-    /// deadlock orange; edges between two ranks of one cycle are red and bold.
+    /// deadlock orange; edges between two ranks of one cycle are red and bold. A waiting rank
+    /// whose stacks were given names its MPI call and call site under its rank. A collective
+    /// mismatch is a cluster `collective` of box nodes (`c<I>_<J>`), one per call and one per
+    /// place elsewhere, each labelled with its ranks; a rank not waiting (outside MPI,
+    /// finalized, exited) is a dotted box naming its activity and what it has pending.
     pub fn to_dot(&self) -> String {
         let states: HashMap<u64, RankState> =
             self.waits.iter().map(|w| (w.rank, w.state)).collect();
@@ -103,18 +107,69 @@ impl DeadlockReport {
             "  graph [label={}, labelloc=t];\n  node [shape=ellipse];",
             quoted(&self.summary())
         );
+        let calls: HashMap<u64, String> = self
+            .waits
+            .iter()
+            .filter_map(|w| Some((w.rank, w.blocked_in.as_ref()?.to_string())))
+            .collect();
+        let not_waiting: HashMap<u64, String> = self
+            .not_waiting
+            .iter()
+            .map(|n| {
+                let mut label = n.activity.to_string();
+                for o in &n.operations {
+                    label.push_str("\npending ");
+                    label.push_str(&o.to_string());
+                }
+                if n.omitted > 0 {
+                    label.push_str(&format!("\n… {} more", n.omitted));
+                }
+                (n.rank, label)
+            })
+            .collect();
+        for &rank in not_waiting.keys() {
+            nodes.entry(rank).or_insert(RankState::Progressing);
+        }
         for (rank, state) in &nodes {
             let style = match state {
+                _ if not_waiting.contains_key(rank) => ", shape=box, style=dotted",
                 RankState::InCycle { .. } => ", style=filled, fillcolor=\"#f4a6a6\", color=red",
                 RankState::BlockedByDeadlock => ", style=filled, fillcolor=\"#fbd19b\"",
                 RankState::Progressing => "",
             };
+            let label = match (calls.get(rank), not_waiting.get(rank)) {
+                (Some(c), _) => format!("rank {rank}\n{c}"),
+                (None, Some(n)) => format!("rank {rank}\n{n}"),
+                (None, None) => format!("rank {rank}"),
+            };
+            let _ = writeln!(out, "  {} [label={}{style}];", node(*rank), quoted(&label));
+        }
+        for (i, c) in self.collective.iter().enumerate() {
             let _ = writeln!(
                 out,
-                "  {} [label={}{style}];",
-                node(*rank),
-                quoted(&format!("rank {rank}"))
+                "  subgraph \"cluster_collective{i}\" {{\n    label={}; color=purple;",
+                quoted("collective mismatch")
             );
+            for (j, call) in c.calls.iter().enumerate() {
+                let on = call
+                    .communicator
+                    .as_ref()
+                    .map_or_else(String::new, |m| format!("\non {m}"));
+                let _ = writeln!(
+                    out,
+                    "    \"c{i}_{j}\" [shape=box, style=filled, fillcolor=\"#d9c2f0\", label={}];",
+                    quoted(&format!("{}\nranks {}{on}", call.call, call.ranks))
+                );
+            }
+            for (k, e) in c.elsewhere.iter().enumerate() {
+                let j = c.calls.len() + k;
+                let _ = writeln!(
+                    out,
+                    "    \"c{i}_{j}\" [shape=box, label={}];",
+                    quoted(&format!("{}\nranks {}", e.what, e.ranks))
+                );
+            }
+            out.push_str("  }\n");
         }
         out.push_str(&edges);
         out.push_str("}\n");

@@ -46,6 +46,8 @@ pub(super) struct Analysis {
     pub(super) waits_of: Vec<Vec<usize>>,
     /// Per rank index: whether it can progress.
     pub(super) released: Vec<bool>,
+    /// Per rank index: finalized or exited, so never released (waits on it never end).
+    pub(super) finished: Vec<bool>,
     /// Member rank indices per communicator key (a key is one communicator across ranks).
     pub(super) members: Vec<Vec<usize>>,
     /// Cyclic components: rank indices, sorted by job rank.
@@ -329,8 +331,9 @@ impl<'a> Builder<'a> {
 }
 
 impl Analysis {
-    /// Runs the whole analysis on `job`.
-    pub(super) fn run(job: &JobSnapshot) -> Result<Analysis, AnalysisError> {
+    /// Runs the whole analysis on `job`; `finished` (by rank index, may be short) marks the
+    /// ranks that will never communicate again.
+    pub(super) fn run(job: &JobSnapshot, finished: &[bool]) -> Result<Analysis, AnalysisError> {
         let mut b = Builder::new(job)?;
         let (satisfied, send_dest) = b.pair();
         let n = job.ranks.len();
@@ -395,6 +398,9 @@ impl Analysis {
         a.members = std::mem::take(&mut b.members);
         a.notes = std::mem::take(&mut b.notes);
         a.notes_omitted = b.notes_omitted;
+        a.finished = (0..n)
+            .map(|i| finished.get(i).copied().unwrap_or(false))
+            .collect();
         a.release(&b.key);
         a.find_cycles(job);
         Ok(a)
@@ -418,7 +424,10 @@ impl Analysis {
         let mut pending: Vec<usize> = self.waits_of.iter().map(Vec::len).collect();
         let mut group_released = vec![false; self.members.len()];
         self.released = vec![false; n];
-        let mut queue: Vec<usize> = (0..n).filter(|&r| pending.get(r) == Some(&0)).collect();
+        let finished = &self.finished;
+        let mut queue: Vec<usize> = (0..n)
+            .filter(|&r| pending.get(r) == Some(&0) && finished.get(r) != Some(&true))
+            .collect();
         for &r in &queue {
             if let Some(x) = self.released.get_mut(r) {
                 *x = true;
@@ -436,6 +445,7 @@ impl Analysis {
             if let Some(p) = pending.get_mut(owner) {
                 *p = p.saturating_sub(1);
                 if *p == 0
+                    && finished.get(owner) != Some(&true)
                     && let Some(x) = released.get_mut(owner)
                     && !*x
                 {

@@ -8,7 +8,8 @@
 //!
 //! # What a wait is
 //!
-//! Only the queues are known — not whether a rank is inside `MPI_Wait` — so every *pending*
+//! From the queues alone it is not known whether a rank is inside `MPI_Wait` (stacks, when
+//! given, tell: see [below](#stacks-what-a-rank-is-doing)), so every *pending*
 //! operation is taken as something its rank must eventually complete (MPI requires every request
 //! to be completed or freed). An operation whose status is matched or complete is not a wait.
 //!
@@ -61,6 +62,62 @@
 //! 100 ms apart) and keeps only the cycles whose waiting operations are the same in every one of
 //! them — same rank, communicator, queue, peer, tag and buffer.
 //!
+//! # Stacks: what a rank is doing
+//!
+//! A rank may carry its activity ([`RankQueues::activity`], from its threads' stacks through
+//! [`classify_threads`]). A rank without one is analysed from
+//! its queues alone, exactly as above, so snapshots without stacks give the same reports as
+//! before stacks existed.
+//!
+//! * **Not waiting.** A rank known to be outside MPI ([`RankActivity::NotInMpi`]), finalized
+//!   or exited waits for nothing: its pending sends and receives are not waits. They are not
+//!   dropped silently but listed in [`DeadlockReport::not_waiting`] ("not waiting: not inside
+//!   MPI"). A rank outside MPI can still progress, so waits on it can end. A rank that
+//!   finalized or exited never communicates again: waits on it never end, and the ranks that
+//!   wait on it are listed as [`DeadlockReport::blocked`] (there is no cycle: the verdict says
+//!   so, the blocked list and its "waits for" ranks show the finished rank).
+//! * **Where each wait is.** Each [`Wait`], cycle [`Step`] and [`BlockedRank`] names the MPI
+//!   call its rank is blocked in and the call site ([`BlockedCall`](crate::stacks::BlockedCall)),
+//!   when the rank's stacks are given.
+//! * **Collective hangs.** Among the ranks whose activity is known (not `None`, not
+//!   `Unknown`), each is *in a collective* (a blocking collective, or `MPI_Finalize`, which the
+//!   standard makes collective over the job) or *elsewhere* (in another MPI call, outside MPI,
+//!   finalized, exited). A [`CollectiveHang`] is reported when the ranks in collectives are in
+//!   **two or more different collectives**, or when **some are in a collective while any other
+//!   is elsewhere**. Collectives are matched by their C name, Fortran and C bindings alike, a
+//!   large-count `_c` aside; two ranks in the same collective from different call sites are
+//!   not a mismatch (MPI matches them). The hang lists the ranks per call (as
+//!   [`RankSet`](crate::ranks::RankSet) ranges), their call sites, the ranks elsewhere by
+//!   place, and the ranks not considered. The communicator is given when the queues show it
+//!   (each rank of the call has its pending collective traffic — negative tags, or an internal
+//!   communicator — on one same communicator); otherwise it is unknown. When every collective
+//!   of the hang is known to be on one communicator, a rank elsewhere whose queues list
+//!   communicators, none of them that one, is not a member: it is left out of the hang (listed
+//!   in [`CollectiveHang::not_members`]), and if that leaves nobody elsewhere and one call,
+//!   there is no hang.
+//! * **Its limits.** Stacks do not name communicators, so all ranks of known activity are
+//!   taken together: sub-communicators legitimately in different collectives, a rank that is
+//!   not a member of the collective's communicator, a rank on its way to the collective (still
+//!   computing, in a point-to-point call that will complete, waiting on a nonblocking
+//!   collective's request) all look like a mismatch in one snapshot. That is why one snapshot
+//!   gives only [`Verdict::PotentialCollectiveMismatch`], and [`confirm`] keeps the mismatch
+//!   only when every rank of known activity is at the same place in every snapshot
+//!   ([`Verdict::CollectiveMismatch`]). Ranks whose activity is unknown are never assumed
+//!   to be anywhere.
+//! * **Verdict precedence.** Cycles and collective mismatches are both reported, each in its
+//!   section. The verdict names a cycle first ([`Verdict::PotentialDeadlock`] /
+//!   [`Verdict::Deadlock`]): it rests on the queues as well as the stacks. With no cycle, a
+//!   collective mismatch gives its own verdict. Whether it is potential or confirmed follows
+//!   the number of snapshots, as for cycles.
+//! * **Confirmation with stacks.** A wait is *the same* in two snapshots when its operation is
+//!   (rank, communicator, queue, peer, tag, buffer) **and**, for a rank with stacks, its place
+//!   is: the same MPI entry point (call and frame name), entered by the same thread, from the
+//!   same call site (function, module+offset, file:line). That pair is the "stack prefix"
+//!   compared: the frames inside MPI (progress loops, polling) move while a rank is stuck and are
+//!   not compared; the frames outside the call site are implied by it in practice and are not
+//!   compared either. A rank outside MPI stays at the same place when its main thread's
+//!   innermost frame is the same (so a computing rank moves, a sleeping one does not).
+//!
 //! # Resolving peers and communicators
 //!
 //! A peer given as a rank in its communicator is turned into a job rank through the
@@ -101,6 +158,8 @@
 //! # Ok::<(), deadlock::AnalysisError>(())
 //! ```
 
+mod activity;
+mod collective;
 mod confirm;
 mod dot;
 mod graph;
@@ -109,11 +168,15 @@ mod pairing;
 mod report;
 mod tarjan;
 
+use std::collections::HashMap;
+
 use crate::mqd::Operation;
+use crate::stacks::{RankActivity, RankStacks, Unreached, UnreachedReason, classify_threads};
 
 pub use confirm::confirm;
 pub use report::{
-    BlockedRank, CommRef, Cycle, DeadlockReport, RankState, Step, Verdict, Wait, WaitOp, WaitTarget,
+    BlockedRank, CollectiveCall, CollectiveHang, CommRef, Cycle, DeadlockReport, Elsewhere,
+    ElsewhereRanks, NotWaiting, RankState, Step, Verdict, Wait, WaitOp, WaitTarget,
 };
 
 /// Longest list of candidate ranks a report shows for one `MPI_ANY_SOURCE` wait.
@@ -135,6 +198,40 @@ impl JobSnapshot {
     pub fn new(ranks: Vec<RankQueues>) -> Self {
         JobSnapshot { ranks }
     }
+
+    /// With each rank's activity taken from its stacks ([`classify_threads`] over its threads,
+    /// its pid naming the main thread). Ranks without stacks keep their activity; stacks of
+    /// ranks the snapshot does not hold are ignored. A rank `unreached` because its process
+    /// exited is [`RankActivity::Exited`], and is added (with no queues) when the snapshot does
+    /// not hold it, so that waits on it are known never to end. Other unreached ranks are left
+    /// as they are (unknown).
+    pub fn with_stacks(mut self, stacks: &[RankStacks], unreached: &[Unreached]) -> Self {
+        let index: HashMap<u64, usize> = self
+            .ranks
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.rank, i))
+            .collect();
+        for s in stacks {
+            if let Some(r) = index.get(&s.rank).and_then(|&i| self.ranks.get_mut(i)) {
+                r.activity = Some(classify_threads(&s.threads, Some(s.pid)));
+            }
+        }
+        let mut added = std::collections::HashSet::new();
+        for u in unreached {
+            if u.reason != UnreachedReason::Exited {
+                continue;
+            }
+            match index.get(&u.rank).and_then(|&i| self.ranks.get_mut(i)) {
+                Some(r) => r.activity = Some(RankActivity::Exited),
+                None if added.insert(u.rank) => self.ranks.push(
+                    RankQueues::new(u.rank, None, Vec::new()).with_activity(RankActivity::Exited),
+                ),
+                None => {}
+            }
+        }
+        self
+    }
 }
 
 /// The queues of one rank.
@@ -148,6 +245,15 @@ pub struct RankQueues {
     pub pid: Option<i64>,
     /// The communicators this rank belongs to, each with its operations.
     pub communicators: Vec<CommQueues>,
+    /// Where the rank is as far as MPI is concerned (from its stacks, see
+    /// [`classify_threads`]); `None`: not known, and the
+    /// analysis is the queues-only one for this rank. Absent from JSON when `None`, and absent
+    /// JSON means `None`, so snapshots written before it existed read unchanged.
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
+    pub activity: Option<RankActivity>,
 }
 
 impl RankQueues {
@@ -157,7 +263,14 @@ impl RankQueues {
             rank,
             pid,
             communicators,
+            activity: None,
         }
+    }
+
+    /// With the rank's activity (see [`RankQueues::activity`]).
+    pub fn with_activity(mut self, activity: RankActivity) -> Self {
+        self.activity = Some(activity);
+        self
     }
 }
 
@@ -224,6 +337,12 @@ pub enum AnalysisError {
 pub fn analyze(job: &JobSnapshot) -> Result<DeadlockReport, AnalysisError> {
     let inferred = infer::rendezvous_sends(job);
     let job = inferred.as_ref().unwrap_or(job);
-    let graph = graph::Analysis::run(job)?;
-    Ok(report::build(job, &graph, 1))
+    let applied = activity::apply(job);
+    let job = applied.job.as_ref().unwrap_or(job);
+    let graph = graph::Analysis::run(job, &applied.finished)?;
+    let mut report = report::build(job, &graph, 1);
+    report.not_waiting = applied.not_waiting;
+    report.collective = collective::find(job).into_iter().collect();
+    report.verdict = report.verdict_for(1);
+    Ok(report)
 }

@@ -3,9 +3,12 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
+use super::activity::blocked_in;
 use super::graph::{Analysis, Target};
 use super::{CommQueues, JobSnapshot, MAX_LISTED_CANDIDATES};
-use crate::mqd::{Length, OpClass, Peer};
+use crate::mqd::{Length, OpClass, Operation, Peer};
+use crate::ranks::RankSet;
+use crate::stacks::{BlockedCall, CallSite, RankActivity};
 
 /// The overall answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -13,15 +16,21 @@ use crate::mqd::{Length, OpClass, Peer};
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 #[allow(
     clippy::exhaustive_enums,
-    reason = "the analysis has three answers: no cycle, a potential deadlock, a confirmed one"
+    reason = "no hang, or a point-to-point cycle or a collective mismatch, each potential or confirmed"
 )]
 pub enum Verdict {
-    /// No rank waits in a cycle.
+    /// No rank waits in a cycle, and the stacks (when given) show no collective mismatch.
     NoCycle,
     /// Cycles of pending operations in one snapshot: the ranks *may* be deadlocked.
     PotentialDeadlock,
     /// Cycles whose operations stayed the same in every one of several snapshots.
     Deadlock,
+    /// No cycle, but in one snapshot the stacks show ranks in different collectives, or some
+    /// in a collective while others are elsewhere ([`DeadlockReport::collective`]).
+    PotentialCollectiveMismatch,
+    /// No cycle, and a collective mismatch whose ranks stayed at the same place in every one
+    /// of several snapshots.
+    CollectiveMismatch,
 }
 
 /// A communicator as the report names it.
@@ -83,6 +92,21 @@ pub struct WaitOp {
     pub buffer: u64,
     /// Length.
     pub length: Length,
+}
+
+impl WaitOp {
+    /// Operation `op` of the communicator `comm` (`unique_id` in the waiting process).
+    pub(super) fn of(comm: &CommRef, unique_id: u64, op: &Operation) -> Self {
+        WaitOp {
+            class: op.class,
+            comm: comm.clone(),
+            comm_unique_id: unique_id,
+            peer: op.peer_local,
+            tag: op.tag,
+            buffer: op.buffer,
+            length: op.length,
+        }
+    }
 }
 
 impl fmt::Display for WaitOp {
@@ -160,6 +184,9 @@ pub struct Wait {
     pub can_complete: bool,
     /// The waiting rank's state.
     pub state: RankState,
+    /// The MPI call the waiting rank is in and its call site, when its stacks were given.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub blocked_in: Option<BlockedCall>,
 }
 
 /// One link of a cycle's chain: `rank` waits, through `op`, for `waits_for`.
@@ -173,6 +200,9 @@ pub struct Step {
     pub op: WaitOp,
     /// The rank it waits for (for `MPI_ANY_SOURCE`: one of the candidates, all deadlocked).
     pub waits_for: u64,
+    /// The MPI call the waiting rank is in and its call site, when its stacks were given.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub blocked_in: Option<BlockedCall>,
 }
 
 /// A set of deadlocked ranks that wait on one another: a cycle of waits, or for
@@ -200,6 +230,136 @@ pub struct BlockedRank {
     pub waits: Vec<WaitOp>,
     /// Deadlocked ranks it waits for directly (sorted, at most [`MAX_LISTED_CANDIDATES`]).
     pub waits_for: Vec<u64>,
+    /// The MPI call it is in and its call site, when its stacks were given.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub blocked_in: Option<BlockedCall>,
+}
+
+/// A rank whose stacks show it is not waiting inside MPI (outside MPI, finalized, exited) and
+/// that has pending sends or receives: they are not waits, and are listed here instead.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
+pub struct NotWaiting {
+    /// The rank.
+    pub rank: u64,
+    /// Where it is.
+    pub activity: RankActivity,
+    /// Its pending sends and receives (at most [`MAX_LISTED_CANDIDATES`]).
+    pub operations: Vec<WaitOp>,
+    /// How many more there are.
+    pub omitted: u64,
+}
+
+/// Ranks in one collective call.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
+pub struct CollectiveCall {
+    /// The call's C name (without a large-count `_c`); `MPI_Finalize` for ranks finalizing.
+    pub call: String,
+    /// The ranks in it.
+    pub ranks: RankSet,
+    /// The communicator, when the queues show it: every one of these ranks has its pending
+    /// collective traffic (negative tags, or an internal communicator) on this one
+    /// communicator. `None`: unknown.
+    pub communicator: Option<CommRef>,
+    /// Where the ranks called it from (distinct, sorted, at most [`MAX_LISTED_CANDIDATES`]).
+    pub call_sites: Vec<CallSite>,
+}
+
+/// Where ranks that are not in a collective are.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
+pub enum Elsewhere {
+    /// In an MPI call that is not a collective (point-to-point, a wait, …).
+    InMpi {
+        /// The call's C name.
+        call: String,
+    },
+    /// Not inside MPI.
+    NotInMpi,
+    /// Returned from `MPI_Finalize`.
+    Finalized,
+    /// The process is gone.
+    Exited,
+}
+
+impl fmt::Display for Elsewhere {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Elsewhere::InMpi { call } => write!(f, "in {call}"),
+            Elsewhere::NotInMpi => f.write_str("not inside MPI"),
+            Elsewhere::Finalized => f.write_str("finalized"),
+            Elsewhere::Exited => f.write_str("exited"),
+        }
+    }
+}
+
+/// Ranks at one place outside every collective.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
+pub struct ElsewhereRanks {
+    /// Where they are.
+    pub what: Elsewhere,
+    /// The ranks.
+    pub ranks: RankSet,
+}
+
+/// A collective hang seen in the stacks: ranks in different collectives, or some in a
+/// collective while others are elsewhere (see the [module documentation](super)).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
+pub struct CollectiveHang {
+    /// The collectives and their ranks, by call name.
+    pub calls: Vec<CollectiveCall>,
+    /// The other ranks whose activity is known, by place.
+    pub elsewhere: Vec<ElsewhereRanks>,
+    /// Ranks of the snapshot whose activity is unknown (not considered). Absent from JSON when
+    /// empty (a rank list is never empty text).
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "RankSet::is_empty")
+    )]
+    pub unknown: RankSet,
+    /// Ranks of known activity outside every collective that are not members of the one
+    /// communicator all the collectives are known to be on (their queues list communicators,
+    /// none of them that one): not part of the hang. Absent from JSON when empty.
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "RankSet::is_empty")
+    )]
+    pub not_members: RankSet,
+}
+
+impl fmt::Display for CollectiveHang {
+    /// `ranks 0-2 in MPI_Barrier; rank 3 in MPI_Reduce; rank 4 not inside MPI`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ranks = |s: &RankSet| {
+            let t = s.to_string();
+            if t.contains([',', '-']) {
+                format!("ranks {t}")
+            } else {
+                format!("rank {t}")
+            }
+        };
+        let mut parts = Vec::new();
+        for c in &self.calls {
+            let on = c
+                .communicator
+                .as_ref()
+                .map_or_else(String::new, |m| format!(" on {m}"));
+            parts.push(format!("{} in {}{on}", ranks(&c.ranks), c.call));
+        }
+        for e in &self.elsewhere {
+            parts.push(format!("{} {}", ranks(&e.ranks), e.what));
+        }
+        f.write_str(&parts.join("; "))
+    }
 }
 
 /// The result of [`analyze`](super::analyze) or [`confirm`](super::confirm).
@@ -223,12 +383,38 @@ pub struct DeadlockReport {
     pub notes: Vec<String>,
     /// Notes not kept.
     pub notes_omitted: u64,
+    /// Ranks whose stacks show they are not waiting inside MPI and that have pending sends or
+    /// receives, with those operations (which therefore are not waits), by rank.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub not_waiting: Vec<NotWaiting>,
+    /// Collective hangs seen in the stacks (at most one today: the communicators of the
+    /// calls are mostly unknown, so all ranks are taken together).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub collective: Vec<CollectiveHang>,
 }
 
 impl DeadlockReport {
     /// Whether any cycle was found (the reference tool's exit status).
     pub fn has_cycle(&self) -> bool {
         !self.cycles.is_empty()
+    }
+
+    /// Whether any hang was found: a cycle, a collective mismatch, or ranks waiting on ranks
+    /// that finalized or exited (listed as [`blocked`](Self::blocked) with no cycle).
+    pub fn has_hang(&self) -> bool {
+        self.has_cycle() || !self.collective.is_empty() || !self.blocked.is_empty()
+    }
+
+    /// The verdict of what the report holds, resting on `samples` snapshots: a cycle before a
+    /// collective mismatch, potential on one snapshot.
+    pub(super) fn verdict_for(&self, samples: usize) -> Verdict {
+        match (self.has_cycle(), !self.collective.is_empty(), samples > 1) {
+            (true, _, false) => Verdict::PotentialDeadlock,
+            (true, _, true) => Verdict::Deadlock,
+            (false, true, false) => Verdict::PotentialCollectiveMismatch,
+            (false, true, true) => Verdict::CollectiveMismatch,
+            (false, false, _) => Verdict::NoCycle,
+        }
     }
 
     /// The first line of the text form.
@@ -242,47 +428,128 @@ impl DeadlockReport {
             n => format!("{n} cycles"),
         };
         match self.verdict {
-            Verdict::NoCycle => format!(
-                "no cycle: {} ranks, {} waiting operations, none waits in a cycle ({snaps})",
-                self.ranks,
-                self.waits.len()
-            ),
+            Verdict::NoCycle => {
+                let mut s = format!(
+                    "no cycle: {} ranks, {} waiting operations, none waits in a cycle ({snaps})",
+                    self.ranks,
+                    self.waits.len()
+                );
+                if !self.blocked.is_empty() {
+                    s.push_str(&format!(
+                        "; {} ranks wait on ranks that finalized or exited",
+                        self.blocked.len()
+                    ));
+                }
+                s
+            }
             Verdict::PotentialDeadlock => format!(
                 "potential deadlock: {cycles} of pending operations ({snaps}; queues do not show whether a rank is blocked)"
             ),
             Verdict::Deadlock => {
                 format!("deadlock: {cycles}, the same pending operations in all {snaps}")
             }
+            Verdict::PotentialCollectiveMismatch => format!(
+                "potential collective hang: {} ({snaps}; ranks may still be on their way)",
+                self.collective_text()
+            ),
+            Verdict::CollectiveMismatch => format!(
+                "collective hang: {}, the same in all {snaps}",
+                self.collective_text()
+            ),
         }
     }
+}
+
+impl DeadlockReport {
+    fn collective_text(&self) -> String {
+        let parts: Vec<String> = self.collective.iter().map(|c| c.to_string()).collect();
+        parts.join(" | ")
+    }
+}
+
+/// ` in MPI_Recv at main (ring.c:12)`, or nothing.
+fn in_call(c: Option<&BlockedCall>) -> String {
+    c.map_or_else(String::new, |c| format!(" in {c}"))
 }
 
 impl fmt::Display for DeadlockReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "{}", self.summary())?;
+        if self.has_cycle() {
+            for c in &self.collective {
+                writeln!(f, "collective mismatch too: {c}")?;
+            }
+        }
+        for c in &self.collective {
+            for call in &c.calls {
+                for s in &call.call_sites {
+                    writeln!(f, "  {} called at {s}", call.call)?;
+                }
+            }
+            if !c.unknown.is_empty() {
+                writeln!(
+                    f,
+                    "  not considered (activity unknown): ranks {}",
+                    c.unknown
+                )?;
+            }
+            if !c.not_members.is_empty() {
+                writeln!(
+                    f,
+                    "  not considered (not members of its communicator): ranks {}",
+                    c.not_members
+                )?;
+            }
+        }
         for (i, c) in self.cycles.iter().enumerate() {
             let ranks: Vec<String> = c.ranks.iter().map(u64::to_string).collect();
             writeln!(f, "cycle {}: ranks {}", i + 1, ranks.join(" "))?;
             for s in &c.chain {
                 writeln!(
                     f,
-                    "  rank {:<5} {}; waits for rank {}",
-                    s.rank, s.op, s.waits_for
+                    "  rank {:<5} {}; waits for rank {}{}",
+                    s.rank,
+                    s.op,
+                    s.waits_for,
+                    in_call(s.blocked_in.as_ref())
                 )?;
             }
         }
         if !self.blocked.is_empty() {
-            writeln!(f, "blocked by the deadlock (not in a cycle):")?;
+            if self.has_cycle() {
+                writeln!(f, "blocked by the deadlock (not in a cycle):")?;
+            } else {
+                writeln!(f, "blocked, waiting on ranks that finalized or exited:")?;
+            }
             for b in &self.blocked {
                 let ops: Vec<String> = b.waits.iter().map(WaitOp::to_string).collect();
                 let on: Vec<String> = b.waits_for.iter().map(u64::to_string).collect();
                 writeln!(
                     f,
-                    "  rank {:<5} {}; waits for rank {}",
+                    "  rank {:<5} {}; waits for rank {}{}",
                     b.rank,
                     ops.join("; "),
-                    on.join(", ")
+                    on.join(", "),
+                    in_call(b.blocked_in.as_ref())
                 )?;
+            }
+        }
+        if !self.not_waiting.is_empty() {
+            writeln!(
+                f,
+                "not waiting: not inside MPI, finalized or exited (their pending operations are not waits):"
+            )?;
+            for n in &self.not_waiting {
+                let mut ops: Vec<String> = n.operations.iter().map(WaitOp::to_string).collect();
+                if n.omitted > 0 {
+                    ops.push(format!("{} more", n.omitted));
+                }
+                let ops = if ops.is_empty() {
+                    String::new()
+                } else {
+                    format!("; pending {}", ops.join("; "))
+                };
+                writeln!(f, "  rank {:<5} {}{ops}", n.rank, n.activity)?;
             }
         }
         for n in &self.notes {
@@ -307,15 +574,7 @@ pub(super) fn build(job: &JobSnapshot, a: &Analysis, samples: usize) -> Deadlock
         let w = a.waits.get(wi)?;
         let c = job.ranks.get(w.op.rank)?.communicators.get(w.op.comm)?;
         let op = c.operations.get(w.op.op)?;
-        Some(WaitOp {
-            class: op.class,
-            comm: CommRef::of(c),
-            comm_unique_id: c.unique_id,
-            peer: op.peer_local,
-            tag: op.tag,
-            buffer: op.buffer,
-            length: op.length,
-        })
+        Some(WaitOp::of(&CommRef::of(c), c.unique_id, op))
     };
     // Members of each communicator as sorted job ranks, once (not once per waiting rank).
     let sorted_members: Vec<Vec<u64>> = a
@@ -359,6 +618,7 @@ pub(super) fn build(job: &JobSnapshot, a: &Analysis, samples: usize) -> Deadlock
             target,
             can_complete: w.satisfied,
             state: state(w.op.rank),
+            blocked_in: blocked_in(job, w.op.rank),
         });
     }
     waits.sort_by_key(|w| w.rank);
@@ -371,10 +631,12 @@ pub(super) fn build(job: &JobSnapshot, a: &Analysis, samples: usize) -> Deadlock
             .map_or(&[][..], Vec::as_slice)
             .iter()
             .filter_map(|&(wi, next)| {
+                let ri = a.waits.get(wi)?.op.rank;
                 Some(Step {
-                    rank: job_rank(a.waits.get(wi)?.op.rank),
+                    rank: job_rank(ri),
                     op: op_of(wi)?,
                     waits_for: job_rank(next),
+                    blocked_in: blocked_in(job, ri),
                 })
             })
             .collect();
@@ -416,7 +678,7 @@ pub(super) fn build(job: &JobSnapshot, a: &Analysis, samples: usize) -> Deadlock
 
     let mut blocked = Vec::new();
     for (ri, ws) in a.waits_of.iter().enumerate() {
-        if state(ri) != RankState::BlockedByDeadlock {
+        if state(ri) != RankState::BlockedByDeadlock || a.finished.get(ri) == Some(&true) {
             continue;
         }
         let mut ops = Vec::new();
@@ -437,6 +699,7 @@ pub(super) fn build(job: &JobSnapshot, a: &Analysis, samples: usize) -> Deadlock
             rank: job_rank(ri),
             waits: ops,
             waits_for: on.into_iter().take(MAX_LISTED_CANDIDATES).collect(),
+            blocked_in: blocked_in(job, ri),
         });
     }
     blocked.sort_by_key(|b| b.rank);
@@ -454,5 +717,7 @@ pub(super) fn build(job: &JobSnapshot, a: &Analysis, samples: usize) -> Deadlock
         waits,
         notes: a.notes.clone(),
         notes_omitted: a.notes_omitted,
+        not_waiting: Vec::new(),
+        collective: Vec::new(),
     }
 }

@@ -52,6 +52,7 @@
 mod analysis;
 mod document;
 mod helpers;
+pub mod mpi_frames;
 mod ranges;
 mod render;
 mod tree;
@@ -61,6 +62,10 @@ pub use document::{
     DecodeLimits, DocumentNode, SCHEMA, TreeDecodeError, TreeDocument, TruncatedRanks,
 };
 pub use helpers::{BUILT_IN_HELPERS, HelperSignature, builtin_helper};
+pub use mpi_frames::{
+    BlockedCall, CallKind, CallSite, EntryPoint, MAX_ENTRY_NAME, MAX_FRAMES_EXAMINED,
+    MAX_KEPT_NAME, RankActivity, UnknownWhy, classify_threads, mpi_entry_point,
+};
 pub use tree::{
     Cut, HelperFolding, MergeError, MergeKey, NodeId, NodeKey, NodeKind, StackNode, StackTree,
     TreeLimits, TreeOptions, TreeView,
