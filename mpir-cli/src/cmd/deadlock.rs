@@ -13,8 +13,9 @@ use crate::render::deadlock::{CoverageOut, DEADLOCK_SCHEMA, DeadlockDoc, ReportO
 use crate::render::queues::{engine_name, printed_notes};
 use crate::{Common, progress};
 
-/// Exit status when a cycle is found.
-pub(crate) const CYCLE: u8 = 3;
+/// Exit status when a hang is found: a cycle, a collective mismatch, or ranks waiting on
+/// ranks that finished.
+pub(crate) const HANG: u8 = 3;
 
 #[derive(clap::Args)]
 pub(crate) struct DeadlockArgs {
@@ -132,9 +133,9 @@ pub(crate) fn run(args: &DeadlockArgs) -> anyhow::Result<ExitCode> {
             outln!("note: {n}");
         }
     }
-    Ok(if report.has_cycle() {
-        // A cycle among the ranks read is real whatever the others do.
-        ExitCode::from(CYCLE)
+    Ok(if report.has_hang() {
+        // A hang among the ranks read is real whatever the others do.
+        ExitCode::from(HANG)
     } else if !coverage.complete {
         ExitCode::from(queues::PARTIAL)
     } else {

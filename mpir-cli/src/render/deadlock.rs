@@ -1,14 +1,19 @@
-//! The deadlock document (`mpir.deadlock/2`): the wait-for analysis in the tool's own types,
-//! converted field by field from the library's [`DeadlockReport`].
+//! The deadlock document (`mpir.deadlock/3`): the wait-for analysis in the tool's own types,
+//! converted field by field from the library's [`DeadlockReport`]; the stack facts
+//! (`blocked_in`, `not_waiting`'s activity, `collective`) are the library's own serde form.
 //!
-//! Version 2: `op.buffer` is a hex string, as every address in the documents (version 1 wrote
-//! the library's decimal number).
+//! Version 3: the stacks join the analysis — the verdicts `potential_collective_mismatch` and
+//! `collective_mismatch`, `blocked_in` on every wait, step and blocked rank, `not_waiting` and
+//! `collective`. Version 2: `op.buffer` is a hex string, as every address in the documents
+//! (version 1 wrote the library's decimal number).
 
 use mpir_session::{Coverage, NotCovered, chain};
 use mpir_types::deadlock::{
-    BlockedRank, CommRef, Cycle, DeadlockReport, RankState, Step, Verdict, Wait, WaitOp, WaitTarget,
+    BlockedRank, CollectiveHang, CommRef, Cycle, DeadlockReport, NotWaiting, RankState, Step,
+    Verdict, Wait, WaitOp, WaitTarget,
 };
 use mpir_types::mqd::{OpClass, Peer};
+use mpir_types::stacks::{BlockedCall, RankActivity};
 use serde::Serialize;
 
 /// A rank the analysis could not cover, and why.
@@ -156,9 +161,9 @@ pub(crate) fn unread_lines(read: &mpir_session::DeadlockRead, types_given: bool)
 }
 
 /// `schema` of a deadlock document (docs/cli-json.md).
-pub(crate) const DEADLOCK_SCHEMA: &str = "mpir.deadlock/2";
+pub(crate) const DEADLOCK_SCHEMA: &str = "mpir.deadlock/3";
 
-/// A whole `mpir.deadlock/2` document.
+/// A whole `mpir.deadlock/3` document.
 #[derive(Serialize)]
 pub(crate) struct DeadlockDoc<'a> {
     pub(crate) schema: &'static str,
@@ -179,13 +184,18 @@ pub(crate) struct DeadlockDoc<'a> {
 /// The analysis: the verdict and the graph's parts.
 #[derive(Serialize)]
 pub(crate) struct ReportOut {
-    /// "no_cycle", "potential_deadlock", "deadlock", or "unknown" (nothing read).
+    /// "no_cycle", "potential_deadlock", "deadlock", "potential_collective_mismatch",
+    /// "collective_mismatch", or "unknown" (nothing read).
     pub(crate) verdict: &'static str,
     pub(crate) samples: usize,
     pub(crate) ranks: usize,
     pub(crate) cycles: Vec<CycleOut>,
     pub(crate) blocked: Vec<BlockedOut>,
     pub(crate) waits: Vec<WaitOut>,
+    /// Ranks with pending operations that are not inside MPI (or finished): not waits.
+    pub(crate) not_waiting: Vec<NotWaitingOut>,
+    /// Collective hangs seen in the stacks.
+    pub(crate) collective: Vec<CollectiveHang>,
     pub(crate) notes: Vec<String>,
     pub(crate) notes_omitted: u64,
 }
@@ -204,6 +214,8 @@ pub(crate) struct StepOut {
     pub(crate) rank: u64,
     pub(crate) waits_for: u64,
     pub(crate) op: OpOut,
+    /// The MPI call `rank` is blocked in and where it was called from, when stacks were read.
+    pub(crate) blocked_in: Option<BlockedCall>,
 }
 
 /// A rank waiting on a deadlocked rank without being in a cycle.
@@ -212,6 +224,16 @@ pub(crate) struct BlockedOut {
     pub(crate) rank: u64,
     pub(crate) waits: Vec<OpOut>,
     pub(crate) waits_for: Vec<u64>,
+    pub(crate) blocked_in: Option<BlockedCall>,
+}
+
+/// A rank whose pending operations are not waits: it is not inside MPI, or has finished.
+#[derive(Serialize)]
+pub(crate) struct NotWaitingOut {
+    pub(crate) rank: u64,
+    pub(crate) activity: RankActivity,
+    pub(crate) operations: Vec<OpOut>,
+    pub(crate) omitted: u64,
 }
 
 /// Every wait found.
@@ -222,6 +244,7 @@ pub(crate) struct WaitOut {
     pub(crate) target: TargetOut,
     pub(crate) can_complete: bool,
     pub(crate) state: StateOut,
+    pub(crate) blocked_in: Option<BlockedCall>,
 }
 
 /// What a wait waits for.
@@ -331,6 +354,7 @@ fn step(s: &Step) -> StepOut {
         rank: s.rank,
         waits_for: s.waits_for,
         op: op(&s.op),
+        blocked_in: s.blocked_in.clone(),
     }
 }
 
@@ -347,6 +371,16 @@ fn blocked(b: &BlockedRank) -> BlockedOut {
         rank: b.rank,
         waits: b.waits.iter().map(op).collect(),
         waits_for: b.waits_for.clone(),
+        blocked_in: b.blocked_in.clone(),
+    }
+}
+
+fn not_waiting(n: &NotWaiting) -> NotWaitingOut {
+    NotWaitingOut {
+        rank: n.rank,
+        activity: n.activity.clone(),
+        operations: n.operations.iter().map(op).collect(),
+        omitted: n.omitted,
     }
 }
 
@@ -370,6 +404,7 @@ fn wait(w: &Wait) -> WaitOut {
             RankState::InCycle { cycle } => StateOut::InCycle { cycle },
             RankState::BlockedByDeadlock => StateOut::BlockedByDeadlock,
         },
+        blocked_in: w.blocked_in.clone(),
     }
 }
 
@@ -383,6 +418,8 @@ impl ReportOut {
             cycles: Vec::new(),
             blocked: Vec::new(),
             waits: Vec::new(),
+            not_waiting: Vec::new(),
+            collective: Vec::new(),
             notes: Vec::new(),
             notes_omitted: 0,
         }
@@ -396,12 +433,16 @@ impl From<&DeadlockReport> for ReportOut {
                 Verdict::NoCycle => "no_cycle",
                 Verdict::PotentialDeadlock => "potential_deadlock",
                 Verdict::Deadlock => "deadlock",
+                Verdict::PotentialCollectiveMismatch => "potential_collective_mismatch",
+                Verdict::CollectiveMismatch => "collective_mismatch",
             },
             samples: r.samples,
             ranks: r.ranks,
             cycles: r.cycles.iter().map(cycle).collect(),
             blocked: r.blocked.iter().map(blocked).collect(),
             waits: r.waits.iter().map(wait).collect(),
+            not_waiting: r.not_waiting.iter().map(not_waiting).collect(),
+            collective: r.collective.clone(),
             notes: r.notes.clone(),
             notes_omitted: r.notes_omitted,
         }

@@ -18,9 +18,9 @@ pub fn mpir() -> Command {
 pub const SCHEMAS: [(&str, &str); 5] = [
     ("mpir.job/1", "job.v1.json"),
     ("mpir.queues/1", "queues.v1.json"),
-    ("mpir.core/1", "core.v1.json"),
-    ("mpir.deadlock/2", "deadlock.v2.json"),
-    ("mpir.demo/2", "demo.v2.json"),
+    ("mpir.core/2", "core.v2.json"),
+    ("mpir.deadlock/3", "deadlock.v3.json"),
+    ("mpir.demo/3", "demo.v3.json"),
 ];
 
 /// The schemas of `docs/schema/`, compiled once (they refer to each other by file name).
