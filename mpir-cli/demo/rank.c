@@ -22,7 +22,12 @@
  *         receiving from rank 1 only), and an unexpected message from rank 1, tag 5, on
  *         MPI_COMM_WORLD;
  *       every other rank: nothing pending;
- *  4. prints "rank R pid P ready" (unless MPIR_DEMO_QUIET is set) and sleeps until killed.
+ *  4. prints "rank R pid P ready" (unless MPIR_DEMO_QUIET is set), then blocks until killed
+ *     where such a rank would: ranks 0-2 (and rank 0 when n == 2) inside MPI_Recv, rank 3
+ *     inside MPI_Waitall, every other rank outside MPI (in pause, from main). These two
+ *     "MPI calls" are the demo's own functions named as the standard names the entry points,
+ *     so stack tools (`mpir stacks`, the stack-aware `mpir deadlock`) see what they would see
+ *     in a real job: the blocked call, and `main` as the user's call site.
  *
  * The local group of MPI_COMM_SELF is left NULL, as MPICH leaves a communicator's group until
  * someone asks for it; the others have theirs (lpid = MPI_COMM_WORLD rank, as in ch3). */
@@ -172,6 +177,18 @@ static void arrive_unexpected(MPIR_Comm *comm, int source, int tag, int bytes) {
     r->unexp = debugq_remember(r, source, tag, comm->context_id, 0, 0, &MPIR_Unexpq_head);
 }
 
+/* The blocking MPI calls of step 4. noinline: each keeps a frame of its own under main. */
+__attribute__((noinline)) int MPI_Recv(void *buf, int count, int datatype, int source, int tag,
+                                       int comm, void *status) {
+    (void)buf, (void)count, (void)datatype, (void)source, (void)tag, (void)comm, (void)status;
+    for (;;) pause(); /* nobody ever sends */
+}
+
+__attribute__((noinline)) int MPI_Waitall(int count, MPI_Request *requests, void *statuses) {
+    (void)count, (void)requests, (void)statuses;
+    for (;;) pause(); /* the wildcard receive and the rendezvous send never complete */
+}
+
 static int env_int(const char *name, int fallback) {
     const char *v = getenv(name);
     return v && *v ? atoi(v) : fallback;
@@ -226,10 +243,13 @@ int main(void) {
     MPIR_Comm *ring = &MPIR_Comm_direct[0];
     comm_init(ring, DEMO_DIRECT_COMM(0), 3 << MPIR_CONTEXT_PREFIX_SHIFT, size, rank,
               group_of(everyone, size, rank), "demo-ring");
+    int ring_source = -1;
     if (size >= 3 && rank < 3) {
-        post_recv(ring, (rank + 1) % 3, 7, ring_buf, 16);
+        ring_source = (rank + 1) % 3;
+        post_recv(ring, ring_source, 7, ring_buf, 16);
     } else if (size == 2 && rank == 0) {
-        post_recv(ring, 1, 7, ring_buf, 16);
+        ring_source = 1;
+        post_recv(ring, ring_source, 7, ring_buf, 16);
     } else if (rank == 3) {
         post_recv(ring, MPI_ANY_SOURCE, 42, any_buf, 8);
         post_send(ring, 0, 99, big_send, 262144);
@@ -240,5 +260,12 @@ int main(void) {
         printf("rank %d pid %d ready\n", rank, (int)getpid());
         fflush(stdout);
     }
-    for (;;) pause(); /* until killed; SIGALRM at the latest */
+    /* Until killed; SIGALRM at the latest. */
+    if (ring_source >= 0) {
+        MPI_Recv(ring_buf, 16, 0, ring_source, 7, DEMO_DIRECT_COMM(0), NULL);
+    } else if (rank == 3) {
+        MPI_Request requests[2] = {0, 1};
+        MPI_Waitall(2, requests, NULL);
+    }
+    for (;;) pause();
 }
