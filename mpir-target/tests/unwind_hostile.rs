@@ -7,7 +7,7 @@
 use mpir_target::MockTarget;
 use mpir_target::debuginfo::{DebugOptions, ProcessImages};
 use mpir_target::mock::Access;
-use mpir_target::unwind::{Arch, EndReason, FrameTrust, Registers, Stack, UnwindOptions, Unwinder};
+use mpir_target::unwind::{Arch, EndReason, Registers, Stack, Trust, UnwindOptions, Unwinder};
 use mpir_types::DataModel;
 use proptest::prelude::*;
 
@@ -44,7 +44,7 @@ fn sane(stack: &Stack, options: &UnwindOptions) {
         assert!(pair[1].sp > pair[0].sp, "sp must increase: {stack:?}");
     }
     if let Some(first) = stack.frames.first() {
-        assert_eq!(first.trust, FrameTrust::Context);
+        assert_eq!(first.trust, Trust::Context);
     }
 }
 
@@ -110,7 +110,7 @@ fn a_frame_pointer_cycle_ends_the_walk() {
     let stack = unwinder.unwind(&target, &Registers::new(Arch::X86_64, 0x10, STACK, fp));
     sane(&stack, &options);
     assert!(stack.frames.len() >= 2, "{stack:?}");
-    assert_eq!(stack.frames[1].trust, FrameTrust::FramePointer);
+    assert_eq!(stack.frames[1].trust, Trust::FramePointer);
     assert_eq!(stack.frames[1].pc, ra);
     assert!(!matches!(stack.end, EndReason::MaxFrames), "{}", stack.end);
 }
@@ -126,7 +126,7 @@ fn a_stack_of_return_addresses_stops_at_the_frame_limit() {
     sane(&stack, &options);
     assert_eq!(stack.frames.len(), 20);
     assert_eq!(stack.end, EndReason::MaxFrames);
-    assert_eq!(stack.frames[1].trust, FrameTrust::Scan);
+    assert_eq!(stack.frames[1].trust, Trust::Scan);
 }
 
 #[test]

@@ -360,11 +360,7 @@ fn check_build(variant: &str, flags: &[&str], strip: bool, args: &[&str], expect
         // b, a and main are found through the .debug_frame CFI of c, b and a (no .eh_frame
         // covers them): by CFI, not by a fallback.
         for f in main.frames.iter().skip(1).take(main_names.len() - 1) {
-            assert_eq!(
-                f.trust,
-                mpir_target::unwind::FrameTrust::Cfi,
-                "{variant}: {f:?}"
-            );
+            assert_eq!(f.trust, mpir_target::unwind::Trust::Cfi, "{variant}: {f:?}");
         }
     }
     // The signal trampoline is recognised (CFI "S") and named by its own image's symbols.
@@ -581,7 +577,7 @@ fn without_cfi_the_fallbacks_find_the_fixture_and_cross_the_signal_frame() {
     );
     assert_eq!(
         stack.frames[restorer + 1].trust,
-        mpir_target::unwind::FrameTrust::SignalContext
+        mpir_target::unwind::Trust::SignalContext
     );
     // The interrupted frame is gdb's frame after "<signal handler called>" (gdb prints no pc
     // for it: it is at the start of a line).
@@ -598,8 +594,8 @@ fn without_cfi_the_fallbacks_find_the_fixture_and_cross_the_signal_frame() {
     // print) is one of gdb's.
     let gdb_pcs: Vec<u64> = main_gdb.iter().filter_map(|g| g.pc).collect();
     for f in stack.frames.iter().take(names.len()) {
-        use mpir_target::unwind::FrameTrust;
-        if !f.signal_frame && !matches!(f.trust, FrameTrust::Context | FrameTrust::SignalContext) {
+        use mpir_target::unwind::Trust;
+        if !f.signal_frame && !matches!(f.trust, Trust::Context | Trust::SignalContext) {
             assert!(
                 gdb_pcs.contains(&f.pc),
                 "{f:?} is not one of gdb's frames: {gdb:?}"

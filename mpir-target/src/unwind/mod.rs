@@ -6,19 +6,19 @@
 //!
 //! ## How a frame's caller is found, by trust
 //!
-//! 1. **CFI** ([`FrameTrust::Cfi`]): the FDE covering the pc in the right image's `.eh_frame`
+//! 1. **CFI** ([`Trust::Cfi`]): the FDE covering the pc in the right image's `.eh_frame`
 //!    (found through `.eh_frame_hdr`'s binary search table when present) or `.debug_frame` (of
 //!    the image or of its separate debug file, found by the existing debug-file search). CFA
 //!    and register rules, DWARF expressions included, are evaluated against the frame's
 //!    registers and the target's memory. A return-address rule "undefined" (glibc's `_start`
 //!    and `clone`) ends the stack normally ([`EndReason::Outermost`]).
-//! 2. **Frame pointer** ([`FrameTrust::FramePointer`]), when no CFI covers the pc: the saved
+//! 2. **Frame pointer** ([`Trust::FramePointer`]), when no CFI covers the pc: the saved
 //!    frame pointer at `[fp]` and the return address at `[fp + word]`, accepted only when the
 //!    return address lands in code of a known image and the stack pointer moves up.
-//! 3. **Signal context** ([`FrameTrust::SignalContext`]), when no CFI covers x86_64's
+//! 3. **Signal context** ([`Trust::SignalContext`]), when no CFI covers x86_64's
 //!    `__restore_rt` (recognised by its symbol): every register is restored from the
 //!    `ucontext` the kernel pushed at the trampoline's stack pointer.
-//! 4. **Scan** ([`FrameTrust::Scan`]): at most [`UnwindOptions::max_scan_words`] words from the
+//! 4. **Scan** ([`Trust::Scan`]): at most [`UnwindOptions::max_scan_words`] words from the
 //!    stack pointer up, the first word that points into code of a known image (covered by its
 //!    CFI or inside one of its function symbols).
 //!
@@ -75,24 +75,9 @@ pub(crate) fn unsupported_here() -> crate::TargetError {
 pub use snapshot::{ProcessSnapshot, SnapshotOptions, StackCopy, ThreadSnapshot, snapshot_live};
 pub use walk::{AT_SYSINFO_EHDR, Unwinder, live_vdso_address, vdso_address};
 
-/// How far a frame can be trusted, from best to worst (as minidump's `FrameTrust`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
-#[non_exhaustive]
-pub enum FrameTrust {
-    /// The thread's own registers (the innermost frame).
-    Context,
-    /// Recovered with call frame information.
-    Cfi,
-    /// Recovered by following the frame-pointer chain.
-    FramePointer,
-    /// Restored from the context a signal frame saved (`__restore_rt`'s `ucontext`, when no
-    /// CFI describes the trampoline).
-    SignalContext,
-    /// Found by scanning the stack for a plausible return address.
-    Scan,
-}
+/// How far a frame can be trusted: the one trust model of the stack model
+/// ([`mpir_types::stacks::Trust`]), re-exported here.
+pub use mpir_types::stacks::Trust;
 
 /// Why a walk ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -154,7 +139,7 @@ pub struct Frame {
     /// The canonical frame address, when CFI gave it.
     pub cfa: Option<u64>,
     /// How this frame was found.
-    pub trust: FrameTrust,
+    pub trust: Trust,
     /// The image (executable or library) mapping the pc, when known.
     pub module: Option<String>,
     /// The pc as a link-time address of `module` (the pc minus the load bias).

@@ -6,7 +6,7 @@ use super::cfi::{Context, ImageCfi, Step};
 use super::regs::Registers;
 use super::snapshot::ProcessSnapshot;
 use super::symbols::FunctionIndex;
-use super::{EndReason, Frame, FrameTrust, Stack, UnwindOptions};
+use super::{EndReason, Frame, Stack, Trust, UnwindOptions};
 use crate::debuginfo::{ElfFile, Image, ProcessImages};
 use crate::traits::Memory;
 
@@ -82,7 +82,7 @@ pub struct Unwinder<'a> {
 
 /// A caller found by one method: its registers, how it was found, and whether its pc is exact
 /// (interrupted by a signal) rather than a return address.
-type Caller = (Registers, FrameTrust, bool);
+type Caller = (Registers, Trust, bool);
 
 impl<'a> Unwinder<'a> {
     /// An unwinder over `images` with default limits.
@@ -211,7 +211,7 @@ impl<'a> Unwinder<'a> {
     pub fn unwind(&self, memory: &dyn Memory, regs: &Registers) -> Stack {
         let mut frames = Vec::new();
         let mut regs = *regs;
-        let mut trust = FrameTrust::Context;
+        let mut trust = Trust::Context;
         let mut exact_pc = true;
         let mut ctx = Context::new();
         let end = loop {
@@ -270,7 +270,7 @@ impl<'a> Unwinder<'a> {
                             frames.push(frame);
                             break EndReason::Outermost;
                         }
-                        caller = Some((c, FrameTrust::Cfi, signal_frame));
+                        caller = Some((c, Trust::Cfi, signal_frame));
                     }
                     Step::Failed(e) => failure = e,
                     Step::Unreadable(e) => {
@@ -344,7 +344,7 @@ impl<'a> Unwinder<'a> {
         caller.set(arch.pc_reg(), ra);
         caller.set(arch.sp_reg(), fp.checked_add(2 * word)?);
         caller.set(arch.fp_reg(), saved_fp);
-        Some((caller, FrameTrust::FramePointer, false))
+        Some((caller, Trust::FramePointer, false))
     }
 
     /// The caller by scanning the stack for a return address into code, bounded.
@@ -371,7 +371,7 @@ impl<'a> Unwinder<'a> {
                 let mut caller = *regs;
                 caller.set(arch.pc_reg(), value);
                 caller.set(arch.sp_reg(), sp + (i as u64 + 1) * word);
-                return Some((caller, FrameTrust::Scan, false));
+                return Some((caller, Trust::Scan, false));
             }
         }
         None
@@ -421,5 +421,5 @@ fn signal_context(memory: &dyn Memory, regs: &Registers) -> Option<Caller> {
         let at = sp.checked_add(GREGS + 8 * i)?;
         caller.set(dwarf, read_word(memory, at, 8)?);
     }
-    Some((caller, FrameTrust::SignalContext, true))
+    Some((caller, Trust::SignalContext, true))
 }
