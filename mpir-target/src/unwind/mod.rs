@@ -59,13 +59,17 @@
 //! lets the process go and reports how long it was stopped; the copy ([`StackCopy`]) is then
 //! unwound offline. aarch64 is [`TargetError::Unsupported`](crate::TargetError::Unsupported).
 
+mod cache;
 mod cfi;
 mod regs;
 mod snapshot;
+mod symbolize;
 mod symbols;
 mod walk;
 
+pub use cache::{DEFAULT_MAX_IMAGES, SymbolCache, SymbolCacheStats};
 pub use regs::{Arch, MAX_REGS, Registers};
+pub use symbolize::truncation;
 
 /// The error for reading registers on an instruction set the unwinder does not know.
 #[cfg_attr(target_arch = "x86_64", allow(dead_code))]

@@ -2,6 +2,7 @@
 
 use std::sync::{Arc, OnceLock};
 
+use super::cache::{CachedImage, ImageInfo, SymbolCache};
 use super::cfi::{Context, ImageCfi, Step};
 use super::regs::Registers;
 use super::snapshot::ProcessSnapshot;
@@ -10,17 +11,10 @@ use super::{EndReason, Frame, Stack, Trust, UnwindOptions};
 use crate::debuginfo::{ElfFile, Image, ProcessImages};
 use crate::traits::Memory;
 
-/// What the unwinder keeps of one image: its CFI and its functions, read on first use.
-#[derive(Debug)]
-struct ImageInfo {
-    cfi: ImageCfi,
-    functions: FunctionIndex,
-}
-
 /// An image read from the target's memory rather than a file: the vDSO.
 #[derive(Debug)]
-struct MemoryImage {
-    name: String,
+pub(super) struct MemoryImage {
+    pub(super) name: String,
     bias: u64,
     elf: ElfFile,
     info: ImageInfo,
@@ -28,8 +22,10 @@ struct MemoryImage {
 
 /// Where a pc is: a file image of [`ProcessImages`], or an image read from memory.
 #[derive(Clone, Copy)]
-enum Module<'u> {
-    File(&'u Arc<Image>),
+pub(super) enum Module<'u> {
+    /// A file image and what the cache knows of it.
+    File(&'u Arc<Image>, &'u CachedImage),
+    /// The vDSO.
     Memory(&'u MemoryImage),
 }
 
@@ -69,14 +65,16 @@ pub fn live_vdso_address(pid: u32, word: usize) -> Option<u64> {
     vdso_address(&pairs)
 }
 
-/// Unwinds the threads of one process against its images. Reusable for every thread of the
-/// process (and every sample): the CFI and symbol tables of an image are read once, on first
-/// use.
+/// Unwinds the threads of one process against its images, and symbolises their stacks.
+/// Reusable for every thread of the process (and every sample): the CFI and symbol tables of
+/// an image are read on first use, once per build-id in its [`SymbolCache`] (shared with the
+/// unwinders of other processes when made [`with_cache`](Unwinder::with_cache)).
 #[derive(Debug)]
 pub struct Unwinder<'a> {
-    images: &'a ProcessImages,
+    pub(super) images: &'a ProcessImages,
     options: UnwindOptions,
-    info: Vec<OnceLock<ImageInfo>>,
+    pub(super) cache: SymbolCache,
+    info: Vec<OnceLock<Arc<CachedImage>>>,
     vdso: Option<MemoryImage>,
 }
 
@@ -90,14 +88,31 @@ impl<'a> Unwinder<'a> {
         Unwinder::with_options(images, UnwindOptions::default())
     }
 
-    /// An unwinder over `images` with `options`.
+    /// An unwinder over `images` with `options` and a cache of its own.
     pub fn with_options(images: &'a ProcessImages, options: UnwindOptions) -> Self {
+        Unwinder::with_cache(images, options, &SymbolCache::new())
+    }
+
+    /// An unwinder over `images` with `options`, taking what it knows of each image from
+    /// `cache` (and adding to it): the unwinders of many processes that share one cache parse
+    /// each distinct image once.
+    pub fn with_cache(
+        images: &'a ProcessImages,
+        options: UnwindOptions,
+        cache: &SymbolCache,
+    ) -> Self {
         Unwinder {
             images,
             options,
+            cache: cache.clone(),
             info: images.images().iter().map(|_| OnceLock::new()).collect(),
             vdso: None,
         }
+    }
+
+    /// The cache this unwinder takes images from.
+    pub fn cache(&self) -> &SymbolCache {
+        &self.cache
     }
 
     /// Adds the vDSO, read from `memory` at `address` (the auxiliary vector's
@@ -135,7 +150,7 @@ impl<'a> Unwinder<'a> {
     }
 
     /// The module mapping run-time address `pc`, its load bias and what is known of it.
-    fn module_for(&self, pc: u64) -> Option<(Module<'_>, u64, &ImageInfo)> {
+    pub(super) fn module_for(&self, pc: u64) -> Option<(Module<'_>, u64, &ImageInfo)> {
         let covers = |elf: &ElfFile, bias: u64| {
             let link = pc.wrapping_sub(bias);
             elf.segments()
@@ -148,8 +163,8 @@ impl<'a> Unwinder<'a> {
             return Some((Module::Memory(v), v.bias, &v.info));
         }
         let (i, image) = self.image_for(pc)?;
-        let info = self.info(i, image)?;
-        Some((Module::File(image), image.bias(), info))
+        let cached = self.info(i, image)?;
+        Some((Module::File(image, cached), image.bias(), &cached.info))
     }
 
     /// The image mapping run-time address `pc`, with its index.
@@ -163,17 +178,9 @@ impl<'a> Unwinder<'a> {
         })
     }
 
-    fn info(&self, index: usize, image: &Image) -> Option<&ImageInfo> {
+    fn info(&self, index: usize, image: &Image) -> Option<&CachedImage> {
         let slot = self.info.get(index)?;
-        Some(slot.get_or_init(|| {
-            let data = image.elf().data().ok();
-            let cfi = ImageCfi::load(data.map(|d| &d[..]), image.debug_elf().cloned());
-            let files = std::iter::once(&**image.elf()).chain(image.debug_elf().map(|d| &**d));
-            ImageInfo {
-                cfi,
-                functions: FunctionIndex::build(files),
-            }
-        }))
+        Some(slot.get_or_init(|| self.cache.image(image)))
     }
 
     /// Whether `ra` (a return address) points into code of a known image: covered by its CFI
@@ -239,7 +246,7 @@ impl<'a> Unwinder<'a> {
             if let Some((module, bias, info)) = self.module_for(lookup) {
                 let link = lookup.wrapping_sub(bias);
                 frame.module = Some(match module {
-                    Module::File(image) => image.path().display().to_string(),
+                    Module::File(image, _) => image.path().display().to_string(),
                     Module::Memory(m) => m.name.clone(),
                 });
                 frame.module_offset = Some(pc.wrapping_sub(bias));
