@@ -16,10 +16,12 @@ use mpir_target::debuginfo::DebugOptions;
 use mpir_target::live::LiveTarget;
 use mpir_target::live::tracer::Tracer;
 use mpir_target::unwind::{
-    EndReason, SnapshotOptions, Stack, Unwinder, live_vdso_address, snapshot_live, vdso_address,
+    EndReason, SnapshotOptions, Stack, SymbolCache, UnwindOptions, Unwinder, live_vdso_address,
+    snapshot_live, vdso_address,
 };
 use mpir_target::{Memory, SymbolLookup};
 use mpir_types::DataModel;
+use mpir_types::stacks::ThreadStack;
 use support::*;
 
 const SOURCE: &str = "unwind_chain.c";
@@ -56,6 +58,13 @@ struct GdbFrame {
     /// The pc gdb prints for a physical frame (not for inline ones, nor for a frame 0 at the
     /// start of a line).
     pc: Option<u64>,
+    /// The source file's base name and the line, where gdb prints them (`at FILE:LINE`).
+    location: Option<(String, u32)>,
+}
+
+/// A path's base name.
+fn basename(path: &str) -> String {
+    path.rsplit('/').next().unwrap_or(path).to_string()
 }
 
 /// gdb's `thread apply all bt`, by thread id.
@@ -91,10 +100,15 @@ fn gdb_stacks(pid: u32) -> HashMap<u32, Vec<GdbFrame>> {
         };
         let name = frame.split(" (").next().unwrap_or_default().to_string();
         let in_fixture = frame.contains(&format!("{SOURCE}:"));
+        let location = frame.rsplit_once(" at ").and_then(|(_, at)| {
+            let (file, line) = at.trim().rsplit_once(':')?;
+            Some((basename(file), line.parse().ok()?))
+        });
         stacks.entry(tid).or_default().push(GdbFrame {
             name,
             in_fixture,
             pc,
+            location,
         });
     }
     stacks
@@ -123,6 +137,7 @@ fn ours_to_main(stack: &Stack) -> Vec<String> {
 fn compare<T: Memory + SymbolLookup>(
     what: &str,
     ours: &Stack,
+    symbolised: &ThreadStack,
     gdb: &[GdbFrame],
     exe: &Path,
     target: &T,
@@ -134,32 +149,39 @@ fn compare<T: Memory + SymbolLookup>(
         ours.frames.len(),
         ours.end
     );
-    let our_fixture: Vec<&str> = ours
-        .frames
-        .iter()
-        .take(names.len())
-        .filter(|f| {
-            f.signal_frame || (f.module.as_deref() == Some(exe.as_str()) && f.function.is_some())
-        })
-        .map(|f| {
-            if f.signal_frame {
-                "<signal handler called>"
-            } else {
-                f.function.as_deref().unwrap_or("??")
-            }
-        })
-        .collect();
-    let gdb_fixture: Vec<&str> = gdb
+    // The fixture's frames, inline ones included, with their source lines, up to main: the
+    // symbolised stack against gdb's, name and base name:line alike.
+    type Fixture = (String, Option<(String, u32)>);
+    let mut our_fixture: Vec<Fixture> = Vec::new();
+    for f in &symbolised.frames {
+        let symbol = f.symbol.as_deref();
+        if symbol.is_some_and(|s| s == "__restore_rt" || s.contains("sigreturn")) {
+            our_fixture.push(("<signal handler called>".to_string(), None));
+        } else if let (Some(name), true) = (symbol, &*f.module == exe.as_str()) {
+            let at = f.location.as_ref().map(|l| (basename(&l.file), l.line));
+            our_fixture.push((name.to_string(), at));
+        }
+        if symbol == Some("main") && !f.inline {
+            break;
+        }
+    }
+    let gdb_fixture: Vec<Fixture> = gdb
         .iter()
         .filter(|f| f.in_fixture || f.name == "<signal handler called>")
-        .map(|f| f.name.as_str())
+        .map(|f| (f.name.clone(), f.location.clone()))
         .collect();
     assert_eq!(
         our_fixture,
         gdb_fixture,
-        "{what}: fixture frames differ\nours: {names:?}\n({} {})\ngdb: {gdb:?}",
+        "{what}: fixture frames differ\nours: {:?}\n({} {})\ngdb: {gdb:?}",
+        symbolised.frames,
         ours.frames.len(),
         ours.end
+    );
+    // The stack is complete exactly when the walk reached the outermost frame.
+    assert_eq!(
+        symbolised.truncated.is_none(),
+        ours.end == EndReason::Outermost
     );
     // Every named frame of ours (up to main) is one of gdb's, in gdb's order: gdb names a
     // function by its DWARF name where it has one (`clone3`), we by the ELF symbol
@@ -278,7 +300,9 @@ fn check_build(variant: &str, flags: &[&str], strip: bool, args: &[&str], expect
     let tracer = Tracer::new().unwrap();
     let tids = tracer.attach(pid).unwrap();
     let target = LiveTarget::open(pid, DebugOptions::default()).unwrap();
-    let mut unwinder = Unwinder::new(target.images());
+    // One cache for the live process and its core: the same files, parsed once.
+    let cache = SymbolCache::new();
+    let mut unwinder = Unwinder::with_cache(target.images(), UnwindOptions::default(), &cache);
     let word = if model == DataModel::ILP32 { 4 } else { 8 };
     let vdso = live_vdso_address(pid, word).expect("the process has a vDSO");
     unwinder.add_vdso(target.memory(), vdso).unwrap();
@@ -333,17 +357,42 @@ fn check_build(variant: &str, flags: &[&str], strip: bool, args: &[&str], expect
         );
         assert_eq!(offline.end, EndReason::Outermost);
     }
+    let mut live_symbolised = HashMap::new();
     for (tid, stack) in &live {
         let frames = gdb
             .get(tid)
             .unwrap_or_else(|| panic!("gdb has no thread {tid}"));
+        let symbolised = unwinder.thread_stack(*tid, stack);
         compare(
             &format!("{variant} live thread {tid}"),
             stack,
+            &symbolised,
             frames,
             &exe,
             &target,
         );
+        live_symbolised.insert(*tid, symbolised);
+    }
+    if !strip && !args.contains(&"deep") {
+        // The always-inlined `via` is a frame of its own in gdb's stack and in ours, marked
+        // inline, between c and b, with b's line being the call site.
+        let ours = &live_symbolised[&pid].frames;
+        let via = ours
+            .iter()
+            .position(|f| f.symbol.as_deref() == Some("via"))
+            .unwrap_or_else(|| panic!("{variant}: no inline frame: {ours:?}"));
+        assert!(ours[via].inline, "{variant}: {:?}", ours[via]);
+        assert_eq!(ours[via + 1].symbol.as_deref(), Some("b"));
+        assert!(!ours[via + 1].inline);
+        assert!(
+            gdb[&pid].iter().any(|g| g.name == "via"),
+            "{variant}: {:?}",
+            gdb[&pid]
+        );
+    }
+    // The snapshot's stacks symbolise to the same frames.
+    for t in unwinder.thread_stacks(&snap) {
+        assert_eq!(t, live_symbolised[&t.tid], "{variant}: snapshot vs live");
     }
     let main = live.get(&pid).unwrap();
     let main_names = ours_to_main(main);
@@ -379,6 +428,19 @@ fn check_build(variant: &str, flags: &[&str], strip: bool, args: &[&str], expect
     }
     if strip {
         let exe_name = exe.display().to_string();
+        // Symbolised: the executable's frames are its module and offset, never a name (of
+        // another module or otherwise) nor a source line.
+        let symbolised = &live_symbolised[&pid];
+        let in_exe: Vec<_> = symbolised
+            .frames
+            .iter()
+            .filter(|f| *f.module == *exe_name)
+            .collect();
+        assert!(in_exe.len() >= 5, "{variant}: {symbolised:?}");
+        for f in in_exe {
+            assert_eq!((&f.symbol, &f.location, f.inline), (&None, &None, false));
+            assert!(f.function_label().starts_with("unwind_chain+0x"), "{f:?}");
+        }
         let in_exe: Vec<_> = main
             .frames
             .iter()
@@ -407,7 +469,8 @@ fn check_build(variant: &str, flags: &[&str], strip: bool, args: &[&str], expect
         DebugOptions::default(),
     )
     .unwrap();
-    let mut unwinder = Unwinder::new(core.images());
+    let parsed = cache.stats().images_parsed;
+    let mut unwinder = Unwinder::with_cache(core.images(), UnwindOptions::default(), &cache);
     let vdso = vdso_address(core.core().auxv()).expect("the core has AT_SYSINFO_EHDR");
     unwinder.add_vdso(core.memory(), vdso).unwrap();
     assert_eq!(core.core().threads().len(), 2);
@@ -417,12 +480,18 @@ fn check_build(variant: &str, flags: &[&str], strip: bool, args: &[&str], expect
         let frames = gdb
             .get(&t.tid)
             .unwrap_or_else(|| panic!("gdb has no thread {}", t.tid));
+        let symbolised = unwinder.thread_stack(t.tid, &stack);
         compare(
             &format!("{variant} core thread {}", t.tid),
             &stack,
+            &symbolised,
             frames,
             &exe,
             &core,
+        );
+        assert_eq!(
+            symbolised, live_symbolised[&t.tid],
+            "{variant}: core vs live"
         );
         let live_names: Vec<_> = live[&t.tid].function_names();
         assert_eq!(
@@ -431,6 +500,8 @@ fn check_build(variant: &str, flags: &[&str], strip: bool, args: &[&str], expect
             "{variant}: core vs live"
         );
     }
+    // The core maps the same files (same build-ids) as the live process: nothing parsed again.
+    assert_eq!(cache.stats().images_parsed, parsed, "{:?}", cache.stats());
     drop(child);
 }
 

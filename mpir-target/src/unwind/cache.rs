@@ -161,6 +161,32 @@ fn frames_at(context: &addr2line::Context<R>, probe: u64) -> Vec<SourceFrame> {
     out
 }
 
+/// Loads the DWARF line/inline context of `elf` as the symboliser does and looks up to
+/// `max_lookups` addresses spread over its loadable segments, plus the function index; the
+/// number of source frames found (for the fuzz harness and its seed check).
+#[cfg(feature = "fuzzing")]
+pub(crate) fn probe_elf(elf: &ElfFile, max_lookups: usize) -> usize {
+    let functions = FunctionIndex::build([elf]);
+    let Some(context) = load_lines(elf, None) else {
+        return 0;
+    };
+    let mut found = 0;
+    let segments = elf.segments();
+    let per_segment = max_lookups / segments.len().max(1);
+    for seg in segments {
+        let step = (seg.mem_size / per_segment.max(1) as u64).max(1);
+        for i in 0..per_segment as u64 {
+            let address = seg.vaddr.wrapping_add(i.wrapping_mul(step));
+            let _ = functions.lookup(address);
+            found += frames_at(&context, address)
+                .iter()
+                .filter(|f| f.location.is_some())
+                .count();
+        }
+    }
+    found
+}
+
 /// What identifies an image's contents: its GNU build-id, else the file itself.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum ImageKey {

@@ -67,6 +67,8 @@ mod symbolize;
 mod symbols;
 mod walk;
 
+#[cfg(feature = "fuzzing")]
+pub(crate) use cache::probe_elf;
 pub use cache::{DEFAULT_MAX_IMAGES, SymbolCache, SymbolCacheStats};
 pub use regs::{Arch, MAX_REGS, Registers};
 pub use symbolize::truncation;
