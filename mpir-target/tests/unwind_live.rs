@@ -770,3 +770,77 @@ fn debug_frame_in_a_separate_debug_file_matches_gdb() {
         &["c", "b", "a", "main"],
     );
 }
+
+#[test]
+fn two_processes_of_one_executable_share_one_cache_entry_per_build_id() {
+    let dir = scratch("unwind-shared-cache");
+    let Some(exe) = build(&dir, &["-O2"]) else {
+        return;
+    };
+    let spawn = || {
+        let mut child = Spawned::new(Command::new(&exe).arg("chain"));
+        assert_eq!(child.line(), "ready");
+        let pid = child.pid();
+        assert!(
+            wait_for(20, || all_asleep(pid)),
+            "the fixture never blocked"
+        );
+        child
+    };
+    let (first, second) = (spawn(), spawn());
+    let cache = SymbolCache::new();
+    let mut stacks = Vec::new();
+    let mut after_first = None;
+    for child in [&first, &second] {
+        let pid = child.pid();
+        let tracer = Tracer::new().unwrap();
+        let snap =
+            snapshot_live(&tracer, pid, DataModel::LP64, &SnapshotOptions::default()).unwrap();
+        drop(tracer);
+        let target = LiveTarget::open(pid, DebugOptions::default()).unwrap();
+        let unwinder = Unwinder::with_cache(target.images(), UnwindOptions::default(), &cache);
+        let threads = unwinder.thread_stacks(&snap);
+        assert_eq!(threads.len(), 2);
+        // Thread ids differ between the processes; the frames do not.
+        let mut frames: Vec<_> = threads.into_iter().map(|t| t.frames).collect();
+        frames.sort_by_key(|f| f.len());
+        stacks.push(frames);
+        after_first.get_or_insert(cache.stats());
+    }
+    let (one, two) = (after_first.unwrap(), cache.stats());
+    eprintln!("after one process: {one:?}\nafter two: {two:?}");
+    // The first process parsed each image it unwound through (executable, libc, ld.so...);
+    // the second parsed nothing more, took every image from the cache, and had every source
+    // lookup answered from the first's answers.
+    assert!(one.images_parsed >= 2, "{one:?}");
+    assert_eq!(two.images_parsed, one.images_parsed, "{two:?}");
+    assert_eq!(two.entries, one.entries);
+    assert!(two.images_reused >= one.images_parsed, "{two:?}");
+    assert_eq!(two.dwarf_loaded, one.dwarf_loaded);
+    assert!(one.lookups > 0, "{one:?}");
+    assert_eq!(
+        two.lookups_cached - one.lookups_cached,
+        two.lookups - one.lookups
+    );
+    assert_eq!(stacks[0], stacks[1]);
+    // A cache with room for one image keeps one and parses the rest per unwinder.
+    let small = SymbolCache::with_max_images(1);
+    let target = LiveTarget::open(first.pid(), DebugOptions::default()).unwrap();
+    let tracer = Tracer::new().unwrap();
+    let snap = snapshot_live(
+        &tracer,
+        first.pid(),
+        DataModel::LP64,
+        &SnapshotOptions::default(),
+    )
+    .unwrap();
+    drop(tracer);
+    let bounded = Unwinder::with_cache(target.images(), UnwindOptions::default(), &small)
+        .thread_stacks(&snap);
+    let mut frames: Vec<_> = bounded.into_iter().map(|t| t.frames).collect();
+    frames.sort_by_key(|f| f.len());
+    assert_eq!(frames, stacks[0]);
+    let s = small.stats();
+    assert_eq!(s.entries, 1, "{s:?}");
+    assert!(s.images_uncached >= 1, "{s:?}");
+}
