@@ -121,7 +121,7 @@ fn ours_to_main(stack: &Stack) -> Vec<String> {
         let name = if f.signal_frame {
             "<signal handler called>".to_string()
         } else {
-            f.function.clone().unwrap_or_else(|| "??".to_string())
+            f.function.as_deref().unwrap_or("??").to_string()
         };
         let is_main = name == "main";
         names.push(name);

@@ -146,12 +146,13 @@ pub struct Frame {
     pub cfa: Option<u64>,
     /// How this frame was found.
     pub trust: Trust,
-    /// The image (executable or library) mapping the pc, when known.
-    pub module: Option<String>,
+    /// The image (executable or library) mapping the pc, when known (shared, not copied per
+    /// frame).
+    pub module: Option<std::sync::Arc<str>>,
     /// The pc as a link-time address of `module` (the pc minus the load bias).
     pub module_offset: Option<u64>,
     /// The function containing the pc, from `module`'s symbol tables.
-    pub function: Option<String>,
+    pub function: Option<std::sync::Arc<str>>,
     /// The pc's offset in `function`.
     pub function_offset: Option<u64>,
     /// The frame is a signal trampoline (its CFI has the "S" augmentation).

@@ -76,8 +76,8 @@ impl Unwinder<'_> {
         let link = probe.wrapping_sub(bias);
         let offset = frame.pc.wrapping_sub(bias);
         let name: Arc<str> = match module {
-            Module::File(image, _) => Arc::from(image.path().display().to_string()),
-            Module::Memory(m) => Arc::from(m.name.as_str()),
+            Module::File(_, name, _) => Arc::clone(name),
+            Module::Memory(m) => Arc::clone(&m.name),
         };
         let elf_name = info
             .functions
@@ -91,7 +91,7 @@ impl Unwinder<'_> {
                     .map(|(n, _)| Arc::clone(n))
             });
         let sources = match module {
-            Module::File(image, cached) => {
+            Module::File(image, _, cached) => {
                 cached.source_frames(link, image, self.images, self.cache.stats_ref())
             }
             Module::Memory(_) => Arc::from([]),

@@ -1,5 +1,6 @@
 //! The walk: one frame after another, CFI first, then the frame pointer, then a scan.
 
+use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 
 use super::cache::{CachedImage, ImageInfo, SymbolCache};
@@ -14,7 +15,7 @@ use crate::traits::Memory;
 /// An image read from the target's memory rather than a file: the vDSO.
 #[derive(Debug)]
 pub(super) struct MemoryImage {
-    pub(super) name: String,
+    pub(super) name: Arc<str>,
     bias: u64,
     elf: ElfFile,
     info: ImageInfo,
@@ -23,8 +24,8 @@ pub(super) struct MemoryImage {
 /// Where a pc is: a file image of [`ProcessImages`], or an image read from memory.
 #[derive(Clone, Copy)]
 pub(super) enum Module<'u> {
-    /// A file image and what the cache knows of it.
-    File(&'u Arc<Image>, &'u CachedImage),
+    /// A file image, its path, and what the cache knows of it.
+    File(&'u Arc<Image>, &'u Arc<str>, &'u CachedImage),
     /// The vDSO.
     Memory(&'u MemoryImage),
 }
@@ -74,7 +75,9 @@ pub struct Unwinder<'a> {
     pub(super) images: &'a ProcessImages,
     options: UnwindOptions,
     pub(super) cache: SymbolCache,
-    info: Vec<OnceLock<Arc<CachedImage>>>,
+    info: Vec<OnceLock<(Arc<CachedImage>, Arc<str>)>>,
+    /// (start, end, image index) of every loadable segment of every image, by start address.
+    ranges: Vec<(u64, u64, usize)>,
     vdso: Option<MemoryImage>,
 }
 
@@ -101,11 +104,27 @@ impl<'a> Unwinder<'a> {
         options: UnwindOptions,
         cache: &SymbolCache,
     ) -> Self {
+        let mut ranges: Vec<(u64, u64, usize)> = images
+            .images()
+            .iter()
+            .enumerate()
+            .flat_map(|(i, img)| {
+                let bias = img.bias();
+                img.elf().segments().iter().filter_map(move |s| {
+                    let start = s.vaddr.wrapping_add(bias);
+                    let end = start.checked_add(s.mem_size)?;
+                    (s.mem_size > 0).then_some((start, end, i))
+                })
+            })
+            .collect();
+        // By start; at one start, the earlier image first (it wins, as in a linear search).
+        ranges.sort_unstable_by_key(|r| (r.0, r.2));
         Unwinder {
             images,
             options,
             cache: cache.clone(),
             info: images.images().iter().map(|_| OnceLock::new()).collect(),
+            ranges,
             vdso: None,
         }
     }
@@ -141,7 +160,7 @@ impl<'a> Unwinder<'a> {
             functions: FunctionIndex::build([&elf]),
         };
         self.vdso = Some(MemoryImage {
-            name: "[vdso]".to_string(),
+            name: Arc::from("[vdso]"),
             bias,
             elf,
             info,
@@ -163,24 +182,38 @@ impl<'a> Unwinder<'a> {
             return Some((Module::Memory(v), v.bias, &v.info));
         }
         let (i, image) = self.image_for(pc)?;
-        let cached = self.info(i, image)?;
-        Some((Module::File(image, cached), image.bias(), &cached.info))
+        let (cached, name) = self.info(i, image)?;
+        Some((
+            Module::File(image, name, cached),
+            image.bias(),
+            &cached.info,
+        ))
     }
 
-    /// The image mapping run-time address `pc`, with its index.
+    /// The image mapping run-time address `pc`, with its index: a binary search of the
+    /// segments by start address (segments of different images do not overlap in a real
+    /// process; where they do, the nearest few starts below `pc` are tried, earliest image
+    /// first).
     fn image_for(&self, pc: u64) -> Option<(usize, &'a Arc<Image>)> {
-        self.images.images().iter().enumerate().find(|(_, img)| {
-            let link = pc.wrapping_sub(img.bias());
-            img.elf()
-                .segments()
-                .iter()
-                .any(|s| link >= s.vaddr && link - s.vaddr < s.mem_size)
-        })
+        let below = self.ranges.partition_point(|r| r.0 <= pc);
+        let images = self.images.images();
+        self.ranges
+            .get(below.saturating_sub(4)..below)?
+            .iter()
+            .filter(|r| pc < r.1)
+            .map(|r| r.2)
+            .min()
+            .and_then(|i| Some((i, images.get(i)?)))
     }
 
-    fn info(&self, index: usize, image: &Image) -> Option<&CachedImage> {
+    fn info(&self, index: usize, image: &Image) -> Option<&(Arc<CachedImage>, Arc<str>)> {
         let slot = self.info.get(index)?;
-        Some(slot.get_or_init(|| self.cache.image(image)))
+        Some(slot.get_or_init(|| {
+            (
+                self.cache.image(image),
+                Arc::from(image.path().display().to_string()),
+            )
+        }))
     }
 
     /// Whether `ra` (a return address) points into code of a known image: covered by its CFI
@@ -241,23 +274,23 @@ impl<'a> Unwinder<'a> {
                 signal_frame: false,
             };
             let mut caller: Option<Caller> = None;
-            let mut failure = String::from("the pc is in no known image");
+            let mut failure: Cow<'static, str> = Cow::Borrowed("the pc is in no known image");
             let mut unreadable = false;
             if let Some((module, bias, info)) = self.module_for(lookup) {
                 let link = lookup.wrapping_sub(bias);
                 frame.module = Some(match module {
-                    Module::File(image, _) => image.path().display().to_string(),
-                    Module::Memory(m) => m.name.clone(),
+                    Module::File(_, name, _) => Arc::clone(name),
+                    Module::Memory(m) => Arc::clone(&m.name),
                 });
                 frame.module_offset = Some(pc.wrapping_sub(bias));
                 if let Some((name, offset)) = info.functions.lookup(link) {
-                    frame.function = Some(name.to_string());
+                    frame.function = Some(Arc::clone(name));
                     frame.function_offset = Some(offset + (pc - lookup));
                 } else if let Some((name, 0)) = info.functions.lookup(pc.wrapping_sub(bias)) {
                     // A "return address" at the very start of a function: a signal trampoline,
                     // which a handler returns into at its first byte (the byte before, in its
                     // FDE but not its symbol, has no name).
-                    frame.function = Some(name.to_string());
+                    frame.function = Some(Arc::clone(name));
                     frame.function_offset = Some(0);
                 }
                 let step = if self.options.cfi {
@@ -279,12 +312,12 @@ impl<'a> Unwinder<'a> {
                         }
                         caller = Some((c, Trust::Cfi, signal_frame));
                     }
-                    Step::Failed(e) => failure = e,
+                    Step::Failed(e) => failure = Cow::Owned(e),
                     Step::Unreadable(e) => {
-                        failure = e;
+                        failure = Cow::Owned(e);
                         unreadable = true;
                     }
-                    Step::NoInfo => failure = "no CFI covers the pc".to_string(),
+                    Step::NoInfo => failure = Cow::Borrowed("no CFI covers the pc"),
                 }
             }
             let is_restorer = regs.arch == super::Arch::X86_64
