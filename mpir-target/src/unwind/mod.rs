@@ -42,6 +42,40 @@
 //! the nearest symbol of another module: a pc in a stripped library has no name, only its
 //! module and offset.
 //!
+//! ## Symbols once per build-id
+//!
+//! What the unwinder and the symboliser know of an image — its CFI sections and the rows
+//! already computed from them, its sorted function symbols, its DWARF line and inline context —
+//! lives in a [`SymbolCache`], keyed by the image's GNU build-id (an image without one: its
+//! canonical path, size, modification time and inode). An [`Unwinder`] made
+//! [`with_cache`](Unwinder::with_cache) takes each image from the cache on first use, so the
+//! unwinders of every rank of a job (and of a core of the same binaries) parse each distinct
+//! library once; [`SymbolCache::stats`] counts images parsed and reused and source lookups
+//! answered from earlier answers. [`Unwinder::new`] keeps a private cache. The cache holds at
+//! most [`SymbolCache::max_images`] images ([`DEFAULT_MAX_IMAGES`]); past that an image is
+//! parsed for the unwinder that asks and not kept.
+//!
+//! [`Unwinder::thread_stack`] turns a [`Stack`] into the one stack model,
+//! [`mpir_types::stacks::ThreadStack`]: per physical frame, the module and the link-time
+//! offset of the pc; the ELF name above; the source file and line and the **inline frames**
+//! from DWARF, read with the `addr2line` crate over our own sections (the image's, else those
+//! of the separate debug file the debug search found — build-id directories, `.gnu_debuglink`,
+//! explicit files — with its dwz supplementary file). A physical frame whose pc lies in
+//! inlined code becomes the inlined functions, innermost first and marked
+//! [`inline`](mpir_types::stacks::Frame::inline), then the function containing them, each
+//! outer one at the line of its call, as gdb's `bt` shows them. Return addresses are looked
+//! up at pc − 1 (inside the call), the innermost frame and a frame interrupted by a signal at
+//! the pc. The walk's [`EndReason`] becomes the stack's
+//! [`Truncation`](mpir_types::stacks::Truncation) ([`truncation`]; the outermost frame is a
+//! complete stack). [`Unwinder::thread_stacks`] does a whole [`ProcessSnapshot`]. Malformed
+//! DWARF gives frames without source positions, never a panic; one address expands to at most
+//! 64 frames.
+//!
+//! **Speed.** A step looks the image up by binary search over the segments of all images,
+//! applies the CFI row remembered for that address (computed from the FDE and CIE once, kept
+//! per image, so shared by threads, samples and processes), and shares module and function
+//! names (`Arc<str>`) rather than copying them per frame.
+//!
 //! ## Why gimli and not framehop
 //!
 //! gimli is already this crate's DWARF reader (types, debug files), so its CFI reader costs no
