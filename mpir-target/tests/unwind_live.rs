@@ -347,6 +347,16 @@ fn check_build(variant: &str, flags: &[&str], strip: bool, args: &[&str], expect
         "{variant}: {frames} frames unwound offline in {:?} (CFI and symbols already loaded)",
         started.elapsed()
     );
+    if args.contains(&"deep") {
+        // Steady state (images parsed, CFI rows computed): the per-frame cost of a sample.
+        let rounds = 200;
+        let started = std::time::Instant::now();
+        for _ in 0..rounds {
+            std::hint::black_box(unwinder.unwind_snapshot(&snap));
+        }
+        let per_frame = started.elapsed().as_nanos() as f64 / (rounds * frames) as f64;
+        eprintln!("{variant}: {per_frame:.0} ns per frame offline ({rounds} rounds of {frames})");
+    }
     for (tid, offline) in &offline_stacks {
         let offline = offline.as_ref().unwrap();
         let direct = &live[tid];

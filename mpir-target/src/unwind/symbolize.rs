@@ -124,7 +124,8 @@ impl Unwinder<'_> {
 
 impl SymbolCache {
     /// [`Unwinder::thread_stack`] for a stack of a process whose images are `images`, with
-    /// this cache.
+    /// this cache. The vDSO is none of `images`: its frames are `??` here unless symbolised
+    /// by the unwinder that walked them (after [`Unwinder::add_vdso`]).
     pub fn thread_stack(&self, images: &ProcessImages, tid: u32, stack: &Stack) -> ThreadStack {
         Unwinder::with_cache(images, super::UnwindOptions::default(), self).thread_stack(tid, stack)
     }
