@@ -281,6 +281,29 @@ fn check_build(variant: &str, flags: &[&str], strip: bool, args: &[&str], expect
             .arg(&exe))
         .unwrap();
     }
+    if variant.ends_with("dwz") {
+        // Two copies of the executable, their common DWARF moved by dwz into a supplementary
+        // file (named by .gnu_debugaltlink): names of inlined functions and their lines may
+        // now be references into it (DW_FORM_GNU_ref_alt, DW_FORM_GNU_strp_alt).
+        if !have("dwz") {
+            return skip("dwz is not installed");
+        }
+        std::fs::copy(&exe, dir.join("unwind_chain2")).unwrap();
+        run(Command::new("dwz").current_dir(&*dir).args([
+            "-m",
+            "common.debug",
+            "-M",
+            "common.debug",
+            "unwind_chain",
+            "unwind_chain2",
+        ]))
+        .unwrap();
+        let elf = mpir_target::debuginfo::ElfFile::open(&exe).unwrap();
+        assert!(
+            elf.debugaltlink().is_some(),
+            "dwz left no .gnu_debugaltlink"
+        );
+    }
     let model = if flags.contains(&"-m32") {
         DataModel::ILP32
     } else {
@@ -545,6 +568,11 @@ fn deep_recursion_matches_gdb() {
     let mut expect = vec!["recurse"; 1000];
     expect.extend(["a", "main"]);
     check_fixture("deep", &["-O0"], &["deep", "1000"], &expect);
+}
+
+#[test]
+fn dwz_supplementary_debug_information_matches_gdb() {
+    check_fixture("o2-dwz", &["-O2"], &["chain"], &["c", "b", "a", "main"]);
 }
 
 #[test]
