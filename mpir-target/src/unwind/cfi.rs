@@ -244,17 +244,9 @@ impl ImageCfi {
         }
     }
 
-    /// The rules at link-time address `address`: remembered, else computed from the FDE
-    /// covering it (`.eh_frame` first, then `.debug_frame`).
+    /// The rules at link-time address `address`, computed from the FDE covering it
+    /// (`.eh_frame` first, then `.debug_frame`) and remembered.
     fn find(&self, ctx: &mut UnwindContext<usize>, address: u64) -> Found {
-        if let Some(row) = self
-            .rows
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&address)
-        {
-            return Found::Row(Arc::clone(row));
-        }
         let Some(endian) = self.endian else {
             return Found::NoInfo;
         };
@@ -294,11 +286,25 @@ impl ImageCfi {
         regs: &Registers,
         address: u64,
     ) -> Step {
-        let row = match self.find(ctx, address) {
-            Found::NoInfo => return Step::NoInfo,
-            Found::Failed(e) => return Step::Failed(e),
-            Found::Row(row) => row,
-        };
+        // A remembered row is applied under the read lock, without touching its reference
+        // count: the hot path of a repeated sample is two uncontended atomic operations.
+        if let Some(row) = self
+            .rows
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&address)
+        {
+            return self.apply_row(row, memory, regs);
+        }
+        match self.find(ctx, address) {
+            Found::NoInfo => Step::NoInfo,
+            Found::Failed(e) => Step::Failed(e),
+            Found::Row(row) => self.apply_row(&row, memory, regs),
+        }
+    }
+
+    /// The caller's registers by `row`'s rules.
+    fn apply_row(&self, row: &Row, memory: &dyn Memory, regs: &Registers) -> Step {
         let endian = self.endian.unwrap_or(RunTimeEndian::Little);
         let empty: &[u8] = &[];
         let (debug_frame, eh_frame);

@@ -249,7 +249,8 @@ impl<'a> Unwinder<'a> {
 
     /// The stack of the thread whose registers are `regs`, reading its stack from `memory`.
     pub fn unwind(&self, memory: &dyn Memory, regs: &Registers) -> Stack {
-        let mut frames = Vec::new();
+        // Most stacks are shallow; a deep one grows from here.
+        let mut frames = Vec::with_capacity(self.options.max_frames.min(64));
         let mut regs = *regs;
         let mut trust = Trust::Context;
         let mut exact_pc = true;
