@@ -136,6 +136,45 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_snapshot_thread_without_registers_keeps_its_reason() {
+        use super::super::snapshot::{StackCopy, ThreadSnapshot};
+        use super::super::{Arch, Registers};
+        use crate::debuginfo::DebugOptions;
+        let images = ProcessImages::from_files(&[], DebugOptions::default()).unwrap();
+        let unwinder = Unwinder::new(&images);
+        let snapshot = ProcessSnapshot {
+            pid: 10,
+            threads: vec![
+                ThreadSnapshot {
+                    tid: 10,
+                    registers: Ok(Registers::new(Arch::X86_64, 0x1234, 0x8000, 0)),
+                },
+                ThreadSnapshot {
+                    tid: 11,
+                    registers: Err("the thread exited".to_string()),
+                },
+            ],
+            stacks: StackCopy::new(mpir_types::DataModel::LP64, Vec::new()),
+            stopped_for: std::time::Duration::ZERO,
+        };
+        let stacks = unwinder.thread_stacks(&snapshot);
+        assert_eq!(stacks.len(), 2);
+        // A pc in no image: one frame, module unknown, the pc as its offset, cut short.
+        assert_eq!(stacks[0].tid, 10);
+        assert_eq!(stacks[0].frames.len(), 1);
+        assert_eq!(&*stacks[0].frames[0].module, UNKNOWN_MODULE);
+        assert_eq!(stacks[0].frames[0].offset, 0x1234);
+        assert_eq!(stacks[0].frames[0].symbol, None);
+        assert_eq!(stacks[0].truncated, Some(Truncation::UnreadableStack));
+        assert_eq!(stacks[1].tid, 11);
+        assert!(stacks[1].frames.is_empty());
+        assert!(matches!(
+            &stacks[1].truncated,
+            Some(Truncation::Other(r)) if r.contains("the thread exited")
+        ));
+    }
+
+    #[test]
     fn only_the_outermost_frame_is_a_complete_stack() {
         assert_eq!(truncation(&EndReason::Outermost), None);
         assert_eq!(
