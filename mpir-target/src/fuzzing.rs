@@ -25,6 +25,16 @@ pub fn elf_types(data: &[u8]) {
     let _ = index.pointee_of_variable("MPIR_proctable");
 }
 
+/// Parses arbitrary bytes as an ELF file and symbolises addresses across its loadable segments
+/// as the stack symboliser does (function index, addr2line lines and inline frames, bounded).
+/// Returns the number of source positions found. Must never panic or hang.
+pub fn elf_symbolize(data: &[u8]) -> usize {
+    let Ok(elf) = ElfFile::parse(Path::new("fuzz-input"), data.into()) else {
+        return 0;
+    };
+    crate::unwind::probe_elf(&elf, 512)
+}
+
 /// Parses arbitrary bytes as [`ElfFile::open`] parses a file: the header-driven choice of
 /// ranges, the sparse reader, then symbols. Must never panic, hang, or allocate more than the
 /// input's size.

@@ -7,7 +7,9 @@
 use mpir_target::MockTarget;
 use mpir_target::debuginfo::{DebugOptions, ProcessImages};
 use mpir_target::mock::Access;
-use mpir_target::unwind::{Arch, EndReason, FrameTrust, Registers, Stack, UnwindOptions, Unwinder};
+use mpir_target::unwind::{
+    Arch, EndReason, Registers, Stack, SymbolCache, Trust, UnwindOptions, Unwinder,
+};
 use mpir_types::DataModel;
 use proptest::prelude::*;
 
@@ -17,6 +19,12 @@ fn own_images() -> &'static ProcessImages {
         ProcessImages::for_pid(std::process::id(), DebugOptions::default()).unwrap()
     });
     &IMAGES
+}
+
+/// One symbol cache for every walk of this file (the test binary's DWARF is loaded once).
+fn shared_cache() -> &'static SymbolCache {
+    static CACHE: std::sync::LazyLock<SymbolCache> = std::sync::LazyLock::new(SymbolCache::new);
+    &CACHE
 }
 
 #[inline(never)]
@@ -44,7 +52,7 @@ fn sane(stack: &Stack, options: &UnwindOptions) {
         assert!(pair[1].sp > pair[0].sp, "sp must increase: {stack:?}");
     }
     if let Some(first) = stack.frames.first() {
-        assert_eq!(first.trust, FrameTrust::Context);
+        assert_eq!(first.trust, Trust::Context);
     }
 }
 
@@ -110,7 +118,7 @@ fn a_frame_pointer_cycle_ends_the_walk() {
     let stack = unwinder.unwind(&target, &Registers::new(Arch::X86_64, 0x10, STACK, fp));
     sane(&stack, &options);
     assert!(stack.frames.len() >= 2, "{stack:?}");
-    assert_eq!(stack.frames[1].trust, FrameTrust::FramePointer);
+    assert_eq!(stack.frames[1].trust, Trust::FramePointer);
     assert_eq!(stack.frames[1].pc, ra);
     assert!(!matches!(stack.end, EndReason::MaxFrames), "{}", stack.end);
 }
@@ -126,7 +134,7 @@ fn a_stack_of_return_addresses_stops_at_the_frame_limit() {
     sane(&stack, &options);
     assert_eq!(stack.frames.len(), 20);
     assert_eq!(stack.end, EndReason::MaxFrames);
-    assert_eq!(stack.frames[1].trust, FrameTrust::Scan);
+    assert_eq!(stack.frames[1].trust, Trust::Scan);
 }
 
 #[test]
@@ -170,10 +178,20 @@ proptest! {
         let pc = match pc_choice { 0 => pc_raw, 1 => ra, _ => 0 };
         let target = mock_with_stack(&words);
         let options = UnwindOptions::default().with_max_frames(64);
-        let unwinder = Unwinder::with_options(images, options);
+        let unwinder = Unwinder::with_cache(images, options, shared_cache());
         for arch in [Arch::X86_64, Arch::I386] {
             let stack = unwinder.unwind(&target, &Registers::new(arch, pc, STACK + sp_off, fp_raw));
             sane(&stack, &options);
+            // Symbolised: every physical frame gives at least one frame, at most 64 (inline
+            // ones), the last of each not inline; complete only when the walk was.
+            let symbolised = unwinder.thread_stack(7, &stack);
+            assert!(symbolised.frames.len() >= stack.frames.len());
+            assert!(symbolised.frames.len() <= 64 * stack.frames.len());
+            assert_eq!(
+                symbolised.frames.iter().filter(|f| !f.inline).count(),
+                stack.frames.len()
+            );
+            assert_eq!(symbolised.truncated.is_none(), stack.end == EndReason::Outermost);
         }
     }
 }
@@ -187,4 +205,42 @@ fn a_garbage_or_missing_vdso_is_refused_with_a_reason() {
     // The walk still works without it.
     let stack = unwinder.unwind(&garbage, &Registers::new(Arch::X86_64, 0, 0xdead_0000, 0));
     assert_eq!(stack.frames.len(), 1);
+}
+
+#[test]
+fn this_binarys_own_code_has_its_name_and_source_line() {
+    let unwinder = Unwinder::with_cache(own_images(), UnwindOptions::default(), shared_cache());
+    let target = mock_with_stack(&[]);
+    let stack = unwinder.unwind(
+        &target,
+        &Registers::new(Arch::X86_64, code_address(), STACK, 0),
+    );
+    let symbolised = unwinder.thread_stack(1, &stack);
+    let frame = symbolised.frames.last().expect("a frame");
+    assert!(
+        frame
+            .symbol
+            .as_deref()
+            .is_some_and(|s| s.contains("some_code")),
+        "{frame:?}"
+    );
+    let location = frame
+        .location
+        .as_ref()
+        .expect("this test binary has line tables");
+    assert!(location.file.ends_with("unwind_hostile.rs"), "{location:?}");
+    // `some_code` is a few lines long, just below `shared_cache`.
+    let source = include_str!("unwind_hostile.rs");
+    let line = source
+        .lines()
+        .position(|l| l.starts_with("fn some_code()"))
+        .unwrap() as u32
+        + 1;
+    assert!(
+        (line..line + 3).contains(&location.line),
+        "{location:?} vs {line}"
+    );
+    // The module is this binary, the offset a link-time address inside it.
+    assert!(frame.module.contains("unwind_hostile"), "{frame:?}");
+    assert!(shared_cache().stats().dwarf_loaded >= 1);
 }

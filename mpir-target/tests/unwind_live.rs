@@ -1,7 +1,9 @@
 //! The unwinder on real processes, gdb as the oracle: a C fixture with a known call chain
-//! (-O0 with frame pointers, -O2 without), a deep recursion, a signal handler frame, and a
-//! second thread blocked in `read`; live through the tracer, and on a gcore core of the same
-//! process.
+//! (-O0 with frame pointers, -O2 without, an always-inlined function on it), a deep recursion,
+//! a signal handler frame, and a second thread blocked in `read`; live through the tracer, and
+//! on a gcore core of the same process. The symbolised stacks (names, file:line, inline frames)
+//! equal gdb's for the fixture's frames, also with the DWARF in a separate file or split by
+//! dwz.
 
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
@@ -16,89 +18,13 @@ use mpir_target::debuginfo::DebugOptions;
 use mpir_target::live::LiveTarget;
 use mpir_target::live::tracer::Tracer;
 use mpir_target::unwind::{
-    EndReason, SnapshotOptions, Stack, Unwinder, live_vdso_address, snapshot_live, vdso_address,
+    EndReason, SnapshotOptions, Stack, SymbolCache, UnwindOptions, Unwinder, live_vdso_address,
+    snapshot_live, vdso_address,
 };
 use mpir_target::{Memory, SymbolLookup};
 use mpir_types::DataModel;
+use mpir_types::stacks::ThreadStack;
 use support::*;
-
-const SOURCE: &str = "unwind_chain.c";
-
-fn build(dir: &Path, flags: &[&str]) -> Option<PathBuf> {
-    let src = fixtures().join(SOURCE);
-    let mut args = vec!["-g", "-pthread"];
-    args.extend_from_slice(flags);
-    args.push(src.to_str()?);
-    cc(&dir.join("unwind_chain"), &args)
-        .map_err(|e| skip(&e))
-        .ok()
-}
-
-/// Every thread of `pid` is asleep (blocked in a system call).
-fn all_asleep(pid: u32) -> bool {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return false;
-    };
-    let states: Vec<char> = tasks
-        .filter_map(|e| {
-            let stat = std::fs::read_to_string(e.ok()?.path().join("stat")).ok()?;
-            stat.rsplit_once(") ")?.1.chars().next()
-        })
-        .collect();
-    states.len() == 2 && states.iter().all(|&s| s == 'S')
-}
-
-/// One frame as gdb prints it.
-#[derive(Debug)]
-struct GdbFrame {
-    name: String,
-    in_fixture: bool,
-    /// The pc gdb prints for a physical frame (not for inline ones, nor for a frame 0 at the
-    /// start of a line).
-    pc: Option<u64>,
-}
-
-/// gdb's `thread apply all bt`, by thread id.
-fn gdb_stacks(pid: u32) -> HashMap<u32, Vec<GdbFrame>> {
-    let out = run(Command::new("timeout")
-        .args(["120", "gdb", "-nx", "-batch", "-p"])
-        .arg(pid.to_string())
-        .args(["-ex", "set pagination off", "-ex", "thread apply all bt"]))
-    .unwrap_or_else(|e| panic!("gdb: {e}"));
-    let mut stacks: HashMap<u32, Vec<GdbFrame>> = HashMap::new();
-    let mut current = None;
-    for line in out.lines() {
-        if let Some(rest) = line.strip_prefix("Thread ") {
-            current = rest
-                .split_once("(LWP ")
-                .and_then(|(_, r)| r.split_once(')'))
-                .and_then(|(n, _)| n.parse::<u32>().ok());
-            continue;
-        }
-        let (Some(tid), Some(frame)) = (current, line.strip_prefix('#')) else {
-            continue;
-        };
-        let Some((_, frame)) = frame.split_once(' ') else {
-            continue;
-        };
-        let frame = frame.trim_start();
-        let (pc, frame) = match frame.split_once(" in ") {
-            Some((addr, rest)) if addr.starts_with("0x") => (
-                u64::from_str_radix(addr.trim_start_matches("0x"), 16).ok(),
-                rest,
-            ),
-            _ => (None, frame),
-        };
-        let name = frame.split(" (").next().unwrap_or_default().to_string();
-        let in_fixture = frame.contains(&format!("{SOURCE}:"));
-        stacks.entry(tid).or_default().push(GdbFrame {
-            name,
-            in_fixture,
-            pc,
-        });
-    }
-    stacks
-}
 
 /// Our function names up to `main` (gdb stops there), and the index of the signal frame.
 fn ours_to_main(stack: &Stack) -> Vec<String> {
@@ -107,7 +33,7 @@ fn ours_to_main(stack: &Stack) -> Vec<String> {
         let name = if f.signal_frame {
             "<signal handler called>".to_string()
         } else {
-            f.function.clone().unwrap_or_else(|| "??".to_string())
+            f.function.as_deref().unwrap_or("??").to_string()
         };
         let is_main = name == "main";
         names.push(name);
@@ -123,6 +49,7 @@ fn ours_to_main(stack: &Stack) -> Vec<String> {
 fn compare<T: Memory + SymbolLookup>(
     what: &str,
     ours: &Stack,
+    symbolised: &ThreadStack,
     gdb: &[GdbFrame],
     exe: &Path,
     target: &T,
@@ -134,32 +61,39 @@ fn compare<T: Memory + SymbolLookup>(
         ours.frames.len(),
         ours.end
     );
-    let our_fixture: Vec<&str> = ours
-        .frames
-        .iter()
-        .take(names.len())
-        .filter(|f| {
-            f.signal_frame || (f.module.as_deref() == Some(exe.as_str()) && f.function.is_some())
-        })
-        .map(|f| {
-            if f.signal_frame {
-                "<signal handler called>"
-            } else {
-                f.function.as_deref().unwrap_or("??")
-            }
-        })
-        .collect();
-    let gdb_fixture: Vec<&str> = gdb
+    // The fixture's frames, inline ones included, with their source lines, up to main: the
+    // symbolised stack against gdb's, name and base name:line alike.
+    type Fixture = (String, Option<(String, u32)>);
+    let mut our_fixture: Vec<Fixture> = Vec::new();
+    for f in &symbolised.frames {
+        let symbol = f.symbol.as_deref();
+        if symbol.is_some_and(|s| s == "__restore_rt" || s.contains("sigreturn")) {
+            our_fixture.push(("<signal handler called>".to_string(), None));
+        } else if let (Some(name), true) = (symbol, &*f.module == exe.as_str()) {
+            let at = f.location.as_ref().map(|l| (basename(&l.file), l.line));
+            our_fixture.push((name.to_string(), at));
+        }
+        if symbol == Some("main") && !f.inline {
+            break;
+        }
+    }
+    let gdb_fixture: Vec<Fixture> = gdb
         .iter()
         .filter(|f| f.in_fixture || f.name == "<signal handler called>")
-        .map(|f| f.name.as_str())
+        .map(|f| (f.name.clone(), f.location.clone()))
         .collect();
     assert_eq!(
         our_fixture,
         gdb_fixture,
-        "{what}: fixture frames differ\nours: {names:?}\n({} {})\ngdb: {gdb:?}",
+        "{what}: fixture frames differ\nours: {:?}\n({} {})\ngdb: {gdb:?}",
+        symbolised.frames,
         ours.frames.len(),
         ours.end
+    );
+    // The stack is complete exactly when the walk reached the outermost frame.
+    assert_eq!(
+        symbolised.truncated.is_none(),
+        ours.end == EndReason::Outermost
     );
     // Every named frame of ours (up to main) is one of gdb's, in gdb's order: gdb names a
     // function by its DWARF name where it has one (`clone3`), we by the ELF symbol
@@ -238,7 +172,7 @@ fn check_build(variant: &str, flags: &[&str], strip: bool, args: &[&str], expect
         return skip("gdb and gcore are needed as the oracle");
     }
     let dir = scratch(&format!("unwind-{variant}"));
-    let Some(exe) = build(&dir, flags) else {
+    let Some(exe) = build_chain(&dir, flags) else {
         return;
     };
     if strip {
@@ -259,6 +193,29 @@ fn check_build(variant: &str, flags: &[&str], strip: bool, args: &[&str], expect
             .arg(&exe))
         .unwrap();
     }
+    if variant.ends_with("dwz") {
+        // Two copies of the executable, their common DWARF moved by dwz into a supplementary
+        // file (named by .gnu_debugaltlink): names of inlined functions and their lines may
+        // now be references into it (DW_FORM_GNU_ref_alt, DW_FORM_GNU_strp_alt).
+        if !have("dwz") {
+            return skip("dwz is not installed");
+        }
+        std::fs::copy(&exe, dir.join("unwind_chain2")).unwrap();
+        run(Command::new("dwz").current_dir(&*dir).args([
+            "-m",
+            "common.debug",
+            "-M",
+            "common.debug",
+            "unwind_chain",
+            "unwind_chain2",
+        ]))
+        .unwrap();
+        let elf = mpir_target::debuginfo::ElfFile::open(&exe).unwrap();
+        assert!(
+            elf.debugaltlink().is_some(),
+            "dwz left no .gnu_debugaltlink"
+        );
+    }
     let model = if flags.contains(&"-m32") {
         DataModel::ILP32
     } else {
@@ -278,7 +235,9 @@ fn check_build(variant: &str, flags: &[&str], strip: bool, args: &[&str], expect
     let tracer = Tracer::new().unwrap();
     let tids = tracer.attach(pid).unwrap();
     let target = LiveTarget::open(pid, DebugOptions::default()).unwrap();
-    let mut unwinder = Unwinder::new(target.images());
+    // One cache for the live process and its core: the same files, parsed once.
+    let cache = SymbolCache::new();
+    let mut unwinder = Unwinder::with_cache(target.images(), UnwindOptions::default(), &cache);
     let word = if model == DataModel::ILP32 { 4 } else { 8 };
     let vdso = live_vdso_address(pid, word).expect("the process has a vDSO");
     unwinder.add_vdso(target.memory(), vdso).unwrap();
@@ -323,6 +282,16 @@ fn check_build(variant: &str, flags: &[&str], strip: bool, args: &[&str], expect
         "{variant}: {frames} frames unwound offline in {:?} (CFI and symbols already loaded)",
         started.elapsed()
     );
+    if args.contains(&"deep") {
+        // Steady state (images parsed, CFI rows computed): the per-frame cost of a sample.
+        let rounds = 200;
+        let started = std::time::Instant::now();
+        for _ in 0..rounds {
+            std::hint::black_box(unwinder.unwind_snapshot(&snap));
+        }
+        let per_frame = started.elapsed().as_nanos() as f64 / (rounds * frames) as f64;
+        eprintln!("{variant}: {per_frame:.0} ns per frame offline ({rounds} rounds of {frames})");
+    }
     for (tid, offline) in &offline_stacks {
         let offline = offline.as_ref().unwrap();
         let direct = &live[tid];
@@ -333,17 +302,42 @@ fn check_build(variant: &str, flags: &[&str], strip: bool, args: &[&str], expect
         );
         assert_eq!(offline.end, EndReason::Outermost);
     }
+    let mut live_symbolised = HashMap::new();
     for (tid, stack) in &live {
         let frames = gdb
             .get(tid)
             .unwrap_or_else(|| panic!("gdb has no thread {tid}"));
+        let symbolised = unwinder.thread_stack(*tid, stack);
         compare(
             &format!("{variant} live thread {tid}"),
             stack,
+            &symbolised,
             frames,
             &exe,
             &target,
         );
+        live_symbolised.insert(*tid, symbolised);
+    }
+    if !strip && !args.contains(&"deep") {
+        // The always-inlined `via` is a frame of its own in gdb's stack and in ours, marked
+        // inline, between c and b, with b's line being the call site.
+        let ours = &live_symbolised[&pid].frames;
+        let via = ours
+            .iter()
+            .position(|f| f.symbol.as_deref() == Some("via"))
+            .unwrap_or_else(|| panic!("{variant}: no inline frame: {ours:?}"));
+        assert!(ours[via].inline, "{variant}: {:?}", ours[via]);
+        assert_eq!(ours[via + 1].symbol.as_deref(), Some("b"));
+        assert!(!ours[via + 1].inline);
+        assert!(
+            gdb[&pid].iter().any(|g| g.name == "via"),
+            "{variant}: {:?}",
+            gdb[&pid]
+        );
+    }
+    // The snapshot's stacks symbolise to the same frames.
+    for t in unwinder.thread_stacks(&snap) {
+        assert_eq!(t, live_symbolised[&t.tid], "{variant}: snapshot vs live");
     }
     let main = live.get(&pid).unwrap();
     let main_names = ours_to_main(main);
@@ -360,11 +354,7 @@ fn check_build(variant: &str, flags: &[&str], strip: bool, args: &[&str], expect
         // b, a and main are found through the .debug_frame CFI of c, b and a (no .eh_frame
         // covers them): by CFI, not by a fallback.
         for f in main.frames.iter().skip(1).take(main_names.len() - 1) {
-            assert_eq!(
-                f.trust,
-                mpir_target::unwind::FrameTrust::Cfi,
-                "{variant}: {f:?}"
-            );
+            assert_eq!(f.trust, mpir_target::unwind::Trust::Cfi, "{variant}: {f:?}");
         }
     }
     // The signal trampoline is recognised (CFI "S") and named by its own image's symbols.
@@ -383,6 +373,19 @@ fn check_build(variant: &str, flags: &[&str], strip: bool, args: &[&str], expect
     }
     if strip {
         let exe_name = exe.display().to_string();
+        // Symbolised: the executable's frames are its module and offset, never a name (of
+        // another module or otherwise) nor a source line.
+        let symbolised = &live_symbolised[&pid];
+        let in_exe: Vec<_> = symbolised
+            .frames
+            .iter()
+            .filter(|f| *f.module == *exe_name)
+            .collect();
+        assert!(in_exe.len() >= 5, "{variant}: {symbolised:?}");
+        for f in in_exe {
+            assert_eq!((&f.symbol, &f.location, f.inline), (&None, &None, false));
+            assert!(f.function_label().starts_with("unwind_chain+0x"), "{f:?}");
+        }
         let in_exe: Vec<_> = main
             .frames
             .iter()
@@ -411,7 +414,8 @@ fn check_build(variant: &str, flags: &[&str], strip: bool, args: &[&str], expect
         DebugOptions::default(),
     )
     .unwrap();
-    let mut unwinder = Unwinder::new(core.images());
+    let parsed = cache.stats().images_parsed;
+    let mut unwinder = Unwinder::with_cache(core.images(), UnwindOptions::default(), &cache);
     let vdso = vdso_address(core.core().auxv()).expect("the core has AT_SYSINFO_EHDR");
     unwinder.add_vdso(core.memory(), vdso).unwrap();
     assert_eq!(core.core().threads().len(), 2);
@@ -421,12 +425,18 @@ fn check_build(variant: &str, flags: &[&str], strip: bool, args: &[&str], expect
         let frames = gdb
             .get(&t.tid)
             .unwrap_or_else(|| panic!("gdb has no thread {}", t.tid));
+        let symbolised = unwinder.thread_stack(t.tid, &stack);
         compare(
             &format!("{variant} core thread {}", t.tid),
             &stack,
+            &symbolised,
             frames,
             &exe,
             &core,
+        );
+        assert_eq!(
+            symbolised, live_symbolised[&t.tid],
+            "{variant}: core vs live"
         );
         let live_names: Vec<_> = live[&t.tid].function_names();
         assert_eq!(
@@ -435,6 +445,8 @@ fn check_build(variant: &str, flags: &[&str], strip: bool, args: &[&str], expect
             "{variant}: core vs live"
         );
     }
+    // The core maps the same files (same build-ids) as the live process: nothing parsed again.
+    assert_eq!(cache.stats().images_parsed, parsed, "{:?}", cache.stats());
     drop(child);
 }
 
@@ -468,6 +480,11 @@ fn deep_recursion_matches_gdb() {
     let mut expect = vec!["recurse"; 1000];
     expect.extend(["a", "main"]);
     check_fixture("deep", &["-O0"], &["deep", "1000"], &expect);
+}
+
+#[test]
+fn dwz_supplementary_debug_information_matches_gdb() {
+    check_fixture("o2-dwz", &["-O2"], &["chain"], &["c", "b", "a", "main"]);
 }
 
 #[test]
@@ -511,7 +528,7 @@ fn without_cfi_the_fallbacks_find_the_fixture_and_cross_the_signal_frame() {
         return skip("gdb is needed as the oracle");
     }
     let dir = scratch("unwind-nocfi");
-    let Some(exe) = build(&dir, &["-O0"]) else {
+    let Some(exe) = build_chain(&dir, &["-O0"]) else {
         return;
     };
     let mut child = Spawned::new(Command::new(&exe).arg("signal"));
@@ -581,7 +598,7 @@ fn without_cfi_the_fallbacks_find_the_fixture_and_cross_the_signal_frame() {
     );
     assert_eq!(
         stack.frames[restorer + 1].trust,
-        mpir_target::unwind::FrameTrust::SignalContext
+        mpir_target::unwind::Trust::SignalContext
     );
     // The interrupted frame is gdb's frame after "<signal handler called>" (gdb prints no pc
     // for it: it is at the start of a line).
@@ -598,8 +615,8 @@ fn without_cfi_the_fallbacks_find_the_fixture_and_cross_the_signal_frame() {
     // print) is one of gdb's.
     let gdb_pcs: Vec<u64> = main_gdb.iter().filter_map(|g| g.pc).collect();
     for f in stack.frames.iter().take(names.len()) {
-        use mpir_target::unwind::FrameTrust;
-        if !f.signal_frame && !matches!(f.trust, FrameTrust::Context | FrameTrust::SignalContext) {
+        use mpir_target::unwind::Trust;
+        if !f.signal_frame && !matches!(f.trust, Trust::Context | Trust::SignalContext) {
             assert!(
                 gdb_pcs.contains(&f.pc),
                 "{f:?} is not one of gdb's frames: {gdb:?}"
@@ -615,7 +632,7 @@ fn a_core_truncated_inside_the_stack_gives_a_partial_stack_with_the_reason() {
         return skip("gcore (gdb) is not installed");
     }
     let dir = scratch("unwind-truncated");
-    let Some(exe) = build(&dir, &["-O0"]) else {
+    let Some(exe) = build_chain(&dir, &["-O0"]) else {
         return;
     };
     let mut child = Spawned::new(Command::new(&exe).args(["deep", "200"]));

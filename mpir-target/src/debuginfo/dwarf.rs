@@ -62,7 +62,9 @@ impl std::fmt::Debug for TypeIndex {
     }
 }
 
-fn load_dwarf(elf: &ElfFile) -> Result<gimli::Dwarf<R>, DebugInfoError> {
+/// The DWARF sections of `elf` (decompressed within [`MAX_UNCOMPRESSED_SECTION`], relocated
+/// when `elf` is a relocatable object), for gimli and addr2line.
+pub(crate) fn load_dwarf(elf: &ElfFile) -> Result<gimli::Dwarf<R>, DebugInfoError> {
     use object::{Object, ObjectSection};
     let path = elf.path();
     let data = elf.data()?;

@@ -328,6 +328,23 @@ impl ProcessImages {
         images
     }
 
+    /// The file holding `image`'s DWARF (its separate debug file when that has DWARF, else the
+    /// image itself), and that file's dwz supplementary file when it names one and the debug
+    /// search finds it.
+    pub(crate) fn dwarf_files(
+        &self,
+        image: &Image,
+    ) -> Option<(Arc<ElfFile>, Option<Arc<ElfFile>>)> {
+        let file = match image.debug_elf() {
+            Some(f) if f.has_dwarf() => Arc::clone(f),
+            _ if image.elf().has_dwarf() => Arc::clone(image.elf()),
+            _ => return None,
+        };
+        let mut notes = Vec::new();
+        let sup = locate::find_alt_file(&file, &self.options, &self.cache, &mut notes);
+        Some((file, sup))
+    }
+
     /// The images, main executable first.
     pub fn images(&self) -> &[Arc<Image>] {
         &self.images

@@ -12,7 +12,8 @@ use gimli::{
 };
 use object::{Object, ObjectSection};
 
-use std::sync::{Arc, OnceLock};
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock, RwLock};
 
 use super::regs::Registers;
 use crate::debuginfo::ElfFile;
@@ -22,6 +23,27 @@ use crate::traits::Memory;
 const MAX_EXPRESSION_STEPS: u32 = 1000;
 /// Memory and register requests of one expression.
 const MAX_EXPRESSION_REQUESTS: usize = 64;
+/// Unwind rows remembered per image, by address (past this, rows are computed, not kept).
+const MAX_REMEMBERED_ROWS: usize = 1 << 16;
+
+/// The rules of one address, computed once from its FDE and CIE and kept: every later frame at
+/// that address (other threads, other samples, other processes sharing the image) applies them
+/// without parsing the CIE and FDE again.
+#[derive(Debug)]
+struct Row {
+    row: gimli::UnwindTableRow<usize>,
+    return_address: Register,
+    signal_frame: bool,
+    /// Found in `.debug_frame` (its expressions are read from there), not `.eh_frame`.
+    debug_frame: bool,
+}
+
+/// What the lookup of one address found.
+enum Found {
+    NoInfo,
+    Failed(String),
+    Row(Arc<Row>),
+}
 
 type Slice<'a> = EndianSlice<'a, RunTimeEndian>;
 
@@ -57,6 +79,8 @@ pub(super) struct ImageCfi {
     /// large debug file whole for CFI that `.eh_frame` nearly always has would be waste).
     debug_file: Option<Arc<ElfFile>>,
     debug_file_frame: OnceLock<Option<Section>>,
+    /// Rows already computed, by link-time address.
+    rows: RwLock<HashMap<u64, Arc<Row>>>,
 }
 
 /// The state gimli's CFI evaluation needs, reused from frame to frame of a walk.
@@ -195,31 +219,62 @@ impl ImageCfi {
         }
     }
 
-    /// The step an FDE found in `section` (`name` for messages) gives at `address`.
-    #[allow(clippy::too_many_arguments)]
-    fn step_fde<'a, S: UnwindSection<Slice<'a>>>(
-        &self,
+    /// The row an FDE found in `section` (`name` for messages) gives at `address`.
+    fn row_of<'a, S: UnwindSection<Slice<'a>>>(
         section: &S,
         fde: &gimli::FrameDescriptionEntry<Slice<'a>>,
         bases: &BaseAddresses,
         ctx: &mut UnwindContext<usize>,
-        memory: &dyn Memory,
-        regs: &Registers,
         address: u64,
-        name: &str,
-    ) -> Step {
+        debug_frame: bool,
+    ) -> Found {
+        let name = if debug_frame {
+            ".debug_frame"
+        } else {
+            ".eh_frame"
+        };
         match fde.unwind_info_for_address(section, bases, ctx, address) {
-            Ok(row) => apply(
-                section,
-                row,
-                fde.cie().return_address_register(),
-                memory,
-                regs,
-                self.address_size,
-                fde.is_signal_trampoline(),
-            ),
-            Err(e) => Step::Failed(format!("{name} at {address:#x}: {e}")),
+            Ok(row) => Found::Row(Arc::new(Row {
+                row: row.clone(),
+                return_address: fde.cie().return_address_register(),
+                signal_frame: fde.is_signal_trampoline(),
+                debug_frame,
+            })),
+            Err(e) => Found::Failed(format!("{name} at {address:#x}: {e}")),
         }
+    }
+
+    /// The rules at link-time address `address`, computed from the FDE covering it
+    /// (`.eh_frame` first, then `.debug_frame`) and remembered.
+    fn find(&self, ctx: &mut UnwindContext<usize>, address: u64) -> Found {
+        let Some(endian) = self.endian else {
+            return Found::NoInfo;
+        };
+        let bases = self.bases();
+        let mut found = Found::NoInfo;
+        if let Some(eh) = &self.eh_frame {
+            let mut section = EhFrame::new(&eh.data, endian);
+            section.set_address_size(self.address_size);
+            if let Ok(fde) = self.eh_fde(&section, endian, &bases, address) {
+                found = Self::row_of(&section, &fde, &bases, ctx, address, false);
+            }
+        }
+        if matches!(found, Found::NoInfo)
+            && let Some(df) = self.debug_frame()
+        {
+            let mut section = DebugFrame::new(&df.data, endian);
+            section.set_address_size(self.address_size);
+            if let Ok(fde) = section.fde_for_address(&bases, address, DebugFrame::cie_from_offset) {
+                found = Self::row_of(&section, &fde, &bases, ctx, address, true);
+            }
+        }
+        if let Found::Row(row) = &found {
+            let mut rows = self.rows.write().unwrap_or_else(|e| e.into_inner());
+            if rows.len() < MAX_REMEMBERED_ROWS {
+                rows.insert(address, Arc::clone(row));
+            }
+        }
+        found
     }
 
     /// One step: the caller of the frame whose registers are `regs`, looking the CFI up at
@@ -231,44 +286,50 @@ impl ImageCfi {
         regs: &Registers,
         address: u64,
     ) -> Step {
-        let Some(endian) = self.endian else {
-            return Step::NoInfo;
+        // A remembered row is applied under the read lock, without touching its reference
+        // count: the hot path of a repeated sample is two uncontended atomic operations.
+        if let Some(row) = self
+            .rows
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&address)
+        {
+            return self.apply_row(row, memory, regs);
+        }
+        match self.find(ctx, address) {
+            Found::NoInfo => Step::NoInfo,
+            Found::Failed(e) => Step::Failed(e),
+            Found::Row(row) => self.apply_row(&row, memory, regs),
+        }
+    }
+
+    /// The caller's registers by `row`'s rules.
+    fn apply_row(&self, row: &Row, memory: &dyn Memory, regs: &Registers) -> Step {
+        let endian = self.endian.unwrap_or(RunTimeEndian::Little);
+        let empty: &[u8] = &[];
+        let (debug_frame, eh_frame);
+        let section: Expressions<'_, '_> = if row.debug_frame {
+            let data = self.debug_frame().map_or(empty, |s| &s.data[..]);
+            let mut s = DebugFrame::new(data, endian);
+            s.set_address_size(self.address_size);
+            debug_frame = s;
+            &|e| e.get(&debug_frame).map(|e| e.0)
+        } else {
+            let data = self.eh_frame.as_ref().map_or(empty, |s| &s.data[..]);
+            let mut s = EhFrame::new(data, endian);
+            s.set_address_size(self.address_size);
+            eh_frame = s;
+            &|e| e.get(&eh_frame).map(|e| e.0)
         };
-        let bases = self.bases();
-        if let Some(eh) = &self.eh_frame {
-            let mut section = EhFrame::new(&eh.data, endian);
-            section.set_address_size(self.address_size);
-            let fde = self.eh_fde(&section, endian, &bases, address);
-            if let Ok(fde) = fde {
-                return self.step_fde(
-                    &section,
-                    &fde,
-                    &bases,
-                    ctx,
-                    memory,
-                    regs,
-                    address,
-                    ".eh_frame",
-                );
-            }
-        }
-        if let Some(df) = self.debug_frame() {
-            let mut section = DebugFrame::new(&df.data, endian);
-            section.set_address_size(self.address_size);
-            if let Ok(fde) = section.fde_for_address(&bases, address, DebugFrame::cie_from_offset) {
-                return self.step_fde(
-                    &section,
-                    &fde,
-                    &bases,
-                    ctx,
-                    memory,
-                    regs,
-                    address,
-                    ".debug_frame",
-                );
-            }
-        }
-        Step::NoInfo
+        apply(
+            section,
+            &row.row,
+            row.return_address,
+            memory,
+            regs,
+            self.address_size,
+            row.signal_frame,
+        )
     }
 }
 
@@ -294,8 +355,11 @@ fn read_word(memory: &dyn Memory, address: u64, size: u8) -> Result<u64, String>
     Ok(value)
 }
 
-fn apply<'a, S: UnwindSection<Slice<'a>>>(
-    section: &S,
+/// An expression's bytecode, read from the section its FDE is in.
+type Expressions<'s, 'a> = &'s dyn Fn(&gimli::UnwindExpression<usize>) -> gimli::Result<Slice<'a>>;
+
+fn apply(
+    section: Expressions<'_, '_>,
     row: &gimli::UnwindTableRow<usize>,
     ra: Register,
     memory: &dyn Memory,
@@ -308,10 +372,9 @@ fn apply<'a, S: UnwindSection<Slice<'a>>>(
             Some(v) => v.wrapping_add_signed(*offset),
             None => return Step::Failed(format!("the CFA needs register {}", register.0)),
         },
-        CfaRule::Expression(e) => match e
-            .get(section)
+        CfaRule::Expression(e) => match section(e)
             .map_err(|e| e.to_string())
-            .and_then(|e| evaluate(e.0, memory, regs, address_size, None))
+            .and_then(|e| evaluate(e, memory, regs, address_size, None))
         {
             Ok(v) => v,
             Err(e) => return Step::Failed(format!("the CFA expression: {e}")),
@@ -338,10 +401,9 @@ fn apply<'a, S: UnwindSection<Slice<'a>>>(
             RegisterRule::ValOffset(o) => Some(cfa.wrapping_add_signed(*o)),
             RegisterRule::Register(r) => regs.get(r.0),
             RegisterRule::Expression(e) => {
-                let at = e
-                    .get(section)
+                let at = section(e)
                     .map_err(|e| e.to_string())
-                    .and_then(|e| evaluate(e.0, memory, regs, address_size, Some(cfa)))
+                    .and_then(|e| evaluate(e, memory, regs, address_size, Some(cfa)))
                     .and_then(|a| read_word(memory, a, address_size));
                 match at {
                     Ok(v) => Some(v),
@@ -349,10 +411,9 @@ fn apply<'a, S: UnwindSection<Slice<'a>>>(
                 }
             }
             RegisterRule::ValExpression(e) => {
-                match e
-                    .get(section)
+                match section(e)
                     .map_err(|e| e.to_string())
-                    .and_then(|e| evaluate(e.0, memory, regs, address_size, Some(cfa)))
+                    .and_then(|e| evaluate(e, memory, regs, address_size, Some(cfa)))
                 {
                     Ok(v) => Some(v),
                     Err(e) => return Step::Failed(format!("register {}: {e}", reg.0)),

@@ -6,19 +6,19 @@
 //!
 //! ## How a frame's caller is found, by trust
 //!
-//! 1. **CFI** ([`FrameTrust::Cfi`]): the FDE covering the pc in the right image's `.eh_frame`
+//! 1. **CFI** ([`Trust::Cfi`]): the FDE covering the pc in the right image's `.eh_frame`
 //!    (found through `.eh_frame_hdr`'s binary search table when present) or `.debug_frame` (of
 //!    the image or of its separate debug file, found by the existing debug-file search). CFA
 //!    and register rules, DWARF expressions included, are evaluated against the frame's
 //!    registers and the target's memory. A return-address rule "undefined" (glibc's `_start`
 //!    and `clone`) ends the stack normally ([`EndReason::Outermost`]).
-//! 2. **Frame pointer** ([`FrameTrust::FramePointer`]), when no CFI covers the pc: the saved
+//! 2. **Frame pointer** ([`Trust::FramePointer`]), when no CFI covers the pc: the saved
 //!    frame pointer at `[fp]` and the return address at `[fp + word]`, accepted only when the
 //!    return address lands in code of a known image and the stack pointer moves up.
-//! 3. **Signal context** ([`FrameTrust::SignalContext`]), when no CFI covers x86_64's
+//! 3. **Signal context** ([`Trust::SignalContext`]), when no CFI covers x86_64's
 //!    `__restore_rt` (recognised by its symbol): every register is restored from the
 //!    `ucontext` the kernel pushed at the trampoline's stack pointer.
-//! 4. **Scan** ([`FrameTrust::Scan`]): at most [`UnwindOptions::max_scan_words`] words from the
+//! 4. **Scan** ([`Trust::Scan`]): at most [`UnwindOptions::max_scan_words`] words from the
 //!    stack pointer up, the first word that points into code of a known image (covered by its
 //!    CFI or inside one of its function symbols).
 //!
@@ -42,6 +42,40 @@
 //! the nearest symbol of another module: a pc in a stripped library has no name, only its
 //! module and offset.
 //!
+//! ## Symbols once per build-id
+//!
+//! What the unwinder and the symboliser know of an image — its CFI sections and the rows
+//! already computed from them, its sorted function symbols, its DWARF line and inline context —
+//! lives in a [`SymbolCache`], keyed by the image's GNU build-id (an image without one: its
+//! canonical path, size, modification time and inode). An [`Unwinder`] made
+//! [`with_cache`](Unwinder::with_cache) takes each image from the cache on first use, so the
+//! unwinders of every rank of a job (and of a core of the same binaries) parse each distinct
+//! library once; [`SymbolCache::stats`] counts images parsed and reused and source lookups
+//! answered from earlier answers. [`Unwinder::new`] keeps a private cache. The cache holds at
+//! most [`SymbolCache::max_images`] images ([`DEFAULT_MAX_IMAGES`]); past that an image is
+//! parsed for the unwinder that asks and not kept.
+//!
+//! [`Unwinder::thread_stack`] turns a [`Stack`] into the one stack model,
+//! [`mpir_types::stacks::ThreadStack`]: per physical frame, the module and the link-time
+//! offset of the pc; the ELF name above; the source file and line and the **inline frames**
+//! from DWARF, read with the `addr2line` crate over our own sections (the image's, else those
+//! of the separate debug file the debug search found — build-id directories, `.gnu_debuglink`,
+//! explicit files — with its dwz supplementary file). A physical frame whose pc lies in
+//! inlined code becomes the inlined functions, innermost first and marked
+//! [`inline`](mpir_types::stacks::Frame::inline), then the function containing them, each
+//! outer one at the line of its call, as gdb's `bt` shows them. Return addresses are looked
+//! up at pc − 1 (inside the call), the innermost frame and a frame interrupted by a signal at
+//! the pc. The walk's [`EndReason`] becomes the stack's
+//! [`Truncation`](mpir_types::stacks::Truncation) ([`truncation`]; the outermost frame is a
+//! complete stack). [`Unwinder::thread_stacks`] does a whole [`ProcessSnapshot`]. Malformed
+//! DWARF gives frames without source positions, never a panic; one address expands to at most
+//! 64 frames.
+//!
+//! **Speed.** A step looks the image up by binary search over the segments of all images,
+//! applies the CFI row remembered for that address (computed from the FDE and CIE once, kept
+//! per image, so shared by threads, samples and processes), and shares module and function
+//! names (`Arc<str>`) rather than copying them per frame.
+//!
 //! ## Why gimli and not framehop
 //!
 //! gimli is already this crate's DWARF reader (types, debug files), so its CFI reader costs no
@@ -59,13 +93,19 @@
 //! lets the process go and reports how long it was stopped; the copy ([`StackCopy`]) is then
 //! unwound offline. aarch64 is [`TargetError::Unsupported`](crate::TargetError::Unsupported).
 
+mod cache;
 mod cfi;
 mod regs;
 mod snapshot;
+mod symbolize;
 mod symbols;
 mod walk;
 
+#[cfg(feature = "fuzzing")]
+pub(crate) use cache::probe_elf;
+pub use cache::{DEFAULT_MAX_IMAGES, SymbolCache, SymbolCacheStats};
 pub use regs::{Arch, MAX_REGS, Registers};
+pub use symbolize::truncation;
 
 /// The error for reading registers on an instruction set the unwinder does not know.
 #[cfg_attr(target_arch = "x86_64", allow(dead_code))]
@@ -75,24 +115,9 @@ pub(crate) fn unsupported_here() -> crate::TargetError {
 pub use snapshot::{ProcessSnapshot, SnapshotOptions, StackCopy, ThreadSnapshot, snapshot_live};
 pub use walk::{AT_SYSINFO_EHDR, Unwinder, live_vdso_address, vdso_address};
 
-/// How far a frame can be trusted, from best to worst (as minidump's `FrameTrust`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
-#[non_exhaustive]
-pub enum FrameTrust {
-    /// The thread's own registers (the innermost frame).
-    Context,
-    /// Recovered with call frame information.
-    Cfi,
-    /// Recovered by following the frame-pointer chain.
-    FramePointer,
-    /// Restored from the context a signal frame saved (`__restore_rt`'s `ucontext`, when no
-    /// CFI describes the trampoline).
-    SignalContext,
-    /// Found by scanning the stack for a plausible return address.
-    Scan,
-}
+/// How far a frame can be trusted: the one trust model of the stack model
+/// ([`mpir_types::stacks::Trust`]), re-exported here.
+pub use mpir_types::stacks::Trust;
 
 /// Why a walk ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -154,13 +179,14 @@ pub struct Frame {
     /// The canonical frame address, when CFI gave it.
     pub cfa: Option<u64>,
     /// How this frame was found.
-    pub trust: FrameTrust,
-    /// The image (executable or library) mapping the pc, when known.
-    pub module: Option<String>,
+    pub trust: Trust,
+    /// The image (executable or library) mapping the pc, when known (shared, not copied per
+    /// frame).
+    pub module: Option<std::sync::Arc<str>>,
     /// The pc as a link-time address of `module` (the pc minus the load bias).
     pub module_offset: Option<u64>,
     /// The function containing the pc, from `module`'s symbol tables.
-    pub function: Option<String>,
+    pub function: Option<std::sync::Arc<str>>,
     /// The pc's offset in `function`.
     pub function_offset: Option<u64>,
     /// The frame is a signal trampoline (its CFI has the "S" augmentation).

@@ -1,6 +1,8 @@
 //! Functions of one image by address: the ELF symbol tables of the image and of its separate
 //! debug file, sorted once, searched by link-time address.
 
+use std::sync::Arc;
+
 use crate::debuginfo::ElfFile;
 use crate::traits::SymbolKind;
 
@@ -8,18 +10,18 @@ use crate::traits::SymbolKind;
 #[derive(Debug, Default)]
 pub(super) struct FunctionIndex {
     /// (start, size, name), sorted by start.
-    functions: Vec<(u64, u64, String)>,
+    functions: Vec<(u64, u64, Arc<str>)>,
 }
 
 impl FunctionIndex {
     /// The functions of `files` (the image, then its debug file); one entry per start address,
     /// the sized and global definitions preferred.
     pub(super) fn build<'a>(files: impl IntoIterator<Item = &'a ElfFile>) -> FunctionIndex {
-        let mut functions: Vec<(u64, u64, String)> = Vec::new();
+        let mut functions: Vec<(u64, u64, Arc<str>)> = Vec::new();
         for file in files {
             for (name, s) in file.all_symbols() {
                 if s.kind == SymbolKind::Function && s.address != 0 && !name.is_empty() {
-                    functions.push((s.address, s.size, name.to_string()));
+                    functions.push((s.address, s.size, Arc::from(name)));
                 }
             }
         }
@@ -35,7 +37,7 @@ impl FunctionIndex {
 
     /// The function containing link-time address `address`, with the offset into it. A symbol
     /// without a size contains only addresses before the next symbol.
-    pub(super) fn lookup(&self, address: u64) -> Option<(&str, u64)> {
+    pub(super) fn lookup(&self, address: u64) -> Option<(&Arc<str>, u64)> {
         let i = self.functions.partition_point(|f| f.0 <= address);
         let (start, size, name) = self.functions.get(i.checked_sub(1)?)?;
         let offset = address - start;
@@ -44,7 +46,7 @@ impl FunctionIndex {
         } else {
             self.functions.get(i).is_some_and(|next| address < next.0)
         };
-        inside.then_some((name.as_str(), offset))
+        inside.then_some((name, offset))
     }
 }
 
@@ -55,10 +57,14 @@ mod tests {
     fn index(functions: &[(u64, u64, &str)]) -> FunctionIndex {
         let mut functions: Vec<_> = functions
             .iter()
-            .map(|(a, s, n)| (*a, *s, n.to_string()))
+            .map(|(a, s, n)| (*a, *s, Arc::from(*n)))
             .collect();
         functions.sort_by_key(|f| f.0);
         FunctionIndex { functions }
+    }
+
+    fn look(idx: &FunctionIndex, address: u64) -> Option<(&str, u64)> {
+        idx.lookup(address).map(|(n, o)| (&**n, o))
     }
 
     #[test]
@@ -68,11 +74,11 @@ mod tests {
             (0x200, 0, "unsized"),
             (0x300, 4, "last"),
         ]);
-        assert_eq!(idx.lookup(0x100), Some(("sized", 0)));
-        assert_eq!(idx.lookup(0x10f), Some(("sized", 0xf)));
+        assert_eq!(look(&idx, 0x100), Some(("sized", 0)));
+        assert_eq!(look(&idx, 0x10f), Some(("sized", 0xf)));
         // Past a sized symbol's end: in no function (never the nearest one).
         assert_eq!(idx.lookup(0x110), None);
-        assert_eq!(idx.lookup(0x2ff), Some(("unsized", 0xff)));
+        assert_eq!(look(&idx, 0x2ff), Some(("unsized", 0xff)));
         assert_eq!(idx.lookup(0x304), None);
         assert_eq!(idx.lookup(0xff), None);
         assert_eq!(idx.lookup(u64::MAX), None);

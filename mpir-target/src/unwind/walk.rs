@@ -1,26 +1,21 @@
 //! The walk: one frame after another, CFI first, then the frame pointer, then a scan.
 
+use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 
+use super::cache::{CachedImage, ImageInfo, SymbolCache};
 use super::cfi::{Context, ImageCfi, Step};
 use super::regs::Registers;
 use super::snapshot::ProcessSnapshot;
 use super::symbols::FunctionIndex;
-use super::{EndReason, Frame, FrameTrust, Stack, UnwindOptions};
+use super::{EndReason, Frame, Stack, Trust, UnwindOptions};
 use crate::debuginfo::{ElfFile, Image, ProcessImages};
 use crate::traits::Memory;
 
-/// What the unwinder keeps of one image: its CFI and its functions, read on first use.
-#[derive(Debug)]
-struct ImageInfo {
-    cfi: ImageCfi,
-    functions: FunctionIndex,
-}
-
 /// An image read from the target's memory rather than a file: the vDSO.
 #[derive(Debug)]
-struct MemoryImage {
-    name: String,
+pub(super) struct MemoryImage {
+    pub(super) name: Arc<str>,
     bias: u64,
     elf: ElfFile,
     info: ImageInfo,
@@ -28,8 +23,10 @@ struct MemoryImage {
 
 /// Where a pc is: a file image of [`ProcessImages`], or an image read from memory.
 #[derive(Clone, Copy)]
-enum Module<'u> {
-    File(&'u Arc<Image>),
+pub(super) enum Module<'u> {
+    /// A file image, its path, and what the cache knows of it.
+    File(&'u Arc<Image>, &'u Arc<str>, &'u CachedImage),
+    /// The vDSO.
     Memory(&'u MemoryImage),
 }
 
@@ -69,20 +66,24 @@ pub fn live_vdso_address(pid: u32, word: usize) -> Option<u64> {
     vdso_address(&pairs)
 }
 
-/// Unwinds the threads of one process against its images. Reusable for every thread of the
-/// process (and every sample): the CFI and symbol tables of an image are read once, on first
-/// use.
+/// Unwinds the threads of one process against its images, and symbolises their stacks.
+/// Reusable for every thread of the process (and every sample): the CFI and symbol tables of
+/// an image are read on first use, once per build-id in its [`SymbolCache`] (shared with the
+/// unwinders of other processes when made [`with_cache`](Unwinder::with_cache)).
 #[derive(Debug)]
 pub struct Unwinder<'a> {
-    images: &'a ProcessImages,
+    pub(super) images: &'a ProcessImages,
     options: UnwindOptions,
-    info: Vec<OnceLock<ImageInfo>>,
+    pub(super) cache: SymbolCache,
+    info: Vec<OnceLock<(Arc<CachedImage>, Arc<str>)>>,
+    /// (start, end, image index) of every loadable segment of every image, by start address.
+    ranges: Vec<(u64, u64, usize)>,
     vdso: Option<MemoryImage>,
 }
 
 /// A caller found by one method: its registers, how it was found, and whether its pc is exact
 /// (interrupted by a signal) rather than a return address.
-type Caller = (Registers, FrameTrust, bool);
+type Caller = (Registers, Trust, bool);
 
 impl<'a> Unwinder<'a> {
     /// An unwinder over `images` with default limits.
@@ -90,14 +91,47 @@ impl<'a> Unwinder<'a> {
         Unwinder::with_options(images, UnwindOptions::default())
     }
 
-    /// An unwinder over `images` with `options`.
+    /// An unwinder over `images` with `options` and a cache of its own.
     pub fn with_options(images: &'a ProcessImages, options: UnwindOptions) -> Self {
+        Unwinder::with_cache(images, options, &SymbolCache::new())
+    }
+
+    /// An unwinder over `images` with `options`, taking what it knows of each image from
+    /// `cache` (and adding to it): the unwinders of many processes that share one cache parse
+    /// each distinct image once.
+    pub fn with_cache(
+        images: &'a ProcessImages,
+        options: UnwindOptions,
+        cache: &SymbolCache,
+    ) -> Self {
+        let mut ranges: Vec<(u64, u64, usize)> = images
+            .images()
+            .iter()
+            .enumerate()
+            .flat_map(|(i, img)| {
+                let bias = img.bias();
+                img.elf().segments().iter().filter_map(move |s| {
+                    let start = s.vaddr.wrapping_add(bias);
+                    let end = start.checked_add(s.mem_size)?;
+                    (s.mem_size > 0).then_some((start, end, i))
+                })
+            })
+            .collect();
+        // By start; at one start, the earlier image first (it wins, as in a linear search).
+        ranges.sort_unstable_by_key(|r| (r.0, r.2));
         Unwinder {
             images,
             options,
+            cache: cache.clone(),
             info: images.images().iter().map(|_| OnceLock::new()).collect(),
+            ranges,
             vdso: None,
         }
+    }
+
+    /// The cache this unwinder takes images from.
+    pub fn cache(&self) -> &SymbolCache {
+        &self.cache
     }
 
     /// Adds the vDSO, read from `memory` at `address` (the auxiliary vector's
@@ -126,7 +160,7 @@ impl<'a> Unwinder<'a> {
             functions: FunctionIndex::build([&elf]),
         };
         self.vdso = Some(MemoryImage {
-            name: "[vdso]".to_string(),
+            name: Arc::from("[vdso]"),
             bias,
             elf,
             info,
@@ -135,7 +169,7 @@ impl<'a> Unwinder<'a> {
     }
 
     /// The module mapping run-time address `pc`, its load bias and what is known of it.
-    fn module_for(&self, pc: u64) -> Option<(Module<'_>, u64, &ImageInfo)> {
+    pub(super) fn module_for(&self, pc: u64) -> Option<(Module<'_>, u64, &ImageInfo)> {
         let covers = |elf: &ElfFile, bias: u64| {
             let link = pc.wrapping_sub(bias);
             elf.segments()
@@ -148,31 +182,37 @@ impl<'a> Unwinder<'a> {
             return Some((Module::Memory(v), v.bias, &v.info));
         }
         let (i, image) = self.image_for(pc)?;
-        let info = self.info(i, image)?;
-        Some((Module::File(image), image.bias(), info))
+        let (cached, name) = self.info(i, image)?;
+        Some((
+            Module::File(image, name, cached),
+            image.bias(),
+            &cached.info,
+        ))
     }
 
-    /// The image mapping run-time address `pc`, with its index.
+    /// The image mapping run-time address `pc`, with its index: a binary search of the
+    /// segments by start address (segments of different images do not overlap in a real
+    /// process; where they do, the nearest few starts below `pc` are tried, earliest image
+    /// first).
     fn image_for(&self, pc: u64) -> Option<(usize, &'a Arc<Image>)> {
-        self.images.images().iter().enumerate().find(|(_, img)| {
-            let link = pc.wrapping_sub(img.bias());
-            img.elf()
-                .segments()
-                .iter()
-                .any(|s| link >= s.vaddr && link - s.vaddr < s.mem_size)
-        })
+        let below = self.ranges.partition_point(|r| r.0 <= pc);
+        let images = self.images.images();
+        self.ranges
+            .get(below.saturating_sub(4)..below)?
+            .iter()
+            .filter(|r| pc < r.1)
+            .map(|r| r.2)
+            .min()
+            .and_then(|i| Some((i, images.get(i)?)))
     }
 
-    fn info(&self, index: usize, image: &Image) -> Option<&ImageInfo> {
+    fn info(&self, index: usize, image: &Image) -> Option<&(Arc<CachedImage>, Arc<str>)> {
         let slot = self.info.get(index)?;
         Some(slot.get_or_init(|| {
-            let data = image.elf().data().ok();
-            let cfi = ImageCfi::load(data.map(|d| &d[..]), image.debug_elf().cloned());
-            let files = std::iter::once(&**image.elf()).chain(image.debug_elf().map(|d| &**d));
-            ImageInfo {
-                cfi,
-                functions: FunctionIndex::build(files),
-            }
+            (
+                self.cache.image(image),
+                Arc::from(image.path().display().to_string()),
+            )
         }))
     }
 
@@ -209,9 +249,10 @@ impl<'a> Unwinder<'a> {
 
     /// The stack of the thread whose registers are `regs`, reading its stack from `memory`.
     pub fn unwind(&self, memory: &dyn Memory, regs: &Registers) -> Stack {
-        let mut frames = Vec::new();
+        // Most stacks are shallow; a deep one grows from here.
+        let mut frames = Vec::with_capacity(self.options.max_frames.min(64));
         let mut regs = *regs;
-        let mut trust = FrameTrust::Context;
+        let mut trust = Trust::Context;
         let mut exact_pc = true;
         let mut ctx = Context::new();
         let end = loop {
@@ -234,23 +275,23 @@ impl<'a> Unwinder<'a> {
                 signal_frame: false,
             };
             let mut caller: Option<Caller> = None;
-            let mut failure = String::from("the pc is in no known image");
+            let mut failure: Cow<'static, str> = Cow::Borrowed("the pc is in no known image");
             let mut unreadable = false;
             if let Some((module, bias, info)) = self.module_for(lookup) {
                 let link = lookup.wrapping_sub(bias);
                 frame.module = Some(match module {
-                    Module::File(image) => image.path().display().to_string(),
-                    Module::Memory(m) => m.name.clone(),
+                    Module::File(_, name, _) => Arc::clone(name),
+                    Module::Memory(m) => Arc::clone(&m.name),
                 });
                 frame.module_offset = Some(pc.wrapping_sub(bias));
                 if let Some((name, offset)) = info.functions.lookup(link) {
-                    frame.function = Some(name.to_string());
+                    frame.function = Some(Arc::clone(name));
                     frame.function_offset = Some(offset + (pc - lookup));
                 } else if let Some((name, 0)) = info.functions.lookup(pc.wrapping_sub(bias)) {
                     // A "return address" at the very start of a function: a signal trampoline,
                     // which a handler returns into at its first byte (the byte before, in its
                     // FDE but not its symbol, has no name).
-                    frame.function = Some(name.to_string());
+                    frame.function = Some(Arc::clone(name));
                     frame.function_offset = Some(0);
                 }
                 let step = if self.options.cfi {
@@ -270,14 +311,14 @@ impl<'a> Unwinder<'a> {
                             frames.push(frame);
                             break EndReason::Outermost;
                         }
-                        caller = Some((c, FrameTrust::Cfi, signal_frame));
+                        caller = Some((c, Trust::Cfi, signal_frame));
                     }
-                    Step::Failed(e) => failure = e,
+                    Step::Failed(e) => failure = Cow::Owned(e),
                     Step::Unreadable(e) => {
-                        failure = e;
+                        failure = Cow::Owned(e);
                         unreadable = true;
                     }
-                    Step::NoInfo => failure = "no CFI covers the pc".to_string(),
+                    Step::NoInfo => failure = Cow::Borrowed("no CFI covers the pc"),
                 }
             }
             let is_restorer = regs.arch == super::Arch::X86_64
@@ -344,7 +385,7 @@ impl<'a> Unwinder<'a> {
         caller.set(arch.pc_reg(), ra);
         caller.set(arch.sp_reg(), fp.checked_add(2 * word)?);
         caller.set(arch.fp_reg(), saved_fp);
-        Some((caller, FrameTrust::FramePointer, false))
+        Some((caller, Trust::FramePointer, false))
     }
 
     /// The caller by scanning the stack for a return address into code, bounded.
@@ -371,7 +412,7 @@ impl<'a> Unwinder<'a> {
                 let mut caller = *regs;
                 caller.set(arch.pc_reg(), value);
                 caller.set(arch.sp_reg(), sp + (i as u64 + 1) * word);
-                return Some((caller, FrameTrust::Scan, false));
+                return Some((caller, Trust::Scan, false));
             }
         }
         None
@@ -421,5 +462,5 @@ fn signal_context(memory: &dyn Memory, regs: &Registers) -> Option<Caller> {
         let at = sp.checked_add(GREGS + 8 * i)?;
         caller.set(dwarf, read_word(memory, at, 8)?);
     }
-    Some((caller, FrameTrust::SignalContext, true))
+    Some((caller, Trust::SignalContext, true))
 }

@@ -9,6 +9,9 @@ use std::process::{Child, Command, Stdio};
 
 use mpir_types::FieldLayout;
 
+mod bt;
+pub use bt::*;
+
 pub use mpir_target::testkit::{
     Scratch, assert_untouched, have, run, scratch, skip, status_field, wait_for,
 };

@@ -86,6 +86,10 @@ pub enum Trust {
     Cfi,
     /// Unwound by following the frame-pointer chain.
     FramePointer,
+    /// Restored from the register context a signal frame saved (x86_64's `__restore_rt`
+    /// `ucontext`, read when no CFI describes the trampoline): the interrupted code's own
+    /// registers, exact but found without unwind information.
+    SignalContext,
     /// Found by scanning the stack for a plausible return address; may be wrong.
     Scan,
 }

@@ -1,0 +1,373 @@
+//! What the unwinder and the symboliser know of one image, kept once per build-id and shared by
+//! every process (and thread, and sample) that maps it: [`SymbolCache`].
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::SystemTime;
+
+use super::cfi::ImageCfi;
+use super::symbols::FunctionIndex;
+use crate::debuginfo::{ElfFile, Image, ProcessImages};
+
+/// Images a [`SymbolCache`] keeps by default.
+pub const DEFAULT_MAX_IMAGES: usize = 4096;
+/// Source lookups remembered per image (by address); past this, lookups are answered but not
+/// remembered.
+const MAX_REMEMBERED_LOOKUPS: usize = 1 << 16;
+/// Frames one address may expand to (the physical one and the functions inlined into it).
+const MAX_INLINE_DEPTH: usize = 64;
+
+type R = gimli::EndianArcSlice<gimli::RunTimeEndian>;
+
+/// What the unwinder keeps of one image: its CFI and its functions.
+#[derive(Debug)]
+pub(super) struct ImageInfo {
+    pub(super) cfi: ImageCfi,
+    pub(super) functions: FunctionIndex,
+}
+
+impl ImageInfo {
+    /// Reads the CFI and the function symbols of `image` (and of its separate debug file).
+    pub(super) fn of_image(image: &Image) -> ImageInfo {
+        let data = image.elf().data().ok();
+        let cfi = ImageCfi::load(data.map(|d| &d[..]), image.debug_elf().cloned());
+        let files = std::iter::once(&**image.elf()).chain(image.debug_elf().map(|d| &**d));
+        ImageInfo {
+            cfi,
+            functions: FunctionIndex::build(files),
+        }
+    }
+}
+
+/// One function frame at an address, as DWARF describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct SourceFrame {
+    /// The function's DWARF name (linkage name where DWARF gives one, as addr2line reads it).
+    pub(super) function: Option<Arc<str>>,
+    /// The source file and line: for the innermost frame, of the address; for each outer
+    /// frame, of the call site of the function inlined into it.
+    pub(super) location: Option<(Arc<str>, u32)>,
+}
+
+/// The DWARF line and inline context of one image, built on first use.
+struct Lines {
+    context: Mutex<addr2line::Context<R>>,
+    /// Answers already given, by link-time address, innermost frame first.
+    remembered: Mutex<HashMap<u64, Arc<[SourceFrame]>>>,
+}
+
+/// One cached image.
+pub(super) struct CachedImage {
+    pub(super) info: ImageInfo,
+    lines: OnceLock<Option<Lines>>,
+}
+
+impl std::fmt::Debug for CachedImage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CachedImage")
+            .field("info", &self.info)
+            .field(
+                "lines_loaded",
+                &self.lines.get().is_some_and(Option::is_some),
+            )
+            .finish()
+    }
+}
+
+impl CachedImage {
+    fn new(info: ImageInfo) -> CachedImage {
+        CachedImage {
+            info,
+            lines: OnceLock::new(),
+        }
+    }
+
+    /// The function frames (innermost first: inlined functions, then the function that
+    /// contains them) at link-time address `probe` of `image`, whose DWARF is found through
+    /// `images`' debug-file search; empty without DWARF.
+    pub(super) fn source_frames(
+        &self,
+        probe: u64,
+        image: &Image,
+        images: &ProcessImages,
+        stats: &Stats,
+    ) -> Arc<[SourceFrame]> {
+        let lines = self.lines.get_or_init(|| {
+            let (file, sup) = images.dwarf_files(image)?;
+            let context = load_lines(&file, sup.as_deref())?;
+            stats.dwarf_loaded.fetch_add(1, Ordering::Relaxed);
+            Some(Lines {
+                context: Mutex::new(context),
+                remembered: Mutex::new(HashMap::new()),
+            })
+        });
+        let Some(lines) = lines else {
+            return Arc::from([]);
+        };
+        stats.lookups.fetch_add(1, Ordering::Relaxed);
+        if let Some(found) = lock(&lines.remembered).get(&probe) {
+            stats.lookups_cached.fetch_add(1, Ordering::Relaxed);
+            return Arc::clone(found);
+        }
+        let found: Arc<[SourceFrame]> = {
+            let context = lock(&lines.context);
+            frames_at(&context, probe).into()
+        };
+        let mut remembered = lock(&lines.remembered);
+        if remembered.len() < MAX_REMEMBERED_LOOKUPS {
+            remembered.insert(probe, Arc::clone(&found));
+        }
+        found
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// An addr2line context over the DWARF of `file`, with `sup` as its dwz supplementary file.
+/// Unreadable or malformed DWARF gives none (the frames keep their ELF names).
+fn load_lines(file: &ElfFile, sup: Option<&ElfFile>) -> Option<addr2line::Context<R>> {
+    let mut dwarf = crate::debuginfo::load_dwarf(file).ok()?;
+    if let Some(sup) = sup.and_then(|s| crate::debuginfo::load_dwarf(s).ok()) {
+        dwarf.set_sup(sup);
+    }
+    addr2line::Context::from_dwarf(dwarf).ok()
+}
+
+/// The frames addr2line finds at `probe`, bounded; a malformed unit ends the list early.
+fn frames_at(context: &addr2line::Context<R>, probe: u64) -> Vec<SourceFrame> {
+    let mut out = Vec::new();
+    let Ok(mut iter) = context.find_frames(probe).skip_all_loads() else {
+        return out;
+    };
+    while let Ok(Some(frame)) = iter.next() {
+        if out.len() >= MAX_INLINE_DEPTH {
+            break;
+        }
+        let function = frame
+            .function
+            .as_ref()
+            .and_then(|n| n.raw_name().ok())
+            .map(|n| Arc::from(&*n));
+        let location = frame
+            .location
+            .as_ref()
+            .and_then(|l| Some((Arc::from(l.file?), l.line?)));
+        out.push(SourceFrame { function, location });
+    }
+    out
+}
+
+/// Loads the DWARF line/inline context of `elf` as the symboliser does and looks up to
+/// `max_lookups` addresses spread over its loadable segments, plus the function index; the
+/// number of source frames found (for the fuzz harness and its seed check).
+#[cfg(feature = "fuzzing")]
+pub(crate) fn probe_elf(elf: &ElfFile, max_lookups: usize) -> usize {
+    let functions = FunctionIndex::build([elf]);
+    let Some(context) = load_lines(elf, None) else {
+        return 0;
+    };
+    let mut found = 0;
+    let segments = elf.segments();
+    let per_segment = max_lookups / segments.len().max(1);
+    for seg in segments {
+        let step = (seg.mem_size / per_segment.max(1) as u64).max(1);
+        for i in 0..per_segment as u64 {
+            let address = seg.vaddr.wrapping_add(i.wrapping_mul(step));
+            let _ = functions.lookup(address);
+            found += frames_at(&context, address)
+                .iter()
+                .filter(|f| f.location.is_some())
+                .count();
+        }
+    }
+    found
+}
+
+/// What identifies an image's contents: its GNU build-id, else the file itself.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum ImageKey {
+    BuildId(Vec<u8>),
+    File {
+        path: PathBuf,
+        size: u64,
+        mtime: Option<SystemTime>,
+        inode: u64,
+    },
+}
+
+impl ImageKey {
+    fn of(image: &Image) -> Option<ImageKey> {
+        if let Some(id) = image.elf().build_id().filter(|id| !id.is_empty()) {
+            return Some(ImageKey::BuildId(id.to_vec()));
+        }
+        use std::os::unix::fs::MetadataExt;
+        let path = std::fs::canonicalize(image.elf().path()).ok()?;
+        let meta = std::fs::metadata(&path).ok()?;
+        Some(ImageKey::File {
+            path,
+            size: meta.len(),
+            mtime: meta.modified().ok(),
+            inode: meta.ino(),
+        })
+    }
+}
+
+/// Counters of a [`SymbolCache`].
+#[derive(Debug, Default)]
+pub(super) struct Stats {
+    parsed: AtomicU64,
+    reused: AtomicU64,
+    uncached: AtomicU64,
+    dwarf_loaded: AtomicU64,
+    lookups: AtomicU64,
+    lookups_cached: AtomicU64,
+}
+
+/// What a [`SymbolCache`] has done so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct SymbolCacheStats {
+    /// Images whose CFI and function symbols were parsed (once per distinct build-id while
+    /// the cache has room).
+    pub images_parsed: u64,
+    /// Times an unwinder got an image already parsed (by it or by another process's).
+    pub images_reused: u64,
+    /// Images parsed but not kept: the cache was full, or the image has neither a build-id
+    /// nor a readable file to key it by.
+    pub images_uncached: u64,
+    /// Images whose DWARF (lines and inline functions) was loaded.
+    pub dwarf_loaded: u64,
+    /// Source lookups (one per physical frame with DWARF).
+    pub lookups: u64,
+    /// Source lookups answered from an earlier answer for the same image and address.
+    pub lookups_cached: u64,
+    /// Images held.
+    pub entries: usize,
+}
+
+type Slot = Arc<OnceLock<Arc<CachedImage>>>;
+
+#[derive(Debug)]
+struct Inner {
+    max_images: usize,
+    images: Mutex<HashMap<ImageKey, Slot>>,
+    stats: Stats,
+}
+
+/// The images' unwind tables, function symbols and DWARF line and inline contexts, kept once
+/// per GNU build-id (an image without one: per canonical path, size, modification time and
+/// inode) and shared by every [`Unwinder`](super::Unwinder) made
+/// [`with_cache`](super::Unwinder::with_cache): every rank of a job maps the same libraries,
+/// so each is parsed once, not once per rank. Cheap to clone (an `Arc`), `Send + Sync`.
+///
+/// **Bounds.** At most [`SymbolCache::max_images`] images ([`DEFAULT_MAX_IMAGES`] by default)
+/// are kept; an image past the limit is parsed for the unwinder that asks and not kept. Per
+/// image, at most 65 536 source lookups are remembered, and one address expands to at most 64
+/// inline frames. DWARF sections are decompressed within
+/// [`MAX_UNCOMPRESSED_SECTION`](crate::debuginfo::MAX_UNCOMPRESSED_SECTION); malformed DWARF
+/// gives frames without source positions, never a panic.
+#[derive(Debug, Clone)]
+pub struct SymbolCache {
+    inner: Arc<Inner>,
+}
+
+impl Default for SymbolCache {
+    fn default() -> Self {
+        SymbolCache::new()
+    }
+}
+
+impl SymbolCache {
+    /// An empty cache keeping up to [`DEFAULT_MAX_IMAGES`] images.
+    pub fn new() -> Self {
+        SymbolCache::with_max_images(DEFAULT_MAX_IMAGES)
+    }
+
+    /// An empty cache keeping up to `max_images` images.
+    pub fn with_max_images(max_images: usize) -> Self {
+        SymbolCache {
+            inner: Arc::new(Inner {
+                max_images,
+                images: Mutex::new(HashMap::new()),
+                stats: Stats::default(),
+            }),
+        }
+    }
+
+    /// The most images kept.
+    pub fn max_images(&self) -> usize {
+        self.inner.max_images
+    }
+
+    /// What the cache has done so far.
+    pub fn stats(&self) -> SymbolCacheStats {
+        let s = &self.inner.stats;
+        SymbolCacheStats {
+            images_parsed: s.parsed.load(Ordering::Relaxed),
+            images_reused: s.reused.load(Ordering::Relaxed),
+            images_uncached: s.uncached.load(Ordering::Relaxed),
+            dwarf_loaded: s.dwarf_loaded.load(Ordering::Relaxed),
+            lookups: s.lookups.load(Ordering::Relaxed),
+            lookups_cached: s.lookups_cached.load(Ordering::Relaxed),
+            entries: lock(&self.inner.images).len(),
+        }
+    }
+
+    pub(super) fn stats_ref(&self) -> &Stats {
+        &self.inner.stats
+    }
+
+    /// What is known of `image`: from the cache, or parsed now (once per key, even when many
+    /// threads ask at the same time).
+    pub(super) fn image(&self, image: &Image) -> Arc<CachedImage> {
+        let stats = &self.inner.stats;
+        let slot = ImageKey::of(image).and_then(|key| {
+            let mut images = lock(&self.inner.images);
+            if let Some(slot) = images.get(&key) {
+                return Some(Arc::clone(slot));
+            }
+            if images.len() >= self.inner.max_images {
+                return None;
+            }
+            let slot = Slot::default();
+            images.insert(key, Arc::clone(&slot));
+            Some(slot)
+        });
+        let Some(slot) = slot else {
+            stats.parsed.fetch_add(1, Ordering::Relaxed);
+            stats.uncached.fetch_add(1, Ordering::Relaxed);
+            return Arc::new(CachedImage::new(ImageInfo::of_image(image)));
+        };
+        let mut built = false;
+        let cached = slot.get_or_init(|| {
+            built = true;
+            Arc::new(CachedImage::new(ImageInfo::of_image(image)))
+        });
+        if built {
+            stats.parsed.fetch_add(1, Ordering::Relaxed);
+        } else {
+            stats.reused.fetch_add(1, Ordering::Relaxed);
+        }
+        Arc::clone(cached)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cache_is_send_sync_and_cheap_to_clone() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<SymbolCache>();
+        let a = SymbolCache::with_max_images(3);
+        let b = a.clone();
+        assert!(Arc::ptr_eq(&a.inner, &b.inner));
+        assert_eq!(b.max_images(), 3);
+        assert_eq!(a.stats(), SymbolCacheStats::default());
+    }
+}
