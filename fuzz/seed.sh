@@ -5,6 +5,10 @@
 #   mpi2dd_decoders         their MPI2DD_info and what follows it (mpi2dd::fuzzing::decoder_seeds)
 #   wire                    valid pipe messages of every kind (mpir_mqd::fuzzing::seed_stream)
 #   core                    the first 32 KiB of a gcore of `sleep` (headers and notes; needs gdb)
+#   elf_symbolize           the unwinder fixture with DWARF (-O2: inline frames), the starter ones
+#   unwind                  the harness input of `tests/unwind_no_panic.rs`'s seed: a pc at the
+#                           fixture's on_signal, a stack whose top word returns into main, and
+#                           the fixture itself (no -g: it must fit 64 KiB) as the image
 # The other targets (proctable, communicator, pending_operation, view) start empty: they decode
 # small structs with no magic number or length framing to get past.
 # Usage: fuzz/seed.sh [CORPUS_DIR]   (default fuzz/corpus; existing files are kept)
@@ -21,6 +25,25 @@ for t in elf_types elf_sparse; do
     done
     gcc -g -O2 -c -I"$fixtures" "$fixtures/starter.c" -o "$corpus/$t/starter.o"
 done
+mkdir -p "$corpus/elf_symbolize" "$corpus/unwind"
+gcc -g -O2 -pthread "$fixtures/unwind_chain.c" -o "$corpus/elf_symbolize/unwind_chain-O2"
+cp "$corpus/elf_types/starter-dwarf5" "$corpus/elf_symbolize/"
+tmp=$(mktemp -d)
+gcc -O2 -fno-omit-frame-pointer -pthread "$fixtures/unwind_chain.c" -o "$tmp/image"
+python3 - "$tmp/image" "$corpus/unwind/chain" <<'PY'
+import struct, subprocess, sys
+image, out = sys.argv[1], sys.argv[2]
+syms = {}
+for line in subprocess.run(["nm", image], capture_output=True, text=True).stdout.splitlines():
+    parts = line.split()
+    if len(parts) == 3:
+        syms[parts[2]] = int(parts[0], 16)
+words = [0x5555_0000_0000 + syms["main"] + 8] + [i * 0x10 for i in range(1, 64)]
+data = struct.pack("<HH", syms["on_signal"], len(words))
+data += b"".join(struct.pack("<Q", w) for w in words) + open(image, "rb").read()
+open(out, "wb").write(data)
+PY
+rm -rf "$tmp"
 if command -v gcore > /dev/null; then
     mkdir -p "$corpus/core"
     tmp=$(mktemp -d)

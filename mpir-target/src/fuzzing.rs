@@ -98,3 +98,56 @@ pub fn core(data: &[u8]) {
         }
     });
 }
+
+/// The CFI-driven unwinder on arbitrary input: `data` is a header (a 16-bit pc offset into the
+/// image and a 16-bit stack length in words), that many stack words, then the bytes of an ELF
+/// image (seeded with real executables, so its `.eh_frame`, `.eh_frame_hdr` and DWARF
+/// expressions get mutated). The image is mapped at a fixed address and added as the
+/// process's in-memory image (the vDSO's path: parsed from target memory), the stack just
+/// above the stack pointer; every thread register starts as a stack word. The walk is then
+/// checked: bounded frames, a stack pointer that only increases, the reason recorded. Returns
+/// the number of frames. Must never panic, hang or allocate beyond the input's bounds.
+pub fn unwind(data: &[u8]) -> usize {
+    use crate::unwind::{Arch, Registers, StackCopy, UnwindOptions, Unwinder};
+    const IMAGE: u64 = 0x5555_0000_0000;
+    const STACK: u64 = 0x7ffd_0000_0000;
+    let (Some(head), Some(rest)) = (data.get(..4), data.get(4..)) else {
+        return 0;
+    };
+    let pc_offset = u64::from(u16::from_le_bytes([head[0], head[1]]));
+    let words = usize::from(u16::from_le_bytes([head[2], head[3]]) % 4096);
+    let split = (words * 8).min(rest.len());
+    let (stack, image) = rest.split_at(split);
+    let memory = StackCopy::new(
+        mpir_types::DataModel::LP64,
+        vec![(STACK, stack.to_vec()), (IMAGE, image.to_vec())],
+    );
+    let Ok(images) = crate::debuginfo::ProcessImages::from_files(&[], Default::default()) else {
+        return 0;
+    };
+    let options = UnwindOptions::default().with_max_frames(256);
+    let mut unwinder = Unwinder::with_options(&images, options);
+    if unwinder.add_vdso(&memory, IMAGE).is_err() {
+        return 0;
+    }
+    let word = |i: usize| {
+        stack
+            .get(i * 8..i * 8 + 8)
+            .and_then(|b| b.try_into().ok())
+            .map_or(0, u64::from_le_bytes)
+    };
+    let mut regs = Registers::new(Arch::X86_64, IMAGE + pc_offset, STACK, word(0));
+    for (dwarf, i) in (0u16..16).zip(1usize..) {
+        if dwarf != Arch::X86_64.sp_reg() && dwarf != Arch::X86_64.pc_reg() {
+            regs.set(dwarf, word(i));
+        }
+    }
+    let walked = unwinder.unwind(&memory, &regs);
+    assert!(walked.frames.len() <= options.max_frames);
+    for pair in walked.frames.windows(2) {
+        assert!(pair[1].sp > pair[0].sp, "the stack pointer went down");
+    }
+    let symbolised = unwinder.thread_stack(1, &walked);
+    assert!(symbolised.frames.len() >= walked.frames.len());
+    walked.frames.len()
+}

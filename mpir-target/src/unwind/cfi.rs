@@ -6,7 +6,7 @@
 //! before a lookup.
 
 use gimli::{
-    BaseAddresses, CfaRule, DebugFrame, EhFrame, EhFrameHdr, EndianSlice, Evaluation,
+    BaseAddresses, CfaRule, DebugFrame, EhFrame, EhFrameHdr, EndianSlice, Endianity, Evaluation,
     EvaluationResult, Location, Register, RegisterRule, RunTimeEndian, UnwindContext,
     UnwindSection, Value,
 };
@@ -187,9 +187,12 @@ impl ImageCfi {
         address: u64,
     ) -> gimli::Result<gimli::FrameDescriptionEntry<Slice<'a>>> {
         let hdr = self.eh_frame_hdr.as_ref().and_then(|h| {
-            EhFrameHdr::new(&h.data, endian)
-                .parse(bases, self.address_size)
-                .ok()
+            // gimli's table lookup multiplies the header's FDE count unchecked: a corrupt
+            // count overflows it. A table that does not hold the rows its header claims is
+            // not used (the section is scanned instead).
+            hdr_table_fits(&h.data, endian, self.address_size)
+                .then(|| EhFrameHdr::new(&h.data, endian).parse(bases, self.address_size))
+                .and_then(Result::ok)
         });
         // The table, when there is one, is authoritative: a miss there is a miss (scanning the
         // whole section for every word a stack scan looks at would be slow).
@@ -493,8 +496,88 @@ fn evaluate(
     Err("the expression made too many requests".to_string())
 }
 
+/// Whether `.eh_frame_hdr`'s binary-search table (`hdr`, the whole section) holds the rows its
+/// header claims: version, the three encodings, the `.eh_frame` pointer, the FDE count, then
+/// count × 2 table entries. Only fixed-size encodings are understood; any other is "no".
+fn hdr_table_fits(hdr: &[u8], endian: RunTimeEndian, address_size: u8) -> bool {
+    let size = |encoding: u8| match encoding & 0x0f {
+        0x00 => Some(usize::from(address_size)),
+        0x02 | 0x0a => Some(2),
+        0x03 | 0x0b => Some(4),
+        0x04 | 0x0c => Some(8),
+        _ => None,
+    };
+    let (Some(&ptr), Some(&count), Some(&table)) = (hdr.get(1), hdr.get(2), hdr.get(3)) else {
+        return false;
+    };
+    let (Some(ptr_size), Some(count_size), Some(row)) = (size(ptr), size(count), size(table))
+    else {
+        return false;
+    };
+    let at = 4 + ptr_size;
+    let Some(bytes) = hdr.get(at..at + count_size) else {
+        return false;
+    };
+    let mut word = [0u8; 8];
+    if endian.is_big_endian() {
+        word[8 - count_size..].copy_from_slice(bytes);
+    } else {
+        word[..count_size].copy_from_slice(bytes);
+    }
+    let n = if endian.is_big_endian() {
+        u64::from_be_bytes(word)
+    } else {
+        u64::from_le_bytes(word)
+    };
+    let signed_negative = count & 0x08 != 0 && bytes_sign(bytes, endian);
+    let rest = (hdr.len() - at - count_size) as u64;
+    !signed_negative
+        && n.checked_mul(2 * row as u64)
+            .is_some_and(|need| need <= rest)
+}
+
+/// Whether the most significant bit of the little- or big-endian integer `bytes` is set.
+fn bytes_sign(bytes: &[u8], endian: RunTimeEndian) -> bool {
+    let top = if endian.is_big_endian() {
+        bytes.first()
+    } else {
+        bytes.last()
+    };
+    top.is_some_and(|b| b & 0x80 != 0)
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn an_eh_frame_hdr_table_must_hold_the_rows_its_header_claims() {
+        // version 1, .eh_frame pointer pcrel|sdata4, count udata4, table datarel|sdata4.
+        let hdr = |count: u32, rows: usize| {
+            let mut h = vec![1, 0x1b, 0x03, 0x3b];
+            h.extend_from_slice(&0x100i32.to_le_bytes());
+            h.extend_from_slice(&count.to_le_bytes());
+            h.extend(std::iter::repeat_n(0u8, rows * 8));
+            h
+        };
+        let le = RunTimeEndian::Little;
+        assert!(hdr_table_fits(&hdr(3, 3), le, 8));
+        assert!(hdr_table_fits(&hdr(0, 0), le, 8));
+        assert!(!hdr_table_fits(&hdr(4, 3), le, 8));
+        // A count whose table size overflows (gimli multiplies it unchecked).
+        assert!(!hdr_table_fits(&hdr(u32::MAX, 3), le, 8));
+        let mut huge = hdr(0, 1);
+        huge[2] = 0x04; // udata8 count
+        huge.splice(8..12, u64::MAX.to_le_bytes());
+        assert!(!hdr_table_fits(&huge, le, 8));
+        // A negative signed count, a variable-length encoding, a truncated header.
+        let mut negative = hdr(u32::MAX, 3);
+        negative[2] = 0x0b;
+        assert!(!hdr_table_fits(&negative, le, 8));
+        let mut uleb = hdr(1, 1);
+        uleb[2] = 0x01;
+        assert!(!hdr_table_fits(&uleb, le, 8));
+        assert!(!hdr_table_fits(&[1, 0x1b], le, 8));
+    }
     use super::*;
     use crate::mock::MockTarget;
     use crate::unwind::regs::Arch;
