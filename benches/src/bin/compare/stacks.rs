@@ -1,0 +1,201 @@
+//! Section 5 of `compare`: stacks of every rank of a running 64-rank Open MPI job (issue 18).
+
+use std::time::Instant;
+
+use mpir_acquire::{AcquireOptions, RankSelection, live};
+use mpir_benches::backtraces::{eu_stack_all, gdb_all};
+use mpir_benches::stacks::{compile, running_job};
+use mpir_benches::{have, median};
+use mpir_target::debuginfo::{DebugOptions, FileCache, ProcessImages};
+use mpir_target::live::tracer::Tracer;
+use mpir_target::unwind::{SnapshotOptions, SymbolCache, UnwindOptions, Unwinder, snapshot_live};
+use mpir_types::DataModel;
+
+use super::{Config, mpir_binary, ms, run_to_end, verdict};
+
+/// The ranks' pids of the running job of starter `pid` (the table only, no rank touched).
+fn rank_pids(pid: u32) -> Vec<u32> {
+    let o = AcquireOptions::default().with_ranks(RankSelection::None);
+    let a = live::attach(pid, o).expect("attach");
+    a.job()
+        .ranks()
+        .map(|r| u32::try_from(r.pid).expect("a pid"))
+        .collect()
+}
+
+pub(super) fn stacks_64(cfg: &Config, dir: &std::path::Path) {
+    println!("## Stacks of every rank, 64-rank Open MPI job\n");
+    if !have("orterun") || !have("mpicc.openmpi") {
+        println!("Open MPI is not installed: not measured.\n");
+        return;
+    }
+    let Some(program) = compile("mpicc.openmpi", dir, "ranks_ompi_stacks") else {
+        println!("mpicc.openmpi failed: not measured.\n");
+        return;
+    };
+    eprintln!("compare: stacks");
+    let running = running_job(&program, 64);
+    let starter = running.0.id();
+    let pids = rank_pids(starter);
+    assert_eq!(pids.len(), 64, "the job's table");
+
+    // How long one rank is stopped per sample.
+    let tracer = Tracer::new().expect("tracer");
+    let model = DataModel::LP64;
+    let rank0 = pids[0];
+    let samples = if cfg.quick { 21 } else { 101 };
+    let mut stops: Vec<f64> = Vec::with_capacity(samples);
+    let mut threads = 0;
+    for _ in 0..samples {
+        let snap = snapshot_live(&tracer, rank0, model, &SnapshotOptions::default())
+            .expect("snapshot of rank 0");
+        threads = snap.threads.len();
+        stops.push(snap.stopped_for.as_secs_f64());
+    }
+    stops.sort_by(f64::total_cmp);
+    let stop = stops[stops.len() / 2];
+    let worst = stops[stops.len() - 1];
+    println!("| what | median | worst of {samples} | threads |");
+    println!("|---|---|---|---|");
+    println!(
+        "| one rank stopped per sample (freeze, copy registers and stacks, release) | {} | {} | {threads} |",
+        ms(stop),
+        ms(worst)
+    );
+    println!(
+        "\nTarget: each rank stopped ≤ 1 ms per sample (median): {}.\n",
+        verdict(stop <= 1e-3)
+    );
+    scaling(cfg, &tracer, &pids);
+
+    // Every rank's stacks, end to end.
+    let mpir = mpir_binary();
+    let check = run_to_end(
+        std::process::Command::new(&mpir)
+            .args(["stacks", "--json"])
+            .arg(starter.to_string()),
+        true,
+    )
+    .1;
+    let text = String::from_utf8_lossy(&check);
+    assert!(
+        text.contains("\"main\""),
+        "mpir stacks reached no main: {text:.2000}"
+    );
+    let ours = median(cfg.runs, || {
+        run_to_end(
+            std::process::Command::new(&mpir)
+                .args(["stacks", "--json"])
+                .arg(starter.to_string()),
+            false,
+        )
+    });
+    let eu = (have("eu-stack")).then(|| {
+        let mut runs: Vec<(f64, usize)> = (0..cfg.gdb_runs)
+            .map(|_| {
+                let r = eu_stack_all(&pids).expect("eu-stack");
+                (r.took.as_secs_f64(), r.with_main)
+            })
+            .collect();
+        runs.sort_by(|a, b| a.0.total_cmp(&b.0));
+        runs[runs.len() / 2]
+    });
+    let gdb = (cfg.gdb && have("gdb")).then(|| {
+        let r = gdb_all(&pids, &[]).expect("gdb");
+        (r.took.as_secs_f64(), r.with_main)
+    });
+    println!("| what | ours (`mpir stacks --json`) | eu-stack | gdb | eu-stack/ours | gdb/ours |");
+    println!("|---|---|---|---|---|---|");
+    let peer = |p: Option<(f64, usize)>| {
+        p.map_or("–".to_string(), |(t, n)| {
+            if n == pids.len() {
+                ms(t)
+            } else {
+                format!("{} ({n} of {} reached main)", ms(t), pids.len())
+            }
+        })
+    };
+    let ratio =
+        |p: Option<(f64, usize)>| p.map_or("–".to_string(), |(t, _)| format!("{:.0}×", t / ours));
+    println!(
+        "| stacks of 64 ranks, merged | {} | {} | {} | {} | {} |",
+        ms(ours),
+        peer(eu),
+        peer(gdb),
+        ratio(eu),
+        ratio(gdb)
+    );
+    if let Some((g, _)) = gdb {
+        println!(
+            "\nTarget: ≥ 100× faster than gdb: {} ({:.0}×).",
+            verdict(g / ours >= 100.0),
+            g / ours
+        );
+    }
+    if let Some((e, _)) = eu {
+        println!(
+            "Target: faster than eu-stack: {} ({:.1}×).\n",
+            verdict(e > ours),
+            e / ours
+        );
+    }
+}
+
+/// Symbolisation per distinct build-id: the stacks of the first `n` ranks read with one shared
+/// symbol cache (and file cache), for n = 4, 16, 64: the images parsed stay those of one rank
+/// (the ranks run the same executable and libraries), and the time per rank falls.
+fn scaling(cfg: &Config, tracer: &Tracer, pids: &[u32]) {
+    println!(
+        "| ranks | images parsed | reused | DWARF loaded | snapshots (all ranks) | unwind + symbols (all ranks) | per rank |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for n in [4usize, 16, 64].into_iter().filter(|&n| n <= pids.len()) {
+        // Medians of fresh runs: a new cache each time, so each run pays for the parsing once.
+        let mut runs: Vec<(f64, f64, mpir_target::unwind::SymbolCacheStats)> = (0..cfg.runs.min(3))
+            .map(|_| {
+                let files = std::sync::Arc::new(FileCache::new());
+                let cache = SymbolCache::new();
+                let mut snap_time = 0.0;
+                let mut unwind_time = 0.0;
+                for &pid in &pids[..n] {
+                    let start = Instant::now();
+                    let snap =
+                        snapshot_live(tracer, pid, DataModel::LP64, &SnapshotOptions::default())
+                            .expect("snapshot");
+                    snap_time += start.elapsed().as_secs_f64();
+                    let start = Instant::now();
+                    let images = ProcessImages::for_pid_with_cache(
+                        pid,
+                        DebugOptions::default(),
+                        std::sync::Arc::clone(&files),
+                    )
+                    .expect("images");
+                    let unwinder = Unwinder::with_cache(&images, UnwindOptions::default(), &cache);
+                    let stacks = unwinder.thread_stacks(&snap);
+                    unwind_time += start.elapsed().as_secs_f64();
+                    assert!(
+                        stacks
+                            .iter()
+                            .any(|t| t.frames.iter().any(|f| f.symbol.as_deref() == Some("main"))),
+                        "rank pid {pid}: no thread reached main"
+                    );
+                }
+                (snap_time, unwind_time, cache.stats())
+            })
+            .collect();
+        runs.sort_by(|a, b| a.1.total_cmp(&b.1));
+        let (snap, unwind, stats) = runs.swap_remove(runs.len() / 2);
+        println!(
+            "| {n} | {} | {} | {} | {} | {} | {} |",
+            stats.images_parsed,
+            stats.images_reused,
+            stats.dwarf_loaded,
+            ms(snap),
+            ms(unwind),
+            ms((snap + unwind) / n as f64)
+        );
+    }
+    println!(
+        "\nThe images parsed do not grow with the ranks: symbolisation costs once per distinct build-id.\n"
+    );
+}
