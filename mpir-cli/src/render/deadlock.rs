@@ -1,6 +1,6 @@
 //! The deadlock document (`mpir.deadlock/3`): the wait-for analysis in the tool's own types,
-//! converted field by field from the library's [`DeadlockReport`]; the stack facts
-//! (`blocked_in`, `not_waiting`'s activity, `collective`) are the library's own serde form.
+//! converted field by field from the library's [`DeadlockReport`] (stack facts included, in
+//! `render/activity.rs`).
 //!
 //! Version 3: the stacks join the analysis — the verdicts `potential_collective_mismatch` and
 //! `collective_mismatch`, `blocked_in` on every wait, step and blocked rank, `not_waiting` and
@@ -9,11 +9,12 @@
 
 use mpir_session::{Coverage, NotCovered, chain};
 use mpir_types::deadlock::{
-    BlockedRank, CollectiveHang, CommRef, Cycle, DeadlockReport, NotWaiting, RankState, Step,
-    Verdict, Wait, WaitOp, WaitTarget,
+    BlockedRank, CommRef, Cycle, DeadlockReport, NotWaiting, RankState, Step, Verdict, Wait,
+    WaitOp, WaitTarget,
 };
 use mpir_types::mqd::{OpClass, Peer};
-use mpir_types::stacks::{BlockedCall, RankActivity};
+
+use super::activity::{ActivityOut, BlockedCallOut, CollectiveOut};
 use serde::Serialize;
 
 /// A rank the analysis could not cover, and why.
@@ -195,7 +196,7 @@ pub(crate) struct ReportOut {
     /// Ranks with pending operations that are not inside MPI (or finished): not waits.
     pub(crate) not_waiting: Vec<NotWaitingOut>,
     /// Collective hangs seen in the stacks.
-    pub(crate) collective: Vec<CollectiveHang>,
+    pub(crate) collective: Vec<CollectiveOut>,
     pub(crate) notes: Vec<String>,
     pub(crate) notes_omitted: u64,
 }
@@ -215,7 +216,7 @@ pub(crate) struct StepOut {
     pub(crate) waits_for: u64,
     pub(crate) op: OpOut,
     /// The MPI call `rank` is blocked in and where it was called from, when stacks were read.
-    pub(crate) blocked_in: Option<BlockedCall>,
+    pub(crate) blocked_in: Option<BlockedCallOut>,
 }
 
 /// A rank waiting on a deadlocked rank without being in a cycle.
@@ -224,14 +225,14 @@ pub(crate) struct BlockedOut {
     pub(crate) rank: u64,
     pub(crate) waits: Vec<OpOut>,
     pub(crate) waits_for: Vec<u64>,
-    pub(crate) blocked_in: Option<BlockedCall>,
+    pub(crate) blocked_in: Option<BlockedCallOut>,
 }
 
 /// A rank whose pending operations are not waits: it is not inside MPI, or has finished.
 #[derive(Serialize)]
 pub(crate) struct NotWaitingOut {
     pub(crate) rank: u64,
-    pub(crate) activity: RankActivity,
+    pub(crate) activity: ActivityOut,
     pub(crate) operations: Vec<OpOut>,
     pub(crate) omitted: u64,
 }
@@ -244,7 +245,7 @@ pub(crate) struct WaitOut {
     pub(crate) target: TargetOut,
     pub(crate) can_complete: bool,
     pub(crate) state: StateOut,
-    pub(crate) blocked_in: Option<BlockedCall>,
+    pub(crate) blocked_in: Option<BlockedCallOut>,
 }
 
 /// What a wait waits for.
@@ -321,7 +322,7 @@ pub(crate) fn class_name(c: OpClass) -> &'static str {
     }
 }
 
-fn comm(c: &CommRef) -> CommOut {
+pub(crate) fn comm(c: &CommRef) -> CommOut {
     CommOut {
         name: c.name.clone(),
         context_id: c.context_id,
@@ -354,7 +355,7 @@ fn step(s: &Step) -> StepOut {
         rank: s.rank,
         waits_for: s.waits_for,
         op: op(&s.op),
-        blocked_in: s.blocked_in.clone(),
+        blocked_in: s.blocked_in.as_ref().map(BlockedCallOut::of),
     }
 }
 
@@ -371,14 +372,14 @@ fn blocked(b: &BlockedRank) -> BlockedOut {
         rank: b.rank,
         waits: b.waits.iter().map(op).collect(),
         waits_for: b.waits_for.clone(),
-        blocked_in: b.blocked_in.clone(),
+        blocked_in: b.blocked_in.as_ref().map(BlockedCallOut::of),
     }
 }
 
 fn not_waiting(n: &NotWaiting) -> NotWaitingOut {
     NotWaitingOut {
         rank: n.rank,
-        activity: n.activity.clone(),
+        activity: ActivityOut::of(&n.activity),
         operations: n.operations.iter().map(op).collect(),
         omitted: n.omitted,
     }
@@ -404,7 +405,7 @@ fn wait(w: &Wait) -> WaitOut {
             RankState::InCycle { cycle } => StateOut::InCycle { cycle },
             RankState::BlockedByDeadlock => StateOut::BlockedByDeadlock,
         },
-        blocked_in: w.blocked_in.clone(),
+        blocked_in: w.blocked_in.as_ref().map(BlockedCallOut::of),
     }
 }
 
@@ -442,7 +443,7 @@ impl From<&DeadlockReport> for ReportOut {
             blocked: r.blocked.iter().map(blocked).collect(),
             waits: r.waits.iter().map(wait).collect(),
             not_waiting: r.not_waiting.iter().map(not_waiting).collect(),
-            collective: r.collective.clone(),
+            collective: r.collective.iter().map(CollectiveOut::of).collect(),
             notes: r.notes.clone(),
             notes_omitted: r.notes_omitted,
         }

@@ -4,6 +4,7 @@
 //!
 //! The documents are described in `docs/cli-json.md` and `docs/schema/*.json`.
 
+pub(crate) mod activity;
 pub(crate) mod deadlock;
 pub(crate) mod job;
 pub(crate) mod queues;

@@ -1,0 +1,188 @@
+//! The stack facts of the deadlock document (`mpir.deadlock/3`): the MPI call a rank is
+//! blocked in and its call site, where a rank is, and collective hangs — in the tool's own
+//! types, converted field by field from `mpir_types::stacks::mpi_frames` and
+//! `mpir_types::deadlock`, so a library change cannot change the document.
+
+use mpir_types::deadlock::{CollectiveCall, CollectiveHang, Elsewhere, ElsewhereRanks};
+use mpir_types::stacks::{BlockedCall, CallKind, CallSite, RankActivity, UnknownWhy};
+use serde::Serialize;
+
+use super::deadlock::{CommOut, comm};
+
+/// A source position.
+#[derive(Serialize)]
+pub(crate) struct LocationOut {
+    pub(crate) file: String,
+    pub(crate) line: u32,
+}
+
+/// Where the user's code called MPI: the first frame outside the MPI entry points.
+#[derive(Serialize)]
+pub(crate) struct CallSiteOut {
+    pub(crate) function: Option<String>,
+    pub(crate) module: String,
+    pub(crate) offset: u64,
+    pub(crate) location: Option<LocationOut>,
+}
+
+impl CallSiteOut {
+    pub(crate) fn of(c: &CallSite) -> Self {
+        CallSiteOut {
+            function: c.function.clone(),
+            module: c.module.clone(),
+            offset: c.offset,
+            location: c.location.as_ref().map(|l| LocationOut {
+                file: l.file.to_string(),
+                line: l.line,
+            }),
+        }
+    }
+}
+
+/// The MPI call a rank is blocked in.
+#[derive(Serialize)]
+pub(crate) struct BlockedCallOut {
+    /// The C name of the call (`MPI_Barrier` for `PMPI_Barrier`, `mpi_barrier_`, …).
+    pub(crate) call: String,
+    /// The frame's own symbol.
+    pub(crate) symbol: String,
+    /// "collective", "point_to_point", "completion", "init", "finalize" or "other".
+    pub(crate) kind: &'static str,
+    pub(crate) call_site: Option<CallSiteOut>,
+    pub(crate) tid: u32,
+    pub(crate) threads_in_mpi: u32,
+}
+
+impl BlockedCallOut {
+    pub(crate) fn of(b: &BlockedCall) -> Self {
+        BlockedCallOut {
+            call: b.call.clone(),
+            symbol: b.symbol.clone(),
+            kind: match b.kind {
+                CallKind::Collective => "collective",
+                CallKind::PointToPoint => "point_to_point",
+                CallKind::Completion => "completion",
+                CallKind::Init => "init",
+                CallKind::Finalize => "finalize",
+                _ => "other",
+            },
+            call_site: b.call_site.as_ref().map(CallSiteOut::of),
+            tid: b.tid,
+            threads_in_mpi: b.threads_in_mpi,
+        }
+    }
+}
+
+/// The `at` of a rank not inside MPI.
+#[derive(Serialize)]
+pub(crate) struct AtOut {
+    pub(crate) at: Option<CallSiteOut>,
+}
+
+/// Where a rank is, from its stacks.
+#[derive(Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum ActivityOut {
+    InMpi(BlockedCallOut),
+    Finalizing(BlockedCallOut),
+    NotInMpi(AtOut),
+    Finalized,
+    Exited,
+    /// "no_stacks" or "truncated".
+    Unknown(&'static str),
+}
+
+impl ActivityOut {
+    pub(crate) fn of(a: &RankActivity) -> Self {
+        match a {
+            RankActivity::InMpi(b) => ActivityOut::InMpi(BlockedCallOut::of(b)),
+            RankActivity::Finalizing(b) => ActivityOut::Finalizing(BlockedCallOut::of(b)),
+            RankActivity::NotInMpi { at } => ActivityOut::NotInMpi(AtOut {
+                at: at.as_ref().map(CallSiteOut::of),
+            }),
+            RankActivity::Finalized => ActivityOut::Finalized,
+            RankActivity::Exited => ActivityOut::Exited,
+            RankActivity::Unknown(UnknownWhy::Truncated) => ActivityOut::Unknown("truncated"),
+            RankActivity::Unknown(_) => ActivityOut::Unknown("no_stacks"),
+            _ => ActivityOut::Unknown("no_stacks"),
+        }
+    }
+}
+
+/// Ranks in one collective call.
+#[derive(Serialize)]
+pub(crate) struct CollectiveCallOut {
+    pub(crate) call: String,
+    /// Rank-set text (`0-2,7`).
+    pub(crate) ranks: String,
+    pub(crate) communicator: Option<CommOut>,
+    pub(crate) call_sites: Vec<CallSiteOut>,
+}
+
+/// The call of ranks in MPI outside every collective.
+#[derive(Serialize)]
+pub(crate) struct InCallOut {
+    pub(crate) call: String,
+}
+
+/// Where the other ranks are.
+#[derive(Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum ElsewhereOut {
+    InMpi(InCallOut),
+    NotInMpi,
+    Finalized,
+    Exited,
+}
+
+/// Ranks elsewhere, by place.
+#[derive(Serialize)]
+pub(crate) struct ElsewhereRanksOut {
+    pub(crate) what: ElsewhereOut,
+    pub(crate) ranks: String,
+}
+
+/// A collective hang seen in the stacks.
+#[derive(Serialize)]
+pub(crate) struct CollectiveOut {
+    pub(crate) calls: Vec<CollectiveCallOut>,
+    pub(crate) elsewhere: Vec<ElsewhereRanksOut>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) unknown: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) not_members: Option<String>,
+}
+
+impl CollectiveOut {
+    pub(crate) fn of(h: &CollectiveHang) -> Self {
+        let set = |r: &mpir_types::ranks::RankSet| (!r.is_empty()).then(|| r.to_string());
+        CollectiveOut {
+            calls: h.calls.iter().map(call).collect(),
+            elsewhere: h.elsewhere.iter().map(elsewhere).collect(),
+            unknown: set(&h.unknown),
+            not_members: set(&h.not_members),
+        }
+    }
+}
+
+fn call(c: &CollectiveCall) -> CollectiveCallOut {
+    CollectiveCallOut {
+        call: c.call.clone(),
+        ranks: c.ranks.to_string(),
+        communicator: c.communicator.as_ref().map(comm),
+        call_sites: c.call_sites.iter().map(CallSiteOut::of).collect(),
+    }
+}
+
+fn elsewhere(e: &ElsewhereRanks) -> ElsewhereRanksOut {
+    ElsewhereRanksOut {
+        what: match &e.what {
+            Elsewhere::InMpi { call } => ElsewhereOut::InMpi(InCallOut { call: call.clone() }),
+            Elsewhere::NotInMpi => ElsewhereOut::NotInMpi,
+            Elsewhere::Finalized => ElsewhereOut::Finalized,
+            Elsewhere::Exited => ElsewhereOut::Exited,
+            _ => ElsewhereOut::NotInMpi,
+        },
+        ranks: e.ranks.to_string(),
+    }
+}
