@@ -77,6 +77,7 @@ mod hold;
 mod options;
 mod queues;
 mod session;
+mod stacks;
 
 pub use deadlock::{Coverage, DeadlockRead, NotCovered};
 pub use error::{ReleaseProblem, SessionError, Unreadable, chain};
@@ -85,6 +86,7 @@ pub use mpir_mqd::{Engine, EngineUsed, RankQueues, ReaderOptions};
 pub use options::SessionOptions;
 pub use queues::{Progress, QueueRead, RankError, RankRead};
 pub use session::{CoreInfo, Mpi2ddJob, Session, StarterCore};
+pub use stacks::{FoldedStacks, SamplingSummary, StackOptions, StackSample, StacksRead, StopTime};
 
 /// Makes the program let go of every process it holds — breakpoints out, threads running,
 /// `MPIR_being_debugged` and the gates as the release leaves them — when it is told to stop

@@ -8,8 +8,8 @@ use std::rc::Rc;
 
 use mpir_acquire::live::{self, Acquired};
 use mpir_acquire::{GateRelease, Job, RankSelection};
-use mpir_target::Target;
 use mpir_target::corefile::{CoreTarget, Truncation};
+use mpir_target::live::LiveTarget;
 use mpir_target::proctable::{ProcTable, ReadOptions, read_proctable};
 use mpir_types::mpir::MpirFlags;
 
@@ -27,8 +27,9 @@ pub struct Session {
     /// Ranks as the first hold found them: from then on each hold takes these again, by pid,
     /// only while each pid still names the process first held (its start time).
     pub(crate) known: Option<Vec<Known>>,
-    /// Opened live targets by (pid, start time): images are parsed once for every hold.
-    pub(crate) targets: HashMap<(u32, u64), Rc<dyn Target>>,
+    /// Opened live targets by (pid, start time): images are parsed once for every hold (and
+    /// every stack sample).
+    pub(crate) targets: HashMap<(u32, u64), Rc<LiveTarget>>,
 }
 
 impl std::fmt::Debug for Session {
