@@ -12,11 +12,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use mpir_session::{FoldedStacks, Session, SessionOptions, StackOptions};
-use mpir_target::SymbolLookup;
-use mpir_target::debuginfo::DebugOptions;
-use mpir_target::live::LiveTarget;
-use mpir_target::testkit::{Scratch, gcore, have, run, scratch, skip, status_field};
-use mpir_types::stacks::RankStacks;
+use mpir_target::testkit::{Scratch, gcore, have, run, scratch, skip};
+
+mod oracle;
+use oracle::{assert_running_untraced, assert_same_as_gdb, gdb_main_thread, main_thread_to_main};
 
 /// The demo's starter and rank, compiled side by side.
 fn demo(name: &str) -> Option<(Scratch, PathBuf)> {
@@ -65,99 +64,6 @@ fn start_demo(starter: &Path) -> (Child, Vec<u32>) {
         }
     }
     (child, pids)
-}
-
-/// Every process runs on, untraced.
-fn assert_running_untraced(pids: &[u32]) {
-    for &p in pids {
-        let tracer = status_field(p, "TracerPid:");
-        let state = status_field(p, "State:");
-        assert_eq!(tracer, "0", "pid {p} still traced");
-        assert!(
-            !state.starts_with('t') && !state.starts_with('T'),
-            "pid {p} left stopped: {state}"
-        );
-    }
-}
-
-/// The main thread's function names, innermost first, up to `main`.
-fn main_thread_to_main(r: &RankStacks) -> Vec<String> {
-    let t = r
-        .threads
-        .iter()
-        .find(|t| t.tid == r.pid)
-        .expect("a main thread");
-    let mut names = Vec::new();
-    for f in &t.frames {
-        let n = f.function_label();
-        let stop = n == "main";
-        names.push(n);
-        if stop {
-            break;
-        }
-    }
-    names
-}
-
-/// gdb's main-thread frame names of `pid`, innermost first, up to `main`.
-fn gdb_main_thread(pid: u32) -> Vec<String> {
-    let out = run(Command::new("timeout")
-        .args(["120", "gdb", "-nx", "-batch", "-p"])
-        .arg(pid.to_string())
-        .args(["-ex", "set pagination off", "-ex", "thread apply all bt"]))
-    .unwrap_or_else(|e| panic!("gdb: {e}"));
-    let mut names = Vec::new();
-    let mut in_main_thread = false;
-    for line in out.lines() {
-        if let Some(rest) = line.strip_prefix("Thread ") {
-            in_main_thread = rest.contains(&format!("(LWP {pid})"));
-            continue;
-        }
-        let Some(frame) = line.strip_prefix('#').filter(|_| in_main_thread) else {
-            continue;
-        };
-        let Some((_, frame)) = frame.split_once(' ') else {
-            continue;
-        };
-        let frame = frame.trim_start();
-        let frame = match frame.split_once(" in ") {
-            Some((addr, rest)) if addr.starts_with("0x") => rest,
-            _ => frame,
-        };
-        let name = frame.split(" (").next().unwrap_or_default().to_string();
-        let stop = name == "main";
-        names.push(name);
-        if stop {
-            break;
-        }
-    }
-    names
-}
-
-/// Ours against gdb's, frame by frame: the same name (without glibc's `__GI_`/underscore
-/// prefixes and `_impl` suffixes), or two names of one address in the process (gdb names
-/// a function by its DWARF name, we by its ELF symbol: `__libc_pause` and `pause`).
-fn assert_same_as_gdb(pid: u32, ours: &[String], gdb: &[String]) {
-    let target = LiveTarget::open(pid, DebugOptions::default()).unwrap();
-    let norm = |n: &str| {
-        let n = n.trim_start_matches('_');
-        let n = n.strip_prefix("GI_").unwrap_or(n).trim_start_matches('_');
-        n.strip_suffix("_impl").unwrap_or(n).to_string()
-    };
-    let address = |n: &str| target.symbol(n).ok().flatten().map(|s| s.address);
-    assert_eq!(
-        ours.len(),
-        gdb.len(),
-        "pid {pid}: frames up to main differ\nours: {ours:?}\ngdb:  {gdb:?}"
-    );
-    for (o, g) in ours.iter().zip(gdb) {
-        let same = norm(o) == norm(g) || (address(o).is_some() && address(o) == address(g));
-        assert!(
-            same,
-            "pid {pid}: {o} is not gdb's {g}\nours: {ours:?}\ngdb:  {gdb:?}"
-        );
-    }
-    assert_eq!(ours.last().map(String::as_str), Some("main"));
 }
 
 #[test]
