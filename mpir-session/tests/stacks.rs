@@ -233,3 +233,29 @@ fn an_exited_process_is_unreached_not_dropped() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// A profiler's callback that panics mid-run: the panic goes through `sample_stacks`, and
+/// every rank runs on untraced (each was let go after its snapshot; the tracer's drop lets go
+/// of anything else).
+#[test]
+fn a_panic_in_the_sampling_callback_leaves_every_rank_running() {
+    let Some((_dir, starter)) = demo("session-stacks-panic") else {
+        return;
+    };
+    let (mut child, pids) = start_demo(&starter);
+    let mut session = Session::attach(child.id(), SessionOptions::default()).unwrap();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = session.sample_stacks(&StackOptions::default(), 5, |s| {
+            if s.index == 2 {
+                panic!("the profiler's own bug");
+            }
+            ControlFlow::Continue(())
+        });
+    }));
+    assert!(result.is_err(), "the callback's panic propagates");
+    drop(session);
+    assert_running_untraced(&pids);
+    assert_running_untraced(&[child.id()]);
+    let _ = child.kill();
+    let _ = child.wait();
+}
