@@ -304,3 +304,64 @@ fn profiler_samples_every_ranks_queues_of_the_running_demo_job() {
     );
     assert_eq!(ranks.len(), 4);
 }
+
+#[test]
+fn stack_sampler_prints_folded_stacks_of_the_running_demo_job() {
+    use std::io::BufRead;
+    let Some(ex) = example("stack_sampler") else {
+        return;
+    };
+    let mut demo = Command::new(mpir_cli::demo_job::starter().unwrap())
+        .args(["-n", "3", "--lifetime", "60"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(demo.stdout.take().unwrap()).lines();
+    let mut seen = String::new();
+    while demo_ready(&seen).len() < 3 {
+        let l = lines.next().expect("the demo ended early").unwrap();
+        seen.push_str(&l);
+        seen.push('\n');
+    }
+    let ranks = demo_ready(&seen);
+    // 300 ms at 50 ms: 6 samples.
+    let out = Command::new(ex)
+        .arg(demo.id().to_string())
+        .args(["300", "50"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let ok = out.status.success();
+    // Every rank runs on, untraced, once the sampler is done.
+    let left: Vec<(u32, String, String)> = ranks
+        .iter()
+        .map(|&(_, p)| {
+            let status = |f| mpir_target::testkit::status_field(p, f);
+            (p, status("TracerPid:"), status("State:"))
+        })
+        .filter(|(_, tracer, state)| {
+            tracer != "0" || state.starts_with('t') || state.starts_with('T')
+        })
+        .collect();
+    let _ = demo.kill();
+    let _ = demo.wait();
+    assert!(ok, "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(left.is_empty(), "ranks left traced or stopped: {left:?}");
+    for s in 1..=6 {
+        assert!(
+            text.contains(&format!("sample {s}: 3 ranks read, longest stop ")),
+            "{text}"
+        );
+    }
+    assert!(!text.contains("sample 7:"), "{text}");
+    // The demo's ranks wait in pause() under main (examples/demo/rank.c): 3 main threads in
+    // each of 6 samples.
+    let folded = text
+        .lines()
+        .find(|l| l.contains(";main;"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(folded.starts_with("_start;"), "{text}");
+    assert!(folded.ends_with("pause 18"), "{text}");
+    assert!(text.contains("6 samples, "), "{text}");
+}

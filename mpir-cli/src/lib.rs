@@ -6,6 +6,7 @@
 //! mpir core   [--json] [--exe PATH] [--debug-dir DIR] [--types FILE] CORE…
 //! mpir queues (--starter PID | --pid PID…) [--dll PATH] [--types FILE] [--engine auto|dll|native]
 //! mpir deadlock (--starter PID | --pid PID…) [--samples N] [--dot] [queues options]
+//! mpir stacks (--starter PID | --pid PID… | --core CORE…) [--ranks LIST] [--threads] [--samples N] [--json|--dot|--folded]
 //! mpir demo [-n N]
 //! ```
 //!
@@ -49,7 +50,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{ArgAction, Parser, Subcommand};
-use cmd::{core as cores, deadlock, demo, job, queues};
+use cmd::{core as cores, deadlock, demo, job, queues, stacks};
 use mpir_session::{SessionOptions, chain};
 
 /// The argument with which `mpir` runs as its own out-of-process MQD DLL helper.
@@ -120,6 +121,9 @@ enum Cmd {
     Queues(queues::QueuesArgs),
     /// Who waits for whom across the ranks; exit status 3 when a cycle is found, 0 when not.
     Deadlock(deadlock::DeadlockArgs),
+    /// Every rank's stacks merged into one call-prefix tree (like STAT): text, JSON, DOT or
+    /// folded stacks; exit status 4 when some ranks could not be read.
+    Stacks(stacks::StacksArgs),
     /// Run the bundled demo job (no MPI needed): job, queues and deadlock report.
     Demo(demo::DemoArgs),
     /// Print the completion script for a shell (e.g. `mpir completions bash >
@@ -255,6 +259,7 @@ pub fn main() -> ExitCode {
         Cmd::Core(args) => cores::run(args),
         Cmd::Queues(args) => queues::run(args),
         Cmd::Deadlock(args) => deadlock::run(args),
+        Cmd::Stacks(args) => stacks::run(args),
         Cmd::Demo(args) => demo::run(args),
         Cmd::Completions { shell } => return completions(*shell),
         Cmd::Man { subcommand } => return man(subcommand.as_deref()),

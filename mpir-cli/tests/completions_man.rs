@@ -6,12 +6,13 @@
 mod common;
 use common::mpir;
 
-const SUBCOMMANDS: [&str; 8] = [
+const SUBCOMMANDS: [&str; 9] = [
     "launch",
     "attach",
     "core",
     "queues",
     "deadlock",
+    "stacks",
     "demo",
     "completions",
     "man",
@@ -62,6 +63,7 @@ fn the_man_page_lists_every_subcommand_and_each_has_its_page() {
     }
     // A subcommand's page has its own options.
     assert!(stdout(&["man", "deadlock"]).contains("\\-\\-samples"));
+    assert!(stdout(&["man", "stacks"]).contains("\\-\\-folded"));
     let out = mpir().args(["man", "nope"]).output().unwrap();
     assert!(!out.status.success());
 }

@@ -60,3 +60,36 @@ fn a_deadlock_document_without_verdict_needs_its_error() {
     assert!(rejects(&doc("unknown", None)));
     assert!(rejects(&doc("no_cycle", Some("an error beside a verdict"))));
 }
+
+#[test]
+fn a_stacks_document_is_the_tree_plus_its_envelope() {
+    let doc = json!({
+        "schema": "mpir.stacks/1", "source": "pids", "merge_key": "function", "view": "process",
+        "limits": { "max_depth": 1024, "max_nodes": 1000000 },
+        "nodes": [
+            { "parent": null, "kind": "root", "function": "/", "module": "", "file": null,
+              "line": null, "ranks": "0-1", "threads": 2, "ends": "", "truncated": "",
+              "trust": null },
+            { "parent": 0, "kind": "function", "function": "main", "module": "/bin/app",
+              "file": null, "line": null, "ranks": "0-1", "threads": 2, "ends": "0-1",
+              "truncated": "", "trust": "cfi" }
+        ],
+        "unreached": [{ "rank": 2, "reason": "exited", "text": "process exited" },
+                      { "rank": 3, "reason": { "other": "remote" }, "text": "remote" }],
+        "truncations": [], "cut_depth": "", "cut_nodes": "", "samples": 2, "interval_ms": 150,
+        "unmoved": "0-1",
+        "stops": [[{ "rank": 0, "pid": 10, "stopped_us": 120, "overran": false }], []],
+        "numbered": [{ "rank": 0, "pid": 10 }],
+        "coverage": { "ranks": 4, "read": 2, "complete": false }
+    });
+    common::validate(&doc);
+    let mut bad = doc.clone();
+    bad["nodes"][1]["ranks"] = json!([0, 1]);
+    assert!(rejects(&bad));
+    let mut bad = doc.clone();
+    bad["unreached"][0]["reason"] = json!("gone");
+    assert!(rejects(&bad));
+    let mut bad = doc;
+    bad["stops"][0][0]["stopped_ms"] = json!(1);
+    assert!(rejects(&bad));
+}

@@ -9,7 +9,6 @@ use std::rc::Rc;
 use mpir_acquire::live::{self, Acquired};
 use mpir_acquire::{GateRelease, Job, RankControl, RankSelection};
 use mpir_target::Target;
-use mpir_target::live::LiveTarget;
 use mpir_target::live::procfs;
 use mpir_target::live::tracer::{Tracer, TracerOptions};
 
@@ -231,7 +230,7 @@ impl Session {
     }
 
     /// The rank cores (the selection applied by the starter core's numbering).
-    fn core_ranks(&self) -> Result<Vec<HeldRank>, SessionError> {
+    pub(crate) fn core_ranks(&self) -> Result<Vec<HeldRank>, SessionError> {
         let Source::Cores(cores) = &self.source else {
             return Ok(Vec::new());
         };
@@ -377,12 +376,12 @@ impl Session {
                 let target = match &k.state {
                     Err(e) => Err(e.clone()),
                     Ok(start) => match self.targets.get(&(k.pid, *start)) {
-                        Some(t) => Ok(Rc::clone(t)),
-                        None => match LiveTarget::open(k.pid, debug.clone()) {
+                        Some(t) => Ok(Rc::clone(t) as Rc<dyn Target>),
+                        None => match Session::open_live(&self.files, k.pid, debug.clone()) {
                             Ok(t) => {
-                                let t: Rc<dyn Target> = Rc::new(t);
+                                let t = Rc::new(t);
                                 self.targets.insert((k.pid, *start), Rc::clone(&t));
-                                Ok(t)
+                                Ok(t as Rc<dyn Target>)
                             }
                             Err(e) => Err(Unreadable::Open(e)),
                         },

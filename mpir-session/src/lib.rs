@@ -5,8 +5,9 @@
 //! named by pid ([`Session::pids`]) or core files ([`Session::cores`]) — gives the job
 //! ([`Session::job`]), holds the selected ranks stopped only while they are read
 //! ([`Session::hold`], [`Session::with_held`]) and lets them run again, reads every rank's
-//! message queues with the engine that fits ([`Session::queues`]) and confirms deadlocks over
-//! several samples ([`Session::deadlock`]).
+//! message queues with the engine that fits ([`Session::queues`]), confirms deadlocks over
+//! several samples ([`Session::deadlock`]), and reads every rank's stacks merged like STAT
+//! ([`Session::stacks`], and [`Session::sample_stacks`] for profilers).
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -36,6 +37,9 @@
 //! if let Some(report) = &found.report {
 //!     print!("{report}"); // covers the `found.coverage.read` ranks read in every sample
 //! }
+//! // Every rank's stacks, merged: each process stopped only for its own snapshot.
+//! let stacks = session.stacks(&mpir_session::StackOptions::default().with_samples(3))?;
+//! print!("{}", stacks.tree().to_text()); // also to_dot(), to_folded(); stacks.unmoved
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
@@ -77,6 +81,7 @@ mod hold;
 mod options;
 mod queues;
 mod session;
+mod stacks;
 
 pub use deadlock::{Coverage, DeadlockRead, NotCovered};
 pub use error::{ReleaseProblem, SessionError, Unreadable, chain};
@@ -85,6 +90,7 @@ pub use mpir_mqd::{Engine, EngineUsed, RankQueues, ReaderOptions};
 pub use options::SessionOptions;
 pub use queues::{Progress, QueueRead, RankError, RankRead};
 pub use session::{CoreInfo, Mpi2ddJob, Session, StarterCore};
+pub use stacks::{FoldedStacks, SamplingSummary, StackOptions, StackSample, StacksRead, StopTime};
 
 /// Makes the program let go of every process it holds — breakpoints out, threads running,
 /// `MPIR_being_debugged` and the gates as the release leaves them — when it is told to stop

@@ -8,8 +8,8 @@ use std::rc::Rc;
 
 use mpir_acquire::live::{self, Acquired};
 use mpir_acquire::{GateRelease, Job, RankSelection};
-use mpir_target::Target;
 use mpir_target::corefile::{CoreTarget, Truncation};
+use mpir_target::live::LiveTarget;
 use mpir_target::proctable::{ProcTable, ReadOptions, read_proctable};
 use mpir_types::mpir::MpirFlags;
 
@@ -27,8 +27,13 @@ pub struct Session {
     /// Ranks as the first hold found them: from then on each hold takes these again, by pid,
     /// only while each pid still names the process first held (its start time).
     pub(crate) known: Option<Vec<Known>>,
-    /// Opened live targets by (pid, start time): images are parsed once for every hold.
-    pub(crate) targets: HashMap<(u32, u64), Rc<dyn Target>>,
+    /// Opened live targets by (pid, start time): images are parsed once for every hold (and
+    /// every stack sample).
+    pub(crate) targets: HashMap<(u32, u64), Rc<LiveTarget>>,
+    /// ELF files opened once for every rank that maps them.
+    pub(crate) files: std::sync::Arc<mpir_target::debuginfo::FileCache>,
+    /// CFI, function symbols and DWARF lines once per build-id, for every rank's stacks.
+    pub(crate) symbols: mpir_target::unwind::SymbolCache,
 }
 
 impl std::fmt::Debug for Session {
@@ -134,7 +139,25 @@ impl Session {
             source,
             known: None,
             targets: HashMap::new(),
+            files: std::sync::Arc::new(mpir_target::debuginfo::FileCache::new()),
+            symbols: mpir_target::unwind::SymbolCache::new(),
         }
+    }
+
+    /// Opens live process `pid` for reading, its images' files shared with every other rank
+    /// of the session.
+    pub(crate) fn open_live(
+        files: &std::sync::Arc<mpir_target::debuginfo::FileCache>,
+        pid: u32,
+        debug: mpir_target::debuginfo::DebugOptions,
+    ) -> Result<LiveTarget, mpir_target::TargetError> {
+        let images = mpir_target::debuginfo::ProcessImages::for_pid_with_cache(
+            pid,
+            debug,
+            std::sync::Arc::clone(files),
+        )?;
+        let memory = mpir_target::live::LiveMemory::new(pid, images.data_model());
+        Ok(LiveTarget::new(memory, images))
     }
 
     /// Attach mode: reads the job of the running process `pid` and lets it run: a starter

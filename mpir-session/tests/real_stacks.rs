@@ -8,9 +8,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use mpir_session::StackOptions;
 use mpir_session::{Engine, ReaderOptions, Session, SessionOptions};
 use mpir_target::testkit::{assert_untouched, have, run, scratch, skip, wait_for};
 use mpir_types::deadlock::Verdict;
+use mpir_types::stacks::{NodeId, StackTree};
+
+mod oracle;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -127,6 +131,128 @@ fn check_ring(job: &Job, options: SessionOptions, engine: &str) {
     }
 }
 
+/// The ring's stacks: every rank under `main` and in `MPI_Recv` (the MPI's own name for it:
+/// `MPI_Recv` or `PMPI_Recv`) right below it, the stacks the same in two samples; each rank's
+/// main thread as gdb sees it; the same from gcore cores of the ranks; every rank left running
+/// untraced.
+fn check_stacks(dir: &Path, job: &Job, options: SessionOptions) {
+    let mut session = Session::attach(job.launcher.id(), options).unwrap();
+    let read = session
+        .stacks(
+            &StackOptions::default()
+                .with_samples(2)
+                .with_interval(Duration::from_millis(100)),
+        )
+        .unwrap();
+    drop(session);
+    oracle::assert_running_untraced(&job.pids);
+    let last = read.last();
+    assert!(last.unreached.is_empty(), "{:?}", last.unreached);
+    assert_eq!(last.ranks.len(), 3);
+    let text = read.tree().to_text();
+    assert_ring_in_recv(read.tree());
+    // Two samples were compared (whether the innermost frames of a polling rank moved
+    // depends on the instant: not asserted).
+    assert!(read.unmoved.is_some(), "{text}");
+    for s in &last.stops {
+        assert!(s.stopped_for < Duration::from_secs(1), "{s:?}");
+    }
+    // The oracle must see the same instant: the ranks poll in the MPI's progress engine, so
+    // their innermost frames change from one moment to the next. Frozen (SIGSTOP), the ranks
+    // are read by pid, by gdb, and dumped by gcore; then let go (SIGCONT).
+    let signal = |sig: &str| {
+        for &p in &job.pids {
+            run(Command::new("kill").args([sig, &p.to_string()])).unwrap();
+        }
+    };
+    signal("-STOP");
+    assert!(wait_for(10, || job.pids.iter().all(|&p| {
+        mpir_target::testkit::status_field(p, "State:").starts_with('T')
+    })));
+    let mut frozen = Session::pids(job.pids.iter().copied(), SessionOptions::default()).unwrap();
+    let frozen_read = frozen.stacks(&StackOptions::default());
+    drop(frozen);
+    let cores = have("gcore")
+        .then(|| mpir_target::testkit::gcore(dir, &job.pids).unwrap_or_else(|e| panic!("{e}")));
+    let gdb: Option<Vec<_>> = have("gdb").then(|| {
+        job.pids
+            .iter()
+            .map(|&p| oracle::gdb_main_thread(p))
+            .collect()
+    });
+    signal("-CONT");
+    let frozen_read = frozen_read.unwrap();
+    let frozen_last = frozen_read.last();
+    assert!(
+        frozen_last.unreached.is_empty(),
+        "{:?}",
+        frozen_last.unreached
+    );
+    assert_ring_in_recv(frozen_read.tree());
+    match gdb {
+        Some(gdb) => {
+            for (pid, g) in job.pids.iter().zip(&gdb) {
+                let r = frozen_last.ranks.iter().find(|r| r.pid == *pid).unwrap();
+                oracle::assert_same_as_gdb(*pid, &oracle::main_thread_to_main(r), g);
+            }
+        }
+        None => skip("gdb is not installed"),
+    }
+    match cores {
+        Some(cores) => {
+            let mut from_cores = Session::cores(&cores, SessionOptions::default()).unwrap();
+            let core_read = from_cores.stacks(&StackOptions::default()).unwrap();
+            let sample = core_read.last();
+            assert!(sample.unreached.is_empty(), "{:?}", sample.unreached);
+            assert_ring_in_recv(core_read.tree());
+            for r in &sample.ranks {
+                let live = frozen_last.ranks.iter().find(|l| l.pid == r.pid).unwrap();
+                assert_eq!(
+                    oracle::main_thread_to_main(r),
+                    oracle::main_thread_to_main(live)
+                );
+            }
+            for c in &cores {
+                let _ = std::fs::remove_file(c);
+            }
+        }
+        None => skip("gcore is not installed"),
+    }
+    assert!(wait_for(10, || {
+        std::panic::catch_unwind(|| oracle::assert_running_untraced(&job.pids)).is_ok()
+    }));
+    for &p in &job.pids {
+        assert_untouched(p);
+    }
+}
+
+/// All three ranks under `main`, and all three in the MPI's receive right below it.
+fn assert_ring_in_recv(tree: &StackTree) {
+    let text = tree.to_text();
+    let main = tree
+        .nodes()
+        .find(|(_, n)| &*n.key().function == "main")
+        .map(|(id, n)| (id, n.ranks().to_string()));
+    let Some((main, ranks)) = main else {
+        panic!("no main in\n{text}")
+    };
+    assert_eq!(ranks, "0-2", "{text}");
+    let recv: Vec<NodeId> = tree
+        .node(main)
+        .unwrap()
+        .children()
+        .iter()
+        .copied()
+        .filter(|&c| tree.node(c).unwrap().key().function.ends_with("MPI_Recv"))
+        .collect();
+    assert_eq!(recv.len(), 1, "{text}");
+    assert_eq!(
+        tree.node(recv[0]).unwrap().ranks().to_string(),
+        "0-2",
+        "{text}"
+    );
+}
+
 #[test]
 fn a_ring_deadlock_on_open_mpi() {
     if !have("mpicc.openmpi") || !have("orterun") {
@@ -140,9 +266,14 @@ fn a_ring_deadlock_on_open_mpi() {
     let launcher: Vec<String> = ["orterun", "--allow-run-as-root", "--oversubscribe"]
         .map(String::from)
         .to_vec();
-    let Some((_dir, job)) = ring("session-ompi", Path::new("mpicc.openmpi"), &launcher) else {
+    let Some((dir, job)) = ring("session-ompi", Path::new("mpicc.openmpi"), &launcher) else {
         return;
     };
+    check_stacks(
+        &dir,
+        &job,
+        SessionOptions::default().with_timeout(Duration::from_secs(30)),
+    );
     check_ring(
         &job,
         SessionOptions::default()
@@ -195,9 +326,14 @@ fn a_ring_deadlock_on_the_debugger_enabled_mpich() {
         return;
     }
     let launcher = vec![mpich.join("bin/mpiexec.hydra").display().to_string()];
-    let Some((_dir, job)) = ring("session-mpich", &mpich.join("bin/mpicc"), &launcher) else {
+    let Some((dir, job)) = ring("session-mpich", &mpich.join("bin/mpicc"), &launcher) else {
         return;
     };
+    check_stacks(
+        &dir,
+        &job,
+        SessionOptions::default().with_timeout(Duration::from_secs(30)),
+    );
     let native = SessionOptions::default()
         .with_timeout(Duration::from_secs(30))
         .with_reader_options(ReaderOptions::default().with_engine(Engine::Native));

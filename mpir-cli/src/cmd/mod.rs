@@ -6,3 +6,4 @@ pub(crate) mod deadlock;
 pub(crate) mod demo;
 pub(crate) mod job;
 pub(crate) mod queues;
+pub(crate) mod stacks;

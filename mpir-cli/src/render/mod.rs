@@ -8,6 +8,7 @@ pub(crate) mod activity;
 pub(crate) mod deadlock;
 pub(crate) mod job;
 pub(crate) mod queues;
+pub(crate) mod stacks;
 
 /// A target address as the documents write it: a hex string (`"0x7ffd82250590"`; JSON numbers
 /// are not exact beyond 2^53).

@@ -15,12 +15,13 @@ pub fn mpir() -> Command {
 
 /// Every kind of document the tool prints, by its `schema` value, and the file of
 /// `docs/schema/` that describes it.
-pub const SCHEMAS: [(&str, &str); 5] = [
+pub const SCHEMAS: [(&str, &str); 6] = [
     ("mpir.job/1", "job.v1.json"),
     ("mpir.queues/1", "queues.v1.json"),
     ("mpir.core/2", "core.v2.json"),
     ("mpir.deadlock/3", "deadlock.v3.json"),
     ("mpir.demo/3", "demo.v3.json"),
+    ("mpir.stacks/1", "stacks.v1.json"),
 ];
 
 /// The schemas of `docs/schema/`, compiled once (they refer to each other by file name).

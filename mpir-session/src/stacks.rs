@@ -1,0 +1,730 @@
+//! Stack traces of every selected rank, merged like STAT: [`Session::stacks`] (one read, or a
+//! few samples compared) and [`Session::sample_stacks`] (a profiler's periodic samples).
+//!
+//! A live rank is stopped only for its own snapshot ([`snapshot_live`]: every thread frozen,
+//! registers and the live part of each stack copied in one batched read, let go), then unwound
+//! offline; the time each process was stopped is measured and reported. Before its first
+//! snapshot each rank is proven to be the table's rank by the session's first
+//! [`hold`](Session::hold) (the acquisition's proof), and every snapshot is taken only while
+//! the pid still names that process (its start time, read before and after the snapshot; a
+//! snapshot of a pid that changed meanwhile is thrown away). Core files are unwound from the
+//! threads' `NT_PRSTATUS` registers and the core's memory.
+
+use std::collections::BTreeMap;
+use std::ops::ControlFlow;
+use std::rc::Rc;
+use std::time::{Duration, Instant, SystemTime};
+
+use mpir_target::corefile::CoreTarget;
+use mpir_target::live::LiveTarget;
+use mpir_target::live::procfs;
+use mpir_target::live::tracer::{Tracer, TracerOptions};
+use mpir_target::unwind::{
+    SnapshotOptions, UnwindOptions, Unwinder, live_vdso_address, snapshot_live, vdso_address,
+};
+use mpir_target::{Memory, TargetError};
+use mpir_types::ranks::RankSet;
+use mpir_types::stacks::{
+    HelperFolding, MergeKey, RankStacks, StackTree, ThreadStack, TreeOptions, TreeView, Unreached,
+    UnreachedReason, unmoved,
+};
+
+use crate::error::{SessionError, Unreadable, chain};
+use crate::hold::ReleaseReport;
+use crate::session::{Known, Session, Source};
+
+/// How stacks are read and merged, built with `with_*` setters.
+///
+/// ```
+/// use std::time::Duration;
+/// use mpir_session::StackOptions;
+///
+/// let options = StackOptions::default()
+///     .with_samples(3)
+///     .with_interval(Duration::from_millis(100))
+///     .with_per_thread(true)
+///     .with_max_stop(Some(Duration::from_millis(5)));
+/// assert_eq!(options.samples(), 3);
+/// ```
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct StackOptions {
+    samples: u32,
+    interval: Duration,
+    view: TreeView,
+    fold_helpers: bool,
+    key: MergeKey,
+    max_stop: Option<Duration>,
+    unwind: UnwindOptions,
+    snapshot: SnapshotOptions,
+}
+
+impl Default for StackOptions {
+    /// One sample, 150 ms apart when more are asked, per-process view, helper threads folded,
+    /// frames merged by function, no stop bound, the unwinder's and snapshot's default limits.
+    fn default() -> Self {
+        StackOptions {
+            samples: 1,
+            interval: Duration::from_millis(150),
+            view: TreeView::Process,
+            fold_helpers: true,
+            key: MergeKey::Function,
+            max_stop: None,
+            unwind: UnwindOptions::default(),
+            snapshot: SnapshotOptions::default(),
+        }
+    }
+}
+
+impl StackOptions {
+    /// With `samples` samples (at least 1; core files are one instant: always 1).
+    pub fn with_samples(mut self, samples: u32) -> Self {
+        self.samples = samples.max(1);
+        self
+    }
+
+    /// With `interval` between the starts of two samples.
+    pub fn with_interval(mut self, interval: Duration) -> Self {
+        self.interval = interval;
+        self
+    }
+
+    /// One node per thread kind under the root (`true`), or every thread of a rank merged
+    /// into one tree (`false`, the default).
+    pub fn with_per_thread(mut self, per_thread: bool) -> Self {
+        self.view = if per_thread {
+            TreeView::Thread
+        } else {
+            TreeView::Process
+        };
+        self
+    }
+
+    /// Runtime helper threads (progress threads of libevent, PMIx, UCX…) folded into one
+    /// labelled node per kind (`true`, the default), or shown in full.
+    pub fn with_fold_helpers(mut self, fold: bool) -> Self {
+        self.fold_helpers = fold;
+        self
+    }
+
+    /// What makes two frames one node (the function by default; with source lines, call
+    /// sites apart).
+    pub fn with_merge_key(mut self, key: MergeKey) -> Self {
+        self.key = key;
+        self
+    }
+
+    /// A bound on each process's stop: a snapshot that stopped its process for longer is
+    /// reported in [`StackSample::overran`] (its stacks are kept: the process was let go
+    /// anyway, the bound says which samples disturbed the job more than asked).
+    pub fn with_max_stop(mut self, max_stop: Option<Duration>) -> Self {
+        self.max_stop = max_stop;
+        self
+    }
+
+    /// With these unwinder limits (frames, scan).
+    pub fn with_unwind_options(mut self, unwind: UnwindOptions) -> Self {
+        self.unwind = unwind;
+        self
+    }
+
+    /// With these limits on the bytes copied per thread and per process.
+    pub fn with_snapshot_options(mut self, snapshot: SnapshotOptions) -> Self {
+        self.snapshot = snapshot;
+        self
+    }
+
+    /// Samples asked.
+    pub fn samples(&self) -> u32 {
+        self.samples
+    }
+
+    /// Time between samples.
+    pub fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    /// The stop bound, if any.
+    pub fn max_stop(&self) -> Option<Duration> {
+        self.max_stop
+    }
+
+    /// The options the merged trees are built with.
+    pub fn tree_options(&self) -> TreeOptions {
+        TreeOptions::default()
+            .with_key(self.key)
+            .with_view(self.view)
+            .with_helpers(if self.fold_helpers {
+                HelperFolding::BuiltIn
+            } else {
+                HelperFolding::Off
+            })
+    }
+}
+
+/// How long one process was stopped for its snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StopTime {
+    /// The rank.
+    pub rank: u64,
+    /// Its process.
+    pub pid: u32,
+    /// From the request to stop it until it was let go.
+    pub stopped_for: Duration,
+}
+
+/// One sample of every selected rank's stacks.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct StackSample {
+    /// The sample's number (1-based).
+    pub index: u32,
+    /// When it started (wall clock).
+    pub taken_at: SystemTime,
+    /// How long the whole sample took (every snapshot and its unwinding).
+    pub elapsed: Duration,
+    /// The stacks of every rank read, in the job's order.
+    pub ranks: Vec<RankStacks>,
+    /// The ranks not read, with the reason (never silently dropped).
+    pub unreached: Vec<Unreached>,
+    /// Live processes: how long each was stopped (empty for core files).
+    pub stops: Vec<StopTime>,
+    /// The ranks whose stop exceeded [`StackOptions::with_max_stop`].
+    pub overran: Vec<u64>,
+    /// The merged tree of this sample.
+    pub tree: StackTree,
+}
+
+impl StackSample {
+    /// The longest stop of this sample, if any process was stopped.
+    pub fn max_stop(&self) -> Option<Duration> {
+        self.stops.iter().map(|s| s.stopped_for).max()
+    }
+}
+
+/// What [`Session::stacks`] read.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct StacksRead {
+    /// Every sample, in order (one unless more were asked).
+    pub samples: Vec<StackSample>,
+    /// With two samples or more: the ranks whose stacks were the same in every sample
+    /// ([`mpir_types::stacks::unmoved`]); `None` with one sample.
+    pub unmoved: Option<RankSet>,
+    /// How the session's first hold (the proof of each rank's identity, before its first
+    /// snapshot) let the ranks go, when this read made it.
+    pub proof_release: Option<ReleaseReport>,
+    /// Processes named by pid, and cores without a starter core, have no rank: they are
+    /// numbered by their position, and this says which pid got which number.
+    pub numbered: Vec<(u64, u32)>,
+}
+
+impl StacksRead {
+    /// The last sample (there is always one).
+    pub fn last(&self) -> &StackSample {
+        self.samples.last().expect("a read has at least one sample")
+    }
+
+    /// The merged tree of the last sample.
+    pub fn tree(&self) -> &StackTree {
+        &self.last().tree
+    }
+}
+
+/// What [`Session::sample_stacks`] did.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct SamplingSummary {
+    /// Samples taken.
+    pub samples: u32,
+    /// Samples in which some process's stop exceeded the bound.
+    pub overran: u32,
+    /// The longest stop of any process in any sample.
+    pub max_stop: Duration,
+    /// How the session's first hold (the identity proof) let the ranks go, when sampling
+    /// made it.
+    pub proof_release: Option<ReleaseReport>,
+}
+
+/// Folded stacks summed over samples, for flamegraph tools: `outer;…;inner N` lines.
+///
+/// ```
+/// use mpir_session::FoldedStacks;
+/// let mut folded = FoldedStacks::default();
+/// folded.add_folded("_start;main;MPI_Recv 2\n");
+/// folded.add_folded("_start;main;MPI_Recv 1\n_start;main 1\n");
+/// assert_eq!(folded.to_string(), "_start;main 1\n_start;main;MPI_Recv 3\n");
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FoldedStacks {
+    counts: BTreeMap<String, u64>,
+}
+
+impl FoldedStacks {
+    /// Adds a tree's threads (its [`StackTree::to_folded`] lines).
+    pub fn add(&mut self, tree: &StackTree) {
+        self.add_folded(&tree.to_folded());
+    }
+
+    /// Adds folded lines (`path N`); a line without a count counts once.
+    pub fn add_folded(&mut self, text: &str) {
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let (path, n) = match line.rsplit_once(' ') {
+                Some((p, n)) => match n.parse::<u64>() {
+                    Ok(n) => (p, n),
+                    Err(_) => (line, 1),
+                },
+                None => (line, 1),
+            };
+            *self.counts.entry(path.to_string()).or_default() += n;
+        }
+    }
+
+    /// The call paths and their counts, sorted by path.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, u64)> {
+        self.counts.iter().map(|(p, n)| (p.as_str(), *n))
+    }
+
+    /// Whether nothing was added.
+    pub fn is_empty(&self) -> bool {
+        self.counts.is_empty()
+    }
+}
+
+impl std::fmt::Display for FoldedStacks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (path, n) in &self.counts {
+            writeln!(f, "{path} {n}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Why a rank is unreached, from why the session could not read it.
+fn unreached_reason(why: &Unreadable) -> UnreachedReason {
+    match why {
+        Unreadable::Changed { .. } | Unreadable::NoSuchProcess { .. } => UnreachedReason::Exited,
+        Unreadable::Stop(e) | Unreadable::AttachFailed(e) | Unreadable::Open(e) => {
+            target_reason(e, why)
+        }
+        other => UnreachedReason::Other(chain(other)),
+    }
+}
+
+/// Why a snapshot failed, typed where the error says.
+fn target_reason(e: &TargetError, context: &dyn std::error::Error) -> UnreachedReason {
+    let text = chain(context);
+    match e {
+        TargetError::Control { reason, .. } if reason.contains("not permitted") => {
+            UnreachedReason::PermissionDenied
+        }
+        TargetError::Control { reason, .. } if reason.contains("No such process") => {
+            UnreachedReason::Exited
+        }
+        TargetError::Control { reason, .. } if reason.contains("timed out") => {
+            UnreachedReason::Timeout
+        }
+        _ => UnreachedReason::Other(text),
+    }
+}
+
+/// A thread's name (`comm`), when it can be read.
+fn thread_name(pid: u32, tid: u32) -> Option<String> {
+    let name = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).ok()?;
+    Some(name.trim_end().to_string()).filter(|n| !n.is_empty())
+}
+
+/// Ranks without a table numbered by position: (number, pid).
+type Numbered = Vec<(u64, u32)>;
+
+/// One live process to sample.
+struct LiveRank {
+    rank: u64,
+    pid: u32,
+    start: u64,
+    target: Rc<LiveTarget>,
+}
+
+/// What a run samples: live processes (with their unwinders made once) or cores.
+enum Ranks {
+    Live(Vec<LiveRank>),
+    Cores(Vec<(u64, Rc<CoreTarget>)>),
+}
+
+impl Session {
+    /// The stacks of every selected rank, merged: one sample, or
+    /// [`StackOptions::with_samples`] samples [`interval`](StackOptions::with_interval) apart,
+    /// with the ranks whose stacks did not move across them. Live ranks are each stopped only
+    /// for their own snapshot (see the [module](self) docs); core files are read from their
+    /// threads' registers and memory.
+    ///
+    /// # Errors
+    /// As [`hold`](Session::hold) for the first read of a live job (the proof of identity);
+    /// [`SessionError::Control`] when no tracer can be started; [`SessionError::Unsupported`]
+    /// for an MPI2DD-only session. Per-rank trouble is in [`StackSample::unreached`].
+    pub fn stacks(&mut self, options: &StackOptions) -> Result<StacksRead, SessionError> {
+        let mut samples = Vec::new();
+        let (proof_release, numbered) = self.run_samples(options, options.samples, |s| {
+            samples.push(s);
+            ControlFlow::Continue(())
+        })?;
+        let unmoved = (samples.len() > 1).then(|| {
+            let trees: Vec<StackTree> = samples.iter().map(|s| s.tree.clone()).collect();
+            unmoved(&trees)
+        });
+        Ok(StacksRead {
+            samples,
+            unmoved,
+            proof_release,
+            numbered,
+        })
+    }
+
+    /// A profiler's sampling: up to `max_samples` samples of every selected rank's stacks,
+    /// [`StackOptions::with_interval`] apart (its `samples` is ignored), each handed to
+    /// `on_sample` as soon as it is taken; `on_sample` returns [`ControlFlow::Break`] to stop
+    /// early. Each process is stopped only for its own snapshot, one after the other; a stop
+    /// longer than [`StackOptions::with_max_stop`] is reported in the sample. The unwinders
+    /// (CFI and symbols of each image, read once) are kept for the whole run.
+    ///
+    /// ```no_run
+    /// use std::ops::ControlFlow;
+    /// use std::time::Duration;
+    /// use mpir_session::{FoldedStacks, Session, SessionOptions, StackOptions};
+    ///
+    /// let mut session = Session::attach(4242, SessionOptions::default())?;
+    /// let options = StackOptions::default()
+    ///     .with_interval(Duration::from_millis(20))
+    ///     .with_max_stop(Some(Duration::from_millis(2)));
+    /// let mut folded = FoldedStacks::default();
+    /// let summary = session.sample_stacks(&options, 50, |sample| {
+    ///     folded.add(&sample.tree);
+    ///     ControlFlow::Continue(())
+    /// })?;
+    /// print!("{folded}");
+    /// eprintln!("{} samples, longest stop {:?}", summary.samples, summary.max_stop);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`stacks`](Session::stacks).
+    pub fn sample_stacks(
+        &mut self,
+        options: &StackOptions,
+        max_samples: u32,
+        mut on_sample: impl FnMut(StackSample) -> ControlFlow<()>,
+    ) -> Result<SamplingSummary, SessionError> {
+        let mut summary = SamplingSummary::default();
+        let (proof, _) = self.run_samples(options, max_samples, |s| {
+            summary.samples += 1;
+            if !s.overran.is_empty() {
+                summary.overran += 1;
+            }
+            summary.max_stop = summary.max_stop.max(s.max_stop().unwrap_or_default());
+            on_sample(s)
+        })?;
+        summary.proof_release = proof;
+        Ok(summary)
+    }
+
+    /// Takes up to `count` samples; returns the proof's release and the numbering of ranks
+    /// without a table.
+    fn run_samples(
+        &mut self,
+        options: &StackOptions,
+        count: u32,
+        mut on_sample: impl FnMut(StackSample) -> ControlFlow<()>,
+    ) -> Result<(Option<ReleaseReport>, Numbered), SessionError> {
+        let (ranks, unreached, proof, numbered) = self.stack_ranks()?;
+        let symbols = &self.symbols;
+        let count = if matches!(ranks, Ranks::Cores(_)) {
+            1
+        } else {
+            count.max(1)
+        };
+        let tree_options = options.tree_options();
+        match &ranks {
+            Ranks::Cores(cores) => {
+                let unwinders: Vec<Unwinder<'_>> = cores
+                    .iter()
+                    .map(|(_, t)| {
+                        let mut u = Unwinder::with_cache(t.images(), options.unwind, symbols);
+                        if let Some(a) = vdso_address(t.core().auxv()) {
+                            let _ = u.add_vdso(&**t, a);
+                        }
+                        u
+                    })
+                    .collect();
+                let started = Instant::now();
+                let taken_at = SystemTime::now();
+                let stacks: Vec<RankStacks> = cores
+                    .iter()
+                    .zip(&unwinders)
+                    .map(|((rank, t), u)| {
+                        let core = t.core();
+                        let threads = core
+                            .threads()
+                            .iter()
+                            .map(|th| match &th.registers {
+                                Some(r) => u.thread_stack(th.tid, &u.unwind(&**t, r)),
+                                None => ThreadStack::new(th.tid, Vec::new()).with_truncation(
+                                    mpir_types::stacks::Truncation::Other(
+                                        "no registers in the core for this thread".into(),
+                                    ),
+                                ),
+                            })
+                            .collect();
+                        RankStacks::new(*rank, core.pid().unwrap_or(0), threads)
+                    })
+                    .collect();
+                let tree = StackTree::build(&stacks, &unreached, &tree_options);
+                let _ = on_sample(StackSample {
+                    index: 1,
+                    taken_at,
+                    elapsed: started.elapsed(),
+                    ranks: stacks,
+                    unreached,
+                    stops: Vec::new(),
+                    overran: Vec::new(),
+                    tree,
+                });
+            }
+            Ranks::Live(live) => {
+                let tracer = Tracer::with_options(
+                    TracerOptions::default().with_stop_timeout(self.options.acquire.timeout),
+                )
+                .map_err(|source| SessionError::Control {
+                    context: "starting a tracer".into(),
+                    source,
+                })?;
+                let unwinders: Vec<Unwinder<'_>> = live
+                    .iter()
+                    .map(|l| {
+                        let mut u =
+                            Unwinder::with_cache(l.target.images(), options.unwind, symbols);
+                        let word = usize::from(l.target.data_model().sizes().pointer);
+                        if let Some(a) = live_vdso_address(l.pid, word) {
+                            let _ = u.add_vdso(l.target.memory(), a);
+                        }
+                        u
+                    })
+                    .collect();
+                let mut next = Instant::now();
+                for index in 1..=count {
+                    if index > 1 {
+                        next += options.interval;
+                        if let Some(wait) = next.checked_duration_since(Instant::now()) {
+                            std::thread::sleep(wait);
+                        }
+                    }
+                    let sample = live_sample(
+                        &tracer,
+                        live,
+                        &unwinders,
+                        &unreached,
+                        options,
+                        &tree_options,
+                        index,
+                    );
+                    if on_sample(sample).is_break() {
+                        break;
+                    }
+                }
+            }
+        }
+        Ok((proof, numbered))
+    }
+
+    /// The ranks to read: live ones proven (the first hold, if none was made yet) with their
+    /// targets, or the rank cores; the others unreached; the proof's release; the numbering of
+    /// ranks without a table.
+    #[allow(clippy::type_complexity)]
+    fn stack_ranks(
+        &mut self,
+    ) -> Result<
+        (
+            Ranks,
+            Vec<Unreached>,
+            Option<ReleaseReport>,
+            Vec<(u64, u32)>,
+        ),
+        SessionError,
+    > {
+        let mut numbered = Vec::new();
+        let mut unreached = Vec::new();
+        if let Source::Cores(_) = &self.source {
+            let held = self.core_ranks()?;
+            let mut cores = Vec::new();
+            let Source::Cores(all) = &self.source else {
+                unreachable!("checked above")
+            };
+            for (i, r) in held.iter().enumerate() {
+                let rank = r.rank.unwrap_or_else(|| {
+                    numbered.push((i as u64, r.pid));
+                    i as u64
+                });
+                match all.ranks.iter().find(|c| Some(&c.path) == r.core.as_ref()) {
+                    Some(c) => cores.push((rank, Rc::clone(&c.target))),
+                    None => unreached.push(Unreached::new(rank, UnreachedReason::NoCore)),
+                }
+            }
+            return Ok((Ranks::Cores(cores), unreached, None, numbered));
+        }
+        if let Source::Mpi2dd(_) = &self.source {
+            return Err(SessionError::Unsupported {
+                operation: "stacks",
+                source_kind: "an MPI2DD process (no rank proven to read)",
+            });
+        }
+        // The proof of identity: the session's first hold (each rank proven to be the
+        // table's, its start time recorded), let go at once.
+        let proof = match self.known {
+            Some(_) => None,
+            None => Some(self.hold()?.release()),
+        };
+        let known: Vec<Known> = self.known.clone().unwrap_or_default();
+        let debug = self.options.acquire.debug.clone();
+        let mut live = Vec::new();
+        for (i, k) in known.iter().enumerate() {
+            let rank = k.rank.unwrap_or_else(|| {
+                numbered.push((i as u64, k.pid));
+                i as u64
+            });
+            let start = match &k.state {
+                Ok(s) => *s,
+                Err(why) => {
+                    unreached.push(Unreached::new(rank, unreached_reason(why)));
+                    continue;
+                }
+            };
+            let target = match self.targets.get(&(k.pid, start)) {
+                Some(t) => Rc::clone(t),
+                None => match Session::open_live(&self.files, k.pid, debug.clone()) {
+                    Ok(t) => {
+                        let t = Rc::new(t);
+                        self.targets.insert((k.pid, start), Rc::clone(&t));
+                        t
+                    }
+                    Err(e) => {
+                        let why = Unreadable::Open(e);
+                        unreached.push(Unreached::new(rank, unreached_reason(&why)));
+                        continue;
+                    }
+                },
+            };
+            live.push(LiveRank {
+                rank,
+                pid: k.pid,
+                start,
+                target,
+            });
+        }
+        Ok((Ranks::Live(live), unreached, proof, numbered))
+    }
+}
+
+/// One sample of live processes: each snapshot taken only while its pid names the process
+/// proven (start time before and after), unwound offline with that process's unwinder.
+fn live_sample(
+    tracer: &Tracer,
+    live: &[LiveRank],
+    unwinders: &[Unwinder<'_>],
+    unreached_before: &[Unreached],
+    options: &StackOptions,
+    tree_options: &TreeOptions,
+    index: u32,
+) -> StackSample {
+    let taken_at = SystemTime::now();
+    let started = Instant::now();
+    let mut ranks = Vec::with_capacity(live.len());
+    let mut unreached = unreached_before.to_vec();
+    let mut stops = Vec::with_capacity(live.len());
+    let mut overran = Vec::new();
+    for (l, u) in live.iter().zip(unwinders) {
+        let same = || procfs::start_time(l.pid).is_ok_and(|t| t == l.start);
+        if !same() {
+            unreached.push(Unreached::new(l.rank, UnreachedReason::Exited));
+            continue;
+        }
+        let snap = match snapshot_live(tracer, l.pid, l.target.data_model(), &options.snapshot) {
+            Ok(s) => s,
+            Err(e) => {
+                let why = Unreadable::Stop(e.clone());
+                unreached.push(Unreached::new(l.rank, target_reason(&e, &why)));
+                continue;
+            }
+        };
+        // A pid reused between the check and the stop: what was copied is another process's.
+        if !same() {
+            unreached.push(Unreached::new(l.rank, UnreachedReason::Exited));
+            continue;
+        }
+        stops.push(StopTime {
+            rank: l.rank,
+            pid: l.pid,
+            stopped_for: snap.stopped_for,
+        });
+        if options.max_stop.is_some_and(|m| snap.stopped_for > m) {
+            overran.push(l.rank);
+        }
+        let threads = u
+            .thread_stacks(&snap)
+            .into_iter()
+            .map(|t| {
+                let tid = t.tid;
+                match thread_name(l.pid, tid) {
+                    Some(n) => t.with_name(n),
+                    None => t,
+                }
+            })
+            .collect();
+        ranks.push(RankStacks::new(l.rank, l.pid, threads));
+    }
+    let tree = StackTree::build(&ranks, &unreached, tree_options);
+    StackSample {
+        index,
+        taken_at,
+        elapsed: started.elapsed(),
+        ranks,
+        unreached,
+        stops,
+        overran,
+        tree,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folded_stacks_sum_counts_per_path() {
+        let mut f = FoldedStacks::default();
+        f.add_folded("a;b 2\na;c 1\n");
+        f.add_folded("a;b 5\nodd line\n\n");
+        let v: Vec<_> = f.iter().collect();
+        assert_eq!(v, vec![("a;b", 7), ("a;c", 1), ("odd line", 1)]);
+    }
+
+    #[test]
+    fn unreadable_ranks_get_typed_reasons() {
+        assert_eq!(
+            unreached_reason(&Unreadable::Changed { pid: 5 }),
+            UnreachedReason::Exited
+        );
+        let denied = TargetError::Control {
+            pid: 5,
+            operation: "PTRACE_SEIZE".into(),
+            reason: "Operation not permitted".into(),
+        };
+        assert_eq!(
+            unreached_reason(&Unreadable::Stop(denied)),
+            UnreachedReason::PermissionDenied
+        );
+        assert!(matches!(
+            unreached_reason(&Unreadable::Remote { host: "n2".into() }),
+            UnreachedReason::Other(s) if s.contains("n2")
+        ));
+    }
+}

@@ -1,0 +1,133 @@
+//! gdb as the oracle for stacks (shared by the stack tests): gdb's `thread apply all bt` of a
+//! process's main thread against ours, and the check that a process runs on untraced.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::process::Command;
+
+use mpir_target::SymbolLookup;
+use mpir_target::debuginfo::DebugOptions;
+use mpir_target::live::LiveTarget;
+use mpir_target::testkit::{run, status_field};
+use mpir_types::stacks::RankStacks;
+
+/// Every process runs on, untraced: `TracerPid` 0 and a state other than stopped.
+pub fn assert_running_untraced(pids: &[u32]) {
+    for &p in pids {
+        let tracer = status_field(p, "TracerPid:");
+        let state = status_field(p, "State:");
+        assert_eq!(tracer, "0", "pid {p} still traced");
+        assert!(
+            !state.starts_with('t') && !state.starts_with('T'),
+            "pid {p} left stopped: {state}"
+        );
+    }
+}
+
+/// The main thread's function names, innermost first, up to `main`.
+pub fn main_thread_to_main(r: &RankStacks) -> Vec<String> {
+    let t = r
+        .threads
+        .iter()
+        .find(|t| t.tid == r.pid)
+        .expect("a main thread");
+    let mut names = Vec::new();
+    for f in &t.frames {
+        let n = f.function_label();
+        let stop = n == "main";
+        names.push(n);
+        if stop {
+            break;
+        }
+    }
+    names
+}
+
+/// One frame as gdb prints it: its name, and whether gdb printed its pc (a frame without
+/// one, past frame 0, is an inline frame or the physical frame an inline one is part of).
+#[derive(Debug)]
+pub struct GdbFrame {
+    pub name: String,
+    pub has_pc: bool,
+}
+
+/// gdb's frames of `pid`'s main thread, innermost first, up to `main`.
+pub fn gdb_main_thread(pid: u32) -> Vec<GdbFrame> {
+    let out = run(Command::new("timeout")
+        .args(["120", "gdb", "-nx", "-batch", "-p"])
+        .arg(pid.to_string())
+        .args(["-ex", "set pagination off", "-ex", "thread apply all bt"]))
+    .unwrap_or_else(|e| panic!("gdb: {e}"));
+    let mut frames = Vec::new();
+    let mut in_main_thread = false;
+    for line in out.lines() {
+        if let Some(rest) = line.strip_prefix("Thread ") {
+            in_main_thread = rest.contains(&format!("(LWP {pid})"));
+            continue;
+        }
+        let Some(frame) = line.strip_prefix('#').filter(|_| in_main_thread) else {
+            continue;
+        };
+        let Some((_, frame)) = frame.split_once(' ') else {
+            continue;
+        };
+        let frame = frame.trim_start();
+        let (has_pc, frame) = match frame.split_once(" in ") {
+            Some((addr, rest)) if addr.starts_with("0x") => (true, rest),
+            _ => (false, frame),
+        };
+        let name = frame.split(" (").next().unwrap_or_default().to_string();
+        let stop = name == "main";
+        frames.push(GdbFrame { name, has_pc });
+        if stop {
+            break;
+        }
+    }
+    frames
+}
+
+/// Ours against gdb's: each of our frames is one of gdb's, in order — the same name (without
+/// glibc's `__GI_`/underscore prefixes and `_impl` suffixes), or two names of one address in
+/// the process (gdb names a function by its DWARF name, we by its ELF symbol). gdb's frames
+/// that are none of ours must be inline entries: a frame without a pc past frame 0, or the
+/// callee of one (gdb prints an inlined function, then the function it is inlined into
+/// without a pc). Both end at `main`.
+pub fn assert_same_as_gdb(pid: u32, ours: &[String], gdb: &[GdbFrame]) {
+    let target = LiveTarget::open(pid, DebugOptions::default()).unwrap();
+    let norm = |n: &str| {
+        let n = n.trim_start_matches('_');
+        let n = n.strip_prefix("GI_").unwrap_or(n).trim_start_matches('_');
+        n.strip_suffix("_impl").unwrap_or(n).to_string()
+    };
+    let address = |n: &str| target.symbol(n).ok().flatten().map(|s| s.address);
+    let same =
+        |o: &str, g: &str| norm(o) == norm(g) || (address(o).is_some() && address(o) == address(g));
+    let inline_entry =
+        |i: usize| (i > 0 && !gdb[i].has_pc) || gdb.get(i + 1).is_some_and(|next| !next.has_pc);
+    let names: Vec<&str> = gdb.iter().map(|g| g.name.as_str()).collect();
+    let mut g = 0;
+    for o in ours {
+        loop {
+            assert!(
+                g < gdb.len(),
+                "pid {pid}: our {o} is not in gdb's stack (in order)\nours: {ours:?}\ngdb:  {names:?}"
+            );
+            if same(o, &gdb[g].name) {
+                g += 1;
+                break;
+            }
+            assert!(
+                inline_entry(g),
+                "pid {pid}: gdb's {} (a physical frame) is not ours\nours: {ours:?}\ngdb:  {names:?}",
+                gdb[g].name
+            );
+            g += 1;
+        }
+    }
+    assert_eq!(
+        g,
+        gdb.len(),
+        "pid {pid}: gdb has more frames\nours: {ours:?}\ngdb:  {names:?}"
+    );
+    assert_eq!(ours.last().map(String::as_str), Some("main"), "{ours:?}");
+}

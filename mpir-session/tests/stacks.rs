@@ -1,0 +1,261 @@
+//! `Session::stacks` and `Session::sample_stacks` on real processes: the bundled demo job
+//! (compiled here; its ranks sit in `pause` under `main`), checked against gdb's `thread apply
+//! all bt` and on gcore cores of the same ranks. Skipped, with a reason, where the demo
+//! sources, a C compiler, gdb or gcore are missing (MPIR_REQUIRE_PEERS=1 makes that a failure).
+
+#![cfg(all(target_os = "linux", target_arch = "x86_64"))]
+
+use std::io::{BufRead, BufReader};
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use mpir_session::{FoldedStacks, Session, SessionOptions, StackOptions};
+use mpir_target::testkit::{Scratch, gcore, have, run, scratch, skip};
+
+mod oracle;
+use oracle::{assert_running_untraced, assert_same_as_gdb, gdb_main_thread, main_thread_to_main};
+
+/// The demo's starter and rank, compiled side by side.
+fn demo(name: &str) -> Option<(Scratch, PathBuf)> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../mpir-cli/demo");
+    if !src.join("starter.c").is_file() {
+        skip(&format!("the demo sources are not at {}", src.display()));
+        return None;
+    }
+    let dir = scratch(name);
+    for (c, exe) in [
+        ("starter.c", "mpir-demo-starter"),
+        ("rank.c", "mpir-demo-rank"),
+    ] {
+        if let Err(e) = run(Command::new("cc")
+            .args(["-std=gnu11", "-g", "-O0", "-o"])
+            .arg(dir.join(exe))
+            .arg(src.join(c)))
+        {
+            skip(&e);
+            return None;
+        }
+    }
+    let starter = dir.join("mpir-demo-starter");
+    Some((dir, starter))
+}
+
+/// Starts the demo (4 ranks) and waits until every rank is ready: (starter, rank pids).
+fn start_demo(starter: &Path) -> (Child, Vec<u32>) {
+    let mut child = Command::new(starter)
+        .args(["-n", "4", "--lifetime", "60"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut pids = Vec::new();
+    while pids.len() < 4 {
+        let l = lines.next().expect("the demo ended early").unwrap();
+        // "rank R pid P ready"
+        if let Some(p) = l
+            .strip_suffix(" ready")
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|p| p.parse().ok())
+        {
+            pids.push(p);
+        }
+    }
+    (child, pids)
+}
+
+#[test]
+fn the_demo_jobs_stacks_merged_sampled_and_as_gdb_sees_them() {
+    let Some((dir, starter)) = demo("session-stacks") else {
+        return;
+    };
+    let (mut child, pids) = start_demo(&starter);
+    let options = SessionOptions::default().with_timeout(Duration::from_secs(20));
+    let mut session = Session::attach(child.id(), options).unwrap();
+    let read = session
+        .stacks(
+            &StackOptions::default()
+                .with_samples(2)
+                .with_interval(Duration::from_millis(50)),
+        )
+        .unwrap();
+    assert_running_untraced(&pids);
+    assert_running_untraced(&[child.id()]);
+    let proof = read.proof_release.as_ref().expect("the first read proves");
+    assert!(proof.is_clean(), "{proof:?}");
+    assert_eq!(read.samples.len(), 2);
+    let last = read.last();
+    assert!(last.unreached.is_empty(), "{:?}", last.unreached);
+    let mut got: Vec<u32> = last.ranks.iter().map(|r| r.pid).collect();
+    got.sort_unstable();
+    let mut want = pids.clone();
+    want.sort_unstable();
+    assert_eq!(got, want);
+    // Each process stopped once per sample, briefly.
+    assert_eq!(last.stops.len(), 4);
+    for s in &last.stops {
+        assert!(s.stopped_for < Duration::from_secs(1), "{s:?}");
+    }
+    // Every rank sits in pause() under main: one path, all four ranks, and none moved.
+    let text = read.tree().to_text();
+    assert!(text.contains("main [0-3] 4 ranks"), "{text}");
+    assert!(text.contains("pause [0-3] 4 ranks"), "{text}");
+    assert_eq!(
+        read.unmoved.as_ref().map(ToString::to_string).as_deref(),
+        Some("0-3")
+    );
+    assert_eq!(read.tree().classes().len(), 1, "{text}");
+
+    // gdb as the oracle, on every rank (they are not traced any more).
+    if have("gdb") {
+        for r in &last.ranks {
+            assert_same_as_gdb(r.pid, &main_thread_to_main(r), &gdb_main_thread(r.pid));
+        }
+    } else {
+        skip("gdb is not installed");
+    }
+
+    // The same stacks from gcore cores of the ranks.
+    if have("gcore") {
+        let cores = gcore(&dir, &pids).unwrap();
+        let mut from_cores = Session::cores(&cores, SessionOptions::default()).unwrap();
+        let core_read = from_cores.stacks(&StackOptions::default()).unwrap();
+        assert_eq!(core_read.samples.len(), 1);
+        let sample = core_read.last();
+        assert!(sample.unreached.is_empty(), "{:?}", sample.unreached);
+        assert!(sample.stops.is_empty());
+        // No starter core: numbered by position.
+        assert_eq!(core_read.numbered.len(), 4);
+        for r in &sample.ranks {
+            let live = last.ranks.iter().find(|l| l.pid == r.pid).unwrap();
+            assert_eq!(main_thread_to_main(r), main_thread_to_main(live));
+        }
+    } else {
+        skip("gcore is not installed");
+    }
+
+    // A profiler's sampling: bounded samples, every stop measured, folded stacks summed.
+    let mut folded = FoldedStacks::default();
+    let mut seen = 0;
+    let summary = session
+        .sample_stacks(
+            &StackOptions::default()
+                .with_interval(Duration::from_millis(10))
+                .with_max_stop(Some(Duration::from_secs(1))),
+            5,
+            |s| {
+                seen += 1;
+                assert_eq!(s.stops.len(), 4);
+                folded.add(&s.tree);
+                if seen == 3 {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
+            },
+        )
+        .unwrap();
+    assert_eq!(summary.samples, 3);
+    assert_eq!(summary.overran, 0);
+    assert!(summary.max_stop > Duration::ZERO);
+    assert!(summary.proof_release.is_none(), "proven once per session");
+    let line = folded
+        .iter()
+        .find(|(p, _)| {
+            p.rsplit_once(";main;")
+                .is_some_and(|(_, leaf)| leaf.contains("pause"))
+        })
+        .unwrap_or_else(|| panic!("{folded}"));
+    // 4 ranks' main threads in each of 3 samples.
+    assert_eq!(line.1, 12, "{folded}");
+    assert_running_untraced(&pids);
+
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// A stop bound no snapshot can meet: every sample reports every rank as overrunning, and
+/// the ranks still run on untraced.
+#[test]
+fn a_stop_bound_that_is_overrun_is_reported() {
+    let Some((_dir, starter)) = demo("session-stacks-bound") else {
+        return;
+    };
+    let (mut child, pids) = start_demo(&starter);
+    let mut session = Session::pids(pids.iter().copied(), SessionOptions::default()).unwrap();
+    let summary = session
+        .sample_stacks(
+            &StackOptions::default()
+                .with_interval(Duration::from_millis(5))
+                .with_max_stop(Some(Duration::from_nanos(1))),
+            2,
+            |s| {
+                assert_eq!(s.overran.len(), 4, "{:?}", s.stops);
+                ControlFlow::Continue(())
+            },
+        )
+        .unwrap();
+    assert_eq!(summary.overran, 2);
+    assert_running_untraced(&pids);
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// A process that exits between samples is unreached with a reason, never dropped (the
+/// demo's starter stops the whole job when a rank dies: the process killed is a `sleep`).
+#[test]
+fn an_exited_process_is_unreached_not_dropped() {
+    let Some((_dir, starter)) = demo("session-stacks-exit") else {
+        return;
+    };
+    let (mut child, pids) = start_demo(&starter);
+    let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
+    let mut session =
+        Session::pids([pids[0], sleeper.id(), pids[1]], SessionOptions::default()).unwrap();
+    let first = session.stacks(&StackOptions::default()).unwrap();
+    assert!(first.last().unreached.is_empty());
+    assert_eq!(
+        first.numbered,
+        vec![(0, pids[0]), (1, sleeper.id()), (2, pids[1])]
+    );
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    let second = session.stacks(&StackOptions::default()).unwrap();
+    let s = second.last();
+    assert_eq!(s.ranks.len(), 2);
+    assert_eq!(s.unreached.len(), 1, "{:?}", s.unreached);
+    assert_eq!(s.unreached[0].rank, 1);
+    let text = s.tree.to_text();
+    assert!(text.contains("unreached [1]: process exited"), "{text}");
+    assert_running_untraced(&[pids[0], pids[1]]);
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// A profiler's callback that panics mid-run: the panic goes through `sample_stacks`, and
+/// every rank runs on untraced (each was let go after its snapshot; the tracer's drop lets go
+/// of anything else).
+#[test]
+fn a_panic_in_the_sampling_callback_leaves_every_rank_running() {
+    let Some((_dir, starter)) = demo("session-stacks-panic") else {
+        return;
+    };
+    let (mut child, pids) = start_demo(&starter);
+    let mut session = Session::attach(child.id(), SessionOptions::default()).unwrap();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = session.sample_stacks(&StackOptions::default(), 5, |s| {
+            if s.index == 2 {
+                panic!("the profiler's own bug");
+            }
+            ControlFlow::Continue(())
+        });
+    }));
+    assert!(result.is_err(), "the callback's panic propagates");
+    drop(session);
+    assert_running_untraced(&pids);
+    assert_running_untraced(&[child.id()]);
+    let _ = child.kill();
+    let _ = child.wait();
+}
