@@ -19,9 +19,12 @@
 //! has `actual` (docs/cli-json.md: sends carry their matched peer and tag); the unexpected
 //! message has no length (its debug-queue entry has count 0 — rank.c puts the 16 bytes in the
 //! request's status only) and sits in a system buffer (an eager message, not a rendezvous
-//! header). Only run-specific values are normalised: pids, this machine's host name and
-//! facts, directories of the programs, and target addresses (checked to be hex first; the
-//! null address of the unexpected message is kept). `cli_on_demo.rs` compares `mpir queues`
+//! header). The stack facts of the deadlock part (issue 18) come from rank.c's step 4: ranks
+//! 0–2 are blocked in its `MPI_Recv` (a point-to-point call) called from `main` at rank.c:265,
+//! rank 3 in its `MPI_Waitall` (a completion) at rank.c:268, one thread each. Only
+//! run-specific values are normalised: pids and thread ids, this machine's host name and
+//! facts, directories of the programs and sources, offsets of code in its module, and target
+//! addresses (checked to be hex first; the null address of the unexpected message is kept). `cli_on_demo.rs` compares `mpir queues`
 //! and `mpir deadlock` on a running demo job with the same golden document's parts.
 
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]

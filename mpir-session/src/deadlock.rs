@@ -9,6 +9,7 @@ use mpir_mqd::native::NativeError;
 use mpir_mqd::output::OutputLog;
 use mpir_types::deadlock::{self, DeadlockReport, JobSnapshot};
 use mpir_types::ranks::RankSet;
+use mpir_types::stacks::RankStacks;
 
 use crate::error::SessionError;
 use crate::hold::ReleaseReport;
@@ -101,6 +102,7 @@ impl Session {
     ) -> Result<DeadlockRead, SessionError> {
         let samples = samples.max(1);
         let options = self.options.reader.clone();
+        let symbols = self.symbols.clone();
         let mut state = ReaderState::default();
         let mut reads: Vec<Vec<RankRead>> = Vec::new();
         let mut releases = Vec::new();
@@ -109,7 +111,7 @@ impl Session {
                 std::thread::sleep(interval);
             }
             let held = self.hold()?;
-            let read = state.read_held(&held, &options, |done, total, rank| {
+            let read = state.read_held(&held, &options, &symbols, |done, total, rank| {
                 progress(Progress {
                     sample: i + 1,
                     samples,
@@ -147,7 +149,15 @@ impl Session {
         let covered = |i: usize| !seen.contains(&i);
         let snapshots: Vec<JobSnapshot> = reads
             .iter()
-            .map(|sample| snapshot(sample.iter().enumerate().filter(|(i, _)| covered(*i))))
+            .map(|sample| {
+                snapshot(
+                    sample
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, _)| covered(*i))
+                        .map(|(_, r)| r),
+                )
+            })
             .collect();
         let read = (0..first).filter(|&i| covered(i)).count();
         let report = if read == 0 {
@@ -174,10 +184,21 @@ impl Session {
 }
 
 /// The analysis input from one sample's read ranks (a rank with no known number is left out:
-/// the analysis names ranks by number).
-pub(crate) fn snapshot<'a>(ranks: impl Iterator<Item = (usize, &'a RankRead)>) -> JobSnapshot {
-    mpir_mqd::snapshot_of(ranks.filter_map(|(_, r)| {
+/// the analysis names ranks by number), joined to the stacks read with them: each rank's
+/// activity (the MPI call it is blocked in, or that it is not inside MPI) decides whether its
+/// pending operations are waits. A rank without stacks keeps the queue-only rules.
+pub(crate) fn snapshot<'a>(ranks: impl Iterator<Item = &'a RankRead> + Clone) -> JobSnapshot {
+    let job = mpir_mqd::snapshot_of(ranks.clone().filter_map(|r| {
         let q = r.queues.as_ref().ok()?;
         Some((r.rank, Some(r.pid), q.communicators.as_slice()))
-    }))
+    }));
+    let stacks: Vec<RankStacks> = ranks
+        .filter(|r| r.queues.is_ok())
+        .filter_map(|r| Some(RankStacks::new(r.rank?, r.pid, r.stacks.clone()?)))
+        .collect();
+    if stacks.is_empty() {
+        job
+    } else {
+        job.with_stacks(&stacks, &[])
+    }
 }

@@ -30,6 +30,17 @@ pub struct HeldRank {
     /// Core files: the core this rank is read from.
     pub core: Option<PathBuf>,
     target: Result<Rc<dyn Target>, Unreadable>,
+    /// The same target, concrete: what the unwinder needs (images, threads' registers).
+    pub(crate) frozen: Option<Frozen>,
+}
+
+/// A held rank's target as the unwinder reads it.
+#[derive(Clone)]
+pub(crate) enum Frozen {
+    /// A live process, stopped by the hold's tracer.
+    Live(Rc<mpir_target::live::LiveTarget>),
+    /// A core file.
+    Core(Rc<mpir_target::corefile::CoreTarget>),
 }
 
 impl std::fmt::Debug for HeldRank {
@@ -76,7 +87,7 @@ impl ReleaseReport {
 }
 
 /// Who holds the ranks stopped.
-enum Control {
+pub(crate) enum Control {
     /// A job acquired with `hold`: the starter and its attached ranks.
     Job(Box<Acquired>),
     /// A tracer holding these pids.
@@ -86,6 +97,15 @@ enum Control {
 }
 
 impl Control {
+    /// The tracer holding live ranks stopped (none for cores).
+    pub(crate) fn tracer(&self) -> Option<&Tracer> {
+        match self {
+            Control::Job(a) => a.tracer(),
+            Control::Pids(tracer, _) => Some(tracer),
+            Control::Nothing => None,
+        }
+    }
+
     fn release(self) -> ReleaseReport {
         match self {
             Control::Job(mut a) => {
@@ -125,7 +145,7 @@ impl Control {
 /// touched.
 pub struct Held<'s> {
     ranks: Vec<HeldRank>,
-    control: Option<Control>,
+    pub(crate) control: Option<Control>,
     _session: PhantomData<&'s mut Session>,
 }
 
@@ -256,6 +276,7 @@ impl Session {
                     image: c.image.clone(),
                     core: Some(c.path.clone()),
                     target: Ok(Rc::clone(&c.target) as Rc<dyn Target>),
+                    frozen: Some(Frozen::Core(Rc::clone(&c.target))),
                 })
             })
             .collect();
@@ -373,15 +394,15 @@ impl Session {
         known
             .iter()
             .map(|k| {
-                let target = match &k.state {
+                let live = match &k.state {
                     Err(e) => Err(e.clone()),
                     Ok(start) => match self.targets.get(&(k.pid, *start)) {
-                        Some(t) => Ok(Rc::clone(t) as Rc<dyn Target>),
+                        Some(t) => Ok(Rc::clone(t)),
                         None => match Session::open_live(&self.files, k.pid, debug.clone()) {
                             Ok(t) => {
                                 let t = Rc::new(t);
                                 self.targets.insert((k.pid, *start), Rc::clone(&t));
-                                Ok(t as Rc<dyn Target>)
+                                Ok(t)
                             }
                             Err(e) => Err(Unreadable::Open(e)),
                         },
@@ -392,7 +413,8 @@ impl Session {
                     pid: k.pid,
                     image: k.image.clone(),
                     core: None,
-                    target,
+                    frozen: live.as_ref().ok().map(|t| Frozen::Live(Rc::clone(t))),
+                    target: live.map(|t| t as Rc<dyn Target>),
                 }
             })
             .collect()

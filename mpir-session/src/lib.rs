@@ -77,6 +77,7 @@
 
 mod deadlock;
 mod error;
+mod held_stacks;
 mod hold;
 mod options;
 mod queues;

@@ -45,6 +45,9 @@ pub struct RankRead {
     pub core: Option<PathBuf>,
     /// Its communicators and their queues, or why not.
     pub queues: Result<RankQueues, RankError>,
+    /// Every thread's stack at the same instant (innermost frame first), read while the rank
+    /// was held for its queues; `None` when the rank was not held (see `queues`' reason).
+    pub stacks: Option<Vec<mpir_types::stacks::ThreadStack>>,
 }
 
 /// Where a read stands, after one rank ([`Session::queues_with`],
@@ -125,7 +128,7 @@ impl QueueRead {
         if self.ranks.iter().all(|r| r.queues.is_err()) {
             return Ok(None);
         }
-        let snapshot = crate::deadlock::snapshot(self.ranks.iter().enumerate());
+        let snapshot = crate::deadlock::snapshot(self.ranks.iter());
         deadlock::analyze(&snapshot)
             .map(Some)
             .map_err(SessionError::Analysis)
@@ -157,9 +160,10 @@ impl Session {
         mut progress: impl FnMut(Progress<'_>),
     ) -> Result<QueueRead, SessionError> {
         let options = self.options.reader.clone();
+        let symbols = self.symbols.clone();
         let held = self.hold()?;
         let mut state = ReaderState::default();
-        let ranks = state.read_held(&held, &options, |done, total, rank| {
+        let ranks = state.read_held(&held, &options, &symbols, |done, total, rank| {
             progress(Progress {
                 sample: 1,
                 samples: 1,
@@ -198,11 +202,13 @@ impl ReaderState {
         }
     }
 
-    /// Reads every held rank, calling `progress(done, total, rank)` after each.
+    /// Reads every held rank (its queues, then its threads' stacks while still held), calling
+    /// `progress(done, total, rank)` after each.
     pub(crate) fn read_held(
         &mut self,
         held: &Held<'_>,
         options: &ReaderOptions,
+        symbols: &mpir_target::unwind::SymbolCache,
         mut progress: impl FnMut(usize, usize, &RankRead),
     ) -> Vec<RankRead> {
         if self.reader.is_none()
@@ -236,6 +242,7 @@ impl ReaderState {
                     image: r.image.clone(),
                     core: r.core.clone(),
                     queues,
+                    stacks: held.stacks_of(i, symbols, Default::default()),
                 };
                 progress(i + 1, total, &read);
                 read

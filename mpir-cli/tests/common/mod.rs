@@ -117,7 +117,17 @@ fn normalise_in(v: &mut serde_json::Value, host: &str) {
                         assert!(n.as_u64().is_some_and(|p| p > 1), "pid {n}");
                         *x = serde_json::Value::from("<pid>");
                     }
-                    ("image" | "executable", serde_json::Value::String(s)) => {
+                    // Stack facts: the main thread's id is the pid; a module and a source
+                    // file by their base names (the build's directories differ); a pc's offset
+                    // in its module is the compiler's.
+                    ("tid", serde_json::Value::Number(n)) => {
+                        assert!(n.as_u64().is_some_and(|p| p > 1), "tid {n}");
+                        *x = serde_json::Value::from("<tid>");
+                    }
+                    ("offset", serde_json::Value::Number(_)) => {
+                        *x = serde_json::Value::from("<offset>");
+                    }
+                    ("image" | "executable" | "module" | "file", serde_json::Value::String(s)) => {
                         let base = std::path::Path::new(s).file_name().unwrap();
                         *x = serde_json::Value::from(base.to_str().unwrap());
                     }

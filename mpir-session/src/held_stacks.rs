@@ -1,0 +1,85 @@
+//! The stacks of held ranks, read at the instant their queues are: a live rank's threads are
+//! already stopped by the hold, so their registers come from the hold's tracer and their
+//! stacks straight from memory (no second stop); a core's from its `NT_PRSTATUS` notes. The
+//! deadlock analysis joins them to the queues (which MPI call each rank waits in).
+
+use mpir_target::unwind::{SymbolCache, UnwindOptions, Unwinder, live_vdso_address, vdso_address};
+use mpir_types::stacks::{ThreadStack, Truncation};
+
+use crate::hold::{Frozen, Held};
+
+impl Held<'_> {
+    /// The stacks of every thread of held rank `index`, innermost frame first; `None` when
+    /// the rank is not held (remote, refused, exited…) or no tracer holds it. A thread whose
+    /// registers cannot be read has no frames and says why.
+    pub(crate) fn stacks_of(
+        &self,
+        index: usize,
+        symbols: &SymbolCache,
+        options: UnwindOptions,
+    ) -> Option<Vec<ThreadStack>> {
+        let rank = self.ranks().get(index)?;
+        rank.target().ok()?;
+        match rank.frozen.as_ref()? {
+            Frozen::Live(target) => {
+                let tracer = self.control.as_ref()?.tracer()?;
+                let pid = rank.pid;
+                let tids = threads(pid);
+                if tids.is_empty() {
+                    return None;
+                }
+                let registers = tracer.registers_many(pid, &tids).ok()?;
+                let mut unwinder = Unwinder::with_cache(target.images(), options, symbols);
+                let word = usize::from(target.images().data_model().sizes().pointer);
+                if let Some(a) = live_vdso_address(pid, word) {
+                    let _ = unwinder.add_vdso(target.memory(), a);
+                }
+                Some(
+                    tids.iter()
+                        .zip(registers)
+                        .map(|(&tid, regs)| match regs {
+                            Ok(r) => {
+                                unwinder.thread_stack(tid, &unwinder.unwind(target.memory(), &r))
+                            }
+                            Err(e) => ThreadStack::new(tid, Vec::new()).with_truncation(
+                                Truncation::Other(format!("registers unreadable: {e}")),
+                            ),
+                        })
+                        .collect(),
+                )
+            }
+            Frozen::Core(target) => {
+                let mut unwinder = Unwinder::with_cache(target.images(), options, symbols);
+                let core = target.core();
+                if let Some(a) = vdso_address(core.auxv()) {
+                    let _ = unwinder.add_vdso(&**target, a);
+                }
+                Some(
+                    core.threads()
+                        .iter()
+                        .map(|t| match &t.registers {
+                            Some(r) => unwinder.thread_stack(t.tid, &unwinder.unwind(&**target, r)),
+                            None => ThreadStack::new(t.tid, Vec::new()).with_truncation(
+                                Truncation::Other(
+                                    "no registers in the core for this thread".into(),
+                                ),
+                            ),
+                        })
+                        .collect(),
+                )
+            }
+        }
+    }
+}
+
+/// The threads of process `pid` (all stopped while it is held), main thread first.
+fn threads(pid: u32) -> Vec<u32> {
+    let mut tids: Vec<u32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    tids.sort_by_key(|&t| (t != pid, t));
+    tids
+}
