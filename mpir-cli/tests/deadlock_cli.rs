@@ -1,7 +1,11 @@
 //! `mpir deadlock` on real jobs of both stacks (stock Open MPI with the types sidecar; the
 //! debugger-enabled MPICH): a ring of blocking receives, two ranks each in a large MPI_Send to
 //! the other, a wildcard receive that can never match, and a ring that keeps progressing (no
-//! false positive); and the same from gcore cores of the ring's ranks. The programs are
+//! false positive); and the same from gcore cores of the ring's ranks. With the stacks (issue
+//! 18): every wait names the MPI call its rank is blocked in and the line of `main` that
+//! called it, and the two collective mismatches — a rank that skips the `MPI_Barrier` the
+//! others are in, for an `MPI_Allreduce` or to wait outside MPI — are hangs of their own,
+//! which no queue shows. The programs are
 //! tests/fixtures/deadlock.c; every expected value comes from its source. Skipped without the
 //! stacks, failed under `MPIR_REQUIRE_PEERS=1`.
 
@@ -108,6 +112,34 @@ fn chain(doc: &Value) -> Vec<(u64, String, Value, Value, String, u64)> {
     v
 }
 
+/// The 1-based line of the first line containing `needle` after the first line containing
+/// `anchor` in the fixture's source (what a call site's line must be).
+fn line_of(anchor: &str, needle: &str) -> u64 {
+    let src = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/deadlock.c"),
+    )
+    .unwrap();
+    let lines: Vec<&str> = src.lines().collect();
+    let from = lines.iter().position(|l| l.contains(anchor)).unwrap();
+    let at = lines[from..]
+        .iter()
+        .position(|l| l.contains(needle))
+        .unwrap();
+    (from + at + 1) as u64
+}
+
+/// The call a blocked_in names and the function and line of its call site.
+fn blocked_in(v: &Value) -> (String, String, u64) {
+    (
+        v["call"].as_str().unwrap_or_default().to_string(),
+        v["call_site"]["function"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        v["call_site"]["location"]["line"].as_u64().unwrap_or(0),
+    )
+}
+
 fn on_stack(stack: Stack) {
     let dir = scratch(&format!("deadlock-{}", stack.name));
     let program = dir.join("deadlock");
@@ -131,6 +163,15 @@ fn on_stack(stack: Stack) {
         assert_eq!(comm, "MPI_COMM_WORLD");
         assert_eq!(waits_for, (rank + 1) % 3);
     }
+    // Each rank of the chain is blocked in the ring's MPI_Recv, called from main's line.
+    let ring_line = line_of("\"ring\") == 0", "MPI_Recv(");
+    for step in doc["cycles"][0]["chain"].as_array().unwrap() {
+        assert_eq!(
+            blocked_in(&step["blocked_in"]),
+            ("MPI_Recv".into(), "main".into(), ring_line),
+            "{name} ring: {step:#}"
+        );
+    }
     for &pid in job.pids.iter().chain([job.starter()].iter()) {
         assert_untouched(pid);
     }
@@ -152,6 +193,14 @@ fn on_stack(stack: Stack) {
         let d = &doc["deadlock"];
         assert_eq!(d["verdict"], "potential_deadlock", "{name} cores: {d:#}");
         assert_eq!(d["cycles"][0]["ranks"], json!([0, 1, 2]));
+        // The cores' stacks (NT_PRSTATUS registers) say the same as the live ones.
+        for step in d["cycles"][0]["chain"].as_array().unwrap() {
+            assert_eq!(
+                blocked_in(&step["blocked_in"]),
+                ("MPI_Recv".into(), "main".into(), ring_line),
+                "{name} cores: {step:#}"
+            );
+        }
     } else {
         skip("no gcore (gdb) for the core part");
     }
@@ -168,6 +217,78 @@ fn on_stack(stack: Stack) {
             ("send", json!(20), 1 - rank)
         );
     }
+    drop(job);
+
+    // A collective mismatch: ranks 0-1 in MPI_Barrier, rank 2 skipped it for MPI_Allreduce.
+    // No point-to-point cycle; the stacks show the hang.
+    let anchor = "\"barrier\") == 0 || strcmp(mode, \"skip\")";
+    let job = start(&stack, &dir, &program, "barrier", 3);
+    let (code, doc) = deadlock(&stack, &job);
+    assert_eq!(code, 3, "{name} barrier: {doc:#}");
+    assert_eq!(
+        doc["verdict"], "collective_mismatch",
+        "{name} barrier: {doc:#}"
+    );
+    assert_eq!(doc["cycles"], json!([]), "{name} barrier: {doc:#}");
+    let calls = |doc: &Value| -> Vec<(String, String, u64)> {
+        let mut v: Vec<_> = doc["collective"][0]["calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["call"].as_str().unwrap().to_string(),
+                    c["ranks"].as_str().unwrap().to_string(),
+                    c["call_sites"][0]["location"]["line"].as_u64().unwrap_or(0),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        calls(&doc),
+        [
+            (
+                "MPI_Allreduce".to_string(),
+                "2".to_string(),
+                line_of(anchor, "MPI_Allreduce(")
+            ),
+            (
+                "MPI_Barrier".to_string(),
+                "0-1".to_string(),
+                line_of(anchor, "MPI_Barrier(")
+            ),
+        ],
+        "{name} barrier: {doc:#}"
+    );
+    for &pid in job.pids.iter().chain([job.starter()].iter()) {
+        assert_untouched(pid);
+    }
+    drop(job);
+
+    // Rank 2 skipped the barrier to wait outside MPI: ranks 0-1 can never leave it.
+    let job = start(&stack, &dir, &program, "skip", 3);
+    let (code, doc) = deadlock(&stack, &job);
+    assert_eq!(code, 3, "{name} skip: {doc:#}");
+    assert_eq!(
+        doc["verdict"], "collective_mismatch",
+        "{name} skip: {doc:#}"
+    );
+    assert_eq!(
+        calls(&doc),
+        [(
+            "MPI_Barrier".to_string(),
+            "0-1".to_string(),
+            line_of(anchor, "MPI_Barrier(")
+        )],
+        "{name} skip: {doc:#}"
+    );
+    assert_eq!(
+        doc["collective"][0]["elsewhere"],
+        json!([{ "what": "not_in_mpi", "ranks": "2" }]),
+        "{name} skip: {doc:#}"
+    );
     drop(job);
 
     // MPI_ANY_SOURCE on "wild" at rank 0, everyone else receiving from 0: a knot.
