@@ -197,6 +197,25 @@ fn stacks_of_the_demo_job_in_every_form() {
         let path = path_to(&doc, "pause");
         assert!(path.iter().any(|(f, _)| f == "main"), "{path:?}");
         assert!(path.iter().all(|(_, r)| r == "0-3"), "{path:?}");
+        // Without the starter's core the ranks are numbered by position; with it, by its
+        // table: no numbering reported, rank 2 only with --ranks 2.
+        assert_eq!(doc["numbered"].as_array().unwrap().len(), 4);
+        let starter_core = mpir_target::testkit::gcore(&dir, &[demo.starter.id()])
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut args = vec!["--ranks".to_string(), "2".to_string(), "--core".to_string()];
+        args.extend(
+            starter_core
+                .iter()
+                .chain(&cores)
+                .map(|c| c.display().to_string()),
+        );
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, doc) = stacks_json(&args);
+        assert_eq!(code, 0, "{doc:#}");
+        assert_eq!(doc["numbered"], serde_json::json!([]));
+        assert_eq!(doc["coverage"]["read"], 1);
+        let path = path_to(&doc, "pause");
+        assert!(path.iter().all(|(_, r)| r == "2"), "{path:?}");
     } else {
         skip("no gcore (gdb) for the core part");
     }

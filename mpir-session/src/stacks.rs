@@ -356,7 +356,8 @@ impl Session {
     /// The stacks of every selected rank, merged: one sample, or
     /// [`StackOptions::with_samples`] samples [`interval`](StackOptions::with_interval) apart,
     /// with the ranks whose stacks did not move across them. Live ranks are each stopped only
-    /// for their own snapshot (see the [module](self) docs); core files are read from their
+    /// for their own snapshot, each proven first to be the rank (the session's first hold) and
+    /// read only while its pid names that process; core files are read from their
     /// threads' registers and memory.
     ///
     /// # Errors

@@ -193,7 +193,9 @@ fn check_stacks(dir: &Path, job: &Job, options: SessionOptions) {
         Some(gdb) => {
             for (pid, g) in job.pids.iter().zip(&gdb) {
                 let r = frozen_last.ranks.iter().find(|r| r.pid == *pid).unwrap();
-                oracle::assert_same_as_gdb(*pid, &oracle::main_thread_to_main(r), g);
+                let ours = oracle::main_thread_to_main(r);
+                assert_eq!(ours.last().map(String::as_str), Some("main"), "{ours:?}");
+                oracle::assert_same_as_gdb(*pid, &ours, g);
             }
         }
         None => skip("gdb is not installed"),

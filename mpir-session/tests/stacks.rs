@@ -111,7 +111,9 @@ fn the_demo_jobs_stacks_merged_sampled_and_as_gdb_sees_them() {
     // gdb as the oracle, on every rank (they are not traced any more).
     if have("gdb") {
         for r in &last.ranks {
-            assert_same_as_gdb(r.pid, &main_thread_to_main(r), &gdb_main_thread(r.pid));
+            let ours = main_thread_to_main(r);
+            assert_eq!(ours.last().map(String::as_str), Some("main"), "{ours:?}");
+            assert_same_as_gdb(r.pid, &ours, &gdb_main_thread(r.pid));
         }
     } else {
         skip("gdb is not installed");
@@ -258,4 +260,127 @@ fn a_panic_in_the_sampling_callback_leaves_every_rank_running() {
     assert_running_untraced(&[child.id()]);
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// The unwinder's C fixture (mpir-target/tests/fixtures/unwind_chain.c), -O0 and -O2: a main
+/// thread in `main -> a -> b -> c -> pause`, or in `pause` inside a signal handler, and a
+/// second thread blocked in `read`. Every thread of every process against gdb's, and the
+/// per-thread tree.
+#[test]
+fn every_thread_of_a_c_fixture_as_gdb_sees_it() {
+    let src =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../mpir-target/tests/fixtures/unwind_chain.c");
+    if !src.is_file() {
+        skip(&format!(
+            "the fixture {} is not in this tree",
+            src.display()
+        ));
+        return;
+    }
+    if !have("gdb") {
+        skip("gdb is not installed");
+        return;
+    }
+    let dir = scratch("session-stacks-fixture");
+    let mut children = Killed(Vec::new());
+    for (opt, mode) in [
+        ("-O0", "chain"),
+        ("-O2", "chain"),
+        ("-O0", "signal"),
+        ("-O2", "signal"),
+    ] {
+        let exe = dir.join(format!("unwind_chain{opt}"));
+        if !exe.is_file()
+            && let Err(e) = run(Command::new("cc")
+                .args(["-g", "-pthread", opt, "-o"])
+                .arg(&exe)
+                .arg(&src))
+        {
+            skip(&e);
+            return;
+        }
+        let mut child = Command::new(&exe)
+            .arg(mode)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line, "ready\n");
+        children.0.push(child);
+    }
+    let pids: Vec<u32> = children.0.iter().map(Child::id).collect();
+    // Every thread asleep in its system call.
+    assert!(mpir_target::testkit::wait_for(10, || pids.iter().all(
+        |p| {
+            std::fs::read_dir(format!("/proc/{p}/task")).is_ok_and(|d| {
+                d.filter_map(Result::ok).all(|t| {
+                    std::fs::read_to_string(t.path().join("stat"))
+                        .ok()
+                        .and_then(|s| s.rsplit_once(") ").map(|(_, r)| r.starts_with('S')))
+                        .unwrap_or(false)
+                })
+            })
+        }
+    )));
+    let mut session = Session::pids(pids.iter().copied(), SessionOptions::default()).unwrap();
+    let read = session
+        .stacks(&StackOptions::default().with_per_thread(true))
+        .unwrap();
+    drop(session);
+    assert_running_untraced(&pids);
+    let last = read.last();
+    assert!(last.unreached.is_empty(), "{:?}", last.unreached);
+    for r in &last.ranks {
+        assert_eq!(r.threads.len(), 2, "{r:?}");
+        let gdb = oracle::gdb_threads(r.pid);
+        for t in &r.threads {
+            let g = gdb
+                .get(&t.tid)
+                .unwrap_or_else(|| panic!("gdb has no thread {}", t.tid));
+            // gdb stops at main (`backtrace past-main` is off).
+            let mut ours = oracle::names(t);
+            if let Some(i) = ours.iter().position(|n| n == "main") {
+                ours.truncate(i + 1);
+            }
+            assert_same_as_gdb(r.pid, &ours, g);
+            assert!(t.truncated.is_none(), "{t:?}");
+        }
+    }
+    // Per thread: every main thread under "main thread", each reader under its own thread
+    // kind (its name, the executable's); the two executables (processes 0, 2 at -O0 and 1, 3
+    // at -O2) are different modules, so their frames are different nodes; the signal
+    // handler's frames only in processes 2 and 3.
+    let text = read.tree().to_text();
+    assert!(
+        text.contains("\n  main thread [0-3] 4 ranks, 4 threads\n"),
+        "{text}"
+    );
+    for (handler, reader) in [("[2]", "[0,2]"), ("[3]", "[1,3]")] {
+        assert!(
+            text.contains(&format!("in_handler {handler} 1 rank, 1 thread")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("reader_thread {reader} 2 ranks, 2 threads")),
+            "{text}"
+        );
+    }
+    assert_eq!(text.matches("in_handler").count(), 2, "{text}");
+}
+
+/// Child processes killed when the test ends, failed or not.
+struct Killed(Vec<Child>);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
 }

@@ -28,12 +28,13 @@ pub(crate) struct StacksArgs {
     #[arg(
         long = "pid",
         id = "pids",
+        value_name = "PID",
         value_delimiter = ',',
         conflicts_with = "cores"
     )]
     pub(crate) pids: Vec<u32>,
     /// Core files: a starter's (it numbers the ranks) and the ranks'.
-    #[arg(long = "core", id = "cores", num_args = 1..)]
+    #[arg(long = "core", id = "cores", value_name = "CORE", num_args = 1..)]
     pub(crate) cores: Vec<PathBuf>,
     /// With --core: the executable the cores were dumped from, when a core does not lead to it.
     #[arg(long)]
