@@ -355,11 +355,11 @@ fn stack_sampler_prints_folded_stacks_of_the_running_demo_job() {
         );
     }
     assert!(!text.contains("sample 7:"), "{text}");
-    // The demo's ranks wait in pause() under main (examples/demo/rank.c): 3 main threads in
-    // each of 6 samples.
+    // The demo's 3 ranks are a ring, each waiting in its MPI_Recv under main
+    // (mpir-cli/demo/rank.c, step 4): 3 main threads in each of 6 samples.
     let folded = text
         .lines()
-        .find(|l| l.contains(";main;"))
+        .find(|l| l.contains(";main;MPI_Recv;"))
         .unwrap_or_else(|| panic!("{text}"));
     assert!(folded.starts_with("_start;"), "{text}");
     assert!(folded.ends_with("pause 18"), "{text}");

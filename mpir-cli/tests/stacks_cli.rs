@@ -106,7 +106,8 @@ fn stacks_of_the_demo_job_in_every_form() {
     let demo = demo(4);
     let starter = demo.starter.id().to_string();
 
-    // Text, two samples: one path, every rank, nothing moved.
+    // Text, two samples: the demo's ranks 0-2 wait in its MPI_Recv, rank 3 in its MPI_Waitall
+    // (demo/rank.c, step 4), each in pause below it; nothing moved.
     let (code, text, err) = stacks(&["--starter", &starter, "--samples", "2", "--interval", "50"]);
     assert_eq!(code, 0, "{text}{err}");
     assert!(
@@ -117,7 +118,14 @@ fn stacks_of_the_demo_job_in_every_form() {
         text.contains("\n        main [0-3] 4 ranks, 4 threads\n"),
         "{text}"
     );
-    assert!(text.contains("pause [0-3] 4 ranks, 4 threads"), "{text}");
+    assert!(
+        text.contains("\n          MPI_Recv [0-2] 3 ranks, 3 threads\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\n          MPI_Waitall [3] 1 rank, 1 thread\n"),
+        "{text}"
+    );
     assert!(text.contains("did not move in 2 samples: [0-3]"), "{text}");
     assert!(text.contains("each process stopped at most"), "{text}");
 
@@ -144,11 +152,13 @@ fn stacks_of_the_demo_job_in_every_form() {
         want.sort_unstable();
         assert_eq!(pids, want);
     }
-    let path = path_to(&doc, "pause");
+    let path = path_to(&doc, "MPI_Recv");
     let names: Vec<&str> = path.iter().map(|(f, _)| f.as_str()).collect();
     assert_eq!(names.first(), Some(&"/"));
-    assert!(names.contains(&"main"), "{names:?}");
-    assert!(path.iter().all(|(_, r)| r == "0-3"), "{path:?}");
+    assert!(path.contains(&("main".into(), "0-3".into())), "{path:?}");
+    assert_eq!(path.last(), Some(&("MPI_Recv".into(), "0-2".into())));
+    let path = path_to(&doc, "MPI_Waitall");
+    assert_eq!(path.last(), Some(&("MPI_Waitall".into(), "3".into())));
 
     // Per thread, a rank selection: the main thread kind under the root, ranks 1-2 only.
     let (code, doc) = stacks_json(&["--starter", &starter, "--threads", "--ranks", "1-2"]);
@@ -160,11 +170,14 @@ fn stacks_of_the_demo_job_in_every_form() {
     // Folded and DOT.
     let (code, folded, err) = stacks(&["--starter", &starter, "--folded"]);
     assert_eq!(code, 0, "{err}");
-    let line = folded
-        .lines()
-        .find(|l| l.contains(";main;"))
-        .unwrap_or_else(|| panic!("{folded}"));
-    assert!(line.ends_with("pause 4"), "{folded}");
+    let line = |call: &str| {
+        folded
+            .lines()
+            .find(|l| l.contains(&format!(";main;{call};")))
+            .unwrap_or_else(|| panic!("{folded}"))
+    };
+    assert!(line("MPI_Recv").ends_with("pause 3"), "{folded}");
+    assert!(line("MPI_Waitall").ends_with("pause 1"), "{folded}");
     let (code, dot, err) = stacks(&["--starter", &starter, "--dot"]);
     assert_eq!(code, 0, "{err}");
     assert!(dot.starts_with("digraph G {"), "{dot}");
@@ -194,9 +207,9 @@ fn stacks_of_the_demo_job_in_every_form() {
         assert_eq!(code, 0, "{doc:#}");
         assert_eq!(doc["source"], "cores");
         assert_eq!(doc["stops"], serde_json::json!([[]]));
-        let path = path_to(&doc, "pause");
-        assert!(path.iter().any(|(f, _)| f == "main"), "{path:?}");
-        assert!(path.iter().all(|(_, r)| r == "0-3"), "{path:?}");
+        let path = path_to(&doc, "MPI_Recv");
+        assert!(path.contains(&("main".into(), "0-3".into())), "{path:?}");
+        assert_eq!(path.last(), Some(&("MPI_Recv".into(), "0-2".into())));
         // Without the starter's core the ranks are numbered by position; with it, by its
         // table: no numbering reported, rank 2 only with --ranks 2.
         assert_eq!(doc["numbered"].as_array().unwrap().len(), 4);

@@ -1,7 +1,8 @@
 //! `Session::stacks` and `Session::sample_stacks` on real processes: the bundled demo job
-//! (compiled here; its ranks sit in `pause` under `main`), checked against gdb's `thread apply
-//! all bt` and on gcore cores of the same ranks. Skipped, with a reason, where the demo
-//! sources, a C compiler, gdb or gcore are missing (MPIR_REQUIRE_PEERS=1 makes that a failure).
+//! (compiled here; its ranks 0-2 sit in its `MPI_Recv`, rank 3 in its `MPI_Waitall`, each in
+//! `pause`, under `main`), checked against gdb's `thread apply all bt` and on gcore cores of the
+//! same ranks. Skipped, with a reason, where the demo sources, a C compiler, gdb or gcore are
+//! missing (MPIR_REQUIRE_PEERS=1 makes that a failure).
 
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
@@ -98,15 +99,17 @@ fn the_demo_jobs_stacks_merged_sampled_and_as_gdb_sees_them() {
     for s in &last.stops {
         assert!(s.stopped_for < Duration::from_secs(1), "{s:?}");
     }
-    // Every rank sits in pause() under main: one path, all four ranks, and none moved.
+    // As demo/rank.c's step 4 says: ranks 0-2 in MPI_Recv, rank 3 in MPI_Waitall, under main;
+    // none moved.
     let text = read.tree().to_text();
     assert!(text.contains("main [0-3] 4 ranks"), "{text}");
-    assert!(text.contains("pause [0-3] 4 ranks"), "{text}");
+    assert!(text.contains("MPI_Recv [0-2] 3 ranks"), "{text}");
+    assert!(text.contains("MPI_Waitall [3] 1 rank"), "{text}");
     assert_eq!(
         read.unmoved.as_ref().map(ToString::to_string).as_deref(),
         Some("0-3")
     );
-    assert_eq!(read.tree().classes().len(), 1, "{text}");
+    assert_eq!(read.tree().classes().len(), 2, "{text}");
 
     // gdb as the oracle, on every rank (they are not traced any more).
     if have("gdb") {
@@ -163,15 +166,19 @@ fn the_demo_jobs_stacks_merged_sampled_and_as_gdb_sees_them() {
     assert_eq!(summary.overran, 0);
     assert!(summary.max_stop > Duration::ZERO);
     assert!(summary.proof_release.is_none(), "proven once per session");
-    let line = folded
-        .iter()
-        .find(|(p, _)| {
-            p.rsplit_once(";main;")
-                .is_some_and(|(_, leaf)| leaf.contains("pause"))
-        })
-        .unwrap_or_else(|| panic!("{folded}"));
-    // 4 ranks' main threads in each of 3 samples.
-    assert_eq!(line.1, 12, "{folded}");
+    let count = |call: &str| {
+        folded
+            .iter()
+            .find(|(p, _)| {
+                p.rsplit_once(&format!(";main;{call};"))
+                    .is_some_and(|(_, leaf)| leaf.contains("pause"))
+            })
+            .unwrap_or_else(|| panic!("{folded}"))
+            .1
+    };
+    // Ranks 0-2's main threads in MPI_Recv, rank 3's in MPI_Waitall, in each of 3 samples.
+    assert_eq!(count("MPI_Recv"), 9, "{folded}");
+    assert_eq!(count("MPI_Waitall"), 3, "{folded}");
     assert_running_untraced(&pids);
 
     let _ = child.kill();
