@@ -26,7 +26,7 @@ use mpir_target::{Memory, TargetError};
 use mpir_types::ranks::RankSet;
 use mpir_types::stacks::{
     HelperFolding, MergeKey, RankStacks, StackTree, ThreadStack, TreeOptions, TreeView, Unreached,
-    UnreachedReason, unmoved,
+    UnreachedReason, outside_mpi, unmoved,
 };
 
 use crate::error::{SessionError, Unreadable, chain};
@@ -210,7 +210,9 @@ pub struct StacksRead {
     /// Every sample, in order (one unless more were asked).
     pub samples: Vec<StackSample>,
     /// With two samples or more: the ranks whose stacks were the same in every sample
-    /// ([`mpir_types::stacks::unmoved`]); `None` with one sample.
+    /// ([`mpir_types::stacks::unmoved`]) outside MPI — a thread blocked in an MPI call is
+    /// compared from that call outward ([`mpir_types::stacks::outside_mpi`]), since the MPI
+    /// library's progress engine polls below it; `None` with one sample.
     pub unmoved: Option<RankSet>,
     /// How the session's first hold (the proof of each rank's identity, before its first
     /// snapshot) let the ranks go, when this read made it.
@@ -370,8 +372,24 @@ impl Session {
             samples.push(s);
             ControlFlow::Continue(())
         })?;
+        // "Did not move" compares each thread outside MPI: a rank blocked in an MPI call whose
+        // progress engine polls (its innermost frames differ at every sample) has not moved.
+        let tree_options = options.tree_options();
         let unmoved = (samples.len() > 1).then(|| {
-            let trees: Vec<StackTree> = samples.iter().map(|s| s.tree.clone()).collect();
+            let trees: Vec<StackTree> = samples
+                .iter()
+                .map(|s| {
+                    let trimmed: Vec<RankStacks> = s
+                        .ranks
+                        .iter()
+                        .map(|r| {
+                            let threads = r.threads.iter().map(outside_mpi).collect();
+                            RankStacks::new(r.rank, r.pid, threads)
+                        })
+                        .collect();
+                    StackTree::build(&trimmed, &s.unreached, &tree_options)
+                })
+                .collect();
             unmoved(&trees)
         });
         Ok(StacksRead {

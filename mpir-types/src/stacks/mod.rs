@@ -64,7 +64,7 @@ pub use document::{
 pub use helpers::{BUILT_IN_HELPERS, HelperSignature, builtin_helper};
 pub use mpi_frames::{
     BlockedCall, CallKind, CallSite, EntryPoint, MAX_ENTRY_NAME, MAX_FRAMES_EXAMINED,
-    MAX_KEPT_NAME, RankActivity, UnknownWhy, classify_threads, mpi_entry_point,
+    MAX_KEPT_NAME, RankActivity, UnknownWhy, classify_threads, mpi_entry_point, outside_mpi,
 };
 pub use tree::{
     Cut, HelperFolding, MergeError, MergeKey, NodeId, NodeKey, NodeKind, StackNode, StackTree,

@@ -542,6 +542,30 @@ fn view_thread(t: &ThreadStack, pid: Option<u32>) -> ThreadView {
     })
 }
 
+/// The part of a thread's stack outside MPI: the frames from the MPI call it is blocked in
+/// outward (that call's frame included), without the frames inside it — the MPI library's
+/// progress engine, which polls and so differs from one sample to the next while the call
+/// never returns. A thread in no MPI call is returned whole. What "did not move" compares for
+/// a rank in MPI (as the hang analysis's confirmation compares the call and its call site).
+pub fn outside_mpi(thread: &ThreadStack) -> ThreadStack {
+    let examined = thread.frames.len().min(MAX_FRAMES_EXAMINED);
+    let entry = |f: &Frame| f.symbol.as_deref().and_then(mpi_entry_point).is_some();
+    let frames = thread.frames.get(..examined).unwrap_or(&[]);
+    let Some(inner) = frames.iter().position(entry) else {
+        return thread.clone();
+    };
+    let outer = frames
+        .iter()
+        .skip(inner)
+        .take_while(|f| entry(f))
+        .count()
+        .saturating_sub(1)
+        + inner;
+    let mut out = thread.clone();
+    out.frames = thread.frames.get(outer..).unwrap_or(&[]).to_vec();
+    out
+}
+
 /// A rank's activity from its threads' stacks (each innermost first); `pid` is the process
 /// id, which names the main thread (tid = pid) when known. See the [module
 /// documentation](self) for the rules.
@@ -596,6 +620,30 @@ pub fn classify_threads(threads: &[ThreadStack], pid: Option<u32>) -> RankActivi
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn outside_mpi_drops_the_frames_inside_the_call_only() {
+        let f = |n: &str| Frame::new("/lib/libmpi.so", 0x10, Trust::Cfi).with_symbol(n);
+        let t = ThreadStack::new(
+            7,
+            vec![f("poll"), f("opal_progress"), f("PMPI_Recv"), f("main"), f("_start")],
+        );
+        let out = outside_mpi(&t);
+        let names: Vec<_> = out.frames.iter().filter_map(|f| f.symbol.as_deref()).collect();
+        assert_eq!(names, ["PMPI_Recv", "main", "_start"]);
+        // A PMPI wrapper: the outermost frame of the run is kept.
+        let t = ThreadStack::new(7, vec![f("poll"), f("PMPI_Barrier"), f("MPI_Barrier"), f("main")]);
+        let names: Vec<_> = outside_mpi(&t)
+            .frames
+            .iter()
+            .filter_map(|f| f.symbol.as_deref())
+            .map(str::to_string)
+            .collect();
+        assert_eq!(names, ["MPI_Barrier", "main"]);
+        // Not in MPI: whole.
+        let t = ThreadStack::new(7, vec![f("pause"), f("main")]);
+        assert_eq!(outside_mpi(&t), t);
+    }
 
     #[test]
     fn names_the_standard_fixes() {
