@@ -626,13 +626,26 @@ mod tests {
         let f = |n: &str| Frame::new("/lib/libmpi.so", 0x10, Trust::Cfi).with_symbol(n);
         let t = ThreadStack::new(
             7,
-            vec![f("poll"), f("opal_progress"), f("PMPI_Recv"), f("main"), f("_start")],
+            vec![
+                f("poll"),
+                f("opal_progress"),
+                f("PMPI_Recv"),
+                f("main"),
+                f("_start"),
+            ],
         );
         let out = outside_mpi(&t);
-        let names: Vec<_> = out.frames.iter().filter_map(|f| f.symbol.as_deref()).collect();
+        let names: Vec<_> = out
+            .frames
+            .iter()
+            .filter_map(|f| f.symbol.as_deref())
+            .collect();
         assert_eq!(names, ["PMPI_Recv", "main", "_start"]);
         // A PMPI wrapper: the outermost frame of the run is kept.
-        let t = ThreadStack::new(7, vec![f("poll"), f("PMPI_Barrier"), f("MPI_Barrier"), f("main")]);
+        let t = ThreadStack::new(
+            7,
+            vec![f("poll"), f("PMPI_Barrier"), f("MPI_Barrier"), f("main")],
+        );
         let names: Vec<_> = outside_mpi(&t)
             .frames
             .iter()
