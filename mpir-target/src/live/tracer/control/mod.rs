@@ -222,6 +222,12 @@ impl Control {
                         self.owner.insert(t, pid);
                     }
                     Err(Errno::ESRCH) => {} // the thread exited meanwhile
+                    // EPERM for a thread other than the main one is no permission problem when
+                    // the thread was created by one already seized (the kernel attached it to
+                    // us: its clone event brings it in) or is exiting (the kernel refuses a
+                    // task with an exit state).
+                    Err(Errno::EPERM)
+                        if t != pid && (traced_by_us(pid, t) || thread_exited(pid, t)) => {}
                     Err(e) => {
                         // Leave nothing half-attached (a seized thread must be stopped before
                         // it can be detached: the ordinary detach does both).
@@ -750,4 +756,39 @@ impl Control {
             "the program counter did not move",
         ))
     }
+}
+
+/// Whether thread `tid` of `pid` is traced by a thread of this process (auto-attached as the
+/// clone of a thread we seized).
+fn traced_by_us(pid: i32, tid: i32) -> bool {
+    let status =
+        std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("TracerPid:"))
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .is_some_and(|tracer| {
+            tracer != 0 && std::path::Path::new(&format!("/proc/self/task/{tracer}")).exists()
+        })
+}
+
+/// Whether thread `tid` of `pid` has exited or is exiting: gone from `/proc`, or a zombie or
+/// dead task there, within a few milliseconds (a thread inside `exit` is refused by the
+/// kernel before `/proc` shows it dead). A live thread refused for real keeps the error.
+fn thread_exited(pid: i32, tid: i32) -> bool {
+    let dead = || match std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")) {
+        Err(_) => true,
+        // The state follows the command's closing parenthesis.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.trim_start().chars().next())
+            .is_none_or(|state| matches!(state, 'Z' | 'X' | 'x')),
+    };
+    for _ in 0..20 {
+        if dead() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(500));
+    }
+    false
 }
