@@ -38,7 +38,7 @@ impl Image {
         let debug = if elf.has_dwarf() && options.symbol_files.is_empty() {
             None
         } else {
-            locate::find_debug_file(&elf, is_main, options, cache, &mut notes)
+            cache.debug_file(&elf, is_main, options, &mut notes)
         };
         Image {
             path,
@@ -148,10 +148,16 @@ fn parse_maps(text: &str) -> Vec<Mapping> {
         .filter_map(|line| {
             let mut f = line.splitn(6, ' ');
             let range = f.next()?;
-            let (_perms, offset, _dev, _inode) = (f.next()?, f.next()?, f.next()?, f.next()?);
+            let (perms, offset, _dev, _inode) = (f.next()?, f.next()?, f.next()?, f.next()?);
             let path = f.next()?.trim_start();
             if !path.starts_with('/') {
                 return None; // anonymous, [heap], [vdso], ...
+            }
+            if perms.as_bytes().get(3) == Some(&b's') {
+                // A shared mapping is never an image (the kernel and ld.so map images
+                // private): shared-memory segments, lock files (an Open MPI rank maps one
+                // per peer). Skipped without opening them.
+                return None;
             }
             let path = path.strip_suffix(" (deleted)").unwrap_or(path);
             let start = u64::from_str_radix(range.split('-').next()?, 16).ok()?;
@@ -292,16 +298,17 @@ impl ProcessImages {
                 // executable itself may be given as /proc/PID/exe, e.g. `mpir core --exe`).
                 continue;
             }
-            let opened = self.cache.open(&m.path).or_else(|e| match pid {
-                // Files of a process in another mount namespace.
-                Some(pid) => self
+            let opened = self.cache.open(&m.path).or_else(|e| match (pid, &e) {
+                // Files of a process in another mount namespace (not found here; a file
+                // found but not ELF is not looked for again).
+                (Some(pid), DebugInfoError::Io { .. }) => self
                     .cache
                     .open(
                         &Path::new(&format!("/proc/{pid}/root"))
                             .join(m.path.strip_prefix("/").unwrap_or(&m.path)),
                     )
                     .map_err(|_| e),
-                None => Err(e),
+                _ => Err(e),
             });
             let Ok(elf) = opened else {
                 continue; // not ELF (locale archives, fonts, ...) or unreadable
