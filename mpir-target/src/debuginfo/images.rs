@@ -134,6 +134,26 @@ pub struct ProcessImages {
     cache: Arc<FileCache>,
     images: Vec<Arc<Image>>,
     sidecars: Vec<Arc<TypeIndex>>,
+    writable: Vec<(u64, u64)>,
+}
+
+/// The readable, writable mappings `(start, end)` of a `/proc/PID/maps` text (where stacks
+/// live).
+pub(crate) fn writable_ranges(text: &str) -> Vec<(u64, u64)> {
+    text.lines()
+        .filter_map(|line| {
+            let mut f = line.split_whitespace();
+            let (range, perms) = (f.next()?, f.next()?);
+            if !perms.starts_with("rw") {
+                return None;
+            }
+            let (a, b) = range.split_once('-')?;
+            Some((
+                u64::from_str_radix(a, 16).ok()?,
+                u64::from_str_radix(b, 16).ok()?,
+            ))
+        })
+        .collect()
 }
 
 /// One line of `/proc/PID/maps` that maps a file.
@@ -190,6 +210,7 @@ impl ProcessImages {
             cache,
             images: Vec::new(),
             sidecars,
+            writable: Vec::new(),
         };
         me.refresh()?;
         Ok(me)
@@ -218,6 +239,7 @@ impl ProcessImages {
             cache,
             images,
             sidecars,
+            writable: Vec::new(),
         })
     }
 
@@ -236,6 +258,7 @@ impl ProcessImages {
             cache,
             images: Vec::new(),
             sidecars,
+            writable: Vec::new(),
         };
         let mappings: Vec<Mapping> = mappings
             .iter()
@@ -276,7 +299,17 @@ impl ProcessImages {
         }
         let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
         self.images = self.build(parse_maps(&text), exe.as_deref(), Some(pid));
+        self.writable = writable_ranges(&text);
         Ok(())
+    }
+
+    /// The readable, writable mappings `(start, end)` of the process (where its stacks live)
+    /// as of the last [`refresh`](ProcessImages::refresh), read from the same
+    /// `/proc/PID/maps` as the images; empty for file sets and cores. For
+    /// [`snapshot_live_with_mappings`](crate::unwind::snapshot_live_with_mappings), which
+    /// reads the map again only for a stack outside them.
+    pub fn writable_mappings(&self) -> &[(u64, u64)] {
+        &self.writable
     }
 
     /// One image per mapped ELF file (its lowest-offset mapping fixes the bias), executable

@@ -36,6 +36,7 @@ pub(crate) use dwarf::load_dwarf;
 pub use dwarf::{MAX_UNCOMPRESSED_SECTION, TypeIndex};
 pub use elf::{ElfFile, ElfSymbol, LoadSegment, SymbolTable};
 pub use error::DebugInfoError;
+pub(crate) use images::writable_ranges;
 pub use images::{Image, ProcessImages};
 pub use locate::{DebugOptions, DebugSource};
 
