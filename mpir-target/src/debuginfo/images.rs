@@ -321,7 +321,10 @@ impl ProcessImages {
         exe: Option<&Path>,
         pid: Option<u32>,
     ) -> Vec<Arc<Image>> {
-        mappings.sort_by_key(|m| (m.path.clone(), m.offset, m.start));
+        // Compared by reference: a cloned key would allocate at every comparison.
+        mappings.sort_unstable_by(|a, b| {
+            (&a.path, a.offset, a.start).cmp(&(&b.path, b.offset, b.start))
+        });
         mappings.dedup_by(|b, a| a.path == b.path);
         mappings.sort_by_key(|m| (Some(m.path.as_path()) != exe, m.start));
         let mut images = Vec::with_capacity(mappings.len());
