@@ -50,9 +50,16 @@ fn demo(n: usize) -> Demo {
             "the demo job ended early"
         );
         if line.trim_end().ends_with(" ready") {
-            ranks.push(line.split_whitespace().nth(3).unwrap().parse().unwrap());
+            // "rank R pid P ready": ranks print in whatever order they get there.
+            let mut words = line.split_whitespace();
+            let rank: u32 = words.nth(1).unwrap().parse().unwrap();
+            let pid: u32 = words.nth(1).unwrap().parse().unwrap();
+            ranks.push((rank, pid));
         }
     }
+    // By rank: the tests number cores and pids by position.
+    ranks.sort_unstable();
+    let ranks = ranks.into_iter().map(|(_, pid)| pid).collect();
     Demo { starter, ranks }
 }
 

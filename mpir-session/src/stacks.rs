@@ -20,7 +20,8 @@ use mpir_target::live::LiveTarget;
 use mpir_target::live::procfs;
 use mpir_target::live::tracer::{Tracer, TracerOptions};
 use mpir_target::unwind::{
-    SnapshotOptions, UnwindOptions, Unwinder, live_vdso_address, snapshot_live, vdso_address,
+    SnapshotOptions, UnwindOptions, Unwinder, live_vdso_address, snapshot_live_with_mappings,
+    vdso_address,
 };
 use mpir_target::{Memory, TargetError};
 use mpir_types::ranks::RankSet;
@@ -666,14 +667,18 @@ fn live_sample(
             unreached.push(Unreached::new(l.rank, UnreachedReason::Exited));
             continue;
         }
-        let snap = match snapshot_live(tracer, l.pid, l.target.data_model(), &options.snapshot) {
-            Ok(s) => s,
-            Err(e) => {
-                let why = Unreadable::Stop(e.clone());
-                unreached.push(Unreached::new(l.rank, target_reason(&e, &why)));
-                continue;
-            }
-        };
+        // The stacks' mappings as read with the images (re-read only for a new stack).
+        let mappings = l.target.images().writable_mappings();
+        let model = l.target.data_model();
+        let snap =
+            match snapshot_live_with_mappings(tracer, l.pid, model, &options.snapshot, mappings) {
+                Ok(s) => s,
+                Err(e) => {
+                    let why = Unreadable::Stop(e.clone());
+                    unreached.push(Unreached::new(l.rank, target_reason(&e, &why)));
+                    continue;
+                }
+            };
         // A pid reused between the check and the stop: what was copied is another process's.
         if !same() {
             unreached.push(Unreached::new(l.rank, UnreachedReason::Exited));

@@ -19,7 +19,7 @@ use mpir_target::live::LiveTarget;
 use mpir_target::live::tracer::Tracer;
 use mpir_target::unwind::{
     EndReason, SnapshotOptions, Stack, SymbolCache, UnwindOptions, Unwinder, live_vdso_address,
-    snapshot_live, vdso_address,
+    snapshot_live, snapshot_live_with_mappings, vdso_address,
 };
 use mpir_target::{Memory, SymbolLookup};
 use mpir_types::DataModel;
@@ -260,6 +260,19 @@ fn check_build(variant: &str, flags: &[&str], strip: bool, args: &[&str], expect
         snap.threads.len()
     );
     assert!(snap.stopped_for < std::time::Duration::from_secs(5));
+    // With the mappings read with the images, and with none known (a stale list: the map is
+    // read afresh while stopped): the same stacks copied as by the snapshot that reads it.
+    let tracer = Tracer::new().unwrap();
+    let writable = target.images().writable_mappings();
+    assert!(!writable.is_empty());
+    let known =
+        snapshot_live_with_mappings(&tracer, pid, model, &SnapshotOptions::default(), writable)
+            .unwrap();
+    let stale =
+        snapshot_live_with_mappings(&tracer, pid, model, &SnapshotOptions::default(), &[]).unwrap();
+    drop(tracer);
+    assert_eq!(known.stacks.len(), snap.stacks.len());
+    assert_eq!(stale.stacks.len(), snap.stacks.len());
     // A process-wide limit smaller than one stack: the copy is cut, the walk partial.
     let tracer = Tracer::new().unwrap();
     let small = SnapshotOptions::default().with_max_total_bytes(192);

@@ -65,6 +65,32 @@ impl std::fmt::Debug for TypeIndex {
 /// The DWARF sections of `elf` (decompressed within [`MAX_UNCOMPRESSED_SECTION`], relocated
 /// when `elf` is a relocatable object), for gimli and addr2line.
 pub(crate) fn load_dwarf(elf: &ElfFile) -> Result<gimli::Dwarf<R>, DebugInfoError> {
+    load_dwarf_sections(elf, |_| true)
+}
+
+/// [`load_dwarf`] without the sections that functions, inline frames and lines never read
+/// (location lists, macros, name indexes): for addr2line. Location lists are often the
+/// largest section after `.debug_info`, and a compressed one costs its decompression.
+pub(crate) fn load_dwarf_for_lines(elf: &ElfFile) -> Result<gimli::Dwarf<R>, DebugInfoError> {
+    use gimli::SectionId as S;
+    load_dwarf_sections(elf, |id| {
+        !matches!(
+            id,
+            S::DebugLoc
+                | S::DebugLocLists
+                | S::DebugMacinfo
+                | S::DebugMacro
+                | S::DebugPubNames
+                | S::DebugPubTypes
+        )
+    })
+}
+
+/// The sections `wanted` keeps, loaded as [`load_dwarf`] loads them; the others empty.
+fn load_dwarf_sections(
+    elf: &ElfFile,
+    wanted: impl Fn(gimli::SectionId) -> bool,
+) -> Result<gimli::Dwarf<R>, DebugInfoError> {
     use object::{Object, ObjectSection};
     let path = elf.path();
     let data = elf.data()?;
@@ -79,7 +105,12 @@ pub(crate) fn load_dwarf(elf: &ElfFile) -> Result<gimli::Dwarf<R>, DebugInfoErro
     };
     let relocatable = obj.kind() == object::ObjectKind::Relocatable;
     gimli::Dwarf::load(|id: gimli::SectionId| -> Result<R, DebugInfoError> {
-        let data: Arc<[u8]> = match obj.section_by_name(id.name()) {
+        let section = if wanted(id) {
+            obj.section_by_name(id.name())
+        } else {
+            None
+        };
+        let data: Arc<[u8]> = match section {
             Some(s) => {
                 let dwarf_error = |e: object::Error| DebugInfoError::Dwarf {
                     path: path.to_path_buf(),

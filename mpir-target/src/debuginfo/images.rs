@@ -38,7 +38,7 @@ impl Image {
         let debug = if elf.has_dwarf() && options.symbol_files.is_empty() {
             None
         } else {
-            locate::find_debug_file(&elf, is_main, options, cache, &mut notes)
+            cache.debug_file(&elf, is_main, options, &mut notes)
         };
         Image {
             path,
@@ -134,6 +134,26 @@ pub struct ProcessImages {
     cache: Arc<FileCache>,
     images: Vec<Arc<Image>>,
     sidecars: Vec<Arc<TypeIndex>>,
+    writable: Vec<(u64, u64)>,
+}
+
+/// The readable, writable mappings `(start, end)` of a `/proc/PID/maps` text (where stacks
+/// live).
+pub(crate) fn writable_ranges(text: &str) -> Vec<(u64, u64)> {
+    text.lines()
+        .filter_map(|line| {
+            let mut f = line.split_whitespace();
+            let (range, perms) = (f.next()?, f.next()?);
+            if !perms.starts_with("rw") {
+                return None;
+            }
+            let (a, b) = range.split_once('-')?;
+            Some((
+                u64::from_str_radix(a, 16).ok()?,
+                u64::from_str_radix(b, 16).ok()?,
+            ))
+        })
+        .collect()
 }
 
 /// One line of `/proc/PID/maps` that maps a file.
@@ -148,10 +168,16 @@ fn parse_maps(text: &str) -> Vec<Mapping> {
         .filter_map(|line| {
             let mut f = line.splitn(6, ' ');
             let range = f.next()?;
-            let (_perms, offset, _dev, _inode) = (f.next()?, f.next()?, f.next()?, f.next()?);
+            let (perms, offset, _dev, _inode) = (f.next()?, f.next()?, f.next()?, f.next()?);
             let path = f.next()?.trim_start();
             if !path.starts_with('/') {
                 return None; // anonymous, [heap], [vdso], ...
+            }
+            if perms.as_bytes().get(3) == Some(&b's') {
+                // A shared mapping is never an image (the kernel and ld.so map images
+                // private): shared-memory segments, lock files (an Open MPI rank maps one
+                // per peer). Skipped without opening them.
+                return None;
             }
             let path = path.strip_suffix(" (deleted)").unwrap_or(path);
             let start = u64::from_str_radix(range.split('-').next()?, 16).ok()?;
@@ -184,6 +210,7 @@ impl ProcessImages {
             cache,
             images: Vec::new(),
             sidecars,
+            writable: Vec::new(),
         };
         me.refresh()?;
         Ok(me)
@@ -212,6 +239,7 @@ impl ProcessImages {
             cache,
             images,
             sidecars,
+            writable: Vec::new(),
         })
     }
 
@@ -230,6 +258,7 @@ impl ProcessImages {
             cache,
             images: Vec::new(),
             sidecars,
+            writable: Vec::new(),
         };
         let mappings: Vec<Mapping> = mappings
             .iter()
@@ -270,7 +299,17 @@ impl ProcessImages {
         }
         let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
         self.images = self.build(parse_maps(&text), exe.as_deref(), Some(pid));
+        self.writable = writable_ranges(&text);
         Ok(())
+    }
+
+    /// The readable, writable mappings `(start, end)` of the process (where its stacks live)
+    /// as of the last [`refresh`](ProcessImages::refresh), read from the same
+    /// `/proc/PID/maps` as the images; empty for file sets and cores. For
+    /// [`snapshot_live_with_mappings`](crate::unwind::snapshot_live_with_mappings), which
+    /// reads the map again only for a stack outside them.
+    pub fn writable_mappings(&self) -> &[(u64, u64)] {
+        &self.writable
     }
 
     /// One image per mapped ELF file (its lowest-offset mapping fixes the bias), executable
@@ -282,7 +321,10 @@ impl ProcessImages {
         exe: Option<&Path>,
         pid: Option<u32>,
     ) -> Vec<Arc<Image>> {
-        mappings.sort_by_key(|m| (m.path.clone(), m.offset, m.start));
+        // Compared by reference: a cloned key would allocate at every comparison.
+        mappings.sort_unstable_by(|a, b| {
+            (&a.path, a.offset, a.start).cmp(&(&b.path, b.offset, b.start))
+        });
         mappings.dedup_by(|b, a| a.path == b.path);
         mappings.sort_by_key(|m| (Some(m.path.as_path()) != exe, m.start));
         let mut images = Vec::with_capacity(mappings.len());
@@ -292,16 +334,17 @@ impl ProcessImages {
                 // executable itself may be given as /proc/PID/exe, e.g. `mpir core --exe`).
                 continue;
             }
-            let opened = self.cache.open(&m.path).or_else(|e| match pid {
-                // Files of a process in another mount namespace.
-                Some(pid) => self
+            let opened = self.cache.open(&m.path).or_else(|e| match (pid, &e) {
+                // Files of a process in another mount namespace (not found here; a file
+                // found but not ELF is not looked for again).
+                (Some(pid), DebugInfoError::Io { .. }) => self
                     .cache
                     .open(
                         &Path::new(&format!("/proc/{pid}/root"))
                             .join(m.path.strip_prefix("/").unwrap_or(&m.path)),
                     )
                     .map_err(|_| e),
-                None => Err(e),
+                _ => Err(e),
             });
             let Ok(elf) = opened else {
                 continue; // not ELF (locale archives, fonts, ...) or unreadable

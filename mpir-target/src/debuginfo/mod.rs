@@ -32,22 +32,62 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-pub(crate) use dwarf::load_dwarf;
+pub(crate) use dwarf::load_dwarf_for_lines;
 pub use dwarf::{MAX_UNCOMPRESSED_SECTION, TypeIndex};
 pub use elf::{ElfFile, ElfSymbol, LoadSegment, SymbolTable};
 pub use error::DebugInfoError;
+pub(crate) use images::writable_ranges;
 pub use images::{Image, ProcessImages};
 pub use locate::{DebugOptions, DebugSource};
 
-/// A parsed file with the size and modification time it had when parsed.
-type CachedFile = (u64, Option<std::time::SystemTime>, Arc<ElfFile>);
+/// What identifies one version of a file: device, inode, size and modification time (a file
+/// replaced or rewritten differs in one of them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileIdentity {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime: Option<std::time::SystemTime>,
+}
+
+impl FileIdentity {
+    fn of(meta: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        FileIdentity {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            len: meta.len(),
+            mtime: meta.modified().ok(),
+        }
+    }
+}
+
+/// A file parsed (or found not to be usable ELF) with the identity it had then.
+type CachedFile = (FileIdentity, Result<Arc<ElfFile>, DebugInfoError>);
 
 /// Files parsed and DWARF indexed, shared between the images of many processes (every rank of a
-/// job maps the same libraries). Entries are keyed by path, size and modification time.
+/// job maps the same libraries). Entries are keyed by path and checked against the file's
+/// device, inode, size and modification time (one `stat` per open); a file that is not usable
+/// ELF is remembered too, so it is not read again while it is unchanged.
 #[derive(Debug, Default)]
 pub struct FileCache {
     files: Mutex<HashMap<PathBuf, CachedFile>>,
     types: Mutex<HashMap<PathBuf, Arc<TypeIndex>>>,
+    debug: Mutex<HashMap<(PathBuf, bool), DebugSearch>>,
+}
+
+/// The separate debug file found for an image file, and how.
+type DebugFound = Option<(Arc<ElfFile>, DebugSource)>;
+
+/// One search for an image file's separate debug information, remembered.
+#[derive(Debug)]
+struct DebugSearch {
+    /// The image file searched for (this version of it).
+    elf: Arc<ElfFile>,
+    /// The options searched with.
+    options: DebugOptions,
+    found: DebugFound,
+    notes: Vec<String>,
 }
 
 impl FileCache {
@@ -56,20 +96,67 @@ impl FileCache {
         FileCache::default()
     }
 
-    /// The parsed file at `path`, from the cache when it has not changed.
+    /// The parsed file at `path`, from the cache when it has not changed (the same device,
+    /// inode, size and modification time). A file that is not usable ELF gives the same error
+    /// again without being read; an I/O error is not remembered.
     pub fn open(&self, path: &Path) -> Result<Arc<ElfFile>, DebugInfoError> {
         let meta = std::fs::metadata(path).map_err(|e| DebugInfoError::io(path, &e))?;
-        let (len, mtime) = (meta.len(), meta.modified().ok());
+        let id = FileIdentity::of(&meta);
         let mut files = self.files.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((l, m, f)) = files.get(path)
-            && *l == len
-            && *m == mtime
+        if let Some((known, f)) = files.get(path)
+            && *known == id
         {
-            return Ok(Arc::clone(f));
+            return f.clone();
         }
-        let f = Arc::new(ElfFile::open(path)?);
-        files.insert(path.to_path_buf(), (len, mtime, Arc::clone(&f)));
-        Ok(f)
+        let f = ElfFile::open(path).map(Arc::new);
+        if !matches!(f, Err(DebugInfoError::Io { .. })) {
+            files.insert(path.to_path_buf(), (id, f.clone()));
+        }
+        f
+    }
+
+    /// The separate debug file of `elf` ([`locate::find_debug_file`]), searched once per
+    /// version of the file (and per options): every rank mapping the same library asks again.
+    /// A remembered find is used only while the debug file is unchanged (one `stat`); a
+    /// search that found nothing is not repeated while this cache lives.
+    pub(crate) fn debug_file(
+        &self,
+        elf: &Arc<ElfFile>,
+        is_main: bool,
+        options: &DebugOptions,
+        notes: &mut Vec<String>,
+    ) -> DebugFound {
+        let key = (elf.path().to_path_buf(), is_main);
+        let known = {
+            let searches = self.debug.lock().unwrap_or_else(|e| e.into_inner());
+            searches
+                .get(&key)
+                .filter(|s| Arc::ptr_eq(&s.elf, elf) && s.options == *options)
+                .map(|s| (s.found.clone(), s.notes.clone()))
+        };
+        if let Some((found, known_notes)) = known {
+            let unchanged = match &found {
+                None => true,
+                Some((f, _)) => self.open(f.path()).is_ok_and(|now| Arc::ptr_eq(&now, f)),
+            };
+            if unchanged {
+                notes.extend(known_notes);
+                return found;
+            }
+        }
+        let mut new_notes = Vec::new();
+        let found = locate::find_debug_file(elf, is_main, options, self, &mut new_notes);
+        notes.extend(new_notes.iter().cloned());
+        self.debug.lock().unwrap_or_else(|e| e.into_inner()).insert(
+            key,
+            DebugSearch {
+                elf: Arc::clone(elf),
+                options: options.clone(),
+                found: found.clone(),
+                notes: new_notes,
+            },
+        );
+        found
     }
 
     /// The type index of `dwarf_file` (with its dwz file), built once.

@@ -130,8 +130,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// An addr2line context over the DWARF of `file`, with `sup` as its dwz supplementary file.
 /// Unreadable or malformed DWARF gives none (the frames keep their ELF names).
 fn load_lines(file: &ElfFile, sup: Option<&ElfFile>) -> Option<addr2line::Context<R>> {
-    let mut dwarf = crate::debuginfo::load_dwarf(file).ok()?;
-    if let Some(sup) = sup.and_then(|s| crate::debuginfo::load_dwarf(s).ok()) {
+    let mut dwarf = crate::debuginfo::load_dwarf_for_lines(file).ok()?;
+    if let Some(sup) = sup.and_then(|s| crate::debuginfo::load_dwarf_for_lines(s).ok()) {
         dwarf.set_sup(sup);
     }
     addr2line::Context::from_dwarf(dwarf).ok()

@@ -112,7 +112,10 @@ pub use symbolize::truncation;
 pub(crate) fn unsupported_here() -> crate::TargetError {
     regs::unsupported(std::env::consts::ARCH)
 }
-pub use snapshot::{ProcessSnapshot, SnapshotOptions, StackCopy, ThreadSnapshot, snapshot_live};
+pub use snapshot::{
+    ProcessSnapshot, SnapshotOptions, StackCopy, ThreadSnapshot, snapshot_live,
+    snapshot_live_with_mappings,
+};
 pub use walk::{AT_SYSINFO_EHDR, Unwinder, live_vdso_address, vdso_address};
 
 /// How far a frame can be trusted: the one trust model of the stack model

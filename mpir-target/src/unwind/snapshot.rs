@@ -145,20 +145,7 @@ pub struct ProcessSnapshot {
 /// Readable, writable mappings of `pid` (where stacks live), from `/proc/PID/maps`.
 fn writable_mappings(pid: u32) -> Vec<(u64, u64)> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
-    text.lines()
-        .filter_map(|line| {
-            let mut f = line.split_whitespace();
-            let (range, perms) = (f.next()?, f.next()?);
-            if !perms.starts_with("rw") {
-                return None;
-            }
-            let (a, b) = range.split_once('-')?;
-            Some((
-                u64::from_str_radix(a, 16).ok()?,
-                u64::from_str_radix(b, 16).ok()?,
-            ))
-        })
-        .collect()
+    crate::debuginfo::writable_ranges(&text)
 }
 
 /// Attaches `tracer` to `pid` (every thread stopped), copies each thread's registers and the
@@ -173,10 +160,43 @@ pub fn snapshot_live(
 ) -> Result<ProcessSnapshot> {
     // Before stopping anything: where the stacks may be.
     let mappings = writable_mappings(pid);
+    snapshot(tracer, pid, model, options, &mappings, true)
+}
+
+/// [`snapshot_live`] with the process's readable, writable mappings `(start, end)` already
+/// known (e.g. [`ProcessImages::writable_mappings`](crate::debuginfo::ProcessImages::writable_mappings),
+/// read with the images), so `/proc/PID/maps` is not read again for every snapshot. They only
+/// bound how much of each stack is copied: a thread whose stack pointer is in none of them (a
+/// thread started since, a main stack grown below its old start) makes the snapshot read the
+/// map afresh, once, while the process is stopped.
+pub fn snapshot_live_with_mappings(
+    tracer: &Tracer,
+    pid: u32,
+    model: DataModel,
+    options: &SnapshotOptions,
+    mappings: &[(u64, u64)],
+) -> Result<ProcessSnapshot> {
+    snapshot(tracer, pid, model, options, mappings, false)
+}
+
+/// The snapshot itself; `fresh` says `mappings` were just read (no second read for a stack
+/// pointer outside them).
+fn snapshot(
+    tracer: &Tracer,
+    pid: u32,
+    model: DataModel,
+    options: &SnapshotOptions,
+    mappings: &[(u64, u64)],
+    fresh: bool,
+) -> Result<ProcessSnapshot> {
     let memory = LiveMemory::new(pid, model);
     let start = Instant::now();
     let tids = tracer.attach(pid)?;
-    let copied = copy_stopped(tracer, &memory, pid, &tids, &mappings, options);
+    let known = Mappings {
+        known: mappings,
+        fresh: fresh.then(Vec::new),
+    };
+    let copied = copy_stopped(tracer, &memory, pid, &tids, known, options);
     let detached = tracer.detach(pid);
     let stopped_for = start.elapsed();
     let (threads, stacks) = copied?;
@@ -191,12 +211,27 @@ pub fn snapshot_live(
 
 type Copied = (Vec<ThreadSnapshot>, Vec<(u64, Vec<u8>)>);
 
+/// The writable mappings a snapshot bounds stacks with: those known, and the map read afresh
+/// (at most once) when a stack pointer is outside them.
+struct Mappings<'a> {
+    known: &'a [(u64, u64)],
+    fresh: Option<Vec<(u64, u64)>>,
+}
+
+impl Mappings<'_> {
+    /// The end of the mapping holding `sp`, if any.
+    fn end_of(&mut self, pid: u32, sp: u64) -> Option<u64> {
+        let find = |m: &[(u64, u64)]| m.iter().find(|(a, b)| *a <= sp && sp < *b).map(|m| m.1);
+        find(self.known).or_else(|| find(self.fresh.get_or_insert_with(|| writable_mappings(pid))))
+    }
+}
+
 fn copy_stopped(
     tracer: &Tracer,
     memory: &LiveMemory,
     pid: u32,
     tids: &[u32],
-    mappings: &[(u64, u64)],
+    mut mappings: Mappings<'_>,
     options: &SnapshotOptions,
 ) -> Result<Copied> {
     let mut threads = Vec::with_capacity(tids.len());
@@ -207,10 +242,7 @@ fn copy_stopped(
             && let Some(sp) = r.sp()
         {
             let from = sp.saturating_sub(RED_ZONE);
-            let end = mappings
-                .iter()
-                .find(|(a, b)| *a <= sp && sp < *b)
-                .map_or(sp, |m| m.1);
+            let end = mappings.end_of(pid, sp).unwrap_or(sp);
             let left = options.max_total_bytes.saturating_sub(total);
             let len = end
                 .saturating_sub(from)
