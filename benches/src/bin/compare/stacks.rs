@@ -39,9 +39,10 @@ pub(super) fn stacks_64(cfg: &Config, dir: &std::path::Path) {
     let pids = rank_pids(starter);
     assert_eq!(pids.len(), 64, "the job's table");
 
-    // How long one rank is stopped per sample: a rank of this job (asleep, as most ranks of a
-    // hung job are not), and a rank of a 3-rank ring deadlock, which busy-polls in Open MPI's
-    // progress engine (sched_yield) with its two peers on the machine's two cores.
+    // How long one rank is stopped per sample: a rank of this job (asleep), and a rank of a
+    // 2-rank ring deadlock, which busy-polls in Open MPI's progress engine (sched_yield), one
+    // rank per core as on a cluster node (oversubscribed, a rank that is not on a CPU is
+    // stopped only once the scheduler runs it: milliseconds).
     let tracer = Tracer::new().expect("tracer");
     let samples = if cfg.quick { 21 } else { 101 };
     println!(
@@ -62,12 +63,12 @@ pub(super) fn stacks_64(cfg: &Config, dir: &std::path::Path) {
     });
     match polling {
         Some(p) => println!(
-            "| a rank of a 3-rank ring deadlock (polling in `MPI_Recv`) | {} | {} | {} |",
+            "| a rank of a 2-rank ring deadlock (polling in `MPI_Recv`, one rank per core) | {} | {} | {} |",
             ms(p.0),
             ms(p.1),
             p.2
         ),
-        None => println!("| a rank of a 3-rank ring deadlock | not measured | | |"),
+        None => println!("| a rank of a 2-rank ring deadlock | not measured | | |"),
     }
     println!(
         "\nTarget: each rank stopped ≤ 1 ms per sample (median): {}.\n",
@@ -223,7 +224,7 @@ fn stop_times(tracer: &Tracer, pid: u32, samples: usize) -> (f64, f64, usize) {
     (stops[stops.len() / 2], stops[stops.len() - 1], threads)
 }
 
-/// A 3-rank Open MPI ring deadlock (`mpir-cli/tests/fixtures/deadlock.c ring`) and the pid of
+/// A 2-rank Open MPI ring deadlock (`mpir-cli/tests/fixtures/deadlock.c ring`) and the pid of
 /// its rank 0, once every rank is in its `MPI_Recv`; killed when the guard drops.
 fn polling_rank(dir: &std::path::Path) -> Option<(mpir_benches::stacks::Running, u32)> {
     let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -242,7 +243,7 @@ fn polling_rank(dir: &std::path::Path) -> Option<(mpir_benches::stacks::Running,
     let pids = dir.join("ring-pids");
     std::fs::create_dir_all(&pids).ok()?;
     let child = std::process::Command::new("orterun")
-        .args(["--oversubscribe", "-n", "3"])
+        .args(["--oversubscribe", "-n", "2"])
         .arg(&exe)
         .arg("ring")
         .arg(&pids)
