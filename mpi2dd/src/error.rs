@@ -77,6 +77,7 @@ mod tests {
             pid: 99,
             operation: "open".into(),
             reason: "EPERM: Operation not permitted".into(),
+            cause: mpir_target::ControlCause::PermissionDenied,
         }
     }
 

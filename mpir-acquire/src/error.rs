@@ -131,6 +131,7 @@ mod tests {
             pid: 4242,
             operation: "PTRACE_SEIZE".into(),
             reason: "ESRCH: No such process".into(),
+            cause: mpir_target::ControlCause::Gone,
         }
     }
 

@@ -175,6 +175,7 @@ fn launch_goes_to_the_entry_point_then_waits_for_the_spawn_event() {
         pid: 1001,
         operation: "attach".into(),
         reason: "the process exited during the attach".into(),
+        cause: mpir_target::ControlCause::Gone,
     };
     results[1] = AttachOutcome::failed(1, exited.clone());
     acq.handle(&t, Event::RanksAttached(results));

@@ -177,6 +177,7 @@ mod tests {
             pid: 7,
             operation: "attach".into(),
             reason: "Operation not permitted".into(),
+            cause: mpir_target::ControlCause::Other,
         };
         let errors: Vec<Box<dyn std::error::Error>> = vec![
             Box::new(SessionError::Control {

@@ -23,7 +23,7 @@ use mpir_target::unwind::{
     SnapshotOptions, UnwindOptions, Unwinder, live_vdso_address, snapshot_live_with_mappings,
     vdso_address,
 };
-use mpir_target::{Memory, TargetError};
+use mpir_target::{ControlCause, Memory, TargetError};
 use mpir_types::ranks::RankSet;
 use mpir_types::stacks::{
     HelperFolding, MergeKey, RankStacks, StackTree, ThreadStack, TreeOptions, TreeView, Unreached,
@@ -315,20 +315,20 @@ fn unreached_reason(why: &Unreadable) -> UnreachedReason {
     }
 }
 
-/// Why a snapshot failed, typed where the error says.
+/// Why a snapshot failed, from the error's kind (never its text).
 fn target_reason(e: &TargetError, context: &dyn std::error::Error) -> UnreachedReason {
-    let text = chain(context);
     match e {
-        TargetError::Control { reason, .. } if reason.contains("not permitted") => {
-            UnreachedReason::PermissionDenied
-        }
-        TargetError::Control { reason, .. } if reason.contains("No such process") => {
-            UnreachedReason::Exited
-        }
-        TargetError::Control { reason, .. } if reason.contains("timed out") => {
-            UnreachedReason::Timeout
-        }
-        _ => UnreachedReason::Other(text),
+        TargetError::Control { cause, .. } => match cause {
+            ControlCause::PermissionDenied => UnreachedReason::PermissionDenied,
+            ControlCause::Gone => UnreachedReason::Exited,
+            ControlCause::NotStopped => UnreachedReason::Timeout,
+            _ => UnreachedReason::Other(chain(context)),
+        },
+        TargetError::Unreadable {
+            fault: mpir_target::Fault::ProcessGone,
+            ..
+        } => UnreachedReason::Exited,
+        _ => UnreachedReason::Other(chain(context)),
     }
 }
 
@@ -741,10 +741,26 @@ mod tests {
             pid: 5,
             operation: "PTRACE_SEIZE".into(),
             reason: "Operation not permitted".into(),
+            cause: mpir_target::ControlCause::PermissionDenied,
         };
         assert_eq!(
             unreached_reason(&Unreadable::Stop(denied)),
             UnreachedReason::PermissionDenied
+        );
+        // The kind decides, not the text: a stop timeout and a vanished process.
+        let control = |cause| TargetError::Control {
+            pid: 5,
+            operation: "stop".into(),
+            reason: "anything".into(),
+            cause,
+        };
+        assert_eq!(
+            unreached_reason(&Unreadable::Stop(control(ControlCause::NotStopped))),
+            UnreachedReason::Timeout
+        );
+        assert_eq!(
+            unreached_reason(&Unreadable::Stop(control(ControlCause::Gone))),
+            UnreachedReason::Exited
         );
         assert!(matches!(
             unreached_reason(&Unreadable::Remote { host: "n2".into() }),

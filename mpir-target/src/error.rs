@@ -27,6 +27,20 @@ pub enum Fault {
     Os(String),
 }
 
+/// The kind of a failed process-control request ([`TargetError::Control`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ControlCause {
+    /// The system refused: ptrace rights (`EPERM`, `EACCES`).
+    PermissionDenied,
+    /// The process or thread does not exist any more (`ESRCH`, gone from `/proc`).
+    Gone,
+    /// Threads did not stop within the tracer's stop timeout.
+    NotStopped,
+    /// Anything else (the reason says what).
+    Other,
+}
+
 /// Errors of the [`Memory`](crate::Memory), [`SymbolLookup`](crate::SymbolLookup) and
 /// [`TypeLookup`](crate::TypeLookup) traits and the helpers built on them. Each names the
 /// address or symbol concerned.
@@ -91,6 +105,9 @@ pub enum TargetError {
         operation: String,
         /// Why it failed.
         reason: String,
+        /// The kind of failure, for callers that act on it (a hint, a typed "unreached"
+        /// reason) without reading `reason`.
+        cause: ControlCause,
     },
     /// The operation is not implemented for this platform (e.g. software breakpoints on an
     /// instruction set other than x86_64).

@@ -61,7 +61,7 @@ pub mod testkit;
 mod traits;
 pub mod unwind;
 
-pub use error::{Fault, Result, TargetError};
+pub use error::{ControlCause, Fault, Result, TargetError};
 pub use ext::{MAX_READ, MemoryExt, SymbolLookupExt};
 pub use image_target::ImageTarget;
 #[cfg(any(test, feature = "mock"))]

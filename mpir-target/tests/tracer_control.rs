@@ -366,3 +366,28 @@ fn a_process_can_be_handed_over_stopped_to_another_tool() {
     assert_untouched(pid);
     assert!(child.finish().success());
 }
+
+#[test]
+fn a_refused_or_vanished_attach_says_which_kind_of_failure_it_is() {
+    use mpir_target::{ControlCause, TargetError};
+    let cause = |e: TargetError| match e {
+        TargetError::Control { cause, .. } => cause,
+        other => panic!("not a control error: {other}"),
+    };
+    // A process another tracer already holds: the kernel refuses (EPERM).
+    let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+    let pid = child.id();
+    let first = Tracer::new().unwrap();
+    first.attach(pid).unwrap();
+    let second = Tracer::new().unwrap();
+    assert_eq!(
+        cause(second.attach(pid).unwrap_err()),
+        ControlCause::PermissionDenied
+    );
+    first.detach(pid).unwrap();
+    // A process that is gone.
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(cause(second.attach(pid).unwrap_err()), ControlCause::Gone);
+    assert_untouched(pid);
+}

@@ -70,6 +70,7 @@ fn gone(pid: u32, what: &str, reason: impl std::fmt::Display) -> TargetError {
         pid,
         operation: format!("read /proc/{pid}/{what}"),
         reason: reason.to_string(),
+        cause: crate::ControlCause::Other,
     }
 }
 

@@ -165,10 +165,32 @@ impl TracerOptions {
 }
 
 pub(crate) fn control_err(pid: Pid, operation: &str, e: impl std::fmt::Display) -> TargetError {
+    control_err_as(pid, operation, e, crate::ControlCause::Other)
+}
+
+/// A [`TargetError::Control`] of a known kind.
+pub(crate) fn control_err_as(
+    pid: Pid,
+    operation: &str,
+    e: impl std::fmt::Display,
+    cause: crate::ControlCause,
+) -> TargetError {
     TargetError::Control {
         pid: pid.as_raw().max(0) as u32,
         operation: operation.to_string(),
         reason: e.to_string(),
+        cause,
+    }
+}
+
+/// The kind of failure an `errno` from a ptrace request means.
+pub(crate) fn cause_of(e: nix::errno::Errno) -> crate::ControlCause {
+    match e {
+        nix::errno::Errno::EPERM | nix::errno::Errno::EACCES => {
+            crate::ControlCause::PermissionDenied
+        }
+        nix::errno::Errno::ESRCH => crate::ControlCause::Gone,
+        _ => crate::ControlCause::Other,
     }
 }
 

@@ -13,7 +13,7 @@ mod detach;
 mod memory;
 
 use super::sys::{self, Status};
-use super::{StopEvent, TracerOptions, arch, control_err, launch};
+use super::{StopEvent, TracerOptions, arch, cause_of, control_err, control_err_as, launch};
 use crate::error::Result;
 use crate::ext::MemoryExt;
 use crate::live::LiveMemory;
@@ -192,8 +192,9 @@ impl Control {
         if pid <= 0 {
             return Err(control_err(p, "attach", "not a process id"));
         }
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .map_err(|_| control_err(p, "attach", "no such process"))?;
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).map_err(|_| {
+            control_err_as(p, "attach", "no such process", crate::ControlCause::Gone)
+        })?;
         if let Some(tgid) = status.lines().find_map(|l| l.strip_prefix("Tgid:")) {
             let tgid = tgid.trim();
             if tgid != pid.to_string() {
@@ -235,17 +236,23 @@ impl Control {
                             self.procs.insert(pid, traced);
                             let _ = self.detach(pid);
                         }
-                        return Err(control_err(
+                        return Err(control_err_as(
                             p,
                             "attach (PTRACE_SEIZE)",
                             describe_unattachable(pid, e),
+                            cause_of(e),
                         ));
                     }
                 }
             }
         }
         if traced.threads.is_empty() {
-            return Err(control_err(p, "attach", "no such process"));
+            return Err(control_err_as(
+                p,
+                "attach",
+                "no such process",
+                crate::ControlCause::Gone,
+            ));
         }
         self.procs.insert(pid, traced);
         Ok(())
@@ -355,10 +362,11 @@ impl Control {
             }
             if Instant::now() >= deadline {
                 let tids: Vec<i32> = left.iter().map(|&(_, t)| t).collect();
-                return Err(control_err(
+                return Err(control_err_as(
                     Pid::from_raw(left.first().map_or(0, |&(p, _)| p)),
                     "stop",
                     format!("threads {tids:?} did not stop within {timeout:?}"),
+                    crate::ControlCause::NotStopped,
                 ));
             }
             std::thread::sleep(Duration::from_micros(50));
