@@ -348,3 +348,98 @@ pub fn gcore(dir: &Path, pids: &[u32]) -> Result<Vec<PathBuf>, String> {
         .map(|p| PathBuf::from(format!("{}.{p}", prefix.display())))
         .collect())
 }
+
+/// One frame of gdb's `bt`, as gdb prints it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GdbFrame {
+    /// The function's name (`??` when gdb has none, `<signal handler called>` for a signal
+    /// frame).
+    pub name: String,
+    /// The pc gdb prints for a physical frame (none for inline frames, nor for a frame 0 at
+    /// the start of a line).
+    pub pc: Option<u64>,
+    /// The source file's base name and the line, where gdb prints them (`at FILE:LINE`).
+    pub location: Option<(String, u32)>,
+}
+
+/// Every thread's frames, innermost first, by thread id, from the text of gdb's `thread apply
+/// all bt` (lines `Thread N (… (LWP TID) …):` then `#K  [0xPC in ]NAME (ARGS) [at FILE:LINE]`).
+pub fn parse_gdb_backtraces(text: &str) -> std::collections::HashMap<u32, Vec<GdbFrame>> {
+    let mut stacks: std::collections::HashMap<u32, Vec<GdbFrame>> = Default::default();
+    let mut current = None;
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("Thread ") {
+            current = rest
+                .split_once("(LWP ")
+                .and_then(|(_, r)| r.split_once(')'))
+                .and_then(|(n, _)| n.parse::<u32>().ok());
+            continue;
+        }
+        let (Some(tid), Some(frame)) = (current, line.strip_prefix('#')) else {
+            continue;
+        };
+        let Some((_, frame)) = frame.split_once(' ') else {
+            continue;
+        };
+        let frame = frame.trim_start();
+        let (pc, frame) = match frame.split_once(" in ") {
+            Some((addr, rest)) if addr.starts_with("0x") => (
+                u64::from_str_radix(addr.trim_start_matches("0x"), 16).ok(),
+                rest,
+            ),
+            _ => (None, frame),
+        };
+        let name = frame.split(" (").next().unwrap_or_default().to_string();
+        let location = frame.rsplit_once(" at ").and_then(|(_, at)| {
+            let (file, line) = at.trim().rsplit_once(':')?;
+            let base = file.rsplit('/').next().unwrap_or(file);
+            Some((base.to_string(), line.parse().ok()?))
+        });
+        stacks
+            .entry(tid)
+            .or_default()
+            .push(GdbFrame { name, pc, location });
+    }
+    stacks
+}
+
+/// gdb's `thread apply all bt` of process `pid` (attached by gdb, within 120 s), parsed.
+///
+/// # Panics
+/// When gdb cannot be run or fails.
+pub fn gdb_backtraces(pid: u32) -> std::collections::HashMap<u32, Vec<GdbFrame>> {
+    let out = run(std::process::Command::new("timeout")
+        .args(["120", "gdb", "-nx", "-batch", "-p"])
+        .arg(pid.to_string())
+        .args(["-ex", "set pagination off", "-ex", "thread apply all bt"]))
+    .unwrap_or_else(|e| panic!("gdb: {e}"));
+    parse_gdb_backtraces(&out)
+}
+
+#[cfg(test)]
+mod gdb_tests {
+    use super::*;
+
+    #[test]
+    fn gdb_backtraces_are_read_by_thread_with_pcs_and_lines() {
+        let text = "\nThread 2 (Thread 0x7f (LWP 102) \"worker\"):\n\
+                    #0  0x00007f00000010 in __GI___poll (fds=0x1, nfds=1) at ../sysdeps/poll.c:29\n\
+                    #1  0x0000000000401234 in worker (arg=0x0) at /src/app.c:12\n\
+                    \nThread 1 (Thread 0x7e (LWP 101) \"app\"):\n\
+                    #0  c (mode=0) at /src/app.c:40\n\
+                    #1  via (mode=0) at /src/app.c:48\n\
+                    #2  0x0000000000401100 in main () at app.c:90\n";
+        let stacks = parse_gdb_backtraces(text);
+        assert_eq!(stacks.len(), 2);
+        let worker = &stacks[&102];
+        assert_eq!(worker[0].name, "__GI___poll");
+        assert_eq!(worker[0].pc, Some(0x7f00000010));
+        assert_eq!(worker[0].location, Some(("poll.c".to_string(), 29)));
+        let main = &stacks[&101];
+        let names: Vec<&str> = main.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["c", "via", "main"]);
+        assert_eq!((main[0].pc, main[1].pc), (None, None));
+        assert_eq!(main[2].location, Some(("app.c".to_string(), 90)));
+    }
+}

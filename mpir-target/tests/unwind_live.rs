@@ -79,7 +79,7 @@ fn compare<T: Memory + SymbolLookup>(
     }
     let gdb_fixture: Vec<Fixture> = gdb
         .iter()
-        .filter(|f| f.in_fixture || f.name == "<signal handler called>")
+        .filter(|f| in_fixture(f) || f.name == "<signal handler called>")
         .map(|f| (f.name.clone(), f.location.clone()))
         .collect();
     assert_eq!(

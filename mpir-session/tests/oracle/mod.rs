@@ -3,12 +3,10 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-use std::process::Command;
-
 use mpir_target::SymbolLookup;
 use mpir_target::debuginfo::DebugOptions;
 use mpir_target::live::LiveTarget;
-use mpir_target::testkit::{run, status_field};
+use mpir_target::testkit::status_field;
 use std::collections::HashMap;
 
 use mpir_types::stacks::{Frame, RankStacks, ThreadStack};
@@ -45,49 +43,11 @@ pub fn main_thread_to_main(r: &RankStacks) -> Vec<String> {
     names
 }
 
-/// One frame as gdb prints it: its name, and whether gdb printed its pc (a frame without
-/// one, past frame 0, is an inline frame or the physical frame an inline one is part of).
-#[derive(Debug)]
-pub struct GdbFrame {
-    pub name: String,
-    pub has_pc: bool,
-}
+pub use mpir_target::testkit::GdbFrame;
 
 /// gdb's frames of every thread of `pid`, by thread id, innermost first.
 pub fn gdb_threads(pid: u32) -> HashMap<u32, Vec<GdbFrame>> {
-    let out = run(Command::new("timeout")
-        .args(["120", "gdb", "-nx", "-batch", "-p"])
-        .arg(pid.to_string())
-        .args(["-ex", "set pagination off", "-ex", "thread apply all bt"]))
-    .unwrap_or_else(|e| panic!("gdb: {e}"));
-    let mut threads: HashMap<u32, Vec<GdbFrame>> = HashMap::new();
-    let mut current = None;
-    for line in out.lines() {
-        if let Some(rest) = line.strip_prefix("Thread ") {
-            current = rest
-                .split_once("(LWP ")
-                .and_then(|(_, r)| r.split_once(')'))
-                .and_then(|(n, _)| n.parse::<u32>().ok());
-            continue;
-        }
-        let (Some(tid), Some(frame)) = (current, line.strip_prefix('#')) else {
-            continue;
-        };
-        let Some((_, frame)) = frame.split_once(' ') else {
-            continue;
-        };
-        let frame = frame.trim_start();
-        let (has_pc, frame) = match frame.split_once(" in ") {
-            Some((addr, rest)) if addr.starts_with("0x") => (true, rest),
-            _ => (false, frame),
-        };
-        let name = frame.split(" (").next().unwrap_or_default().to_string();
-        threads
-            .entry(tid)
-            .or_default()
-            .push(GdbFrame { name, has_pc });
-    }
-    threads
+    mpir_target::testkit::gdb_backtraces(pid)
 }
 
 /// gdb's frames of `pid`'s main thread, innermost first, up to `main`.
@@ -126,7 +86,7 @@ pub fn assert_same_as_gdb(pid: u32, ours: &[String], gdb: &[GdbFrame]) {
     // A frame past frame 0 printed without a pc belongs to an inline chain: gdb prints each
     // inlined function and the function it is inlined into as frames of one physical frame,
     // one of them without a pc.
-    let pcless = |j: usize| j > 0 && gdb.get(j).is_some_and(|f| !f.has_pc);
+    let pcless = |j: usize| j > 0 && gdb.get(j).is_some_and(|f| f.pc.is_none());
     let inline_entry = |i: usize| pcless(i) || pcless(i + 1) || (i > 0 && pcless(i - 1));
     let names: Vec<&str> = gdb.iter().map(|g| g.name.as_str()).collect();
     let mut g = 0;
