@@ -4,14 +4,14 @@
 
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 
 use mpir_target::testkit::{assert_untouched, have, scratch, skip};
 use serde_json::{Value, json};
 
 #[path = "common/demo_paths.rs"]
 mod demo_paths;
+use demo_paths::demo;
 
 mod common;
 use common::mpir;
@@ -20,42 +20,6 @@ fn json_of(args: &[&str]) -> (i32, Value) {
     let out = mpir().args(args).output().unwrap();
     let v = common::json_doc(&out);
     (out.status.code().unwrap_or(-1), v)
-}
-
-/// A running demo job whose ranks are ready; killed on drop.
-struct Demo {
-    starter: Child,
-    ranks: Vec<u32>,
-}
-
-impl Drop for Demo {
-    fn drop(&mut self) {
-        let _ = self.starter.kill();
-        let _ = self.starter.wait();
-    }
-}
-
-fn demo(n: usize) -> Demo {
-    let path = demo_paths::starter().unwrap_or_else(|e| panic!("{e}"));
-    let mut starter = Command::new(path)
-        .args(["-n", &n.to_string(), "--lifetime", "60"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(starter.stdout.take().unwrap());
-    let mut ranks = Vec::new();
-    while ranks.len() < n {
-        let mut line = String::new();
-        assert!(
-            out.read_line(&mut line).unwrap() > 0,
-            "the demo job ended early"
-        );
-        if line.trim_end().ends_with(" ready") {
-            ranks.push(line.split_whitespace().nth(3).unwrap().parse().unwrap());
-        }
-    }
-    Demo { starter, ranks }
 }
 
 #[test]

@@ -1,14 +1,13 @@
-//! `mpir stacks` on the bundled demo job (no MPI needed; its ranks sit in `pause` under
-//! `main`, mpir-cli/demo/rank.c) from a starter, from pids and from gcore cores, in every
+//! `mpir stacks` on the bundled demo job (no MPI needed; ranks 0-2 sit in its `MPI_Recv`, rank
+//! 3 in its `MPI_Waitall`, under `main`: mpir-cli/demo/rank.c) from a starter, from pids and from gcore cores, in every
 //! output form (text, `mpir.stacks/1` JSON validated against docs/schema, DOT, folded), and on
 //! a real Open MPI and MPICH ring (every rank under `main` in `MPI_Recv`). Each leaves the job
 //! running untraced.
 
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use mpir_target::testkit::{assert_untouched, have, run, scratch, skip};
@@ -16,52 +15,10 @@ use serde_json::Value;
 
 #[path = "common/demo_paths.rs"]
 mod demo_paths;
+use demo_paths::demo;
 
 mod common;
 use common::{Job, mpich_root, mpir};
-
-/// A running demo job whose ranks are ready; killed on drop.
-struct Demo {
-    starter: Child,
-    ranks: Vec<u32>,
-}
-
-impl Drop for Demo {
-    fn drop(&mut self) {
-        let _ = self.starter.kill();
-        let _ = self.starter.wait();
-    }
-}
-
-fn demo(n: usize) -> Demo {
-    let path = demo_paths::starter().unwrap_or_else(|e| panic!("{e}"));
-    let mut starter = Command::new(path)
-        .args(["-n", &n.to_string(), "--lifetime", "60"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(starter.stdout.take().unwrap());
-    let mut ranks = Vec::new();
-    while ranks.len() < n {
-        let mut line = String::new();
-        assert!(
-            out.read_line(&mut line).unwrap() > 0,
-            "the demo job ended early"
-        );
-        if line.trim_end().ends_with(" ready") {
-            // "rank R pid P ready": ranks print in whatever order they get there.
-            let mut words = line.split_whitespace();
-            let rank: u32 = words.nth(1).unwrap().parse().unwrap();
-            let pid: u32 = words.nth(1).unwrap().parse().unwrap();
-            ranks.push((rank, pid));
-        }
-    }
-    // By rank: the tests number cores and pids by position.
-    ranks.sort_unstable();
-    let ranks = ranks.into_iter().map(|(_, pid)| pid).collect();
-    Demo { starter, ranks }
-}
 
 fn stacks(args: &[&str]) -> (i32, String, String) {
     let out = mpir().arg("stacks").args(args).output().unwrap();

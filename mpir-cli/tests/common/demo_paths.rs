@@ -32,3 +32,48 @@ pub(crate) fn starter() -> Result<PathBuf, String> {
         ))
     }
 }
+
+/// A running demo job whose ranks have all said they are ready; killed on drop.
+pub(crate) struct Demo {
+    pub(crate) starter: std::process::Child,
+    /// The ranks' pids, by rank.
+    pub(crate) ranks: Vec<u32>,
+}
+
+impl Drop for Demo {
+    fn drop(&mut self) {
+        let _ = self.starter.kill();
+        let _ = self.starter.wait();
+    }
+}
+
+/// Starts an `n`-rank demo job living 60 s and waits until every rank printed
+/// `rank R pid P ready` (in whatever order they get there); the pids come by rank.
+pub(crate) fn demo(n: usize) -> Demo {
+    use std::io::BufRead;
+    let path = starter().unwrap_or_else(|e| panic!("{e}"));
+    let mut starter = std::process::Command::new(path)
+        .args(["-n", &n.to_string(), "--lifetime", "60"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(starter.stdout.take().unwrap());
+    let mut ranks = Vec::new();
+    while ranks.len() < n {
+        let mut line = String::new();
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "the demo job ended early"
+        );
+        if line.trim_end().ends_with(" ready") {
+            let mut words = line.split_whitespace();
+            let rank: u32 = words.nth(1).unwrap().parse().unwrap();
+            let pid: u32 = words.nth(1).unwrap().parse().unwrap();
+            ranks.push((rank, pid));
+        }
+    }
+    ranks.sort_unstable();
+    let ranks = ranks.into_iter().map(|(_, pid)| pid).collect();
+    Demo { starter, ranks }
+}
