@@ -47,6 +47,21 @@ pub fn gdb_all(pids: &[u32], debug_dirs: &[&Path]) -> Result<PeerRun, String> {
     })
 }
 
+/// gdb as a user (or a tool such as padb) runs it on each rank: `gdb -p PID -batch -ex 'thread
+/// apply all bt'`, one gdb per process, one after the other.
+pub fn gdb_each(pids: &[u32], debug_dirs: &[&Path]) -> Result<PeerRun, String> {
+    let start = Instant::now();
+    let mut with_main = 0;
+    for &pid in pids {
+        let run = gdb_all(&[pid], debug_dirs)?;
+        with_main += run.with_main;
+    }
+    Ok(PeerRun {
+        took: start.elapsed(),
+        with_main,
+    })
+}
+
 /// eu-stack, one process per pid (it takes one `-p`), run one after the other.
 pub fn eu_stack_all(pids: &[u32]) -> Result<PeerRun, String> {
     let start = Instant::now();
