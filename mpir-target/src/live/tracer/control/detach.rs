@@ -37,7 +37,14 @@ impl Control {
     pub(in crate::live::tracer) fn detach_leaving_stopped(&mut self, pid: i32) -> Result<()> {
         self.traced(pid)?;
         self.stop_processes(&[pid])?;
-        self.detach_stopped(pid, true)
+        self.detach_stopped(pid, true)?;
+        // The queued SIGSTOP takes effect as each thread leaves its ptrace-stop: wait (briefly,
+        // bounded) until the process shows it, so that the caller finds it stopped.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+        while !job_control_stopped(pid) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        Ok(())
     }
 
     /// Restores the bytes of `pid` (all threads stopped), makes the writes registered with
@@ -93,4 +100,20 @@ impl Control {
             None => Ok(pids),
         }
     }
+}
+
+/// Whether every live thread of `pid` is in a job-control stop (`T`), or the process is gone.
+fn job_control_stopped(pid: i32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return true;
+    };
+    tasks.filter_map(|t| t.ok()).all(|t| {
+        std::fs::read_to_string(t.path().join("stat"))
+            .ok()
+            .and_then(|s| {
+                s.rsplit_once(')')
+                    .and_then(|(_, r)| r.trim_start().chars().next())
+            })
+            .is_none_or(|state| matches!(state, 'T' | 'Z' | 'X'))
+    })
 }
