@@ -163,6 +163,17 @@ impl Prover {
                 starter_start_time: self.starter.start_time,
             });
         }
+        // A process whose executable no longer resolves (`/proc/PID/exe` gives "not found"
+        // once its memory is gone) is exiting: it is no other program, it is no process to
+        // take. Either way it is left alone.
+        if facts.exe_id.is_none()
+            && std::fs::metadata(format!("/proc/{pid}/exe"))
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+        {
+            return Err(Refusal::NoProcess {
+                reason: format!("pid {pid} is exiting (its executable no longer resolves)"),
+            });
+        }
         if executable.is_some_and(|e| self.runs(&facts, e)) {
             return Ok(ProvenRank {
                 facts,
