@@ -176,6 +176,7 @@ fn attach_reads_without_touching_and_holds_only_proven_ranks() {
         let mut child = starter_command(&f, &opts, &["stdin"]).spawn().unwrap();
         let mut out = BufReader::new(child.stdout.take().unwrap());
         wait_ranks(&mut out, 2);
+        wait_spawned(child.id());
         let a = live::attach(child.id(), options().with_hold(hold)).unwrap();
         check_job(&a, &decoys, hold);
         if !hold {
@@ -204,6 +205,7 @@ fn a_caller_alias_makes_a_far_node_local_and_its_decoy_is_still_refused() {
     let mut child = starter_command(&f, &opts, &["stdin"]).spawn().unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap());
     wait_ranks(&mut out, 2);
+    wait_spawned(child.id());
     // The caller says far-node-2 is this node: its entry becomes a candidate, and the proof
     // (it runs the decoy, not the rank program) still refuses it.
     let a = live::attach(
@@ -351,6 +353,7 @@ fn reserved_duplicate_and_oddly_spelled_entries() {
     let mut child = starter_command(&f, &opts, &["stdin"]).spawn().unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap());
     wait_ranks(&mut out, 2);
+    wait_spawned(child.id());
     let a = live::attach(child.id(), options().with_hold(true)).unwrap();
     let job = a.job();
     assert_eq!(job.len(), 6);

@@ -69,6 +69,21 @@ fn options() -> SessionOptions {
 }
 
 /// Reads the job's output until `n` ranks have printed "rank R pid P".
+/// Waits (up to 20 s) until the fake starter `pid` has announced its spawn
+/// (`MPIR_debug_state` = `MPIR_DEBUG_SPAWNED`): its ranks print before it fills the table, and
+/// attaching in that window catches the spawn event, which holds the ranks for the gate.
+fn wait_spawned(pid: u32) {
+    let state = || {
+        let t = mpir_target::live::LiveTarget::open(pid, Default::default()).ok()?;
+        let a = t.require_symbol("MPIR_debug_state").ok()?.address;
+        t.read_c_int(a, "MPIR_debug_state").ok()
+    };
+    assert!(
+        mpir_target::testkit::wait_for(20, || state() == Some(1)),
+        "starter {pid} never announced its spawn"
+    );
+}
+
 fn wait_ranks(out: &mut BufReader<ChildStdout>, n: usize) {
     let mut seen = String::new();
     while seen.lines().filter(|l| l.starts_with("rank ")).count() < n {
@@ -163,6 +178,7 @@ fn attach_then_hold_touches_only_selected_proven_local_ranks() {
     let mut child = starter_command(&f, &opts).spawn().unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap());
     wait_ranks(&mut out, 3);
+    wait_spawned(child.id());
     // Ranks 0 and 2 of the job, the two far entries (3, 4) and the local decoy (5).
     let selection = "0,2-5".parse().unwrap();
     let mut session = Session::attach(child.id(), options().with_ranks(selection)).unwrap();

@@ -63,6 +63,17 @@ pub fn read_int(pid: u32, name: &str) -> i64 {
     t.read_c_int(a, name).unwrap()
 }
 
+/// Waits (up to 20 s) until the starter `pid` has announced its spawn (`MPIR_debug_state` is
+/// `MPIR_DEBUG_SPAWNED`): its ranks print before it fills the table and calls
+/// `MPIR_Breakpoint`, and a tool attaching in that window catches the spawn event (and holds
+/// the ranks to open the gate, as the spec says), which a test of a running job must not.
+pub fn wait_spawned(pid: u32) {
+    assert!(
+        wait_for(20, || read_int(pid, "MPIR_debug_state") == 1),
+        "starter {pid} never announced its spawn"
+    );
+}
+
 /// The job's output lines with every pid replaced by `P`, sorted: what must not change
 /// between an undisturbed run and a disturbed one.
 pub fn normalized(output: &str) -> Vec<String> {
