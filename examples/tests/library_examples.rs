@@ -236,21 +236,29 @@ fn debugger_loop_drives_the_sans_io_protocol_over_the_demo_job() {
     assert!(text.contains("job ended: exit status: 0"), "{text}");
 }
 
-#[test]
-fn profiler_samples_every_ranks_queues_of_the_running_demo_job() {
+/// What an example run against a running demo job left: its success, its stdout, its stderr,
+/// the demo ranks (rank, pid), and the ranks it left traced or stopped (pid, TracerPid, State).
+struct OnDemo {
+    ok: bool,
+    text: String,
+    stderr: String,
+    ranks: Vec<(u64, u32)>,
+    left: Vec<(u32, String, String)>,
+}
+
+/// Starts an `n`-rank demo job, waits until every rank is ready, runs example `ex` with the
+/// starter's pid and `args`, checks which ranks it left traced or stopped, and ends the job.
+fn run_on_demo(ex: &Path, n: usize, args: &[&str]) -> OnDemo {
     use std::io::BufRead;
-    let Some(ex) = example("profiler") else {
-        return;
-    };
     let mut demo = Command::new(mpir_cli::demo_job::starter().unwrap())
-        .args(["-n", "4", "--lifetime", "60"])
+        .args(["-n", &n.to_string(), "--lifetime", "60"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
     let mut lines = std::io::BufReader::new(demo.stdout.take().unwrap()).lines();
     let mut seen = String::new();
-    while demo_ready(&seen).len() < 4 {
+    while demo_ready(&seen).len() < n {
         let l = lines.next().expect("the demo ended early").unwrap();
         seen.push_str(&l);
         seen.push('\n');
@@ -258,13 +266,11 @@ fn profiler_samples_every_ranks_queues_of_the_running_demo_job() {
     let ranks = demo_ready(&seen);
     let out = Command::new(ex)
         .arg(demo.id().to_string())
-        .args(["3", "50"])
+        .args(args)
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    let ok = out.status.success();
-    // Every rank runs on, untraced, once the profiler is done.
-    let left: Vec<(u32, String, String)> = ranks
+    // Every rank runs on, untraced, once the example is done.
+    let left = ranks
         .iter()
         .map(|&(_, p)| {
             let status = |f| mpir_target::testkit::status_field(p, f);
@@ -276,7 +282,28 @@ fn profiler_samples_every_ranks_queues_of_the_running_demo_job() {
         .collect();
     let _ = demo.kill();
     let _ = demo.wait();
-    assert!(ok, "{text}{}", String::from_utf8_lossy(&out.stderr));
+    OnDemo {
+        ok: out.status.success(),
+        text: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        ranks,
+        left,
+    }
+}
+
+#[test]
+fn profiler_samples_every_ranks_queues_of_the_running_demo_job() {
+    let Some(ex) = example("profiler") else {
+        return;
+    };
+    let OnDemo {
+        ok,
+        text,
+        stderr,
+        ranks,
+        left,
+    } = run_on_demo(&ex, 4, &["3", "50"]);
+    assert!(ok, "{text}{stderr}");
     assert!(left.is_empty(), "ranks left traced or stopped: {left:?}");
     assert!(text.contains("job: starter pid"), "{text}");
     assert!(text.contains(", 4 ranks on 1 nodes"), "{text}");
@@ -307,46 +334,19 @@ fn profiler_samples_every_ranks_queues_of_the_running_demo_job() {
 
 #[test]
 fn stack_sampler_prints_folded_stacks_of_the_running_demo_job() {
-    use std::io::BufRead;
     let Some(ex) = example("stack_sampler") else {
         return;
     };
-    let mut demo = Command::new(mpir_cli::demo_job::starter().unwrap())
-        .args(["-n", "3", "--lifetime", "60"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufReader::new(demo.stdout.take().unwrap()).lines();
-    let mut seen = String::new();
-    while demo_ready(&seen).len() < 3 {
-        let l = lines.next().expect("the demo ended early").unwrap();
-        seen.push_str(&l);
-        seen.push('\n');
-    }
-    let ranks = demo_ready(&seen);
     // 300 ms at 50 ms: 6 samples.
-    let out = Command::new(ex)
-        .arg(demo.id().to_string())
-        .args(["300", "50"])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    let ok = out.status.success();
-    // Every rank runs on, untraced, once the sampler is done.
-    let left: Vec<(u32, String, String)> = ranks
-        .iter()
-        .map(|&(_, p)| {
-            let status = |f| mpir_target::testkit::status_field(p, f);
-            (p, status("TracerPid:"), status("State:"))
-        })
-        .filter(|(_, tracer, state)| {
-            tracer != "0" || state.starts_with('t') || state.starts_with('T')
-        })
-        .collect();
-    let _ = demo.kill();
-    let _ = demo.wait();
-    assert!(ok, "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let OnDemo {
+        ok,
+        text,
+        stderr,
+        ranks,
+        left,
+    } = run_on_demo(&ex, 3, &["300", "50"]);
+    assert_eq!(ranks.len(), 3);
+    assert!(ok, "{text}{stderr}");
     assert!(left.is_empty(), "ranks left traced or stopped: {left:?}");
     for s in 1..=6 {
         assert!(
