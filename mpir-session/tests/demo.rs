@@ -5,37 +5,14 @@
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use mpir_session::{Engine, ReaderOptions, Session, SessionOptions};
-use mpir_target::testkit::{Scratch, assert_untouched, run, scratch, skip};
+use mpir_target::testkit::assert_untouched;
 
-/// The demo's starter and rank, compiled side by side (the starter finds the rank there).
-fn demo(name: &str) -> Option<(Scratch, PathBuf)> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../mpir-cli/demo");
-    if !src.join("starter.c").is_file() {
-        skip(&format!("the demo sources are not at {}", src.display()));
-        return None;
-    }
-    let dir = scratch(name);
-    for (c, exe) in [
-        ("starter.c", "mpir-demo-starter"),
-        ("rank.c", "mpir-demo-rank"),
-    ] {
-        if let Err(e) = run(Command::new("cc")
-            .args(["-std=gnu11", "-g", "-O0", "-o"])
-            .arg(dir.join(exe))
-            .arg(src.join(c)))
-        {
-            skip(&e);
-            return None;
-        }
-    }
-    let starter = dir.join("mpir-demo-starter");
-    Some((dir, starter))
-}
+mod demo_build;
+use demo_build::demo;
 
 #[test]
 fn the_demo_jobs_queues_and_deadlock_through_one_session() {

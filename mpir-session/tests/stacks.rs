@@ -8,40 +8,18 @@
 
 use std::io::{BufRead, BufReader};
 use std::ops::ControlFlow;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use mpir_session::{FoldedStacks, Session, SessionOptions, StackOptions};
-use mpir_target::testkit::{Scratch, gcore, have, run, scratch, skip};
+use mpir_target::testkit::{gcore, have, run, scratch, skip};
 
 mod oracle;
 use oracle::{assert_running_untraced, assert_same_as_gdb, gdb_main_thread, main_thread_to_main};
 
-/// The demo's starter and rank, compiled side by side.
-fn demo(name: &str) -> Option<(Scratch, PathBuf)> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../mpir-cli/demo");
-    if !src.join("starter.c").is_file() {
-        skip(&format!("the demo sources are not at {}", src.display()));
-        return None;
-    }
-    let dir = scratch(name);
-    for (c, exe) in [
-        ("starter.c", "mpir-demo-starter"),
-        ("rank.c", "mpir-demo-rank"),
-    ] {
-        if let Err(e) = run(Command::new("cc")
-            .args(["-std=gnu11", "-g", "-O0", "-o"])
-            .arg(dir.join(exe))
-            .arg(src.join(c)))
-        {
-            skip(&e);
-            return None;
-        }
-    }
-    let starter = dir.join("mpir-demo-starter");
-    Some((dir, starter))
-}
+mod demo_build;
+use demo_build::demo;
 
 /// Starts the demo (4 ranks) and waits until every rank is ready: (starter, rank pids).
 fn start_demo(starter: &Path) -> (Child, Vec<u32>) {
