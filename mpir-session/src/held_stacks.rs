@@ -2,11 +2,60 @@
 //! already stopped by the hold, so their registers come from the hold's tracer and their
 //! stacks straight from memory (no second stop); a core's from its `NT_PRSTATUS` notes. The
 //! deadlock analysis joins them to the queues (which MPI call each rank waits in).
+//!
+//! Also the unwinder set-up every stack read of the session shares (`stacks.rs` too): one per
+//! process, its vDSO added, the session's symbol cache behind it.
 
+use mpir_target::corefile::CoreTarget;
+use mpir_target::live::LiveTarget;
 use mpir_target::unwind::{SymbolCache, UnwindOptions, Unwinder, live_vdso_address, vdso_address};
 use mpir_types::stacks::{ThreadStack, Truncation};
 
 use crate::hold::{Frozen, Held};
+
+/// The unwinder of live process `pid`, with its vDSO (read from the process's auxiliary
+/// vector) when it can be read.
+pub(crate) fn live_unwinder<'a>(
+    target: &'a LiveTarget,
+    pid: u32,
+    options: UnwindOptions,
+    symbols: &SymbolCache,
+) -> Unwinder<'a> {
+    let mut unwinder = Unwinder::with_cache(target.images(), options, symbols);
+    let word = usize::from(target.images().data_model().sizes().pointer);
+    if let Some(a) = live_vdso_address(pid, word) {
+        let _ = unwinder.add_vdso(target.memory(), a);
+    }
+    unwinder
+}
+
+/// The unwinder of a core file, with the vDSO its `NT_AUXV` names when the core holds it.
+pub(crate) fn core_unwinder<'a>(
+    target: &'a CoreTarget,
+    options: UnwindOptions,
+    symbols: &SymbolCache,
+) -> Unwinder<'a> {
+    let mut unwinder = Unwinder::with_cache(target.images(), options, symbols);
+    if let Some(a) = vdso_address(target.core().auxv()) {
+        let _ = unwinder.add_vdso(target, a);
+    }
+    unwinder
+}
+
+/// Every thread's stack in a core (a thread the core has no registers for says so).
+pub(crate) fn core_stacks(target: &CoreTarget, unwinder: &Unwinder<'_>) -> Vec<ThreadStack> {
+    target
+        .core()
+        .threads()
+        .iter()
+        .map(|t| match &t.registers {
+            Some(r) => unwinder.thread_stack(t.tid, &unwinder.unwind(target, r)),
+            None => ThreadStack::new(t.tid, Vec::new()).with_truncation(Truncation::Other(
+                "no registers in the core for this thread".into(),
+            )),
+        })
+        .collect()
+}
 
 impl Held<'_> {
     /// The stacks of every thread of held rank `index`, innermost frame first; `None` when
@@ -29,11 +78,7 @@ impl Held<'_> {
                     return None;
                 }
                 let registers = tracer.registers_many(pid, &tids).ok()?;
-                let mut unwinder = Unwinder::with_cache(target.images(), options, symbols);
-                let word = usize::from(target.images().data_model().sizes().pointer);
-                if let Some(a) = live_vdso_address(pid, word) {
-                    let _ = unwinder.add_vdso(target.memory(), a);
-                }
+                let unwinder = live_unwinder(target, pid, options, symbols);
                 Some(
                     tids.iter()
                         .zip(registers)
@@ -48,26 +93,10 @@ impl Held<'_> {
                         .collect(),
                 )
             }
-            Frozen::Core(target) => {
-                let mut unwinder = Unwinder::with_cache(target.images(), options, symbols);
-                let core = target.core();
-                if let Some(a) = vdso_address(core.auxv()) {
-                    let _ = unwinder.add_vdso(&**target, a);
-                }
-                Some(
-                    core.threads()
-                        .iter()
-                        .map(|t| match &t.registers {
-                            Some(r) => unwinder.thread_stack(t.tid, &unwinder.unwind(&**target, r)),
-                            None => ThreadStack::new(t.tid, Vec::new()).with_truncation(
-                                Truncation::Other(
-                                    "no registers in the core for this thread".into(),
-                                ),
-                            ),
-                        })
-                        .collect(),
-                )
-            }
+            Frozen::Core(target) => Some(core_stacks(
+                target,
+                &core_unwinder(target, options, symbols),
+            )),
         }
     }
 }

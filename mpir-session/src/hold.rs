@@ -348,13 +348,7 @@ impl Session {
             .filter(|k| k.state.is_ok())
             .map(|k| k.pid)
             .collect();
-        let tracer = Tracer::with_options(
-            TracerOptions::default().with_stop_timeout(self.options.acquire.timeout),
-        )
-        .map_err(|source| SessionError::Control {
-            context: "starting a tracer".into(),
-            source,
-        })?;
+        let tracer = self.new_tracer()?;
         let results = tracer
             .attach_many(&to_stop)
             .map_err(|source| SessionError::Control {
@@ -386,6 +380,17 @@ impl Session {
         }
         let ranks = self.open_known(&after);
         Ok((ranks, Control::Pids(tracer, held), after))
+    }
+
+    /// A tracer of its own for this session, with the session's stop timeout.
+    pub(crate) fn new_tracer(&self) -> Result<Tracer, SessionError> {
+        Tracer::with_options(
+            TracerOptions::default().with_stop_timeout(self.options.acquire.timeout),
+        )
+        .map_err(|source| SessionError::Control {
+            context: "starting a tracer".into(),
+            source,
+        })
     }
 
     /// Opens the target of every known rank that is held (cached by pid and start time).

@@ -18,19 +18,17 @@ use std::time::{Duration, Instant, SystemTime};
 use mpir_target::corefile::CoreTarget;
 use mpir_target::live::LiveTarget;
 use mpir_target::live::procfs;
-use mpir_target::live::tracer::{Tracer, TracerOptions};
-use mpir_target::unwind::{
-    SnapshotOptions, UnwindOptions, Unwinder, live_vdso_address, snapshot_live_with_mappings,
-    vdso_address,
-};
+use mpir_target::live::tracer::Tracer;
+use mpir_target::unwind::{SnapshotOptions, UnwindOptions, Unwinder, snapshot_live_with_mappings};
 use mpir_target::{ControlCause, Memory, TargetError};
 use mpir_types::ranks::RankSet;
 use mpir_types::stacks::{
-    HelperFolding, MergeKey, RankStacks, StackTree, ThreadStack, TreeOptions, TreeView, Unreached,
+    HelperFolding, MergeKey, RankStacks, StackTree, TreeOptions, TreeView, Unreached,
     UnreachedReason, outside_mpi, unmoved,
 };
 
 use crate::error::{SessionError, Unreadable, chain};
+use crate::held_stacks::{core_stacks, core_unwinder, live_unwinder};
 use crate::hold::ReleaseReport;
 use crate::session::{Known, Session, Source};
 
@@ -468,13 +466,7 @@ impl Session {
             Ranks::Cores(cores) => {
                 let unwinders: Vec<Unwinder<'_>> = cores
                     .iter()
-                    .map(|(_, t)| {
-                        let mut u = Unwinder::with_cache(t.images(), options.unwind, symbols);
-                        if let Some(a) = vdso_address(t.core().auxv()) {
-                            let _ = u.add_vdso(&**t, a);
-                        }
-                        u
-                    })
+                    .map(|(_, t)| core_unwinder(t, options.unwind, symbols))
                     .collect();
                 let started = Instant::now();
                 let taken_at = SystemTime::now();
@@ -482,20 +474,7 @@ impl Session {
                     .iter()
                     .zip(&unwinders)
                     .map(|((rank, t), u)| {
-                        let core = t.core();
-                        let threads = core
-                            .threads()
-                            .iter()
-                            .map(|th| match &th.registers {
-                                Some(r) => u.thread_stack(th.tid, &u.unwind(&**t, r)),
-                                None => ThreadStack::new(th.tid, Vec::new()).with_truncation(
-                                    mpir_types::stacks::Truncation::Other(
-                                        "no registers in the core for this thread".into(),
-                                    ),
-                                ),
-                            })
-                            .collect();
-                        RankStacks::new(*rank, core.pid().unwrap_or(0), threads)
+                        RankStacks::new(*rank, t.core().pid().unwrap_or(0), core_stacks(t, u))
                     })
                     .collect();
                 let tree = StackTree::build(&stacks, &unreached, &tree_options);
@@ -511,24 +490,10 @@ impl Session {
                 });
             }
             Ranks::Live(live) => {
-                let tracer = Tracer::with_options(
-                    TracerOptions::default().with_stop_timeout(self.options.acquire.timeout),
-                )
-                .map_err(|source| SessionError::Control {
-                    context: "starting a tracer".into(),
-                    source,
-                })?;
+                let tracer = self.new_tracer()?;
                 let unwinders: Vec<Unwinder<'_>> = live
                     .iter()
-                    .map(|l| {
-                        let mut u =
-                            Unwinder::with_cache(l.target.images(), options.unwind, symbols);
-                        let word = usize::from(l.target.data_model().sizes().pointer);
-                        if let Some(a) = live_vdso_address(l.pid, word) {
-                            let _ = u.add_vdso(l.target.memory(), a);
-                        }
-                        u
-                    })
+                    .map(|l| live_unwinder(&l.target, l.pid, options.unwind, symbols))
                     .collect();
                 let mut next = Instant::now();
                 for index in 1..=count {
