@@ -10,7 +10,7 @@
 mod support;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use mpir_target::corefile::CoreTarget;
@@ -416,17 +416,8 @@ fn check_build(variant: &str, flags: &[&str], strip: bool, args: &[&str], expect
     }
 
     // The same process as a gcore core, through CoreTarget.
-    let prefix = dir.join("core");
-    run(Command::new("timeout")
-        .args(["120", "gcore", "-o"])
-        .arg(&prefix)
-        .arg(pid.to_string()))
-    .unwrap();
-    let core = CoreTarget::open(
-        &PathBuf::from(format!("{}.{pid}", prefix.display())),
-        DebugOptions::default(),
-    )
-    .unwrap();
+    let core_path = mpir_target::testkit::gcore(&dir, &[pid]).unwrap().remove(0);
+    let core = CoreTarget::open(&core_path, DebugOptions::default()).unwrap();
     let parsed = cache.stats().images_parsed;
     let mut unwinder = Unwinder::with_cache(core.images(), UnwindOptions::default(), &cache);
     let vdso = vdso_address(core.core().auxv()).expect("the core has AT_SYSINFO_EHDR");
@@ -655,14 +646,8 @@ fn a_core_truncated_inside_the_stack_gives_a_partial_stack_with_the_reason() {
         wait_for(20, || all_asleep(pid)),
         "the fixture never blocked"
     );
-    let prefix = dir.join("core");
-    run(Command::new("timeout")
-        .args(["120", "gcore", "-o"])
-        .arg(&prefix)
-        .arg(pid.to_string()))
-    .unwrap();
+    let path = mpir_target::testkit::gcore(&dir, &[pid]).unwrap().remove(0);
     drop(child);
-    let path = PathBuf::from(format!("{}.{pid}", prefix.display()));
     let whole = CoreTarget::open(&path, DebugOptions::default()).unwrap();
     let thread = whole.core().threads()[0];
     let regs = thread.registers.unwrap();
