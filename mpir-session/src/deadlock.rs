@@ -111,7 +111,7 @@ impl Session {
                 std::thread::sleep(interval);
             }
             let held = self.hold()?;
-            let read = state.read_held(&held, &options, &symbols, |done, total, rank| {
+            let read = state.read_held(&held, &options, Some(&symbols), |done, total, rank| {
                 progress(Progress {
                     sample: i + 1,
                     samples,

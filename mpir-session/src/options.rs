@@ -28,6 +28,8 @@ pub struct SessionOptions {
     pub(crate) hold_from_acquisition: bool,
     pub(crate) exe: Option<PathBuf>,
     pub(crate) reader: ReaderOptions,
+    /// [`Session::queues`](crate::Session::queues) leaves the stacks out.
+    pub(crate) queues_without_stacks: bool,
 }
 
 impl SessionOptions {
@@ -117,6 +119,20 @@ impl SessionOptions {
     /// [`Session::deadlock`]: crate::Session::deadlock
     pub fn with_reader_options(mut self, reader: ReaderOptions) -> Self {
         self.reader = reader;
+        self
+    }
+
+    /// Whether [`Session::queues`] also unwinds each rank's threads while it is held
+    /// ([`RankRead::stacks`], which [`QueueRead::analyze`] joins to the queues). On by default;
+    /// a tool that shows the queues only turns it off, so that no rank stays stopped longer
+    /// for stacks nobody reads. [`Session::deadlock`] always reads them.
+    ///
+    /// [`Session::queues`]: crate::Session::queues
+    /// [`Session::deadlock`]: crate::Session::deadlock
+    /// [`RankRead::stacks`]: crate::RankRead::stacks
+    /// [`QueueRead::analyze`]: crate::QueueRead::analyze
+    pub fn with_queue_stacks(mut self, stacks: bool) -> Self {
+        self.queues_without_stacks = !stacks;
         self
     }
 

@@ -46,7 +46,9 @@ pub struct RankRead {
     /// Its communicators and their queues, or why not.
     pub queues: Result<RankQueues, RankError>,
     /// Every thread's stack at the same instant (innermost frame first), read while the rank
-    /// was held for its queues; `None` when the rank was not held (see `queues`' reason).
+    /// was held for its queues; `None` when the rank was not held (see `queues`' reason) or
+    /// the session leaves stacks out of queue reads
+    /// ([`SessionOptions::with_queue_stacks`](crate::SessionOptions::with_queue_stacks)).
     pub stacks: Option<Vec<mpir_types::stacks::ThreadStack>>,
 }
 
@@ -160,10 +162,10 @@ impl Session {
         mut progress: impl FnMut(Progress<'_>),
     ) -> Result<QueueRead, SessionError> {
         let options = self.options.reader.clone();
-        let symbols = self.symbols.clone();
+        let symbols = (!self.options.queues_without_stacks).then(|| self.symbols.clone());
         let held = self.hold()?;
         let mut state = ReaderState::default();
-        let ranks = state.read_held(&held, &options, &symbols, |done, total, rank| {
+        let ranks = state.read_held(&held, &options, symbols.as_ref(), |done, total, rank| {
             progress(Progress {
                 sample: 1,
                 samples: 1,
@@ -202,13 +204,13 @@ impl ReaderState {
         }
     }
 
-    /// Reads every held rank (its queues, then its threads' stacks while still held), calling
-    /// `progress(done, total, rank)` after each.
+    /// Reads every held rank (its queues, then, with `symbols`, its threads' stacks while
+    /// still held), calling `progress(done, total, rank)` after each.
     pub(crate) fn read_held(
         &mut self,
         held: &Held<'_>,
         options: &ReaderOptions,
-        symbols: &mpir_target::unwind::SymbolCache,
+        symbols: Option<&mpir_target::unwind::SymbolCache>,
         mut progress: impl FnMut(usize, usize, &RankRead),
     ) -> Vec<RankRead> {
         if self.reader.is_none()
@@ -242,7 +244,7 @@ impl ReaderState {
                     image: r.image.clone(),
                     core: r.core.clone(),
                     queues,
-                    stacks: held.stacks_of(i, symbols, Default::default()),
+                    stacks: symbols.and_then(|s| held.stacks_of(i, s, Default::default())),
                 };
                 progress(i + 1, total, &read);
                 read

@@ -65,6 +65,16 @@ fn the_demo_jobs_queues_and_deadlock_through_one_session() {
             .map(|c| c.receives.operations().len() + c.sends.operations().len())
             .sum();
         assert!(ops > 0, "rank {i} has no pending operation: {q:?}");
+        // Its stacks at the same instant: ranks 0-2 in the demo's MPI_Recv, rank 3 in its
+        // MPI_Waitall (rank.c, step 4).
+        let stacks = r.stacks.as_ref().expect("stacks read with the queues");
+        let want = if i < 3 { "MPI_Recv" } else { "MPI_Waitall" };
+        assert!(
+            stacks
+                .iter()
+                .any(|t| t.frames.iter().any(|f| f.symbol.as_deref() == Some(want))),
+            "rank {i}: {stacks:?}"
+        );
     }
     for &p in &pids {
         assert_untouched(p);
@@ -106,6 +116,20 @@ fn the_demo_jobs_queues_and_deadlock_through_one_session() {
         assert_untouched(p);
     }
     drop(session);
+
+    // A tool that shows queues only leaves the stacks out (no rank held longer for them).
+    let options = SessionOptions::default()
+        .with_timeout(Duration::from_secs(20))
+        .with_reader_options(ReaderOptions::default().with_engine(Engine::Native))
+        .with_queue_stacks(false);
+    let mut session = Session::pids(pids.iter().copied(), options).unwrap();
+    let read = session.queues().unwrap();
+    assert!(read.is_complete(), "{read:?}");
+    assert!(read.ranks.iter().all(|r| r.stacks.is_none()), "{read:?}");
+    drop(session);
+    for &p in &pids {
+        assert_untouched(p);
+    }
     let _ = child.kill();
     let _ = child.wait();
 }

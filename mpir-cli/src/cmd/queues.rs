@@ -204,7 +204,8 @@ pub(crate) fn nothing_readable(read: &QueueRead) -> anyhow::Result<()> {
 }
 
 pub(crate) fn run(args: &QueuesArgs) -> anyhow::Result<ExitCode> {
-    let options = args.reader.options(&args.common)?;
+    // The queues document shows no stacks: no rank stays stopped for them.
+    let options = args.reader.options(&args.common)?.with_queue_stacks(false);
     let mut session = args.ranks.open(options)?;
     let read = read(&mut session)?;
     nothing_readable(&read)?;
