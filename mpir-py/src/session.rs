@@ -7,11 +7,11 @@
 //! after five seconds) and reaped, unless it was asked to be left running.
 
 use std::os::fd::IntoRawFd;
+use std::path::Path;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use mpir_session::StackOptions;
-use mpir_types::node::Locality;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use pyo3::exceptions::PyValueError;
@@ -96,7 +96,7 @@ impl Session {
     }
 
     fn open(&mut self) -> PyResult<&mut Open> {
-        self.open.as_mut().ok_or_else(|| closed())
+        self.open.as_mut().ok_or_else(closed)
     }
 
     fn session(&mut self) -> PyResult<(&mut mpir_session::Session, &Extra, &'static str)> {
@@ -151,8 +151,14 @@ impl Session {
             .stdout(args::stdio("stdout", stdout, true)?)
             .stderr(args::stdio("stderr", stderr, true)?);
         let (options, extra) = args::options(options, true)?;
-        let session =
-            mpir_session::Session::launch(command, options).map_err(|e| session_error(&e))?;
+        // The library's error names the pid (0: never started), not the program: say which.
+        let session = mpir_session::Session::launch(command, options).map_err(|e| {
+            let e = session_error(&e);
+            Python::attach(|py| {
+                let text = format!("{} ({})", e.value(py), Path::new(program).display());
+                PyErr::from_type(e.get_type(py), text)
+            })
+        })?;
         Ok(Session::new(session, extra, "starter"))
     }
 
@@ -229,17 +235,12 @@ impl Session {
         Ok(job
             .ranks()
             .map(|r| {
-                let local = match job.locality(r.rank) {
-                    Locality::Local(_) => Some(true),
-                    Locality::Remote => Some(false),
-                    _ => None,
-                };
                 (
                     r.rank,
                     r.pid,
                     r.host.map(str::to_owned),
                     r.executable.map(str::to_owned),
-                    local,
+                    json::local(job, r.rank),
                     json::control_text(job, r.rank),
                 )
             })

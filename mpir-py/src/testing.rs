@@ -15,7 +15,7 @@ use mpir_target::mock::{Access, MockRank, MockStarter, MockTarget};
 use mpir_target::{MemoryExt, SymbolLookupExt};
 use mpir_types::DataModel;
 use mpir_types::mpir::symbols;
-use mpir_types::node::{Locality, ThisNode};
+use mpir_types::node::ThisNode;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
@@ -199,17 +199,12 @@ fn job_rows(job: &mpir_acquire::Job) -> MockJob {
     let ranks = job
         .ranks()
         .map(|r| {
-            let local = match job.locality(r.rank) {
-                Locality::Local(_) => Some(true),
-                Locality::Remote => Some(false),
-                _ => None,
-            };
             (
                 r.rank,
                 r.pid,
                 r.host.map(str::to_owned),
                 r.executable.map(str::to_owned),
-                local,
+                crate::json::local(job, r.rank),
                 crate::json::control_text(job, r.rank),
             )
         })
