@@ -118,7 +118,7 @@ impl Session {
     /// Reads the job of the running starter `pid` (or an MPI2DD process) without touching
     /// its ranks.
     #[staticmethod]
-    #[pyo3(signature = (pid, options=None))]
+    #[pyo3(signature = (pid, options: "dict[str, object] | None" = None))]
     fn attach(pid: u32, options: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
         let (options, extra) = args::options(options, false)?;
         let session = mpir_session::Session::attach(pid, options).map_err(|e| session_error(&e))?;
@@ -129,7 +129,7 @@ impl Session {
     /// job it spawns. `stdin` is `"devnull"` or `"inherit"`; `stdout` and `stderr` also
     /// `"pipe"` (then `take_stdout`/`take_stderr` give the descriptor).
     #[staticmethod]
-    #[pyo3(signature = (argv, options=None, stdin="devnull", stdout="inherit", stderr="inherit"))]
+    #[pyo3(signature = (argv: "list[bytes]", options: "dict[str, object] | None" = None, stdin="devnull", stdout="inherit", stderr="inherit"))]
     fn launch(
         argv: &Bound<'_, PyList>,
         options: Option<&Bound<'_, PyDict>>,
@@ -164,7 +164,7 @@ impl Session {
 
     /// Processes named by pid (no starter, no table).
     #[staticmethod]
-    #[pyo3(signature = (pids, options=None))]
+    #[pyo3(signature = (pids, options: "dict[str, object] | None" = None))]
     fn pids(pids: Vec<u32>, options: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
         let (options, extra) = args::options(options, false)?;
         let session = mpir_session::Session::pids(pids, options).map_err(|e| session_error(&e))?;
@@ -173,7 +173,7 @@ impl Session {
 
     /// Core files (a starter's core gives the job; ranks' cores are read as the ranks).
     #[staticmethod]
-    #[pyo3(signature = (paths, options=None))]
+    #[pyo3(signature = (paths: "list[bytes]", options: "dict[str, object] | None" = None))]
     fn cores(paths: &Bound<'_, PyList>, options: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
         let mut files = Vec::with_capacity(paths.len());
         for p in paths.iter() {

@@ -124,7 +124,7 @@ def demo() -> Iterator[mpir.Session]:
 def validate(document: Dict[str, Any], schema_file: str) -> None:
     """Validates ``document`` against ``docs/schema/<schema_file>`` (jsonschema)."""
     try:
-        import jsonschema
+        import jsonschema  # type: ignore[import-untyped]
         from referencing import Registry, Resource
         from referencing.jsonschema import DRAFT202012
     except ImportError:

@@ -19,7 +19,7 @@ class _Session:
     `attach`, `launch`, `pids`, `cores`; used through `mpir.Session`.
     """
     @staticmethod
-    def attach(pid: SupportsIndex, options: dict | None = None) -> _Session:
+    def attach(pid: SupportsIndex, options: "dict[str, object] | None" = None) -> _Session:
         """
         Reads the job of the running starter `pid` (or an MPI2DD process) without touching
         its ranks.
@@ -35,7 +35,7 @@ class _Session:
         Whether the session is closed.
         """
     @staticmethod
-    def cores(paths: list, options: dict | None = None) -> _Session:
+    def cores(paths: "list[bytes]", options: "dict[str, object] | None" = None) -> _Session:
         """
         Core files (a starter's core gives the job; ranks' cores are read as the ranks).
         """
@@ -49,14 +49,14 @@ class _Session:
         The job document (`mpir.job/1`) as JSON text; `None` for pids or cores.
         """
     @staticmethod
-    def launch(argv: list, options: dict | None = None, stdin: str = "devnull", stdout: str = "inherit", stderr: str = "inherit") -> _Session:
+    def launch(argv: "list[bytes]", options: "dict[str, object] | None" = None, stdin: str = "devnull", stdout: str = "inherit", stderr: str = "inherit") -> _Session:
         """
         Runs `argv` (a starter, or a wrapper that execs one) under control and acquires the
         job it spawns. `stdin` is `"devnull"` or `"inherit"`; `stdout` and `stderr` also
         `"pipe"` (then `take_stdout`/`take_stderr` give the descriptor).
         """
     @staticmethod
-    def pids(pids: SupportsGetItem[int, SupportsIndex], options: dict | None = None) -> _Session:
+    def pids(pids: SupportsGetItem[int, SupportsIndex], options: "dict[str, object] | None" = None) -> _Session:
         """
         Processes named by pid (no starter, no table).
         """
