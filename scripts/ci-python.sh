@@ -19,6 +19,11 @@ VENV=${1:-${MPIR_PY_VENV:-/var/cache/mpir-rs/py-venv}}
 PYTHON=${PYTHON:-python3}
 
 command -v "$PYTHON" >/dev/null || { echo "ci-python.sh: no $PYTHON on PATH" >&2; exit 1; }
+if ! "$PYTHON" -c 'import venv, ensurepip' 2>/dev/null; then
+    # Debian's python3 makes venvs only with python3-venv.
+    apt-get update >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3-venv >&2
+fi
 stamp="python $("$PYTHON" -c 'import sys; print(sys.version.split()[0])') ${PINS[*]}"
 if [[ -x $VENV/bin/python && -f $VENV/.mpir-stamp && $(<"$VENV/.mpir-stamp") == "$stamp" ]]; then
     echo "ci-python.sh: cached venv $VENV ($stamp)" >&2
