@@ -3,9 +3,9 @@
 //! The public, typed API is the Python package around it (`python/mpir/`): it turns paths
 //! into bytes (`os.fsencode`), checks the thread, parses the JSON documents into dicts and
 //! builds the dataclasses. This module keeps to what needs the library: a session
-//! ([`session::Session`], one per job, never shared between threads), the documents as JSON
-//! text, the library's errors as the exceptions of `mpir._errors` ([`errors`]), the demo job's starter and the mock starters of
-//! `mpir.testing` ([`testing`]).
+//! (`session.rs`, one per job, never shared between threads), the documents as JSON text,
+//! the library's errors as the exceptions of `mpir._errors` (`errors.rs`), the demo job's
+//! starter and the mock starters of `mpir.testing` (`testing.rs`).
 //!
 //! Nothing here panics on input: every argument is checked and every library error becomes
 //! an `mpir.Error` subclass carrying the library's message and its causes.
