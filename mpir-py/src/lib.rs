@@ -30,11 +30,21 @@ fn demo_starter(py: Python<'_>) -> PyResult<Py<PyAny>> {
     args::path_to_py(py, &path)
 }
 
+/// Lets go of every process this program holds, now, whichever session holds it (from any
+/// thread): the way out for a session that cannot be closed — one Python collected on
+/// another thread than its own, which the bindings cannot drop there.
+#[pyfunction]
+fn release_everything() {
+    mpir_session::release_everything();
+}
+
 /// The module `mpir._mpir` (the Rust half of the package `mpir`).
 #[pymodule]
 mod _mpir {
     #[pymodule_export]
     use super::demo_starter;
+    #[pymodule_export]
+    use super::release_everything;
     #[pymodule_export]
     use super::session::Session;
     #[pymodule_export]

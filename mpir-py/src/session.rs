@@ -81,6 +81,14 @@ pub(crate) struct Session {
     open: Option<Open>,
 }
 
+/// Registers the library's `atexit` handler (once): a session still holding ranks when the
+/// interpreter exits (never closed, or collected on another thread and so never dropped)
+/// lets them go then. No signal handler is installed: Python owns those.
+fn release_at_exit() -> PyResult<()> {
+    mpir_target::live::tracer::detach_at_exit()
+        .map_err(|e| err("Error", format!("registering the exit cleanup: {e}")))
+}
+
 impl Session {
     fn new(session: mpir_session::Session, extra: Extra, source: &'static str) -> Self {
         let mut session = session;
@@ -120,6 +128,7 @@ impl Session {
     #[staticmethod]
     #[pyo3(signature = (pid, options: "dict[str, object] | None" = None))]
     fn attach(pid: u32, options: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        release_at_exit()?;
         let (options, extra) = args::options(options, false)?;
         let session = mpir_session::Session::attach(pid, options).map_err(|e| session_error(&e))?;
         Ok(Session::new(session, extra, "starter"))
@@ -137,6 +146,7 @@ impl Session {
         stdout: &str,
         stderr: &str,
     ) -> PyResult<Self> {
+        release_at_exit()?;
         let mut words = Vec::with_capacity(argv.len());
         for word in argv.iter() {
             words.push(args::os_bytes(&word)?);
@@ -166,6 +176,7 @@ impl Session {
     #[staticmethod]
     #[pyo3(signature = (pids, options: "dict[str, object] | None" = None))]
     fn pids(pids: Vec<u32>, options: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        release_at_exit()?;
         let (options, extra) = args::options(options, false)?;
         let session = mpir_session::Session::pids(pids, options).map_err(|e| session_error(&e))?;
         Ok(Session::new(session, extra, "pids"))
@@ -175,6 +186,7 @@ impl Session {
     #[staticmethod]
     #[pyo3(signature = (paths: "list[bytes]", options: "dict[str, object] | None" = None))]
     fn cores(paths: &Bound<'_, PyList>, options: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        release_at_exit()?;
         let mut files = Vec::with_capacity(paths.len());
         for p in paths.iter() {
             files.push(args::path(&p)?);

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import os
+import threading
 
 import pytest
 from conftest import (
@@ -133,6 +134,34 @@ def test_garbage_collection_releases_every_rank() -> None:
     del session
     gc.collect()
     try:
+        for pid in pids + [starter]:
+            assert_released(pid)
+    finally:
+        kill_job(starter)
+
+
+# PyO3 reports the session it could not drop on the wrong thread as an unraisable error.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_session_collected_on_another_thread_is_released_by_release_everything() -> None:
+    session = launch_demo(stdout="devnull", hold_from_acquisition=True, leave_running=True)
+    pids = [r.pid for r in session.ranks]
+    starter = session.starter_pid
+    assert starter is not None
+    holder = [session]
+    del session
+
+    def drop_elsewhere() -> None:
+        holder.clear()
+        gc.collect()
+
+    thread = threading.Thread(target=drop_elsewhere)
+    thread.start()
+    thread.join()
+    try:
+        # It could not be dropped there: its ranks are still held...
+        assert any(t["State"][0] in "Tt" for p in pids for t in thread_statuses(p))
+        # ...until the escape hatch lets every process go.
+        mpir.release_everything()
         for pid in pids + [starter]:
             assert_released(pid)
     finally:

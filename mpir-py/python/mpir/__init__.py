@@ -54,6 +54,17 @@ def demo_starter() -> str:
     return path
 
 
+def release_everything() -> None:
+    """Lets go of every process this program holds, now, whichever session holds it.
+
+    The way out for a session that cannot be closed: one Python collected on another thread
+    than the one that made it (the bindings cannot drop it there, and say so on stderr).
+    Every session of the program loses its ranks, so call it only when nothing is being read.
+    The same happens by itself when the interpreter exits.
+    """
+    _mpir.release_everything()
+
+
 __all__ = [
     "AcquireError",
     "AnalysisError",
@@ -72,4 +83,5 @@ __all__ = [
     "WrongThread",
     "__version__",
     "demo_starter",
+    "release_everything",
 ]

@@ -5,7 +5,7 @@ The module `mpir._mpir` (the Rust half of the package `mpir`).
 from _typeshed import SupportsGetItem
 from typing import Final, SupportsFloat, SupportsIndex, final
 
-__all__ = ["__version__", "_Session", "demo_starter", "read_mock_job"]
+__all__ = ["__version__", "_Session", "demo_starter", "read_mock_job", "release_everything"]
 
 __version__: Final[str]
 """
@@ -109,4 +109,11 @@ def read_mock_job(ranks: SupportsGetItem[int, tuple[SupportsGetItem[int, Support
     `proctable_size` overrides `MPIR_proctable_size` after the table is laid out (a count past
     the table, negative, or huge); `debug_state` overrides `MPIR_debug_state` (1 = spawned);
     `this_node` names the hosts that are this node (the ranks' `local`).
+    """
+
+def release_everything() -> None:
+    """
+    Lets go of every process this program holds, now, whichever session holds it (from any
+    thread): the way out for a session that cannot be closed — one Python collected on
+    another thread than its own, which the bindings cannot drop there.
     """
