@@ -55,6 +55,32 @@ def test_a_closed_session_raises_on_every_method() -> None:
     assert repr(session) == "<mpir.Session closed>"
 
 
+def test_the_extensions_own_session_raises_when_closed_and_on_other_threads() -> None:
+    # Below the Python layer's checks, the extension module keeps its own guarantees.
+    session = mpir.Session.pids([os.getpid()])
+    inner = session._inner
+    assert inner is not None
+    caught: List[BaseException] = []
+
+    def other() -> None:
+        try:
+            inner.ranks()
+        except BaseException as e:  # noqa: BLE001 - PyO3 raises a PanicException
+            caught.append(e)
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    thread.join()
+    assert len(caught) == 1 and "unsendable" in str(caught[0]), caught
+    inner.close()
+    assert inner.closed
+    for call in (inner.ranks, inner.queues, inner.job, lambda: inner.deadlock(2, 0.1)):
+        with pytest.raises(mpir.SessionClosed):
+            call()
+    inner.close()
+    session.close()
+
+
 def test_use_from_another_thread_raises_wrong_thread() -> None:
     session = mpir.Session.pids([os.getpid()])
     caught: List[BaseException] = []

@@ -24,6 +24,7 @@ reader cannot read (its memory is protected)."""
 
 
 def _raw(value: MockString) -> Optional[bytes]:
+    """A name's bytes as the table stores them (text as UTF-8; ``None`` stays unreadable)."""
     if value is None or isinstance(value, bytes):
         return value
     return value.encode("utf-8", "surrogateescape")
