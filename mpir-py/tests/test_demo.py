@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import gc
 import os
+import shutil
+import subprocess
 import threading
+from pathlib import Path
 
 import pytest
 from conftest import (
@@ -14,6 +17,7 @@ from conftest import (
     gone,
     kill_job,
     launch_demo,
+    skip_or_fail,
     status,
     thread_statuses,
     validate,
@@ -175,3 +179,29 @@ def test_closing_a_launch_stops_the_job(demo: mpir.Session) -> None:
     demo.close()
     for pid in pids + [starter]:
         assert gone(pid), f"pid {pid} still runs after the session closed"
+
+
+def test_cores_of_the_demo_ranks(tmp_path: Path) -> None:
+    if shutil.which("gcore") is None:
+        skip_or_fail("gcore is not installed (Debian's gdb)")
+    session = launch_demo()
+    pids = [r.pid for r in session.ranks]
+    # Released between reads: gdb can attach to dump each rank.
+    for pid in pids:
+        subprocess.run(
+            ["gcore", "-o", str(tmp_path / "core"), str(pid)], check=True, capture_output=True
+        )
+    session.close()
+    # Given as bytes, as a user with any file name would.
+    cores = [os.fsencode(tmp_path / f"core.{pid}") for pid in pids]
+    with mpir.Session.cores(cores) as post_mortem:
+        assert post_mortem.source == "cores"
+        assert post_mortem.ranks == [] and post_mortem.job() is None  # no starter's core
+        report = post_mortem.deadlock(samples=1, interval=0)
+        # One snapshot: the cycle is there, not confirmed over time.
+        assert report["verdict"] in ("potential_deadlock", "deadlock")
+        chains = [sorted(link["rank"] for link in c["chain"]) for c in report["cycles"]]
+        assert chains == [[0, 1, 2]]
+        stacks = post_mortem.stacks()
+        assert stacks["source"] == "cores"
+        assert stacks["coverage"] == {"ranks": DEMO_RANKS, "read": DEMO_RANKS, "complete": True}
