@@ -356,7 +356,7 @@ fn stack_sampler_prints_folded_stacks_of_the_running_demo_job() {
     }
     assert!(!text.contains("sample 7:"), "{text}");
     // The demo's 3 ranks are a ring, each waiting in its MPI_Recv under main
-    // (mpir-cli/demo/rank.c, step 4): 3 main threads in each of 6 samples.
+    // (mpir-demo/demo/rank.c, step 4): 3 main threads in each of 6 samples.
     let folded = text
         .lines()
         .find(|l| l.contains(";main;MPI_Recv;"))

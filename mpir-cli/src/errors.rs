@@ -4,7 +4,7 @@
 
 use mpir_session::chain;
 
-use crate::demo_files::DemoFilesError;
+use mpir_demo::DemoFilesError;
 
 /// What to do about `e`, when one of its causes is of a type that says.
 pub(crate) fn hint(e: &anyhow::Error) -> Option<&'static str> {

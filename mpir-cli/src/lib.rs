@@ -35,12 +35,11 @@ macro_rules! out {
 }
 
 mod cmd;
-mod demo_files;
 
 /// The bundled demo job, for programs that want to run it (the library examples' tests do): its
-/// starter, ready to run, and why it is not.
+/// starter, ready to run, and why it is not. The crate [`mpir_demo`] holds it.
 pub mod demo_job {
-    pub use crate::demo_files::{DemoFilesError, starter};
+    pub use mpir_demo::{DemoFilesError, starter};
 }
 mod errors;
 mod progress;

@@ -1,5 +1,5 @@
 //! Every `mpir` subcommand on the bundled demo job (no MPI needed): launch, attach, queues,
-//! deadlock and core, in JSON, each checked against what mpir-cli/demo/rank.c builds, and each
+//! deadlock and core, in JSON, each checked against what mpir-demo/demo/rank.c builds, and each
 //! leaving the job as it found it.
 
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]

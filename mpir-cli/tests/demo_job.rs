@@ -220,7 +220,7 @@ fn gdb_sees_the_proctable_as_declared_and_sigterm_ends_the_job() {
     }
     let mut d = start(4, 60);
     let sp = d.child.id();
-    let exe = std::fs::canonicalize(demo_paths::RANK).unwrap();
+    let exe = demo_paths::rank();
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
     let mut cmds = vec![
         "print MPIR_proctable_size".to_string(),
@@ -515,7 +515,7 @@ fn our_acquisition_launches_it_and_opens_the_gate() {
         .ranks()
         .map(|r| (r.rank, r.pid as u32))
         .collect();
-    let exe = std::fs::canonicalize(demo_paths::RANK).unwrap();
+    let exe = demo_paths::rank();
     assert!(
         acquired
             .job()

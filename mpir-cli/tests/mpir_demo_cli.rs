@@ -1,6 +1,6 @@
 //! `mpir demo`: the README's main command. It launches the bundled demo job (built by this
-//! crate's build script from mpir-cli/demo), prints the job, the queues and the deadlock, and
-//! leaves nothing running. The expected values come from mpir-cli/demo/rank.c.
+//! crate's build script from mpir-demo/demo), prints the job, the queues and the deadlock, and
+//! leaves nothing running. The expected values come from mpir-demo/demo/rank.c.
 
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 

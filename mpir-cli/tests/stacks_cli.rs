@@ -1,5 +1,5 @@
 //! `mpir stacks` on the bundled demo job (no MPI needed; ranks 0-2 sit in its `MPI_Recv`, rank
-//! 3 in its `MPI_Waitall`, under `main`: mpir-cli/demo/rank.c) from a starter, from pids and from gcore cores, in every
+//! 3 in its `MPI_Waitall`, under `main`: mpir-demo/demo/rank.c) from a starter, from pids and from gcore cores, in every
 //! output form (text, `mpir.stacks/1` JSON validated against docs/schema, DOT, folded), and on
 //! a real Open MPI and MPICH ring (every rank under `main` in `MPI_Recv`). Each leaves the job
 //! running untraced.

@@ -1,4 +1,4 @@
-//! Sessions over the bundled demo job (`mpir-cli/demo/*.c`, compiled here): its ranks keep
+//! Sessions over the bundled demo job (`mpir-demo/demo/*.c`, compiled here): its ranks keep
 //! MPICH 4.1 debug queues with a deadlock among ranks 0-2. Skipped, with a reason, where the
 //! sources or a C compiler are missing (e.g. from a crate tarball).
 

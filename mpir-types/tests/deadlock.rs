@@ -433,7 +433,7 @@ fn confirm_keeps_only_cycles_present_in_every_snapshot() {
     ));
 }
 
-/// What a queue reader reports for the bundled demo job (mpir-cli/demo/rank.c) with `n` ranks:
+/// What a queue reader reports for the bundled demo job (mpir-demo/demo/rank.c) with `n` ranks:
 /// MPI_COMM_WORLD (context 0), MPI_COMM_SELF (16, no group), the internal MPI_ICOMM_WORLD (32)
 /// and "demo-ring" (48); ranks 0-2 receive from the next of the three (tag 7), rank 3 has an
 /// MPI_ANY_SOURCE receive (tag 42) and a send to 0 (tag 99) on demo-ring and an unexpected

@@ -9,8 +9,8 @@ use std::time::Duration;
 use mpir_session::{DeadlockRead, EngineUsed, RankError, Session};
 
 use crate::cmd::queues::{self, RankArgs, ReaderArgs};
-use crate::render::deadlock::{CoverageOut, DEADLOCK_SCHEMA, DeadlockDoc, ReportOut, unread_lines};
-use crate::render::queues::{engine_name, printed_notes};
+use crate::render::deadlock::{CoverageOut, doc};
+use crate::render::queues::printed_notes;
 use crate::{Common, progress};
 
 /// Exit status when a hang is found: a cycle, a collective mismatch, or ranks waiting on
@@ -64,29 +64,6 @@ fn types_hint(read: &DeadlockRead, types_given: bool) -> Option<&'static str> {
         "if the MPI library has no debug information (stock Open MPI), build a types \
          sidecar (scripts/openmpi-types-sidecar.sh) and give it with --types",
     )
-}
-
-/// The deadlock document of what the session found (the verdict "unknown" when nothing was
-/// read).
-pub(crate) fn doc<'a>(
-    read: &DeadlockRead,
-    coverage: &'a CoverageOut,
-    notes: &'a [String],
-    samples: u32,
-    types_given: bool,
-) -> DeadlockDoc<'a> {
-    DeadlockDoc {
-        schema: DEADLOCK_SCHEMA,
-        engine: engine_name(read.engine.as_ref()),
-        unread: unread_lines(read, types_given),
-        coverage,
-        reader_notes: notes,
-        report: read
-            .report
-            .as_ref()
-            .map_or_else(|| ReportOut::unknown(samples), ReportOut::from),
-        error: None,
-    }
 }
 
 pub(crate) fn run(args: &DeadlockArgs) -> anyhow::Result<ExitCode> {

@@ -1,5 +1,5 @@
 //! `demo`: the bundled demo job, end to end, with no MPI installed. A fake MPIR starter and its
-//! ranks (built from `mpir-cli/demo/` by the build script, embedded in the tool: see `demo_files`) are launched under control; the job,
+//! ranks (the crate `mpir-demo`: built from `mpir-demo/demo/` by its build script and embedded) are launched under control; the job,
 //! every rank's message queues and the wait-for analysis are printed; the job is stopped and
 //! nothing is left running.
 
@@ -17,10 +17,10 @@ use crate::cmd::{deadlock, queues};
 use crate::render::deadlock::{CoverageOut, DeadlockDoc};
 use crate::render::job::job_out;
 use crate::render::queues::{self as queues_out, QueuesDoc, printed_notes};
-use crate::{Common, demo_files, progress, session_options};
+use crate::{Common, progress, session_options};
 
 const BANNER: &str = "This is mpir-rs's bundled DEMO job, not a real MPI job: a fake MPIR starter \
-and ranks built into mpir from mpir-rs's sources (mpir-cli/demo), no MPI library involved. Its ranks keep \
+and ranks built into mpir from mpir-rs's sources (mpir-demo/demo), no MPI library involved. Its ranks keep \
 message queues in MPICH 4.1's debug-queue layout, described by their own DWARF, with a \
 deadlock among ranks 0-2.";
 
@@ -52,7 +52,7 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     if !json {
         outln!("{BANNER}\n");
     }
-    let starter = demo_files::starter()?;
+    let starter = mpir_demo::starter()?;
     let n = args.ranks;
     let mut cmd = Command::new(&starter);
     // The ranks say "ready" on stdout once their queues are built; a minute at most.
@@ -120,7 +120,7 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     let queues_doc = queues_out::queues_doc(&read, false);
     let coverage = CoverageOut::of(&sampled.coverage, false);
     let notes = printed_notes(sampled.engine.as_ref(), &sampled.printed);
-    let deadlock_doc = deadlock::doc(&sampled, &coverage, &notes, 3, false);
+    let deadlock_doc = crate::render::deadlock::doc(&sampled, &coverage, &notes, 3, false);
     let report = sampled
         .report
         .as_ref()

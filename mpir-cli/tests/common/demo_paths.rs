@@ -1,7 +1,6 @@
-//! Where this build's demo job programs are, for the tests that run the demo job itself:
-//! `build.rs` compiles `demo/starter.c` and `demo/rank.c` into the build's `OUT_DIR`, and these
-//! paths are baked in at compile time (the tool itself embeds the programs instead: see
-//! `src/demo_files.rs`). Tests include it with `#[path = "common/demo_paths.rs"] mod demo_paths;`.
+//! The demo job's programs, for the tests that run the demo job itself: the crate `mpir-demo`
+//! writes them out (or `$MPIR_DEMO_DIR` names them), as `mpir demo` does. Tests include it with
+//! `#[path = "common/demo_paths.rs"] mod demo_paths;`.
 //!
 //! The starter: `mpir-demo-starter [-n N] [--lifetime SECS] [--rank PATH] [-q]` (4 ranks and
 //! 300 s by default; it finds `mpir-demo-rank` next to itself).
@@ -10,27 +9,15 @@
 
 use std::path::PathBuf;
 
-/// The starter as built (it finds the rank program next to itself).
-pub(crate) const STARTER: &str = concat!(env!("OUT_DIR"), "/mpir-demo-starter");
-/// The rank program as built.
-pub(crate) const RANK: &str = concat!(env!("OUT_DIR"), "/mpir-demo-rank");
-
-/// The starter: `$MPIR_DEMO_DIR/mpir-demo-starter` when that variable is set (for a copy
-/// installed elsewhere), else [`STARTER`]; an error saying so when it is not there.
+/// The starter, ready to run; an error saying why not.
 pub(crate) fn starter() -> Result<PathBuf, String> {
-    let path = match std::env::var_os("MPIR_DEMO_DIR") {
-        Some(dir) => PathBuf::from(dir).join("mpir-demo-starter"),
-        None => PathBuf::from(STARTER),
-    };
-    if path.is_file() {
-        Ok(path)
-    } else {
-        Err(format!(
-            "the demo job's starter is not at {} (it is built by mpir-cli's build script; \
-             rebuild, or set MPIR_DEMO_DIR to a directory holding mpir-demo-starter and mpir-demo-rank)",
-            path.display()
-        ))
-    }
+    mpir_demo::starter().map_err(|e| format!("the demo job's starter: {e}"))
+}
+
+/// The rank program (next to the starter), canonical.
+pub(crate) fn rank() -> PathBuf {
+    let starter = starter().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::canonicalize(starter.with_file_name("mpir-demo-rank")).unwrap()
 }
 
 /// A running demo job whose ranks have all said they are ready; killed on drop.

@@ -1,4 +1,4 @@
-//! The bundled demo job (`mpir-cli/demo/*.c`) compiled for a test: shared by the session's
+//! The bundled demo job (`mpir-demo/demo/*.c`) compiled for a test: shared by the session's
 //! tests that run it.
 
 #![allow(dead_code, unreachable_pub)]
@@ -12,7 +12,7 @@ use mpir_target::testkit::{Scratch, run, scratch, skip};
 /// starter finds the rank there): the directory and the starter; `None` after a skip (no
 /// sources, as in a crate tarball, or no C compiler).
 pub fn demo(name: &str) -> Option<(Scratch, PathBuf)> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../mpir-cli/demo");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../mpir-demo/demo");
     if !src.join("starter.c").is_file() {
         skip(&format!("the demo sources are not at {}", src.display()));
         return None;

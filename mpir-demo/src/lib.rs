@@ -1,8 +1,27 @@
-//! The demo job's programs, embedded in the tool so that `mpir demo` works wherever `mpir` is
-//! installed (`cargo install` keeps the binary only, not the build's `OUT_DIR`).
+//! # mpir-demo
 //!
-//! `build.rs` compiles `demo/starter.c` and `demo/rank.c`; both are included here and written
-//! out at run time into a private directory: `mpir/demo-<hash>` under `$XDG_CACHE_HOME` (else
+//! The bundled demo job of mpir-rs: a fake MPIR starter (`demo/starter.c`) and ranks
+//! (`demo/rank.c`) that keep message queues in MPICH 4.1's debug-queue layout, with a deadlock
+//! among them (ranks 0 → 1 → 2 → 0 wait in a cycle, rank 3 is blocked by it). No MPI library
+//! is involved. The tool `mpir demo`, the C API (`mpir_demo_starter`) and the Python bindings
+//! (`mpir.demo_starter()`) run it, so that anyone can try the SDK without an MPI installation.
+//!
+//! ```no_run
+//! let starter = mpir_demo::starter()?; // written out privately, verified, ready to run
+//! let mut job = std::process::Command::new(starter).args(["-n", "4"]).spawn()?;
+//! # job.kill()?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! The ranks block for ever (that is the demo's point): launch the starter under control
+//! (`mpir_session::Session::launch`) and end the job by signalling the starter.
+//!
+//! ## Where the programs live
+//!
+//! `build.rs` compiles `demo/starter.c` and `demo/rank.c` (`$CC`, else `cc`); both are embedded
+//! here, so that the programs exist wherever a binary built with this crate is installed
+//! (`cargo install` keeps the binary only, not the build's `OUT_DIR`), and written out at run
+//! time into a private directory: `mpir/demo-<hash>` under `$XDG_CACHE_HOME` (else
 //! `~/.cache`), or `mpir-<uid>/demo-<hash>` under the temporary directory when there is no
 //! home. The directories are created mode 0700 and used only when they are ours (owner, no
 //! access for group or others, not a symbolic link); the hash names the programs' contents, and
@@ -11,6 +30,9 @@
 //!
 //! `$MPIR_DEMO_DIR` overrides all this: a directory holding `mpir-demo-starter` and
 //! `mpir-demo-rank`, used as it is.
+
+#![cfg(target_os = "linux")]
+#![forbid(unsafe_code)]
 
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
@@ -72,7 +94,11 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> DemoFilesError + '_ {
 }
 
 /// The demo job's starter, ready to run: from `$MPIR_DEMO_DIR` when set, else written out from
-/// the copies embedded in the tool (see the module docs).
+/// the copies embedded in this crate (see the crate docs).
+///
+/// # Errors
+/// [`DemoFilesError`]: `$MPIR_DEMO_DIR` lacks the starter, the cache directory is not private
+/// to this user, or a file cannot be written.
 pub fn starter() -> Result<PathBuf, DemoFilesError> {
     if let Some(dir) = std::env::var_os("MPIR_DEMO_DIR") {
         let path = PathBuf::from(dir).join(FILES[0].0);
@@ -166,8 +192,11 @@ fn materialise(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), DemoFilesErro
     if intact {
         return Ok(());
     }
-    // A name of this process's own: two `mpir demo` at once each write their copy.
-    let tmp = dir.join(format!(".{name}.{}", std::process::id()));
+    // A name of this writer's own: two processes, or two threads of one (tests, a tool's
+    // threads), each write their own copy and rename it into place.
+    static WRITERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = WRITERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.{}.{n}", std::process::id()));
     let _ = std::fs::remove_file(&tmp);
     let written = std::fs::OpenOptions::new()
         .write(true)
@@ -250,5 +279,27 @@ mod tests {
         assert!(matches!(e, DemoFilesError::NotPrivate { .. }), "{e}");
         std::fs::remove_file(&dir).unwrap();
         std::fs::remove_dir(&real).unwrap();
+    }
+
+    #[test]
+    fn threads_writing_the_programs_at_once_all_succeed() {
+        // Tests and tools call `starter()` from several threads of one process: each writer
+        // needs its own temporary file (one name per process lost a race here once).
+        let uid = my_uid().unwrap();
+        let dir = scratch("threads");
+        private(&dir, uid).unwrap();
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8)
+                .map(|_| s.spawn(|| materialise(&dir, "mpir-demo-rank", RANK)))
+                .collect();
+            for h in handles {
+                h.join().unwrap().unwrap();
+            }
+        });
+        assert_eq!(std::fs::read(dir.join("mpir-demo-rank")).unwrap(), RANK);
+        for e in std::fs::read_dir(&dir).unwrap() {
+            assert!(is_program(&e.unwrap().file_name()));
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

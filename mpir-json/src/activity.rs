@@ -7,26 +7,26 @@ use mpir_types::deadlock::{CollectiveCall, CollectiveHang, Elsewhere, ElsewhereR
 use mpir_types::stacks::{BlockedCall, CallKind, CallSite, RankActivity, UnknownWhy};
 use serde::Serialize;
 
-use super::deadlock::{CommOut, comm};
+use crate::deadlock::{CommOut, comm};
 
 /// A source position.
 #[derive(Serialize)]
-pub(crate) struct LocationOut {
-    pub(crate) file: String,
-    pub(crate) line: u32,
+pub struct LocationOut {
+    pub file: String,
+    pub line: u32,
 }
 
 /// Where the user's code called MPI: the first frame outside the MPI entry points.
 #[derive(Serialize)]
-pub(crate) struct CallSiteOut {
-    pub(crate) function: Option<String>,
-    pub(crate) module: String,
-    pub(crate) offset: u64,
-    pub(crate) location: Option<LocationOut>,
+pub struct CallSiteOut {
+    pub function: Option<String>,
+    pub module: String,
+    pub offset: u64,
+    pub location: Option<LocationOut>,
 }
 
 impl CallSiteOut {
-    pub(crate) fn of(c: &CallSite) -> Self {
+    pub fn of(c: &CallSite) -> Self {
         CallSiteOut {
             function: c.function.clone(),
             module: c.module.clone(),
@@ -41,20 +41,20 @@ impl CallSiteOut {
 
 /// The MPI call a rank is blocked in.
 #[derive(Serialize)]
-pub(crate) struct BlockedCallOut {
+pub struct BlockedCallOut {
     /// The C name of the call (`MPI_Barrier` for `PMPI_Barrier`, `mpi_barrier_`, …).
-    pub(crate) call: String,
+    pub call: String,
     /// The frame's own symbol.
-    pub(crate) symbol: String,
+    pub symbol: String,
     /// "collective", "point_to_point", "completion", "init", "finalize" or "other".
-    pub(crate) kind: &'static str,
-    pub(crate) call_site: Option<CallSiteOut>,
-    pub(crate) tid: u32,
-    pub(crate) threads_in_mpi: u32,
+    pub kind: &'static str,
+    pub call_site: Option<CallSiteOut>,
+    pub tid: u32,
+    pub threads_in_mpi: u32,
 }
 
 impl BlockedCallOut {
-    pub(crate) fn of(b: &BlockedCall) -> Self {
+    pub fn of(b: &BlockedCall) -> Self {
         BlockedCallOut {
             call: b.call.clone(),
             symbol: b.symbol.clone(),
@@ -75,14 +75,14 @@ impl BlockedCallOut {
 
 /// The `at` of a rank not inside MPI.
 #[derive(Serialize)]
-pub(crate) struct AtOut {
-    pub(crate) at: Option<CallSiteOut>,
+pub struct AtOut {
+    pub at: Option<CallSiteOut>,
 }
 
 /// Where a rank is, from its stacks.
 #[derive(Serialize)]
 #[serde(rename_all = "snake_case")]
-pub(crate) enum ActivityOut {
+pub enum ActivityOut {
     InMpi(BlockedCallOut),
     Finalizing(BlockedCallOut),
     NotInMpi(AtOut),
@@ -93,7 +93,7 @@ pub(crate) enum ActivityOut {
 }
 
 impl ActivityOut {
-    pub(crate) fn of(a: &RankActivity) -> Self {
+    pub fn of(a: &RankActivity) -> Self {
         match a {
             RankActivity::InMpi(b) => ActivityOut::InMpi(BlockedCallOut::of(b)),
             RankActivity::Finalizing(b) => ActivityOut::Finalizing(BlockedCallOut::of(b)),
@@ -111,24 +111,24 @@ impl ActivityOut {
 
 /// Ranks in one collective call.
 #[derive(Serialize)]
-pub(crate) struct CollectiveCallOut {
-    pub(crate) call: String,
+pub struct CollectiveCallOut {
+    pub call: String,
     /// Rank-set text (`0-2,7`).
-    pub(crate) ranks: String,
-    pub(crate) communicator: Option<CommOut>,
-    pub(crate) call_sites: Vec<CallSiteOut>,
+    pub ranks: String,
+    pub communicator: Option<CommOut>,
+    pub call_sites: Vec<CallSiteOut>,
 }
 
 /// The call of ranks in MPI outside every collective.
 #[derive(Serialize)]
-pub(crate) struct InCallOut {
-    pub(crate) call: String,
+pub struct InCallOut {
+    pub call: String,
 }
 
 /// Where the other ranks are.
 #[derive(Serialize)]
 #[serde(rename_all = "snake_case")]
-pub(crate) enum ElsewhereOut {
+pub enum ElsewhereOut {
     InMpi(InCallOut),
     NotInMpi,
     Finalized,
@@ -137,24 +137,24 @@ pub(crate) enum ElsewhereOut {
 
 /// Ranks elsewhere, by place.
 #[derive(Serialize)]
-pub(crate) struct ElsewhereRanksOut {
-    pub(crate) what: ElsewhereOut,
-    pub(crate) ranks: String,
+pub struct ElsewhereRanksOut {
+    pub what: ElsewhereOut,
+    pub ranks: String,
 }
 
 /// A collective hang seen in the stacks.
 #[derive(Serialize)]
-pub(crate) struct CollectiveOut {
-    pub(crate) calls: Vec<CollectiveCallOut>,
-    pub(crate) elsewhere: Vec<ElsewhereRanksOut>,
+pub struct CollectiveOut {
+    pub calls: Vec<CollectiveCallOut>,
+    pub elsewhere: Vec<ElsewhereRanksOut>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) unknown: Option<String>,
+    pub unknown: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) not_members: Option<String>,
+    pub not_members: Option<String>,
 }
 
 impl CollectiveOut {
-    pub(crate) fn of(h: &CollectiveHang) -> Self {
+    pub fn of(h: &CollectiveHang) -> Self {
         let set = |r: &mpir_types::ranks::RankSet| (!r.is_empty()).then(|| r.to_string());
         CollectiveOut {
             calls: h.calls.iter().map(call).collect(),

@@ -1,6 +1,6 @@
 //! Builds the bundled demo job (`demo/starter.c`, `demo/rank.c`) into `OUT_DIR` with the C
 //! compiler (`$CC`, else `cc`), with `-g -O0` so that the ranks' DWARF describes the MPICH
-//! structures as declared. `src/demo_files.rs` embeds the results in the tool.
+//! structures as declared. `src/lib.rs` embeds the results.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -22,13 +22,13 @@ fn main() {
             .arg(dir.join(src));
         let status = cmd.status().unwrap_or_else(|e| {
             panic!(
-                "mpir-cli: the bundled demo job needs a C compiler, and `{cc}` cannot be run ({e}). \
+                "mpir-demo: the bundled demo job needs a C compiler, and `{cc}` cannot be run ({e}). \
                  Install one (e.g. `apt-get install gcc`) or point CC at it."
             )
         });
         assert!(
             status.success(),
-            "mpir-cli: compiling the demo job failed: {cmd:?} exited with {status}"
+            "mpir-demo: compiling the demo job failed: {cmd:?} exited with {status}"
         );
     }
 }

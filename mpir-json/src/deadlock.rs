@@ -7,44 +7,44 @@
 //! `collective`. Version 2: `op.buffer` is a hex string, as every address in the documents
 //! (version 1 wrote the library's decimal number).
 
-use mpir_session::{Coverage, NotCovered, chain};
+use mpir_session::{Coverage, DeadlockRead, NotCovered, chain};
 use mpir_types::deadlock::{
     BlockedRank, CommRef, Cycle, DeadlockReport, NotWaiting, RankState, Step, Verdict, Wait,
     WaitOp, WaitTarget,
 };
 use mpir_types::mqd::{OpClass, Peer};
 
-use super::activity::{ActivityOut, BlockedCallOut, CollectiveOut};
+use crate::activity::{ActivityOut, BlockedCallOut, CollectiveOut};
 use serde::Serialize;
 
 /// A rank the analysis could not cover, and why.
 #[derive(Serialize, Clone, Debug)]
-pub(crate) struct UnreadRank {
-    pub(crate) rank: Option<u64>,
-    pub(crate) pid: u32,
-    pub(crate) reason: String,
+pub struct UnreadRank {
+    pub rank: Option<u64>,
+    pub pid: u32,
+    pub reason: String,
 }
 
 /// Which ranks a verdict rests on: a verdict is only about the ranks read.
 #[derive(Serialize, Clone, Debug)]
-pub(crate) struct CoverageOut {
+pub struct CoverageOut {
     /// Ranks asked for (the job's, or the pids named).
-    pub(crate) ranks: usize,
+    pub ranks: usize,
     /// Ranks read in every sample: the verdict covers these only.
-    pub(crate) read: usize,
+    pub read: usize,
     /// Whether every rank asked for was read.
-    pub(crate) complete: bool,
+    pub complete: bool,
     /// The others, with the first reason each could not be read.
-    pub(crate) not_read: Vec<UnreadRank>,
+    pub not_read: Vec<UnreadRank>,
     /// The ranks asked for, when `--ranks` chose some (the others were not looked at).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) selection: Option<String>,
+    pub selection: Option<String>,
 }
 
 impl CoverageOut {
     /// The session's coverage, each reason on one line (with the `--types` hint where it
     /// applies).
-    pub(crate) fn of(c: &Coverage, types_given: bool) -> CoverageOut {
+    pub fn of(c: &Coverage, types_given: bool) -> CoverageOut {
         CoverageOut {
             ranks: c.ranks,
             read: c.read,
@@ -64,7 +64,7 @@ impl CoverageOut {
 
     /// The distinct reasons ranks were not read, each with how many ranks gave it (at most
     /// `max`, the most frequent first).
-    pub(crate) fn reasons(&self, max: usize) -> Vec<(String, usize)> {
+    pub fn reasons(&self, max: usize) -> Vec<(String, usize)> {
         let mut counts: Vec<(String, usize)> = Vec::new();
         for u in &self.not_read {
             match counts.iter_mut().find(|(r, _)| *r == u.reason) {
@@ -78,7 +78,7 @@ impl CoverageOut {
     }
 
     /// One line on what a verdict covers (text output), or `None` when complete.
-    pub(crate) fn caveat(&self) -> Option<String> {
+    pub fn caveat(&self) -> Option<String> {
         if let (true, Some(sel)) = (self.complete, &self.selection) {
             return Some(format!(
                 "the verdict covers only the selected ranks {sel} (the others were not read)"
@@ -108,7 +108,7 @@ impl CoverageOut {
 
     /// The error when no rank at all could be read: there is no verdict. Says why (the
     /// distinct reasons) and what to do.
-    pub(crate) fn nothing_read(&self, hint: Option<&str>) -> String {
+    pub fn nothing_read(&self, hint: Option<&str>) -> String {
         let reasons: Vec<String> = self
             .reasons(3)
             .into_iter()
@@ -128,7 +128,7 @@ impl CoverageOut {
 }
 
 /// A rank not read in one sample, on one line (`unread` of the document).
-pub(crate) fn unread_line(n: &NotCovered, types_given: bool) -> String {
+pub fn unread_line(n: &NotCovered, types_given: bool) -> String {
     format!(
         "sample {}: rank {} (pid {}): {}",
         n.sample,
@@ -140,7 +140,7 @@ pub(crate) fn unread_line(n: &NotCovered, types_given: bool) -> String {
 
 /// `unread` of the document: every rank not read in some sample, and every problem met
 /// while releasing, by sample.
-pub(crate) fn unread_lines(read: &mpir_session::DeadlockRead, types_given: bool) -> Vec<String> {
+pub fn unread_lines(read: &mpir_session::DeadlockRead, types_given: bool) -> Vec<String> {
     let mut lines: Vec<String> = Vec::new();
     let samples = read.releases.len().max(1);
     for s in 1..=samples {
@@ -162,96 +162,96 @@ pub(crate) fn unread_lines(read: &mpir_session::DeadlockRead, types_given: bool)
 }
 
 /// `schema` of a deadlock document (docs/cli-json.md).
-pub(crate) const DEADLOCK_SCHEMA: &str = "mpir.deadlock/3";
+pub const DEADLOCK_SCHEMA: &str = "mpir.deadlock/3";
 
 /// A whole `mpir.deadlock/3` document.
 #[derive(Serialize)]
-pub(crate) struct DeadlockDoc<'a> {
-    pub(crate) schema: &'static str,
-    pub(crate) engine: String,
+pub struct DeadlockDoc<'a> {
+    pub schema: &'static str,
+    pub engine: String,
     /// Ranks that could not be read in some sample (the analysis treats them as progressing).
-    pub(crate) unread: Vec<String>,
+    pub unread: Vec<String>,
     /// Which ranks the verdict covers.
-    pub(crate) coverage: &'a CoverageOut,
+    pub coverage: &'a CoverageOut,
     /// What the MPI's DLL printed on its own (each distinct line once, with its count).
-    pub(crate) reader_notes: &'a [String],
+    pub reader_notes: &'a [String],
     #[serde(flatten)]
-    pub(crate) report: ReportOut,
+    pub report: ReportOut,
     /// With verdict "unknown" only: why no rank could be read, and what to do.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) error: Option<String>,
+    pub error: Option<String>,
 }
 
 /// The analysis: the verdict and the graph's parts.
 #[derive(Serialize)]
-pub(crate) struct ReportOut {
+pub struct ReportOut {
     /// "no_cycle", "potential_deadlock", "deadlock", "potential_collective_mismatch",
     /// "collective_mismatch", or "unknown" (nothing read).
-    pub(crate) verdict: &'static str,
-    pub(crate) samples: usize,
-    pub(crate) ranks: usize,
-    pub(crate) cycles: Vec<CycleOut>,
-    pub(crate) blocked: Vec<BlockedOut>,
-    pub(crate) waits: Vec<WaitOut>,
+    pub verdict: &'static str,
+    pub samples: usize,
+    pub ranks: usize,
+    pub cycles: Vec<CycleOut>,
+    pub blocked: Vec<BlockedOut>,
+    pub waits: Vec<WaitOut>,
     /// Ranks with pending operations that are not inside MPI (or finished): not waits.
-    pub(crate) not_waiting: Vec<NotWaitingOut>,
+    pub not_waiting: Vec<NotWaitingOut>,
     /// Collective hangs seen in the stacks.
-    pub(crate) collective: Vec<CollectiveOut>,
-    pub(crate) notes: Vec<String>,
-    pub(crate) notes_omitted: u64,
+    pub collective: Vec<CollectiveOut>,
+    pub notes: Vec<String>,
+    pub notes_omitted: u64,
 }
 
 /// One cycle: its ranks, one closed chain through it, its communicators.
 #[derive(Serialize)]
-pub(crate) struct CycleOut {
-    pub(crate) ranks: Vec<u64>,
-    pub(crate) chain: Vec<StepOut>,
-    pub(crate) communicators: Vec<CommOut>,
+pub struct CycleOut {
+    pub ranks: Vec<u64>,
+    pub chain: Vec<StepOut>,
+    pub communicators: Vec<CommOut>,
 }
 
 /// One link of a chain: `rank` waits for `waits_for` because of `op`.
 #[derive(Serialize)]
-pub(crate) struct StepOut {
-    pub(crate) rank: u64,
-    pub(crate) waits_for: u64,
-    pub(crate) op: OpOut,
+pub struct StepOut {
+    pub rank: u64,
+    pub waits_for: u64,
+    pub op: OpOut,
     /// The MPI call `rank` is blocked in and where it was called from, when stacks were read.
-    pub(crate) blocked_in: Option<BlockedCallOut>,
+    pub blocked_in: Option<BlockedCallOut>,
 }
 
 /// A rank waiting on a deadlocked rank without being in a cycle.
 #[derive(Serialize)]
-pub(crate) struct BlockedOut {
-    pub(crate) rank: u64,
-    pub(crate) waits: Vec<OpOut>,
-    pub(crate) waits_for: Vec<u64>,
-    pub(crate) blocked_in: Option<BlockedCallOut>,
+pub struct BlockedOut {
+    pub rank: u64,
+    pub waits: Vec<OpOut>,
+    pub waits_for: Vec<u64>,
+    pub blocked_in: Option<BlockedCallOut>,
 }
 
 /// A rank whose pending operations are not waits: it is not inside MPI, or has finished.
 #[derive(Serialize)]
-pub(crate) struct NotWaitingOut {
-    pub(crate) rank: u64,
-    pub(crate) activity: ActivityOut,
-    pub(crate) operations: Vec<OpOut>,
-    pub(crate) omitted: u64,
+pub struct NotWaitingOut {
+    pub rank: u64,
+    pub activity: ActivityOut,
+    pub operations: Vec<OpOut>,
+    pub omitted: u64,
 }
 
 /// Every wait found.
 #[derive(Serialize)]
-pub(crate) struct WaitOut {
-    pub(crate) rank: u64,
-    pub(crate) op: OpOut,
-    pub(crate) target: TargetOut,
-    pub(crate) can_complete: bool,
-    pub(crate) state: StateOut,
-    pub(crate) blocked_in: Option<BlockedCallOut>,
+pub struct WaitOut {
+    pub rank: u64,
+    pub op: OpOut,
+    pub target: TargetOut,
+    pub can_complete: bool,
+    pub state: StateOut,
+    pub blocked_in: Option<BlockedCallOut>,
 }
 
 /// What a wait waits for.
 #[derive(Serialize)]
 #[serde(rename_all = "snake_case")]
-pub(crate) enum TargetOut {
+pub enum TargetOut {
     /// One rank.
     Rank { rank: u64 },
     /// `MPI_ANY_SOURCE`: the candidates (at most a few listed, the rest counted).
@@ -261,7 +261,7 @@ pub(crate) enum TargetOut {
 /// Where the waiting rank stands.
 #[derive(Serialize)]
 #[serde(rename_all = "snake_case")]
-pub(crate) enum StateOut {
+pub enum StateOut {
     /// Not part of a deadlock.
     Progressing,
     /// In cycle `cycle` (an index into `cycles`).
@@ -273,7 +273,7 @@ pub(crate) enum StateOut {
 /// The peer of an operation, in its communicator.
 #[derive(Serialize)]
 #[serde(rename_all = "snake_case")]
-pub(crate) enum PeerOut {
+pub enum PeerOut {
     /// `MPI_ANY_SOURCE`.
     Any,
     /// A rank of the communicator.
@@ -284,37 +284,37 @@ pub(crate) enum PeerOut {
 
 /// A communicator as the analysis names it.
 #[derive(Serialize)]
-pub(crate) struct CommOut {
-    pub(crate) name: String,
-    pub(crate) context_id: Option<u64>,
-    pub(crate) size: u64,
-    pub(crate) internal: bool,
+pub struct CommOut {
+    pub name: String,
+    pub context_id: Option<u64>,
+    pub size: u64,
+    pub internal: bool,
 }
 
 /// A buffer's length in the units known.
 #[derive(Serialize)]
-pub(crate) struct LengthOut {
-    pub(crate) bytes: Option<u64>,
-    pub(crate) elements: Option<u64>,
+pub struct LengthOut {
+    pub bytes: Option<u64>,
+    pub elements: Option<u64>,
 }
 
 /// The pending operation a wait rests on.
 #[derive(Serialize)]
-pub(crate) struct OpOut {
+pub struct OpOut {
     /// "send", "receive" or "unexpected".
-    pub(crate) class: &'static str,
-    pub(crate) peer: PeerOut,
+    pub class: &'static str,
+    pub peer: PeerOut,
     /// `null` for `MPI_ANY_TAG`.
-    pub(crate) tag: Option<i64>,
+    pub tag: Option<i64>,
     /// The buffer's address, in hex.
-    pub(crate) buffer: String,
-    pub(crate) comm: CommOut,
-    pub(crate) comm_unique_id: u64,
-    pub(crate) length: LengthOut,
+    pub buffer: String,
+    pub comm: CommOut,
+    pub comm_unique_id: u64,
+    pub length: LengthOut,
 }
 
 /// The document word for an operation class.
-pub(crate) fn class_name(c: OpClass) -> &'static str {
+pub fn class_name(c: OpClass) -> &'static str {
     match c {
         OpClass::Send => "send",
         OpClass::Receive => "receive",
@@ -322,7 +322,7 @@ pub(crate) fn class_name(c: OpClass) -> &'static str {
     }
 }
 
-pub(crate) fn comm(c: &CommRef) -> CommOut {
+pub fn comm(c: &CommRef) -> CommOut {
     CommOut {
         name: c.name.clone(),
         context_id: c.context_id,
@@ -411,7 +411,7 @@ fn wait(w: &Wait) -> WaitOut {
 
 impl ReportOut {
     /// No verdict: no rank was read in every one of `samples` samples.
-    pub(crate) fn unknown(samples: u32) -> Self {
+    pub fn unknown(samples: u32) -> Self {
         ReportOut {
             verdict: "unknown",
             samples: samples as usize,
@@ -447,5 +447,28 @@ impl From<&DeadlockReport> for ReportOut {
             notes: r.notes.clone(),
             notes_omitted: r.notes_omitted,
         }
+    }
+}
+
+/// The deadlock document of what the session found (the verdict "unknown" when nothing was
+/// read).
+pub fn doc<'a>(
+    read: &DeadlockRead,
+    coverage: &'a CoverageOut,
+    notes: &'a [String],
+    samples: u32,
+    types_given: bool,
+) -> DeadlockDoc<'a> {
+    DeadlockDoc {
+        schema: DEADLOCK_SCHEMA,
+        engine: crate::queues::engine_name(read.engine.as_ref()),
+        unread: unread_lines(read, types_given),
+        coverage,
+        reader_notes: notes,
+        report: read
+            .report
+            .as_ref()
+            .map_or_else(|| ReportOut::unknown(samples), ReportOut::from),
+        error: None,
     }
 }

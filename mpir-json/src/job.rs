@@ -1,0 +1,475 @@
+//! The job document (`mpir.job/1`) and its table, from the tool's own types.
+
+use std::borrow::Cow;
+
+use mpir_acquire::{Job, RankControl};
+use mpir_target::proctable::ProcTable;
+use mpir_types::LayoutSource;
+use mpir_types::mpir::{DebugState, Flag, MpirFlags};
+use mpir_types::node::Locality;
+use serde::Serialize;
+
+/// `schema` of a job document (docs/cli-json.md).
+pub const JOB_SCHEMA: &str = "mpir.job/1";
+
+/// One MPIR flag symbol: whether the starter defines it, and its value as a C `int`.
+#[derive(Serialize, Clone, Copy)]
+pub struct FlagOut {
+    pub present: bool,
+    pub value: Option<i64>,
+}
+
+/// The MPIR flags, each by its spec name without the `MPIR_` prefix.
+#[derive(Serialize, Clone, Copy)]
+pub struct FlagsOut {
+    pub i_am_starter: FlagOut,
+    pub acquired_pre_main: FlagOut,
+    pub force_to_main: FlagOut,
+    pub partial_attach_ok: FlagOut,
+    pub ignore_queues: FlagOut,
+}
+
+impl From<&MpirFlags> for FlagsOut {
+    fn from(f: &MpirFlags) -> Self {
+        let one = |f: &Flag| FlagOut {
+            present: f.present,
+            value: f.value,
+        };
+        FlagsOut {
+            i_am_starter: one(&f.i_am_starter),
+            acquired_pre_main: one(&f.acquired_pre_main),
+            force_to_main: one(&f.force_to_main),
+            partial_attach_ok: one(&f.partial_attach_ok),
+            ignore_queues: one(&f.ignore_queues),
+        }
+    }
+}
+
+/// How rank `rank` of `job` was handled, in the documents' words.
+pub fn control_text(job: &Job, rank: u64) -> Cow<'static, str> {
+    match job.control(rank) {
+        RankControl::Attached { .. } => "attached".into(),
+        RankControl::Remote => "remote".into(),
+        RankControl::Refused { reason } => format!("refused: {reason}").into(),
+        RankControl::Failed { error } => format!("failed: {}", mpir_session::chain(error)).into(),
+        _ => "not_attached".into(),
+    }
+}
+
+#[derive(Serialize, Clone)]
+pub struct RankOut<'a> {
+    pub rank: u64,
+    pub host: Option<&'a str>,
+    /// Whether `host` is this node: `null` when unknown (no usable host name, a core file).
+    pub local: Option<bool>,
+    pub executable: Option<&'a str>,
+    pub pid: i64,
+    /// "attached", "not_attached", "remote", "refused: …", or "failed: …".
+    pub control: Cow<'a, str>,
+}
+
+/// One node of the job: a distinct host string as reported.
+#[derive(Serialize)]
+pub struct NodeOut<'a> {
+    pub host: Option<&'a str>,
+    pub local: Option<bool>,
+    pub ranks: usize,
+}
+
+/// The facts that decided which hosts are this node.
+#[derive(Serialize)]
+pub struct ThisNodeOut<'a> {
+    pub names: &'a [String],
+    pub addresses: Vec<String>,
+    pub aliases: &'a [String],
+}
+
+/// `MPIR_debug_state` as read: the raw value and its name in the spec (`"unknown"` for a
+/// value the spec does not define).
+#[derive(Serialize)]
+pub struct DebugStateOut {
+    pub raw: i64,
+    pub name: &'static str,
+}
+
+#[derive(Serialize)]
+pub struct StarterOut<'a> {
+    pub pid: Option<u32>,
+    pub image: Option<&'a str>,
+    pub launcher: Option<String>,
+    pub debug_state: Option<DebugStateOut>,
+}
+
+pub fn local_of(l: &Locality) -> Option<bool> {
+    match l {
+        Locality::Local(_) => Some(true),
+        Locality::Remote => Some(false),
+        _ => None,
+    }
+}
+
+pub fn debug_state_out(raw: Option<i64>) -> Option<DebugStateOut> {
+    raw.map(|raw| DebugStateOut {
+        raw,
+        name: match DebugState::from_raw(raw) {
+            DebugState::Null => "null",
+            DebugState::Spawned => "spawned",
+            DebugState::Aborting => "aborting",
+            _ => "unknown",
+        },
+    })
+}
+
+#[derive(Serialize)]
+pub struct JobOut<'a> {
+    /// Schema version of this document.
+    pub schema: &'static str,
+    pub starter: StarterOut<'a>,
+    /// The interface the job was read through: "mpir" or "mpi2dd".
+    pub interface: &'static str,
+    /// Every interface the entry process exports (both when "mpir" and "mpi2dd" agree).
+    pub interfaces: Vec<&'static str>,
+    pub flags: Option<FlagsOut>,
+    pub layout: &'static str,
+    /// The job's nodes (distinct hosts), in order of first appearance.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<Vec<NodeOut<'a>>>,
+    /// What said which hosts are this node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub this_node: Option<ThisNodeOut<'a>>,
+    pub ranks: Ranks<'a>,
+    pub problems: Vec<String>,
+    pub notes: Vec<String>,
+}
+
+/// The ranks of a job document. Serialized by serde like any list, except while [`print()`]
+/// writes the document: then serde writes an empty list and `print` writes the ranks itself
+/// in place of it, with the same bytes (a million ranks through serde's per-field path cost
+/// twice the least a tool must do).
+pub struct Ranks<'a> {
+    pub source: RanksSource<'a>,
+    pub elide: std::cell::Cell<bool>,
+}
+
+/// Where the ranks come from: a list (MPI2DD, cores), or an acquired job's table, turned into
+/// [`RankOut`]s one at a time as they are written (a million-rank table is never copied).
+pub enum RanksSource<'a> {
+    List(Vec<RankOut<'a>>),
+    Job(&'a Job),
+}
+
+impl<'a> From<Vec<RankOut<'a>>> for Ranks<'a> {
+    fn from(list: Vec<RankOut<'a>>) -> Self {
+        Ranks {
+            source: RanksSource::List(list),
+            elide: std::cell::Cell::new(false),
+        }
+    }
+}
+
+impl<'a> Ranks<'a> {
+    pub fn of_job(job: &'a Job) -> Self {
+        Ranks {
+            source: RanksSource::Job(job),
+            elide: std::cell::Cell::new(false),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match &self.source {
+            RanksSource::List(l) => l.len(),
+            RanksSource::Job(j) => j.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn iter(&self) -> Box<dyn Iterator<Item = RankOut<'a>> + '_> {
+        match &self.source {
+            RanksSource::List(l) => Box::new(l.iter().map(|r| RankOut {
+                control: r.control.clone(),
+                ..*r
+            })),
+            RanksSource::Job(job) => Box::new(job.ranks().map(|r| RankOut {
+                rank: r.rank,
+                host: r.host,
+                local: local_of(&job.locality(r.rank)),
+                executable: r.executable,
+                pid: r.pid,
+                control: control_text(job, r.rank),
+            })),
+        }
+    }
+}
+
+impl Serialize for Ranks<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if self.elide.get() {
+            s.collect_seq(std::iter::empty::<()>())
+        } else {
+            s.collect_seq(self.iter())
+        }
+    }
+}
+
+/// Writes `value` as a JSON string: as is when nothing in it needs escaping (host and
+/// program names, nearly always), else through serde_json.
+pub fn json_str(w: &mut impl std::io::Write, value: &str) -> std::io::Result<()> {
+    if value
+        .bytes()
+        .all(|b| b >= 0x20 && b != b'"' && b != b'\\' && b != 0x7f)
+    {
+        w.write_all(b"\"")?;
+        w.write_all(value.as_bytes())?;
+        w.write_all(b"\"")
+    } else {
+        serde_json::to_writer(&mut *w, value).map_err(std::io::Error::other)
+    }
+}
+
+/// Writes the job document as serde_json's pretty printer does, and a newline: everything but
+/// the ranks through serde, the ranks written in place of the empty list serde wrote for them
+/// (the one top-level `"ranks": []`: a newline inside a string would be escaped, so the
+/// marker cannot occur elsewhere).
+pub fn write_json(out: &JobOut<'_>, w: &mut impl std::io::Write) -> std::io::Result<()> {
+    out.ranks.elide.set(true);
+    let head = serde_json::to_string_pretty(out);
+    out.ranks.elide.set(false);
+    let head = head.map_err(std::io::Error::other)?;
+    const MARK: &str = "\n  \"ranks\": []";
+    let (before, after) = head
+        .split_once(MARK)
+        .ok_or_else(|| std::io::Error::other("internal: no ranks in the job document"))?;
+    w.write_all(before.as_bytes())?;
+    if out.ranks.is_empty() {
+        w.write_all(MARK.as_bytes())?;
+    } else {
+        w.write_all(b"\n  \"ranks\": [")?;
+        for (i, r) in out.ranks.iter().enumerate() {
+            write_rank(w, &r, i == 0)?;
+        }
+        w.write_all(b"\n  ]")?;
+    }
+    w.write_all(after.as_bytes())?;
+    writeln!(w)
+}
+
+/// One rank as serde_json's pretty printer writes it, inside the document's `ranks` list.
+pub fn write_rank(
+    w: &mut impl std::io::Write,
+    r: &RankOut<'_>,
+    first: bool,
+) -> std::io::Result<()> {
+    w.write_all(if first { b"\n    {" } else { b",\n    {" })?;
+    write!(w, "\n      \"rank\": {},\n      \"host\": ", r.rank)?;
+    match r.host {
+        Some(h) => json_str(w, h)?,
+        None => w.write_all(b"null")?,
+    }
+    w.write_all(match r.local {
+        Some(true) => b",\n      \"local\": true,\n      \"executable\": ".as_slice(),
+        Some(false) => b",\n      \"local\": false,\n      \"executable\": ",
+        None => b",\n      \"local\": null,\n      \"executable\": ",
+    })?;
+    match r.executable {
+        Some(e) => json_str(w, e)?,
+        None => w.write_all(b"null")?,
+    }
+    write!(w, ",\n      \"pid\": {},\n      \"control\": ", r.pid)?;
+    json_str(w, &r.control)?;
+    w.write_all(b"\n    }")
+}
+
+fn table_out<'a>(
+    table: &'a ProcTable,
+    local: impl Fn(u64) -> Option<bool>,
+    control: impl Fn(u64) -> Cow<'a, str>,
+) -> Vec<RankOut<'a>> {
+    table
+        .resolved
+        .ranks()
+        .map(|r| RankOut {
+            rank: r.rank,
+            host: r.host,
+            local: local(r.rank),
+            executable: r.executable,
+            pid: r.pid,
+            control: control(r.rank),
+        })
+        .collect()
+}
+
+pub fn job_out<'a>(job: &'a Job, interface: &'static str) -> JobOut<'a> {
+    JobOut {
+        schema: JOB_SCHEMA,
+        starter: StarterOut {
+            pid: Some(job.starter.pid),
+            image: job.starter.image.as_deref(),
+            launcher: job.starter.launcher.map(|l| l.to_string()),
+            debug_state: debug_state_out(job.starter.debug_state),
+        },
+        interface,
+        interfaces: vec![interface],
+        flags: Some(FlagsOut::from(&job.starter.flags)),
+        layout: layout_name(&job.table.layout.source),
+        nodes: Some(
+            job.nodes()
+                .into_iter()
+                .map(|n| NodeOut {
+                    host: n.host,
+                    local: local_of(&n.locality),
+                    ranks: n.ranks,
+                })
+                .collect(),
+        ),
+        this_node: Some(ThisNodeOut {
+            names: job.this_node.names(),
+            addresses: job
+                .this_node
+                .addresses()
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+            aliases: job.this_node.aliases(),
+        }),
+        ranks: Ranks::of_job(job),
+        problems: problems_of(&job.table),
+        notes: job.notes.iter().map(ToString::to_string).collect(),
+    }
+}
+
+/// What reading the process table found wrong, one line each.
+fn problems_of(table: &ProcTable) -> Vec<String> {
+    table
+        .resolved
+        .problems
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
+/// The job document of a starter's process table read from a core file, with the flags the
+/// starter's core defines. Its ranks' hosts say nothing about this machine (`local` null).
+pub fn core_job(table: &ProcTable, flags: MpirFlags) -> JobOut<'_> {
+    JobOut {
+        schema: JOB_SCHEMA,
+        starter: StarterOut {
+            pid: None,
+            image: None,
+            launcher: None,
+            debug_state: None,
+        },
+        interface: "mpir",
+        interfaces: vec!["mpir"],
+        flags: Some(FlagsOut::from(&flags)),
+        layout: layout_name(&table.layout.source),
+        nodes: None,
+        this_node: None,
+        ranks: table_out(table, |_| None, |_| Cow::Borrowed("core")).into(),
+        problems: problems_of(table),
+        notes: Vec::new(),
+    }
+}
+
+/// The job document of a job read through MPI2DD only: `t` the traversal from the process
+/// `pid`, `node` the facts that say which hosts are this node.
+pub fn mpi2dd_job_out<'a>(
+    m: &'a mpir_session::Mpi2ddJob,
+    pid: u32,
+    node: &mpir_types::node::ThisNode,
+) -> JobOut<'a> {
+    let t = &m.traversal;
+    let ranks: Vec<RankOut<'_>> = t
+        .job
+        .ranks()
+        .map(|(w, r)| RankOut {
+            rank: r.rank as u64,
+            host: Some(&*r.process.host),
+            local: local_of(&node.classify(Some(&r.process.host))),
+            executable: r.executable.as_deref(),
+            pid: i64::from(r.process.pid),
+            control: format!("world {}", w.id).into(),
+        })
+        .collect();
+    // The flags of the process named (else of the metadirectory), in MPIR's shape.
+    let record = |p: i64| {
+        t.job
+            .processes
+            .iter()
+            .find(|r| i64::from(r.process.pid) == p)
+    };
+    let flags = record(i64::from(pid))
+        .or_else(|| {
+            t.job
+                .metadirectory
+                .as_ref()
+                .and_then(|m| record(i64::from(m.pid)))
+        })
+        .map(|r| FlagsOut::from(&mpir_acquire::interface::flags_of_mpi2dd(r.mpi_flags)));
+    JobOut {
+        schema: JOB_SCHEMA,
+        starter: StarterOut {
+            pid: t.job.metadirectory.as_ref().map(|m| m.pid as u32),
+            image: None,
+            launcher: None,
+            debug_state: None,
+        },
+        interface: "mpi2dd",
+        interfaces: vec!["mpi2dd"],
+        flags,
+        layout: "abi",
+        nodes: None,
+        this_node: None,
+        ranks: ranks.into(),
+        problems: t.job.problems.iter().map(|p| format!("{p:?}")).collect(),
+        notes: t
+            .job
+            .unreachable
+            .iter()
+            .map(|u| format!("unreachable: {u:?}"))
+            .collect(),
+    }
+}
+
+pub fn layout_name(source: &LayoutSource) -> &'static str {
+    match source {
+        LayoutSource::DebugInfo { .. } => "debug_info",
+        LayoutSource::Given => "given",
+        _ => "abi",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mpir_target::mock::{MockRank, MockStarter, MockTarget};
+    use mpir_target::proctable::{ReadOptions, read_proctable};
+    use mpir_types::DataModel;
+
+    #[test]
+    fn the_hand_written_ranks_are_serdes_bytes() {
+        // Names that need escaping, that cannot be read (null), and plain ones.
+        let mut s = MockStarter::new(vec![
+            MockRank::new("node\"7\\", "/bin/a\tb", 10),
+            MockRank::new("n\u{1}", "/ok", 11),
+            MockRank::new("plain", "/usr/bin/app \u{e9}", 12),
+        ]);
+        s.share_strings = false;
+        let mut b = MockTarget::builder(DataModel::LP64);
+        s.place(&mut b);
+        let t = b.build();
+        let table = read_proctable(&t, &ReadOptions::default()).unwrap();
+        for empty in [false, true] {
+            let mut out = core_job(&table, MpirFlags::default());
+            if empty {
+                out.ranks = Vec::new().into();
+            }
+            let mut ours = Vec::new();
+            write_json(&out, &mut ours).unwrap();
+            let serde = serde_json::to_string_pretty(&out).unwrap() + "\n";
+            assert_eq!(String::from_utf8(ours).unwrap(), serde);
+        }
+    }
+}
