@@ -1,4 +1,4 @@
-//! Status codes, the thread-local last-error message, and the guard every entry point runs its
+//! mpir_status codes, the thread-local last-error message, and the guard every entry point runs its
 //! body in (no panic crosses into C).
 
 use std::cell::RefCell;
@@ -49,17 +49,15 @@ pub enum mpir_status {
     MPIR_STATUS_PANIC = 11,
 }
 
-pub(crate) use mpir_status as Status;
-
 /// A failure: its code and message.
 #[derive(Debug)]
 pub(crate) struct Failure {
-    pub(crate) status: Status,
+    pub(crate) status: mpir_status,
     pub(crate) message: String,
 }
 
 impl Failure {
-    pub(crate) fn new(status: Status, message: impl Into<String>) -> Failure {
+    pub(crate) fn new(status: mpir_status, message: impl Into<String>) -> Failure {
         Failure {
             status,
             message: message.into(),
@@ -70,10 +68,12 @@ impl Failure {
     pub(crate) fn session(what: &str, e: &mpir_session::SessionError) -> Failure {
         use mpir_session::SessionError as E;
         let status = match e {
-            E::Acquire { .. } => Status::MPIR_STATUS_ACQUIRE,
-            E::Unsupported { .. } => Status::MPIR_STATUS_UNSUPPORTED,
-            E::Empty(_) | E::SeveralStarterCores { .. } => Status::MPIR_STATUS_INVALID_ARGUMENT,
-            _ => Status::MPIR_STATUS_READ,
+            E::Acquire { .. } => mpir_status::MPIR_STATUS_ACQUIRE,
+            E::Unsupported { .. } => mpir_status::MPIR_STATUS_UNSUPPORTED,
+            E::Empty(_) | E::SeveralStarterCores { .. } => {
+                mpir_status::MPIR_STATUS_INVALID_ARGUMENT
+            }
+            _ => mpir_status::MPIR_STATUS_READ,
         };
         Failure::new(status, format!("{what}: {}", mpir_session::chain(e)))
     }
@@ -94,11 +94,11 @@ fn set_last_error(message: &str) {
 
 /// Runs an entry point's body: its failure becomes its code and the thread's message, a panic
 /// becomes `MPIR_STATUS_PANIC`; success clears the message.
-pub(crate) fn guard(name: &str, body: impl FnOnce() -> Result<()>) -> Status {
+pub(crate) fn guard(name: &str, body: impl FnOnce() -> Result<()>) -> mpir_status {
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => {
             set_last_error("");
-            Status::MPIR_STATUS_OK
+            mpir_status::MPIR_STATUS_OK
         }
         Ok(Err(f)) => {
             set_last_error(&format!("{name}: {}", f.message));
@@ -111,7 +111,7 @@ pub(crate) fn guard(name: &str, body: impl FnOnce() -> Result<()>) -> Status {
                 .or_else(|| payload.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "a panic".to_string());
             set_last_error(&format!("{name}: internal error (a bug): {what}"));
-            Status::MPIR_STATUS_PANIC
+            mpir_status::MPIR_STATUS_PANIC
         }
     }
 }
@@ -171,23 +171,26 @@ mod tests {
     #[test]
     fn a_panic_is_a_code_and_a_message_and_success_clears_it() {
         let s = guard("mpir_x", || panic!("boom {}", 7));
-        assert_eq!(s, Status::MPIR_STATUS_PANIC);
+        assert_eq!(s, mpir_status::MPIR_STATUS_PANIC);
         assert_eq!(last(), "mpir_x: internal error (a bug): boom 7");
         let s = guard("mpir_x", || {
-            Err(Failure::new(Status::MPIR_STATUS_IO, "no\0file"))
+            Err(Failure::new(mpir_status::MPIR_STATUS_IO, "no\0file"))
         });
-        assert_eq!(s, Status::MPIR_STATUS_IO);
+        assert_eq!(s, mpir_status::MPIR_STATUS_IO);
         assert_eq!(last(), "mpir_x: no file");
-        assert_eq!(guard("mpir_x", || Ok(())), Status::MPIR_STATUS_OK);
+        assert_eq!(guard("mpir_x", || Ok(())), mpir_status::MPIR_STATUS_OK);
         assert_eq!(last(), "");
     }
 
     #[test]
     fn every_code_has_its_name() {
         for (code, name) in [
-            (Status::MPIR_STATUS_OK, "MPIR_STATUS_OK"),
-            (Status::MPIR_STATUS_WRONG_THREAD, "MPIR_STATUS_WRONG_THREAD"),
-            (Status::MPIR_STATUS_PANIC, "MPIR_STATUS_PANIC"),
+            (mpir_status::MPIR_STATUS_OK, "MPIR_STATUS_OK"),
+            (
+                mpir_status::MPIR_STATUS_WRONG_THREAD,
+                "MPIR_STATUS_WRONG_THREAD",
+            ),
+            (mpir_status::MPIR_STATUS_PANIC, "MPIR_STATUS_PANIC"),
         ] {
             // SAFETY: a static NUL-terminated string.
             let got = unsafe { std::ffi::CStr::from_ptr(mpir_status_name(code as i32)) };

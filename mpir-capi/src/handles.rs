@@ -12,7 +12,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::ThreadId;
 
-use crate::error::{Failure, Result, Status};
+use crate::error::{Failure, Result, mpir_status};
 
 /// The kinds of handle, in the low bits of their value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,7 +50,7 @@ pub(crate) fn check_shape(value: usize, kind: Kind) -> Result<()> {
     let tag = v & ((1 << KIND_BITS) - 1);
     if !issued || (tag != Kind::Options as u64 && tag != Kind::Session as u64) {
         return Err(Failure::new(
-            Status::MPIR_STATUS_INVALID_HANDLE,
+            mpir_status::MPIR_STATUS_INVALID_HANDLE,
             format!(
                 "{value:#x} is not a {} handle returned by this library",
                 kind.name()
@@ -64,7 +64,7 @@ pub(crate) fn check_shape(value: usize, kind: Kind) -> Result<()> {
             Kind::Options
         };
         return Err(Failure::new(
-            Status::MPIR_STATUS_INVALID_HANDLE,
+            mpir_status::MPIR_STATUS_INVALID_HANDLE,
             format!(
                 "{value:#x} is an {} handle, not an {} one",
                 other.name(),
@@ -78,7 +78,7 @@ pub(crate) fn check_shape(value: usize, kind: Kind) -> Result<()> {
 /// The error for a well-formed handle that is no longer in its table.
 pub(crate) fn freed(value: usize, kind: Kind) -> Failure {
     Failure::new(
-        Status::MPIR_STATUS_INVALID_HANDLE,
+        mpir_status::MPIR_STATUS_INVALID_HANDLE,
         format!(
             "{} {value:#x} was already freed (use after free or double free)",
             kind.name()
@@ -103,7 +103,7 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 pub(crate) fn give_string(bytes: Vec<u8>) -> Result<*mut c_char> {
     let s = CString::new(bytes).map_err(|_| {
         Failure::new(
-            Status::MPIR_STATUS_INVALID_ARGUMENT,
+            mpir_status::MPIR_STATUS_INVALID_ARGUMENT,
             "the string holds a NUL byte and cannot be given to C",
         )
     })?;
@@ -122,7 +122,7 @@ pub(crate) fn take_string(p: *mut c_char) -> Result<()> {
         .remove(&(p as usize));
     if !known {
         return Err(Failure::new(
-            Status::MPIR_STATUS_INVALID_HANDLE,
+            mpir_status::MPIR_STATUS_INVALID_HANDLE,
             format!(
                 "{p:p} is not a string returned by this library, or was already freed (double free)"
             ),
@@ -152,7 +152,7 @@ mod tests {
         // Never issued: a number past the sequence, a pointer-looking value, zero's kin.
         for v in [s + 0x1000, 0x7fff_dead_bee0, 3] {
             let e = check_shape(v, Kind::Session).unwrap_err();
-            assert_eq!(e.status, Status::MPIR_STATUS_INVALID_HANDLE);
+            assert_eq!(e.status, mpir_status::MPIR_STATUS_INVALID_HANDLE);
             assert!(
                 e.message.contains("not a mpir_session handle returned"),
                 "{e:?}"
@@ -167,7 +167,7 @@ mod tests {
         let e = take_string(p).unwrap_err();
         assert!(e.message.contains("already freed"), "{e:?}");
         let e = take_string(std::ptr::dangling_mut()).unwrap_err();
-        assert_eq!(e.status, Status::MPIR_STATUS_INVALID_HANDLE);
+        assert_eq!(e.status, mpir_status::MPIR_STATUS_INVALID_HANDLE);
         assert!(give_string(b"a\0b".to_vec()).is_err());
     }
 }

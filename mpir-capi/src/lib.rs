@@ -41,7 +41,7 @@ pub use session::{
     mpir_session_stacks_json, mpir_session_starter_pid,
 };
 
-use error::{Failure, Status, guard};
+use error::{Failure, guard};
 
 // Every exported function gets version MPIR_0.1 (its node is in mpir.map, which build.rs gives
 // the linker for libmpir.so). rustc lists the no_mangle symbols in its own, unversioned version
@@ -71,7 +71,7 @@ pub extern "C" fn mpir_version() -> *const c_char {
 ///
 /// Thread safety: any thread.
 #[unsafe(no_mangle)]
-pub extern "C" fn mpir_string_free(s: *mut c_char) -> Status {
+pub extern "C" fn mpir_string_free(s: *mut c_char) -> mpir_status {
     guard("mpir_string_free", || {
         if s.is_null() {
             return Ok(());
@@ -90,16 +90,16 @@ pub extern "C" fn mpir_string_free(s: *mut c_char) -> Status {
 /// # Safety
 /// `path` is NULL (an error) or writable.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn mpir_demo_starter(path: *mut *mut c_char) -> Status {
+pub unsafe extern "C" fn mpir_demo_starter(path: *mut *mut c_char) -> mpir_status {
     guard("mpir_demo_starter", || {
         if path.is_null() {
             return Err(Failure::new(
-                Status::MPIR_STATUS_NULL_ARGUMENT,
+                mpir_status::MPIR_STATUS_NULL_ARGUMENT,
                 "path is NULL",
             ));
         }
         let starter = backend::demo_starter()
-            .map_err(|e| Failure::new(Status::MPIR_STATUS_IO, format!("the demo job: {e}")))?;
+            .map_err(|e| Failure::new(mpir_status::MPIR_STATUS_IO, format!("the demo job: {e}")))?;
         let p = handles::give_string(starter.as_os_str().as_bytes().to_vec())?;
         // SAFETY: `path` is not NULL and, by the contract, writable.
         unsafe { path.write(p) };

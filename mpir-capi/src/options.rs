@@ -11,7 +11,7 @@ use std::time::Duration;
 use mpir_session::SessionOptions;
 use mpir_types::ranks::RankSet;
 
-use crate::error::{Failure, Result, Status, guard};
+use crate::error::{Failure, Result, guard, mpir_status};
 use crate::handles::{Kind, check_shape, freed, issue, lock};
 
 // Symbol versions (MPIR_0.1, see mpir.map and the crate root): in the module that defines
@@ -98,7 +98,7 @@ pub(crate) fn read(opts: *const mpir_options) -> Result<Opts> {
 fn update(opts: *mut mpir_options, change: impl FnOnce(&mut Opts) -> Result<()>) -> Result<()> {
     if opts.is_null() {
         return Err(Failure::new(
-            Status::MPIR_STATUS_NULL_ARGUMENT,
+            mpir_status::MPIR_STATUS_NULL_ARGUMENT,
             "opts is NULL",
         ));
     }
@@ -119,7 +119,7 @@ fn update(opts: *mut mpir_options, change: impl FnOnce(&mut Opts) -> Result<()>)
 pub(crate) unsafe fn bytes<'a>(s: *const c_char, what: &str) -> Result<&'a [u8]> {
     if s.is_null() {
         return Err(Failure::new(
-            Status::MPIR_STATUS_NULL_ARGUMENT,
+            mpir_status::MPIR_STATUS_NULL_ARGUMENT,
             format!("{what} is NULL"),
         ));
     }
@@ -136,11 +136,11 @@ pub(crate) unsafe fn bytes<'a>(s: *const c_char, what: &str) -> Result<&'a [u8]>
 /// # Safety
 /// `out` is NULL (an error) or points to writable storage for one pointer.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn mpir_options_new(out: *mut *mut mpir_options) -> Status {
+pub unsafe extern "C" fn mpir_options_new(out: *mut *mut mpir_options) -> mpir_status {
     guard("mpir_options_new", || {
         if out.is_null() {
             return Err(Failure::new(
-                Status::MPIR_STATUS_NULL_ARGUMENT,
+                mpir_status::MPIR_STATUS_NULL_ARGUMENT,
                 "out is NULL",
             ));
         }
@@ -157,7 +157,7 @@ pub unsafe extern "C" fn mpir_options_new(out: *mut *mut mpir_options) -> Status
 /// Frees an options handle. NULL is accepted and does nothing. A handle already freed, or not
 /// an options handle, is `MPIR_STATUS_INVALID_HANDLE` (nothing is freed).
 #[unsafe(no_mangle)]
-pub extern "C" fn mpir_options_free(opts: *mut mpir_options) -> Status {
+pub extern "C" fn mpir_options_free(opts: *mut mpir_options) -> mpir_status {
     guard("mpir_options_free", || {
         if opts.is_null() {
             return Ok(());
@@ -175,7 +175,7 @@ pub extern "C" fn mpir_options_free(opts: *mut mpir_options) -> Status {
 /// How long acquisition may wait for the starter (launch and attach), in milliseconds; 0
 /// restores the default.
 #[unsafe(no_mangle)]
-pub extern "C" fn mpir_options_set_timeout_ms(opts: *mut mpir_options, ms: u64) -> Status {
+pub extern "C" fn mpir_options_set_timeout_ms(opts: *mut mpir_options, ms: u64) -> mpir_status {
     guard("mpir_options_set_timeout_ms", || {
         update(opts, |o| {
             o.timeout = (ms > 0).then(|| Duration::from_millis(ms));
@@ -193,7 +193,7 @@ pub extern "C" fn mpir_options_set_timeout_ms(opts: *mut mpir_options, ms: u64) 
 pub unsafe extern "C" fn mpir_options_set_ranks(
     opts: *mut mpir_options,
     ranks: *const c_char,
-) -> Status {
+) -> mpir_status {
     guard("mpir_options_set_ranks", || {
         let parsed = if ranks.is_null() {
             None
@@ -202,13 +202,13 @@ pub unsafe extern "C" fn mpir_options_set_ranks(
             let b = unsafe { bytes(ranks, "ranks") }?;
             let text = std::str::from_utf8(b).map_err(|e| {
                 Failure::new(
-                    Status::MPIR_STATUS_INVALID_UTF8,
+                    mpir_status::MPIR_STATUS_INVALID_UTF8,
                     format!("ranks {:?} is not UTF-8: {e}", String::from_utf8_lossy(b)),
                 )
             })?;
             Some(text.parse::<RankSet>().map_err(|e| {
                 Failure::new(
-                    Status::MPIR_STATUS_INVALID_ARGUMENT,
+                    mpir_status::MPIR_STATUS_INVALID_ARGUMENT,
                     format!(
                         "ranks {text:?}: {}",
                         mpir_session::chain(&e as &dyn std::error::Error)
@@ -232,7 +232,7 @@ pub unsafe extern "C" fn mpir_options_set_ranks(
 pub unsafe extern "C" fn mpir_options_add_debug_dir(
     opts: *mut mpir_options,
     dir: *const c_char,
-) -> Status {
+) -> mpir_status {
     guard("mpir_options_add_debug_dir", || {
         // SAFETY: the caller's contract.
         let dir = PathBuf::from(OsStr::from_bytes(unsafe { bytes(dir, "dir") }?));
@@ -253,7 +253,7 @@ pub unsafe extern "C" fn mpir_options_add_debug_dir(
 pub unsafe extern "C" fn mpir_options_set_types_sidecar(
     opts: *mut mpir_options,
     path: *const c_char,
-) -> Status {
+) -> mpir_status {
     guard("mpir_options_set_types_sidecar", || {
         let path = if path.is_null() {
             None
@@ -273,7 +273,7 @@ pub unsafe extern "C" fn mpir_options_set_types_sidecar(
 /// Nonzero: keep the selected ranks stopped from acquisition on (launch and attach), for the
 /// first read. Zero (the default): the ranks run, and are stopped only while read.
 #[unsafe(no_mangle)]
-pub extern "C" fn mpir_options_set_hold(opts: *mut mpir_options, hold: c_int) -> Status {
+pub extern "C" fn mpir_options_set_hold(opts: *mut mpir_options, hold: c_int) -> mpir_status {
     guard("mpir_options_set_hold", || {
         update(opts, |o| {
             o.hold = hold != 0;
@@ -288,7 +288,7 @@ pub extern "C" fn mpir_options_set_hold(opts: *mut mpir_options, hold: c_int) ->
 pub extern "C" fn mpir_options_set_allow_other_users(
     opts: *mut mpir_options,
     allow: c_int,
-) -> Status {
+) -> mpir_status {
     guard("mpir_options_set_allow_other_users", || {
         update(opts, |o| {
             o.allow_other_users = allow != 0;
@@ -302,7 +302,10 @@ pub extern "C" fn mpir_options_set_allow_other_users(
 /// [`mpir_session_starter_pid`](crate::session::mpir_session_starter_pid)). Zero (the default):
 /// release ends the job: the starter gets `SIGTERM` (then `SIGKILL` after 10 s) and is reaped.
 #[unsafe(no_mangle)]
-pub extern "C" fn mpir_options_set_leave_running(opts: *mut mpir_options, leave: c_int) -> Status {
+pub extern "C" fn mpir_options_set_leave_running(
+    opts: *mut mpir_options,
+    leave: c_int,
+) -> mpir_status {
     guard("mpir_options_set_leave_running", || {
         update(opts, |o| {
             o.leave_running = leave != 0;

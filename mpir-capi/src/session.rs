@@ -13,11 +13,10 @@ use std::os::unix::ffi::OsStrExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ::mpir_session::{Session, SessionOptions, StackOptions, chain};
-use mpir_acquire::RankControl;
+use ::mpir_session::{Session, SessionOptions, StackOptions};
 
 use crate::backend;
-use crate::error::{Failure, Result, Status, guard};
+use crate::error::{Failure, Result, guard, mpir_status};
 use crate::handles::{Kind, SESSION_THREADS, check_shape, freed, give_string, issue, lock};
 use crate::options::{self, mpir_options};
 
@@ -107,13 +106,10 @@ impl Slot {
                 .map(|r| Row {
                     rank: r.rank,
                     pid: u32::try_from(r.pid).unwrap_or(0),
-                    local: match job.locality(r.rank) {
-                        mpir_types::node::Locality::Unknown => -1,
-                        l => c_int::from(l.is_local()),
-                    },
+                    local: mpir_json::job::local_of(&job.locality(r.rank)).map_or(-1, c_int::from),
                     host: r.host.map(c_string),
                     executable: r.executable.map(c_string),
-                    control: c_string(&control_text(job.control(r.rank))),
+                    control: c_string(&mpir_json::job::control_text(job, r.rank)),
                 })
                 .collect()
         });
@@ -130,7 +126,7 @@ impl Slot {
     fn live(&mut self) -> Result<&mut Session> {
         self.session.as_mut().ok_or_else(|| {
             Failure::new(
-                Status::MPIR_STATUS_RELEASED,
+                mpir_status::MPIR_STATUS_RELEASED,
                 "the session was released: only its rank table remains",
             )
         })
@@ -156,17 +152,6 @@ impl Drop for Slot {
 
 fn c_string(s: &str) -> CString {
     CString::new(s.replace('\0', " ")).unwrap_or_default()
-}
-
-/// How a rank was handled, in the documents' words (docs/cli-json.md, `ranks[].control`).
-fn control_text(c: &RankControl) -> String {
-    match c {
-        RankControl::Attached { .. } => "attached".into(),
-        RankControl::Remote => "remote".into(),
-        RankControl::Refused { reason } => format!("refused: {reason}"),
-        RankControl::Failed { error } => format!("failed: {}", chain(error)),
-        _ => "not_attached".into(),
-    }
 }
 
 /// Ends a launched job the way a user's Ctrl-C would: `SIGTERM` to the starter, up to 10 s,
@@ -213,7 +198,7 @@ thread_local! {
 
 fn thread_gone() -> Failure {
     Failure::new(
-        Status::MPIR_STATUS_WRONG_THREAD,
+        mpir_status::MPIR_STATUS_WRONG_THREAD,
         "this thread is ending: its sessions are being released",
     )
 }
@@ -239,7 +224,7 @@ fn register(slot: Slot) -> Result<usize> {
 fn owned(s: *const mpir_session) -> Result<usize> {
     if s.is_null() {
         return Err(Failure::new(
-            Status::MPIR_STATUS_NULL_ARGUMENT,
+            mpir_status::MPIR_STATUS_NULL_ARGUMENT,
             "session is NULL",
         ));
     }
@@ -253,7 +238,7 @@ fn owned(s: *const mpir_session) -> Result<usize> {
     match owner {
         None => Err(freed(key, Kind::Session)),
         Some(t) if t != me => Err(Failure::new(
-            Status::MPIR_STATUS_WRONG_THREAD,
+            mpir_status::MPIR_STATUS_WRONG_THREAD,
             format!(
                 "mpir_session {key:#x} belongs to thread {t:?}, not to this thread ({me:?}): a session is used only on the thread that made it"
             ),
@@ -287,7 +272,7 @@ unsafe fn put<T>(out: *mut T, value: T) {
 fn need<T>(out: *mut T, name: &str) -> Result<()> {
     if out.is_null() {
         return Err(Failure::new(
-            Status::MPIR_STATUS_NULL_ARGUMENT,
+            mpir_status::MPIR_STATUS_NULL_ARGUMENT,
             format!("{name} is NULL"),
         ));
     }
@@ -322,7 +307,7 @@ pub unsafe extern "C" fn mpir_session_attach(
     pid: u32,
     opts: *const mpir_options,
     out: *mut *mut mpir_session,
-) -> Status {
+) -> mpir_status {
     guard("mpir_session_attach", || {
         create(out, opts, "starter", |o| {
             Session::attach(pid, o).map_err(|e| Failure::session("attach", &e))
@@ -351,14 +336,14 @@ pub unsafe extern "C" fn mpir_session_launch(
     argc: usize,
     opts: *const mpir_options,
     out: *mut *mut mpir_session,
-) -> Status {
+) -> mpir_status {
     guard("mpir_session_launch", || {
         need(out, "out")?;
         // SAFETY: the caller's contract.
         let args = unsafe { string_array(argv, argc, "argv") }?;
         let Some((program, rest)) = args.split_first() else {
             return Err(Failure::new(
-                Status::MPIR_STATUS_INVALID_ARGUMENT,
+                mpir_status::MPIR_STATUS_INVALID_ARGUMENT,
                 "argc is 0: no starter to launch",
             ));
         };
@@ -384,12 +369,12 @@ pub unsafe extern "C" fn mpir_session_pids(
     count: usize,
     opts: *const mpir_options,
     out: *mut *mut mpir_session,
-) -> Status {
+) -> mpir_status {
     guard("mpir_session_pids", || {
         need(out, "out")?;
         if pids.is_null() {
             return Err(Failure::new(
-                Status::MPIR_STATUS_NULL_ARGUMENT,
+                mpir_status::MPIR_STATUS_NULL_ARGUMENT,
                 "pids is NULL",
             ));
         }
@@ -414,7 +399,7 @@ pub unsafe extern "C" fn mpir_session_cores(
     count: usize,
     opts: *const mpir_options,
     out: *mut *mut mpir_session,
-) -> Status {
+) -> mpir_status {
     guard("mpir_session_cores", || {
         need(out, "out")?;
         // SAFETY: the caller's contract.
@@ -437,7 +422,7 @@ unsafe fn string_array(
 ) -> Result<Vec<Vec<u8>>> {
     if array.is_null() {
         return Err(Failure::new(
-            Status::MPIR_STATUS_NULL_ARGUMENT,
+            mpir_status::MPIR_STATUS_NULL_ARGUMENT,
             format!("{what} is NULL"),
         ));
     }
@@ -459,7 +444,7 @@ unsafe fn string_array(
 pub unsafe extern "C" fn mpir_session_starter_pid(
     session: *const mpir_session,
     out: *mut u32,
-) -> Status {
+) -> mpir_status {
     guard("mpir_session_starter_pid", || {
         need(out, "out")?;
         let pid = with_slot(session, |slot| {
@@ -470,7 +455,7 @@ pub unsafe extern "C" fn mpir_session_starter_pid(
         })?;
         let pid = pid.ok_or_else(|| {
             Failure::new(
-                Status::MPIR_STATUS_UNSUPPORTED,
+                mpir_status::MPIR_STATUS_UNSUPPORTED,
                 "the session has no starter (pids or core files), or was released",
             )
         })?;
@@ -483,7 +468,7 @@ pub unsafe extern "C" fn mpir_session_starter_pid(
 fn rows(slot: &Slot) -> Result<&[Row]> {
     slot.rows.as_deref().ok_or_else(|| {
         Failure::new(
-            Status::MPIR_STATUS_UNSUPPORTED,
+            mpir_status::MPIR_STATUS_UNSUPPORTED,
             "the rank table is known only for a session from a starter (not pids or core files)",
         )
     })
@@ -498,7 +483,7 @@ fn rows(slot: &Slot) -> Result<&[Row]> {
 pub unsafe extern "C" fn mpir_session_rank_count(
     session: *const mpir_session,
     out: *mut usize,
-) -> Status {
+) -> mpir_status {
     guard("mpir_session_rank_count", || {
         need(out, "out")?;
         let n = with_slot(session, |slot| Ok(rows(slot)?.len()))?;
@@ -519,14 +504,14 @@ pub unsafe extern "C" fn mpir_session_rank(
     session: *const mpir_session,
     index: usize,
     out: *mut mpir_rank,
-) -> Status {
+) -> mpir_status {
     guard("mpir_session_rank", || {
         need(out, "out")?;
         let row = with_slot(session, |slot| {
             let rows = rows(slot)?;
             let r = rows.get(index).ok_or_else(|| {
                 Failure::new(
-                    Status::MPIR_STATUS_INVALID_ARGUMENT,
+                    mpir_status::MPIR_STATUS_INVALID_ARGUMENT,
                     format!("index {index} is past the table's {} ranks", rows.len()),
                 )
             })?;
@@ -559,15 +544,15 @@ fn give_json(out: *mut *mut c_char, doc: &serde_json::Value) -> Result<()> {
 fn sampling(samples: u32, interval_ms: u32) -> Result<Duration> {
     if samples == 0 || samples > 10_000 {
         return Err(Failure::new(
-            Status::MPIR_STATUS_INVALID_ARGUMENT,
+            mpir_status::MPIR_STATUS_INVALID_ARGUMENT,
             format!("samples is {samples}: 1 to 10000"),
         ));
     }
     Ok(Duration::from_millis(u64::from(interval_ms)))
 }
 
-/// The job as acquired (`mpir.job/1`, docs/cli-json.md) as JSON, in `*out` (a session from a
-/// starter).
+/// The job (`mpir.job/1`, docs/cli-json.md) as JSON, in `*out`: for a session from a starter
+/// (as acquired), from a process exporting MPI2DD, or from cores that include a starter's.
 ///
 /// Ownership: the caller frees `*out` with [`mpir_string_free`](crate::mpir_string_free).
 ///
@@ -577,14 +562,14 @@ fn sampling(samples: u32, interval_ms: u32) -> Result<Duration> {
 pub unsafe extern "C" fn mpir_session_job_json(
     session: *const mpir_session,
     out: *mut *mut c_char,
-) -> Status {
+) -> mpir_status {
     guard("mpir_session_job_json", || {
         need(out, "out")?;
         let doc = with_slot(session, |slot| {
             backend::job(slot.live()?).ok_or_else(|| {
                 Failure::new(
-                    Status::MPIR_STATUS_UNSUPPORTED,
-                    "the job is known only for a session from a starter (not pids or core files)",
+                    mpir_status::MPIR_STATUS_UNSUPPORTED,
+                    "the session has no job: processes named by pid, or ranks' cores without the starter's",
                 )
             })
         })?;
@@ -603,7 +588,7 @@ pub unsafe extern "C" fn mpir_session_job_json(
 pub unsafe extern "C" fn mpir_session_queues_json(
     session: *const mpir_session,
     out: *mut *mut c_char,
-) -> Status {
+) -> mpir_status {
     guard("mpir_session_queues_json", || {
         need(out, "out")?;
         let doc = with_slot(session, |slot| {
@@ -631,7 +616,7 @@ pub unsafe extern "C" fn mpir_session_stacks_json(
     samples: u32,
     interval_ms: u32,
     out: *mut *mut c_char,
-) -> Status {
+) -> mpir_status {
     guard("mpir_session_stacks_json", || {
         need(out, "out")?;
         let interval = sampling(samples, interval_ms)?;
@@ -663,7 +648,7 @@ pub unsafe extern "C" fn mpir_session_deadlock_json(
     samples: u32,
     interval_ms: u32,
     out: *mut *mut c_char,
-) -> Status {
+) -> mpir_status {
     guard("mpir_session_deadlock_json", || {
         need(out, "out")?;
         let interval = sampling(samples, interval_ms)?;
@@ -685,7 +670,7 @@ pub unsafe extern "C" fn mpir_session_deadlock_json(
 /// handle stays valid for the rank table and must still be freed; reading calls then fail
 /// with `MPIR_STATUS_RELEASED`. Releasing again does nothing.
 #[unsafe(no_mangle)]
-pub extern "C" fn mpir_session_release(session: *mut mpir_session) -> Status {
+pub extern "C" fn mpir_session_release(session: *mut mpir_session) -> mpir_status {
     guard("mpir_session_release", || {
         with_slot(session, |slot| {
             slot.release();
@@ -699,7 +684,7 @@ pub extern "C" fn mpir_session_release(session: *mut mpir_session) -> Status {
 /// freed is `MPIR_STATUS_INVALID_HANDLE`; from another thread, `MPIR_STATUS_WRONG_THREAD`
 /// (nothing is freed: the session is released when its own thread ends).
 #[unsafe(no_mangle)]
-pub extern "C" fn mpir_session_free(session: *mut mpir_session) -> Status {
+pub extern "C" fn mpir_session_free(session: *mut mpir_session) -> mpir_status {
     guard("mpir_session_free", || {
         if session.is_null() {
             return Ok(());
