@@ -269,7 +269,7 @@ mpir_status mpir_options_set_allow_other_users(mpir_options *opts, int allow);
 /**
  * Launch mode: nonzero leaves the starter (and so the job) running when the session is
  * released or freed; the caller then owns it and reaps it (`waitpid` on
- * [`mpir_session_starter_pid`](crate::session::mpir_session_starter_pid)). Zero (the default):
+ * [`mpir_session_starter_pid`](crate::mpir_session_starter_pid)). Zero (the default):
  * release ends the job: the starter gets `SIGTERM` (then `SIGKILL` after 10 s) and is reaped.
  */
 mpir_status mpir_options_set_leave_running(mpir_options *opts, int leave);
@@ -294,7 +294,7 @@ mpir_status mpir_session_attach(uint32_t pid, const mpir_options *opts, mpir_ses
  *
  * The session keeps the starter: releasing or freeing the session ends the job (`SIGTERM` to
  * the starter, `SIGKILL` after 10 s) and reaps it, unless
- * [`mpir_options_set_leave_running`](crate::options::mpir_options_set_leave_running) asked to
+ * [`mpir_options_set_leave_running`](crate::mpir_options_set_leave_running) asked to
  * leave it running.
  *
  * Ownership: as [`mpir_session_attach`]; the library copies `argv`.
@@ -416,7 +416,7 @@ mpir_status mpir_session_deadlock_json(const mpir_session *session,
 /**
  * Lets the job go: every rank the session holds is released, and a launched starter is ended
  * and reaped (unless left running, see
- * [`mpir_options_set_leave_running`](crate::options::mpir_options_set_leave_running)). The
+ * [`mpir_options_set_leave_running`](crate::mpir_options_set_leave_running)). The
  * handle stays valid for the rank table and must still be freed; reading calls then fail
  * with `MPIR_STATUS_RELEASED`. Releasing again does nothing.
  */

@@ -299,7 +299,7 @@ pub extern "C" fn mpir_options_set_allow_other_users(
 
 /// Launch mode: nonzero leaves the starter (and so the job) running when the session is
 /// released or freed; the caller then owns it and reaps it (`waitpid` on
-/// [`mpir_session_starter_pid`](crate::session::mpir_session_starter_pid)). Zero (the default):
+/// [`mpir_session_starter_pid`](crate::mpir_session_starter_pid)). Zero (the default):
 /// release ends the job: the starter gets `SIGTERM` (then `SIGKILL` after 10 s) and is reaped.
 #[unsafe(no_mangle)]
 pub extern "C" fn mpir_options_set_leave_running(

@@ -322,7 +322,7 @@ pub unsafe extern "C" fn mpir_session_attach(
 ///
 /// The session keeps the starter: releasing or freeing the session ends the job (`SIGTERM` to
 /// the starter, `SIGKILL` after 10 s) and reaps it, unless
-/// [`mpir_options_set_leave_running`](crate::options::mpir_options_set_leave_running) asked to
+/// [`mpir_options_set_leave_running`](crate::mpir_options_set_leave_running) asked to
 /// leave it running.
 ///
 /// Ownership: as [`mpir_session_attach`]; the library copies `argv`.
@@ -666,7 +666,7 @@ pub unsafe extern "C" fn mpir_session_deadlock_json(
 
 /// Lets the job go: every rank the session holds is released, and a launched starter is ended
 /// and reaped (unless left running, see
-/// [`mpir_options_set_leave_running`](crate::options::mpir_options_set_leave_running)). The
+/// [`mpir_options_set_leave_running`](crate::mpir_options_set_leave_running)). The
 /// handle stays valid for the rank table and must still be freed; reading calls then fail
 /// with `MPIR_STATUS_RELEASED`. Releasing again does nothing.
 #[unsafe(no_mangle)]
