@@ -117,8 +117,8 @@ typedef struct mpir_session mpir_session;
  * One rank of the job, as the starter's process table gives it (see
  * [`mpir_session_rank`]).
  *
- * Ownership: the strings belong to the session and stay valid until the session is freed
- * (release keeps them). Do not free them.
+ * Ownership: the strings belong to the session and stay valid until the session is freed, or
+ * its thread ends (release keeps them). Do not free them.
  */
 typedef struct {
   /**

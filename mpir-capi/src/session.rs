@@ -52,8 +52,8 @@ pub struct mpir_session {
 /// One rank of the job, as the starter's process table gives it (see
 /// [`mpir_session_rank`]).
 ///
-/// Ownership: the strings belong to the session and stay valid until the session is freed
-/// (release keeps them). Do not free them.
+/// Ownership: the strings belong to the session and stay valid until the session is freed, or
+/// its thread ends (release keeps them). Do not free them.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 #[allow(non_camel_case_types, reason = "a C type name")]
