@@ -50,7 +50,7 @@ scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 
 # 2. The install, as a packager does it.
-cargo cinstall --locked --quiet -p mpir-capi --debug \
+cargo cinstall --locked -p mpir-capi --debug \
     --prefix /usr --libdir lib --destdir "$scratch/root"
 root=$scratch/root/usr
 ls -l "$root/lib" "$root/include" "$root/lib/pkgconfig"
