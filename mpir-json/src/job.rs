@@ -142,7 +142,7 @@ pub struct JobOut<'a> {
     pub notes: Vec<String>,
 }
 
-/// The ranks of a job document. Serialized by serde like any list, except while [`print()`]
+/// The ranks of a job document. Serialized by serde like any list, except while the tool's `print()`
 /// writes the document: then serde writes an empty list and `print` writes the ranks itself
 /// in place of it, with the same bytes (a million ranks through serde's per-field path cost
 /// twice the least a tool must do).
