@@ -15,23 +15,31 @@ pub fn crate_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The directory cargo put this test's build of the library in (`target/debug`: the test
-/// binary is in its `deps/`): libmpir.so and libmpir.a, built with the rlib these tests link.
+/// The directory holding this test's build of the library: libmpir.so and libmpir.a, built
+/// with the rlib the test binary links. Cargo writes them next to the test binary, in
+/// `target/<profile>/deps` (a crate with a cdylib has no hash in its file names), and copies
+/// them up to `target/<profile>` only when it builds them.
 pub fn target_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary's path");
-    let dir = exe
+    let deps = exe
         .parent()
-        .and_then(Path::parent)
-        .expect("the test binary is in target/<profile>/deps")
-        .to_path_buf();
-    for lib in ["libmpir.so", "libmpir.a"] {
-        assert!(
-            dir.join(lib).is_file(),
-            "{lib} is not in {}: cargo builds it with the tests",
-            dir.display()
-        );
-    }
-    dir
+        .expect("the test binary is in target/<profile>/deps");
+    let has_both = |d: &Path| {
+        ["libmpir.so", "libmpir.a"]
+            .iter()
+            .all(|l| d.join(l).is_file())
+    };
+    [Some(deps), deps.parent()]
+        .into_iter()
+        .flatten()
+        .find(|d| has_both(d))
+        .unwrap_or_else(|| {
+            panic!(
+                "libmpir.so and libmpir.a are not in {}: cargo builds them with the tests",
+                deps.display()
+            )
+        })
+        .to_path_buf()
 }
 
 /// A scratch directory where `libmpir.so.0` (the soname) and `libmpir.so` (for `-lmpir`) name
