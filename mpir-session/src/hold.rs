@@ -393,9 +393,31 @@ impl Session {
         })
     }
 
-    /// Opens the target of every known rank that is held (cached by pid and start time).
+    /// Opens the target of every known rank that is held (cached by pid and start time); the
+    /// ones not opened yet all at once ([`Session::open_live_many`]).
     fn open_known(&mut self, known: &[Known]) -> Vec<HeldRank> {
         let debug = self.options.acquire.debug.clone();
+        let to_open: Vec<(u32, u64)> = known
+            .iter()
+            .filter_map(|k| Some((k.pid, *k.state.as_ref().ok()?)))
+            .filter(|key| !self.targets.contains_key(key))
+            .collect();
+        let pids: Vec<u32> = to_open.iter().map(|&(pid, _)| pid).collect();
+        let mut failed = std::collections::HashMap::new();
+        for (key, opened) in
+            to_open
+                .into_iter()
+                .zip(Session::open_live_many(&self.files, &pids, &debug))
+        {
+            match opened {
+                Ok(t) => {
+                    self.targets.insert(key, Rc::new(t));
+                }
+                Err(e) => {
+                    failed.insert(key, e);
+                }
+            }
+        }
         known
             .iter()
             .map(|k| {
@@ -403,13 +425,9 @@ impl Session {
                     Err(e) => Err(e.clone()),
                     Ok(start) => match self.targets.get(&(k.pid, *start)) {
                         Some(t) => Ok(Rc::clone(t)),
-                        None => match Session::open_live(&self.files, k.pid, debug.clone()) {
-                            Ok(t) => {
-                                let t = Rc::new(t);
-                                self.targets.insert((k.pid, *start), Rc::clone(&t));
-                                Ok(t)
-                            }
-                            Err(e) => Err(Unreadable::Open(e)),
+                        None => match failed.get(&(k.pid, *start)) {
+                            Some(e) => Err(Unreadable::Open(e.clone())),
+                            None => unreachable!("every known rank held was opened or failed"),
                         },
                     },
                 };

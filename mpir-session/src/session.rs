@@ -132,6 +132,9 @@ pub struct CoreInfo {
     pub executable_gone: Option<PathBuf>,
 }
 
+/// Threads [`Session::open_live_many`] opens processes on, at most.
+const OPEN_THREADS: usize = 4;
+
 impl Session {
     fn new(options: SessionOptions, source: Source) -> Session {
         Session {
@@ -158,6 +161,56 @@ impl Session {
         )?;
         let memory = mpir_target::live::LiveMemory::new(pid, images.data_model());
         Ok(LiveTarget::new(memory, images))
+    }
+
+    /// Opens every process of `pids` as [`open_live`](Session::open_live) does, on up to
+    /// [`OPEN_THREADS`] threads: most of the cost is the kernel formatting each process's
+    /// `/proc/PID/maps` and the `stat` of each mapped file, which run in parallel; the files'
+    /// parsing is shared through `files` (each file parsed once, whichever thread comes first).
+    /// Results come in the order of `pids`.
+    pub(crate) fn open_live_many(
+        files: &std::sync::Arc<mpir_target::debuginfo::FileCache>,
+        pids: &[u32],
+        debug: &mpir_target::debuginfo::DebugOptions,
+    ) -> Vec<Result<LiveTarget, mpir_target::TargetError>> {
+        let threads = std::thread::available_parallelism()
+            .map_or(1, std::num::NonZeroUsize::get)
+            .clamp(1, OPEN_THREADS)
+            .min(pids.len());
+        if threads <= 1 {
+            return pids
+                .iter()
+                .map(|&pid| Session::open_live(files, pid, debug.clone()))
+                .collect();
+        }
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let mut results: Vec<(usize, Result<LiveTarget, mpir_target::TargetError>)> =
+            std::thread::scope(|scope| {
+                let workers: Vec<_> = (0..threads)
+                    .map(|_| {
+                        scope.spawn(|| {
+                            let mut mine = Vec::new();
+                            loop {
+                                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                                let Some(&pid) = pids.get(i) else { break };
+                                mine.push((i, Session::open_live(files, pid, debug.clone())));
+                            }
+                            mine
+                        })
+                    })
+                    .collect();
+                workers
+                    .into_iter()
+                    .flat_map(|w| match w.join() {
+                        Ok(mine) => mine,
+                        // A panic while opening is a bug; re-raise it on the caller's thread
+                        // (the session's guards release what is held).
+                        Err(panic) => std::panic::resume_unwind(panic),
+                    })
+                    .collect()
+            });
+        results.sort_unstable_by_key(|(i, _)| *i);
+        results.into_iter().map(|(_, r)| r).collect()
     }
 
     /// Attach mode: reads the job of the running process `pid` and lets it run: a starter

@@ -19,7 +19,9 @@ use mpir_target::corefile::CoreTarget;
 use mpir_target::live::LiveTarget;
 use mpir_target::live::procfs;
 use mpir_target::live::tracer::Tracer;
-use mpir_target::unwind::{SnapshotOptions, UnwindOptions, Unwinder, snapshot_live_with_mappings};
+use mpir_target::unwind::{
+    ProcessSnapshot, SnapshotOptions, UnwindOptions, Unwinder, snapshot_live_with_mappings,
+};
 use mpir_target::{ControlCause, Memory, TargetError};
 use mpir_types::ranks::RankSet;
 use mpir_types::stacks::{
@@ -622,21 +624,49 @@ fn live_sample(
 ) -> StackSample {
     let taken_at = SystemTime::now();
     let started = Instant::now();
-    let mut ranks = Vec::with_capacity(live.len());
     let mut unreached = unreached_before.to_vec();
     let mut stops = Vec::with_capacity(live.len());
     let mut overran = Vec::new();
-    for (l, u) in live.iter().zip(unwinders) {
-        let same = || procfs::start_time(l.pid).is_ok_and(|t| t == l.start);
-        if !same() {
-            unreached.push(Unreached::new(l.rank, UnreachedReason::Exited));
-            continue;
-        }
-        // The stacks' mappings as read with the images (re-read only for a new stack).
-        let mappings = l.target.images().writable_mappings();
-        let model = l.target.data_model();
-        let snap =
-            match snapshot_live_with_mappings(tracer, l.pid, model, &options.snapshot, mappings) {
+    // The tracer copies each process in turn (this thread asks it); a second thread unwinds
+    // and symbolises each copy as soon as it is taken, so that loading an image's line tables
+    // (tens of milliseconds for a C library's DWARF, once per session) overlaps the next
+    // processes' snapshots instead of following them. The worker never touches a process.
+    let ranks = std::thread::scope(|scope| {
+        let (to_worker, jobs) = std::sync::mpsc::channel::<(usize, u64, u32, ProcessSnapshot)>();
+        let worker = scope.spawn(move || {
+            jobs.into_iter()
+                .map(|(i, rank, pid, snap)| {
+                    let threads = unwinders[i]
+                        .thread_stacks(&snap)
+                        .into_iter()
+                        .map(|t| {
+                            let tid = t.tid;
+                            match thread_name(pid, tid) {
+                                Some(n) => t.with_name(n),
+                                None => t,
+                            }
+                        })
+                        .collect();
+                    RankStacks::new(rank, pid, threads)
+                })
+                .collect::<Vec<RankStacks>>()
+        });
+        for (i, l) in live.iter().enumerate() {
+            let same = || procfs::start_time(l.pid).is_ok_and(|t| t == l.start);
+            if !same() {
+                unreached.push(Unreached::new(l.rank, UnreachedReason::Exited));
+                continue;
+            }
+            // The stacks' mappings as read with the images (re-read only for a new stack).
+            let mappings = l.target.images().writable_mappings();
+            let model = l.target.data_model();
+            let snap = match snapshot_live_with_mappings(
+                tracer,
+                l.pid,
+                model,
+                &options.snapshot,
+                mappings,
+            ) {
                 Ok(s) => s,
                 Err(e) => {
                     let why = Unreadable::Stop(e.clone());
@@ -644,32 +674,31 @@ fn live_sample(
                     continue;
                 }
             };
-        // A pid reused between the check and the stop: what was copied is another process's.
-        if !same() {
-            unreached.push(Unreached::new(l.rank, UnreachedReason::Exited));
-            continue;
+            // A pid reused between the check and the stop: what was copied is another
+            // process's.
+            if !same() {
+                unreached.push(Unreached::new(l.rank, UnreachedReason::Exited));
+                continue;
+            }
+            stops.push(StopTime {
+                rank: l.rank,
+                pid: l.pid,
+                stopped_for: snap.stopped_for,
+            });
+            if options.max_stop.is_some_and(|m| snap.stopped_for > m) {
+                overran.push(l.rank);
+            }
+            if to_worker.send((i, l.rank, l.pid, snap)).is_err() {
+                // The worker is gone (it panicked): its join below says why.
+                break;
+            }
         }
-        stops.push(StopTime {
-            rank: l.rank,
-            pid: l.pid,
-            stopped_for: snap.stopped_for,
-        });
-        if options.max_stop.is_some_and(|m| snap.stopped_for > m) {
-            overran.push(l.rank);
+        drop(to_worker);
+        match worker.join() {
+            Ok(ranks) => ranks,
+            Err(panic) => std::panic::resume_unwind(panic),
         }
-        let threads = u
-            .thread_stacks(&snap)
-            .into_iter()
-            .map(|t| {
-                let tid = t.tid;
-                match thread_name(l.pid, tid) {
-                    Some(n) => t.with_name(n),
-                    None => t,
-                }
-            })
-            .collect();
-        ranks.push(RankStacks::new(l.rank, l.pid, threads));
-    }
+    });
     let tree = StackTree::build(&ranks, &unreached, tree_options);
     StackSample {
         index,
