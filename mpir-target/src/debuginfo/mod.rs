@@ -29,7 +29,8 @@ mod images;
 mod locate;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::ffi::OsString;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 pub(crate) use dwarf::load_dwarf_for_lines;
@@ -71,9 +72,12 @@ type CachedFile = (FileIdentity, Result<Arc<ElfFile>, DebugInfoError>);
 /// ELF is remembered too, so it is not read again while it is unchanged.
 #[derive(Debug, Default)]
 pub struct FileCache {
-    files: Mutex<HashMap<PathBuf, CachedFile>>,
-    types: Mutex<HashMap<PathBuf, Arc<TypeIndex>>>,
-    debug: Mutex<HashMap<(PathBuf, bool), DebugSearch>>,
+    // Keyed by the path's bytes: `Path`'s own hashing walks its components, which cost more
+    // than the lookup itself for the thousands of lookups of a large job (paths come from the
+    // kernel's maps, already normal).
+    files: Mutex<HashMap<OsString, CachedFile>>,
+    types: Mutex<HashMap<OsString, Arc<TypeIndex>>>,
+    debug: Mutex<HashMap<(OsString, bool), DebugSearch>>,
 }
 
 /// The separate debug file found for an image file, and how.
@@ -103,14 +107,14 @@ impl FileCache {
         let meta = std::fs::metadata(path).map_err(|e| DebugInfoError::io(path, &e))?;
         let id = FileIdentity::of(&meta);
         let mut files = self.files.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((known, f)) = files.get(path)
+        if let Some((known, f)) = files.get(path.as_os_str())
             && *known == id
         {
             return f.clone();
         }
         let f = ElfFile::open(path).map(Arc::new);
         if !matches!(f, Err(DebugInfoError::Io { .. })) {
-            files.insert(path.to_path_buf(), (id, f.clone()));
+            files.insert(path.as_os_str().to_os_string(), (id, f.clone()));
         }
         f
     }
@@ -126,7 +130,7 @@ impl FileCache {
         options: &DebugOptions,
         notes: &mut Vec<String>,
     ) -> DebugFound {
-        let key = (elf.path().to_path_buf(), is_main);
+        let key = (elf.path().as_os_str().to_os_string(), is_main);
         let known = {
             let searches = self.debug.lock().unwrap_or_else(|e| e.into_inner());
             searches
@@ -165,7 +169,7 @@ impl FileCache {
         dwarf_file: &ElfFile,
         sup: Option<&ElfFile>,
     ) -> Result<Arc<TypeIndex>, DebugInfoError> {
-        let key = dwarf_file.path().to_path_buf();
+        let key = dwarf_file.path().as_os_str().to_os_string();
         if let Some(t) = self
             .types
             .lock()
