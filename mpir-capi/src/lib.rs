@@ -22,7 +22,6 @@
 use std::ffi::c_char;
 use std::os::unix::ffi::OsStrExt;
 
-mod backend;
 mod error;
 mod handles;
 mod options;
@@ -98,7 +97,8 @@ pub unsafe extern "C" fn mpir_demo_starter(path: *mut *mut c_char) -> mpir_statu
                 "path is NULL",
             ));
         }
-        let starter = backend::demo_starter()
+        let starter = mpir_demo::starter()
+            .map_err(|e| ::mpir_session::chain(&e))
             .map_err(|e| Failure::new(mpir_status::MPIR_STATUS_IO, format!("the demo job: {e}")))?;
         let p = handles::give_string(starter.as_os_str().as_bytes().to_vec())?;
         // SAFETY: `path` is not NULL and, by the contract, writable.

@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 
 use ::mpir_session::{Session, SessionOptions, StackOptions};
 
-use crate::backend;
 use crate::error::{Failure, Result, guard, mpir_status};
 use crate::handles::{Kind, SESSION_THREADS, check_shape, freed, give_string, issue, lock};
 use crate::options::{self, mpir_options};
@@ -566,7 +565,7 @@ pub unsafe extern "C" fn mpir_session_job_json(
     guard("mpir_session_job_json", || {
         need(out, "out")?;
         let doc = with_slot(session, |slot| {
-            backend::job(slot.live()?).ok_or_else(|| {
+            mpir_json::job(slot.live()?).ok_or_else(|| {
                 Failure::new(
                     mpir_status::MPIR_STATUS_UNSUPPORTED,
                     "the session has no job: processes named by pid, or ranks' cores without the starter's",
@@ -597,7 +596,7 @@ pub unsafe extern "C" fn mpir_session_queues_json(
                 .live()?
                 .queues()
                 .map_err(|e| Failure::session("queues", &e))?;
-            Ok(backend::queues(&read, types))
+            Ok(mpir_json::queues(&read, types))
         })?;
         give_json(out, &doc)
     })
@@ -629,7 +628,7 @@ pub unsafe extern "C" fn mpir_session_stacks_json(
                 .live()?
                 .stacks(&options)
                 .map_err(|e| Failure::session("stacks", &e))?;
-            Ok(backend::stacks(&read, source, interval))
+            Ok(mpir_json::stacks(&read, source, interval))
         })?;
         give_json(out, &doc)
     })
@@ -658,7 +657,7 @@ pub unsafe extern "C" fn mpir_session_deadlock_json(
                 .live()?
                 .deadlock(samples, interval)
                 .map_err(|e| Failure::session("deadlock", &e))?;
-            Ok(backend::deadlock(&read, samples, types))
+            Ok(mpir_json::deadlock(&read, samples, types))
         })?;
         give_json(out, &doc)
     })

@@ -18,7 +18,6 @@ use pyo3::prelude::*;
 
 mod args;
 mod errors;
-mod json;
 mod session;
 mod testing;
 
@@ -26,7 +25,9 @@ mod testing;
 #[pyfunction]
 #[pyo3(signature = () -> "str")]
 fn demo_starter(py: Python<'_>) -> PyResult<Py<PyAny>> {
-    let path = json::demo_starter().map_err(|e| errors::err("Error", e))?;
+    let path = mpir_demo::starter()
+        .map_err(|e| mpir_session::chain(&e))
+        .map_err(|e| errors::err("Error", e))?;
     args::path_to_py(py, &path)
 }
 

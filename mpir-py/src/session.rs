@@ -20,7 +20,6 @@ use pyo3::types::{PyDict, PyList};
 
 use crate::args::{self, Extra};
 use crate::errors::{err, session_error};
-use crate::json;
 
 /// One rank of the job: (rank, pid, host, executable, local, control).
 type RankRow = (
@@ -252,8 +251,8 @@ impl Session {
                     r.pid,
                     r.host.map(str::to_owned),
                     r.executable.map(str::to_owned),
-                    json::local(job, r.rank),
-                    json::control_text(job, r.rank),
+                    mpir_json::job::local_of(&job.locality(r.rank)),
+                    mpir_json::job::control_text(job, r.rank).into_owned(),
                 )
             })
             .collect())
@@ -262,14 +261,14 @@ impl Session {
     /// The job document (`mpir.job/1`) as JSON text; `None` for pids or cores.
     fn job(&mut self) -> PyResult<Option<String>> {
         let (session, _, _) = self.session()?;
-        Ok(json::job(session).as_ref().map(text))
+        Ok(mpir_json::job(session).as_ref().map(text))
     }
 
     /// Reads every selected rank's message queues (held while read): `mpir.queues/1`.
     fn queues(&mut self) -> PyResult<String> {
         let (session, extra, _) = self.session()?;
         let read = session.queues().map_err(|e| session_error(&e))?;
-        Ok(text(&json::queues(&read, extra.types_given)))
+        Ok(text(&mpir_json::queues(&read, extra.types_given)))
     }
 
     /// Samples the queues `samples` times, `interval` seconds apart, and analyses the
@@ -281,7 +280,11 @@ impl Session {
         let read = session
             .deadlock(samples, interval)
             .map_err(|e| session_error(&e))?;
-        Ok(text(&json::deadlock(&read, samples, extra.types_given)))
+        Ok(text(&mpir_json::deadlock(
+            &read,
+            samples,
+            extra.types_given,
+        )))
     }
 
     /// Every rank's stacks, merged: `mpir.stacks/1` (the last of `samples`, `interval`
@@ -294,7 +297,7 @@ impl Session {
             .with_samples(samples)
             .with_interval(interval);
         let read = session.stacks(&options).map_err(|e| session_error(&e))?;
-        Ok(text(&json::stacks(&read, source, interval)))
+        Ok(text(&mpir_json::stacks(&read, source, interval)))
     }
 
     /// Releases every rank (and, for a launch, stops and reaps the starter unless

@@ -204,8 +204,8 @@ fn job_rows(job: &mpir_acquire::Job) -> MockJob {
                 r.pid,
                 r.host.map(str::to_owned),
                 r.executable.map(str::to_owned),
-                crate::json::local(job, r.rank),
-                crate::json::control_text(job, r.rank),
+                mpir_json::job::local_of(&job.locality(r.rank)),
+                mpir_json::job::control_text(job, r.rank).into_owned(),
             )
         })
         .collect();
