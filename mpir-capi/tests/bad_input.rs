@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{Lib, STATIC_DEPS, compile, crate_dir, have_asan, lib, need, run};
+use common::{Lib, compile, compile_asan, crate_dir, have_asan, lib, need, run};
 use mpir_target::testkit::skip;
 
 /// How many checks bad_input.c makes: a check that silently stops running fails the count.
@@ -111,22 +111,11 @@ fn bad_input_under_address_sanitizer() {
         skip("gcc's AddressSanitizer runtime (libasan) is not installed");
         return;
     }
-    let lib = lib("bad-input-asan");
-    let exe = lib.dir.join("bad-input-asan");
-    let src = crate_dir().join("tests/bad_input.c");
-    let mut args: Vec<&OsStr> = [
-        "-std=c11",
-        "-g",
-        "-fsanitize=address",
-        "-fno-omit-frame-pointer",
-        "-o",
-    ]
-    .iter()
-    .map(OsStr::new)
-    .collect();
-    args.extend([exe.as_os_str(), src.as_os_str(), lib.static_lib.as_os_str()]);
-    args.extend(STATIC_DEPS.iter().map(OsStr::new));
-    compile("gcc", &args);
+    let (_lib, exe) = compile_asan(
+        "bad-input-asan",
+        "c11",
+        &crate_dir().join("tests/bad_input.c"),
+    );
     let out = run(
         Command::new(&exe).env("ASAN_OPTIONS", "detect_leaks=1:exitcode=86"),
         Duration::from_secs(120),

@@ -14,7 +14,7 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::{STATIC_DEPS, compile, crate_dir, have_asan, lib, need, run};
+use common::{compile, compile_asan, crate_dir, have_asan, lib, need, run};
 use mpir_target::testkit::skip;
 
 /// One demo job at a time: each holds four ranks and a tracer on a machine of two cores.
@@ -181,22 +181,7 @@ fn the_c_example_under_address_sanitizer_with_the_starter_given() {
     let _one = ONE_JOB
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let lib = lib("job-asan");
-    let exe = lib.dir.join("job-asan");
-    let src = crate_dir().join("examples/job.c");
-    let mut args: Vec<&OsStr> = [
-        "-std=c99",
-        "-g",
-        "-fsanitize=address",
-        "-fno-omit-frame-pointer",
-        "-o",
-    ]
-    .iter()
-    .map(OsStr::new)
-    .collect();
-    args.extend([exe.as_os_str(), src.as_os_str(), lib.static_lib.as_os_str()]);
-    args.extend(STATIC_DEPS.iter().map(OsStr::new));
-    compile("gcc", &args);
+    let (_lib, exe) = compile_asan("job-asan", "c99", &crate_dir().join("examples/job.c"));
     let starter = mpir_demo::starter().expect("the demo job's starter");
     let out = run(
         Command::new(&exe).arg(&starter).args(["-n", "4"]).env(

@@ -154,3 +154,24 @@ pub fn have_asan() -> bool {
     let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
     Path::new(&path).is_absolute() && Path::new(&path).exists()
 }
+
+/// `src` (a C file of this crate, in C standard `std`) compiled under AddressSanitizer and
+/// linked with this build's static libmpir, into a scratch directory named `name`: the
+/// directory (kept alive by the caller) and the program.
+pub fn compile_asan(name: &str, std: &str, src: &Path) -> (Lib, PathBuf) {
+    let lib = lib(name);
+    let exe = lib.dir.join(name);
+    let std = format!("-std={std}");
+    let flags = [
+        std.as_str(),
+        "-g",
+        "-fsanitize=address",
+        "-fno-omit-frame-pointer",
+        "-o",
+    ];
+    let mut args: Vec<&std::ffi::OsStr> = flags.iter().map(std::ffi::OsStr::new).collect();
+    args.extend([exe.as_os_str(), src.as_os_str(), lib.static_lib.as_os_str()]);
+    args.extend(STATIC_DEPS.iter().map(std::ffi::OsStr::new));
+    compile("gcc", &args);
+    (lib, exe)
+}
