@@ -7,12 +7,11 @@
 
 mod common;
 
-use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{Lib, compile, compile_asan, crate_dir, have_asan, lib, need, run};
+use common::{Lib, compile_asan, compile_dynamic, crate_dir, have_asan, need, run};
 use mpir_target::testkit::skip;
 
 /// How many checks bad_input.c makes: a check that silently stops running fails the count.
@@ -22,28 +21,12 @@ fn build_dynamic(name: &str) -> Option<(Lib, PathBuf)> {
     if !need("cc") {
         return None;
     }
-    let lib = lib(name);
-    let exe = lib.dir.join(name);
-    let src = crate_dir().join("tests/bad_input.c");
-    compile(
+    Some(compile_dynamic(
         "cc",
-        &[
-            OsStr::new("-std=c11"),
-            OsStr::new("-g"),
-            OsStr::new("-Wall"),
-            OsStr::new("-Wextra"),
-            OsStr::new("-Werror"),
-            OsStr::new("-o"),
-            exe.as_os_str(),
-            src.as_os_str(),
-            OsStr::new("-L"),
-            lib.dir.as_os_str(),
-            &std::ffi::OsString::from(format!("-Wl,-rpath,{}", lib.dir.display())),
-            OsStr::new("-lmpir"),
-            OsStr::new("-lpthread"),
-        ],
-    );
-    Some((lib, exe))
+        name,
+        "-std=c11",
+        &crate_dir().join("tests/bad_input.c"),
+    ))
 }
 
 fn assert_all_passed(out: &common::Run) {

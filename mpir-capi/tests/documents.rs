@@ -5,9 +5,11 @@
 
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
+mod common;
+
 use std::ffi::{CStr, CString, c_char};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mpir::{
     mpir_last_error, mpir_options_free, mpir_options_new, mpir_options_set_leave_running,
@@ -16,6 +18,7 @@ use mpir::{
     mpir_session_rank, mpir_session_rank_count, mpir_session_release, mpir_session_stacks_json,
     mpir_session_starter_pid, mpir_status, mpir_string_free,
 };
+use common::{alive, gone_within};
 use serde_json::Value;
 
 /// One demo job at a time (two cores).
@@ -76,28 +79,6 @@ fn table(s: *mut mpir_session) -> Vec<(u64, u32)> {
             (r.rank, r.pid)
         })
         .collect()
-}
-
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rsplit(')')
-                .next()
-                .map(|t| !t.trim_start().starts_with('Z'))
-        })
-        .unwrap_or(false)
-}
-
-fn gone_within(pids: &[u32], secs: u64) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while pids.iter().any(|&p| alive(p)) {
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    true
 }
 
 #[test]

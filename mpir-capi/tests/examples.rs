@@ -9,12 +9,11 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::ffi::OsStr;
 use std::process::Command;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{compile, compile_asan, crate_dir, have_asan, lib, need, run};
+use common::{alive, compile_asan, compile_dynamic, crate_dir, gone_within, have_asan, need, run};
 use mpir_target::testkit::skip;
 
 /// One demo job at a time: each holds four ranks and a tracer on a machine of two cores.
@@ -111,21 +110,9 @@ fn check_demo_run(out: &common::Run) {
     assert_eq!(in_cycle, [0, 1, 2]);
     assert!(released_after_verdict, "{}", out.stdout);
     // Released means ended: no rank is left (a zombie awaiting its parent counts as gone).
-    let alive = |pid: u32| {
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|s| {
-                s.rsplit(')')
-                    .next()
-                    .map(|t| !t.trim_start().starts_with('Z'))
-            })
-            .unwrap_or(false)
-    };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while pids.values().any(|&p| alive(p)) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let left: Vec<u32> = pids.values().copied().filter(|&p| alive(p)).collect();
+    let pids: Vec<u32> = pids.values().copied().collect();
+    gone_within(&pids, 10);
+    let left: Vec<u32> = pids.into_iter().filter(|&p| alive(p)).collect();
     assert!(left.is_empty(), "ranks left running: {left:?}");
 }
 
@@ -136,24 +123,11 @@ fn run_example(source: &str, compiler: &str, std: &str, name: &str) {
     let _one = ONE_JOB
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let lib = lib(name);
-    let exe = lib.dir.join(name);
-    let src = crate_dir().join("examples").join(source);
-    compile(
+    let (_lib, exe) = compile_dynamic(
         compiler,
-        &[
-            OsStr::new(std),
-            OsStr::new("-Wall"),
-            OsStr::new("-Wextra"),
-            OsStr::new("-Werror"),
-            OsStr::new("-o"),
-            exe.as_os_str(),
-            src.as_os_str(),
-            OsStr::new("-L"),
-            lib.dir.as_os_str(),
-            &std::ffi::OsString::from(format!("-Wl,-rpath,{}", lib.dir.display())),
-            OsStr::new("-lmpir"),
-        ],
+        name,
+        std,
+        &crate_dir().join("examples").join(source),
     );
     let out = run(&mut Command::new(&exe), Duration::from_secs(120));
     check_demo_run(&out);

@@ -175,3 +175,36 @@ pub fn compile_asan(name: &str, std: &str, src: &Path) -> (Lib, PathBuf) {
     compile("gcc", &args);
     (lib, exe)
 }
+
+/// `src` (a C or C++ file of this crate, standard flag `std`, e.g. `-std=c99`) compiled with
+/// `compiler` and warnings as errors, linked against this build's `libmpir.so` (found at run
+/// time through an rpath), into a scratch directory named `name`: the directory (kept alive by
+/// the caller) and the program.
+pub fn compile_dynamic(compiler: &str, name: &str, std: &str, src: &Path) -> (Lib, PathBuf) {
+    let lib = lib(name);
+    let exe = lib.dir.join(name);
+    let rpath = std::ffi::OsString::from(format!("-Wl,-rpath,{}", lib.dir.display()));
+    let flags = [std, "-g", "-Wall", "-Wextra", "-Werror", "-o"];
+    let mut args: Vec<&std::ffi::OsStr> = flags.iter().map(std::ffi::OsStr::new).collect();
+    args.extend([
+        exe.as_os_str(),
+        src.as_os_str(),
+        std::ffi::OsStr::new("-L"),
+        lib.dir.as_os_str(),
+        &rpath,
+        std::ffi::OsStr::new("-lmpir"),
+        std::ffi::OsStr::new("-lpthread"),
+    ]);
+    compile(compiler, &args);
+    (lib, exe)
+}
+
+/// Whether process `pid` is still there (a zombie awaiting its parent counts as gone).
+pub fn alive(pid: u32) -> bool {
+    mpir_target::live::procfs::ProcessFacts::read(pid).is_ok_and(|f| !f.is_gone())
+}
+
+/// Whether every process of `pids` is gone within `secs` seconds.
+pub fn gone_within(pids: &[u32], secs: u64) -> bool {
+    mpir_target::testkit::wait_for(secs, || !pids.iter().any(|&p| alive(p)))
+}
