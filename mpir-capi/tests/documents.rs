@@ -11,6 +11,7 @@ use std::ffi::{CStr, CString, c_char};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use common::{alive, gone_within};
 use mpir::{
     mpir_last_error, mpir_options_free, mpir_options_new, mpir_options_set_leave_running,
     mpir_options_set_timeout_ms, mpir_rank, mpir_session, mpir_session_deadlock_json,
@@ -18,7 +19,6 @@ use mpir::{
     mpir_session_rank, mpir_session_rank_count, mpir_session_release, mpir_session_stacks_json,
     mpir_session_starter_pid, mpir_status, mpir_string_free,
 };
-use common::{alive, gone_within};
 use serde_json::Value;
 
 /// One demo job at a time (two cores).

@@ -22,7 +22,7 @@ use crate::args::{self, Extra};
 use crate::errors::{err, session_error};
 
 /// One rank of the job: (rank, pid, host, executable, local, control).
-type RankRow = (
+pub(crate) type RankRow = (
     u64,
     i64,
     Option<String>,
@@ -30,6 +30,23 @@ type RankRow = (
     Option<bool>,
     String,
 );
+
+/// The ranks of `job` as rows, in the documents' words (`local`, `control`): for sessions and
+/// for the mock starters of `mpir.testing` alike.
+pub(crate) fn rank_rows(job: &mpir_acquire::Job) -> Vec<RankRow> {
+    job.ranks()
+        .map(|r| {
+            (
+                r.rank,
+                r.pid,
+                r.host.map(str::to_owned),
+                r.executable.map(str::to_owned),
+                mpir_json::job::local_of(&job.locality(r.rank)),
+                mpir_json::job::control_text(job, r.rank).into_owned(),
+            )
+        })
+        .collect()
+}
 
 /// A session and what the bindings keep beside it.
 struct Open {
@@ -243,19 +260,7 @@ impl Session {
         let Some(job) = session.job() else {
             return Ok(Vec::new());
         };
-        Ok(job
-            .ranks()
-            .map(|r| {
-                (
-                    r.rank,
-                    r.pid,
-                    r.host.map(str::to_owned),
-                    r.executable.map(str::to_owned),
-                    mpir_json::job::local_of(&job.locality(r.rank)),
-                    mpir_json::job::control_text(job, r.rank).into_owned(),
-                )
-            })
-            .collect())
+        Ok(rank_rows(job))
     }
 
     /// The job document (`mpir.job/1`) as JSON text; `None` for pids or cores.

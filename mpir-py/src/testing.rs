@@ -20,6 +20,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use crate::errors::err;
+use crate::session::{RankRow, rank_rows};
 
 /// A string of a mock table: its bytes (no NUL needed), or `None` for one that cannot be
 /// read.
@@ -27,18 +28,7 @@ type MockString = Option<Vec<u8>>;
 
 /// What the reader gives Python: the ranks (as `Session.ranks` rows), the table's problems,
 /// the acquisition's notes.
-type MockJob = (
-    Vec<(
-        u64,
-        i64,
-        Option<String>,
-        Option<String>,
-        Option<bool>,
-        String,
-    )>,
-    Vec<String>,
-    Vec<String>,
-);
+type MockJob = (Vec<RankRow>, Vec<String>, Vec<String>);
 
 /// The data models by name.
 fn model(name: &str) -> PyResult<DataModel> {
@@ -196,19 +186,7 @@ fn lay_out(
 
 /// The job's ranks, problems and notes.
 fn job_rows(job: &mpir_acquire::Job) -> MockJob {
-    let ranks = job
-        .ranks()
-        .map(|r| {
-            (
-                r.rank,
-                r.pid,
-                r.host.map(str::to_owned),
-                r.executable.map(str::to_owned),
-                mpir_json::job::local_of(&job.locality(r.rank)),
-                mpir_json::job::control_text(job, r.rank).into_owned(),
-            )
-        })
-        .collect();
+    let ranks = rank_rows(job);
     let problems = job
         .table
         .resolved
