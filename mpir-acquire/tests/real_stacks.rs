@@ -1,6 +1,7 @@
 //! Acquisition on the real, unmodified MPI stacks `.ci/run` installs: Open MPI 4.1.4's
-//! `orterun` and MPICH 4.0.2's stripped `mpiexec.hydra` (with its rebuilt symbol file), in
-//! launch and attach modes. Every proctable pid must equal the pid the rank printed itself
+//! `orterun`, MPICH 4.0.2's stripped `mpiexec.hydra` (with its rebuilt symbol file) and Intel
+//! MPI 2021.19's `mpiexec.hydra` (PyPI `impi-rt`, `scripts/ci-impi.sh`; symbols and DWARF in
+//! the executable, ranks under `hydra_pmi_proxy`), in launch and attach modes. Every proctable pid must equal the pid the rank printed itself
 //! (`getpid()` in the rank), and the job must finish normally after we let go.
 
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
@@ -22,33 +23,54 @@ use support::*;
 enum Stack {
     OpenMpi,
     Hydra,
+    Intel,
+}
+
+/// Where `scripts/ci-impi.sh` installs Intel MPI.
+fn impi_prefix() -> PathBuf {
+    std::env::var_os("MPIR_IMPI_PREFIX")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/cache/mpir-rs/venv-impi"))
 }
 
 impl Stack {
-    fn tools(self) -> (&'static str, &'static str) {
-        match self {
+    fn tools(self) -> (String, String) {
+        let (run, cc) = match self {
             Stack::OpenMpi => ("orterun", "mpicc.openmpi"),
             Stack::Hydra => ("mpiexec.hydra", "mpicc.mpich"),
-        }
+            Stack::Intel => {
+                let bin = impi_prefix().join("bin");
+                return (
+                    bin.join("mpiexec.hydra").display().to_string(),
+                    bin.join("mpicc").display().to_string(),
+                );
+            }
+        };
+        (run.to_string(), cc.to_string())
     }
 
     fn launcher(self) -> Launcher {
         match self {
             Stack::OpenMpi => Launcher::OpenMpi,
-            Stack::Hydra => Launcher::Hydra,
+            Stack::Hydra | Stack::Intel => Launcher::Hydra,
         }
     }
 
     /// The MPI program, compiled for this stack; `None` after a skip.
     fn program(self, dir: &Path) -> Option<PathBuf> {
         let (run, cc) = self.tools();
-        if !have(run) || !have(cc) {
-            skip(&format!("{run} / {cc} not installed"));
+        let present = |t: &str| t.starts_with('/') && Path::new(t).is_file() || have(t);
+        if !present(&run) || !present(&cc) {
+            skip(&format!(
+                "{run} / {cc} not installed (Intel MPI: scripts/ci-impi.sh, MPIR_IMPI_PREFIX)"
+            ));
             return None;
         }
         let exe = dir.join("mpi_ranks");
         match support::run(
-            Command::new(cc)
+            Command::new(&cc)
+                // Intel's compiler wrapper finds its installation from I_MPI_ROOT.
+                .env("I_MPI_ROOT", impi_prefix())
                 .arg(fixtures().join("mpi_ranks.c"))
                 .arg("-o")
                 .arg(&exe),
@@ -64,6 +86,7 @@ impl Stack {
     fn command(self, n: usize, program: &Path, seconds: u32) -> Command {
         let (run, _) = self.tools();
         let mut c = Command::new(run);
+        // Intel MPI's own defaults on one node (shared memory, no libfabric): no I_MPI_*.
         if let Stack::OpenMpi = self {
             c.args(["--oversubscribe"])
                 .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
@@ -84,7 +107,8 @@ impl Stack {
     fn options(self) -> Option<AcquireOptions> {
         let o = AcquireOptions::default().with_timeout(Duration::from_secs(60));
         match self {
-            Stack::OpenMpi => Some(o),
+            // Intel's mpiexec.hydra carries its own symbols and DWARF.
+            Stack::OpenMpi | Stack::Intel => Some(o),
             Stack::Hydra => {
                 let dir = std::env::var_os("MPIR_HYDRA_DEBUG_DIR")
                     .map(PathBuf::from)
@@ -237,6 +261,16 @@ fn hydra_launch_4() {
 #[test]
 fn hydra_attach_4() {
     attach(Stack::Hydra, 4);
+}
+
+#[test]
+fn intel_mpi_launch_4() {
+    launch(Stack::Intel, 4);
+}
+
+#[test]
+fn intel_mpi_attach_4() {
+    attach(Stack::Intel, 4);
 }
 
 /// The MPICH built by `scripts/mpich-debuginfo.sh` (`MPIR_MPICH_DEBUGINFO`, default

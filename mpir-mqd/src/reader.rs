@@ -222,7 +222,9 @@ impl QueueReader {
     /// Chooses the engine for the job `probe` (one of its ranks) belongs to, as
     /// `options.engine()` says, and opens it (detects the walker, or finds and hosts the DLL).
     ///
-    /// With [`Engine::Auto`], when neither fits: [`MqdError::NoEngine`], with both reasons.
+    /// With [`Engine::Auto`], when neither fits: [`MqdError::NoEngine`], with both reasons, or
+    /// [`MqdError::NotExported`] when the MPI keeps no queue symbol any walker reads and names
+    /// no DLL.
     pub fn open(probe: &dyn Target, options: ReaderOptions) -> Result<Self> {
         let native = |o: &ReaderOptions| native::detect(probe, &o.walk);
         match options.engine {
@@ -237,12 +239,22 @@ impl QueueReader {
                     inner: Inner::Native(walker),
                     fallback: None,
                 }),
-                Err(why) => {
-                    Self::dll(probe, options, Some(why.clone())).map_err(|dll| MqdError::NoEngine {
-                        native: why,
-                        dll: Box::new(dll),
-                    })
-                }
+                Err(why) => Self::dll(probe, options, Some(why.clone())).map_err(|dll| {
+                    match (&dll, why.missing_symbols_text()) {
+                        (MqdError::NoDll { reason }, Some(symbols))
+                            if why.lacks_queue_symbols() =>
+                        {
+                            MqdError::NotExported {
+                                symbols,
+                                dll: reason.clone(),
+                            }
+                        }
+                        _ => MqdError::NoEngine {
+                            native: why,
+                            dll: Box::new(dll),
+                        },
+                    }
+                }),
             },
         }
     }

@@ -279,10 +279,29 @@ fn missing_types_and_members_are_named() {
     // No recvcontext_id in MPIR_Comm: the walker says so.
     let t = process(DataModel::LP64, false, |_, _, _, _| {});
     match native::detect(&t, &WalkOptions::default()) {
-        Err(NativeError::NotRecognised {
-            tried,
-            missing_types,
-        }) => {
+        Err(e @ NativeError::NotRecognised { .. }) => {
+            assert!(
+                !e.lacks_queue_symbols(),
+                "MPICH lacks a member only: its queues are there"
+            );
+            let NativeError::NotRecognised {
+                tried,
+                missing_types,
+                missing_symbols,
+            } = e
+            else {
+                unreachable!()
+            };
+            assert_eq!(
+                missing_symbols,
+                [
+                    ("MPICH".to_string(), vec![]),
+                    (
+                        "Open MPI ob1".to_string(),
+                        vec!["ompi_mpi_communicators".to_string()]
+                    )
+                ]
+            );
             // A member is missing, not a type: no types sidecar would help.
             assert!(missing_types.is_empty(), "{missing_types:?}");
             let (_, mpich) = tried

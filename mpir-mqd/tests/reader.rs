@@ -30,10 +30,13 @@ fn fake(dll: Option<&std::path::Path>, with_op_type: bool) -> Rc<dyn Target> {
     Rc::new(b.build())
 }
 
-/// An MPICH-looking process: the communicator list's symbol, but none of MPICH's types.
+/// An MPICH-looking process: the communicator list's and ch3's queue symbols, but none of
+/// MPICH's types.
 fn mpich_without_types() -> MockTarget {
     let mut b = MockTarget::builder(DataModel::LP64);
     b.variable("MPIR_All_communicators", 16);
+    b.variable("MPID_Recvq_posted_head_ptr", 8);
+    b.variable("MPID_Recvq_unexpected_head_ptr", 8);
     b.build()
 }
 
@@ -181,4 +184,39 @@ fn a_dll_failing_for_a_missing_type_says_which_through_the_helper() {
     // A failure of another cause carries none.
     let other = MqdError::NoDll { reason: "x".into() };
     assert!(MqdError::missing_types_in(&other).is_empty());
+}
+
+#[test]
+fn an_mpi_that_keeps_no_queues_is_told_apart_from_one_missing_types() {
+    // Intel MPI's shape: the communicator list is there (a local symbol), but none of the
+    // queue heads any walker reads, no types, and no DLL named. No sidecar can help.
+    let mut b = MockTarget::builder(DataModel::LP64);
+    b.variable("MPIR_All_communicators", 16);
+    let t = b.build();
+    let e = QueueReader::open(&t, out_of_process()).expect_err("nothing fits");
+    match &e {
+        MqdError::NotExported { symbols, dll } => {
+            assert!(symbols.contains("MPID_Recvq_posted_head_ptr"), "{symbols}");
+            assert!(symbols.contains("ompi_mpi_communicators"), "{symbols}");
+            assert!(dll.contains("MPIR_dll_name"), "{dll}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let line = e.to_string();
+    assert!(
+        line.starts_with("the MPI library exports no message queues"),
+        "{line}"
+    );
+    assert!(!line.contains('\n'), "{line}");
+    assert!(MqdError::missing_types_in(&e).is_empty(), "no types hint");
+    // MPICH ≥ 4.1's debug queue symbol without its type: the queues are there, the type is
+    // what is missing (a sidecar can give it), so it is not "no queues".
+    let mut b = MockTarget::builder(DataModel::LP64);
+    b.variable("MPIR_All_communicators", 16);
+    b.variable("MPIR_Recvq_head", 8);
+    let t = b.build();
+    let e = QueueReader::open(&t, out_of_process()).expect_err("nothing fits");
+    assert!(matches!(e, MqdError::NoEngine { .. }), "{e:?}");
+    let types = MqdError::missing_types_in(&e);
+    assert!(types.iter().any(|t| t == "MPIR_Debugq"), "{types:?}");
 }

@@ -170,6 +170,18 @@ pub(crate) fn read(session: &mut Session) -> anyhow::Result<QueueRead> {
     Ok(read)
 }
 
+/// Why no rank could be read when the MPI keeps no message queue at all
+/// ([`mpir_mqd::MqdError::NotExported`]).
+pub(crate) fn not_exported(read: &QueueRead) -> Option<&mpir_mqd::MqdError> {
+    if read.ranks.iter().any(|r| r.queues.is_ok()) {
+        return None;
+    }
+    read.ranks.iter().find_map(|r| match &r.queues {
+        Err(RankError::NoReader(e @ mpir_mqd::MqdError::NotExported { .. })) => Some(e),
+        _ => None,
+    })
+}
+
 /// The error when nothing at all could be read because no engine could be set up, or no
 /// rank could be stopped (a per-rank reading failure is a partial result instead).
 pub(crate) fn nothing_readable(read: &QueueRead) -> anyhow::Result<()> {
@@ -208,6 +220,14 @@ pub(crate) fn run(args: &QueuesArgs) -> anyhow::Result<ExitCode> {
     let options = args.reader.options(&args.common)?.with_queue_stacks(false);
     let mut session = args.ranks.open(options)?;
     let read = read(&mut session)?;
+    if let Some(e) = not_exported(&read) {
+        // Not a failure to fix: the MPI keeps no queue to read. One line, every rank unread.
+        if args.common.json {
+            print_doc(&queues_doc(&read, args.reader.types_given()), true)?;
+        }
+        eprintln!("mpir: error: {e}; `mpir stacks` shows where its ranks wait");
+        return Ok(ExitCode::from(PARTIAL));
+    }
     nothing_readable(&read)?;
     let doc = queues_doc(&read, args.reader.types_given());
     print_doc(&doc, args.common.json)?;

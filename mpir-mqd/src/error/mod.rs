@@ -156,6 +156,20 @@ pub enum MqdError {
         #[source]
         dll: Box<MqdError>,
     },
+    /// The MPI library keeps no message queue any engine can read ([`crate::Engine::Auto`]):
+    /// every native walker lacks the symbols it reads queues from (not only types, which a
+    /// sidecar could supply), and the MPI names no message-queue DLL. Nothing to fix on the
+    /// tool's side; stacks still show where the ranks wait.
+    #[error(
+        "the MPI library exports no message queues: no queue symbols for a native walker \
+         ({symbols}) and no message-queue DLL ({dll})"
+    )]
+    NotExported {
+        /// Each walker with the symbols it lacks.
+        symbols: String,
+        /// Why no DLL was found (what was tried).
+        dll: String,
+    },
     /// The DLL does not provide an optional function of the interface (not exported, or
     /// exported by a DLL whose interface version does not include it).
     #[error("MQD DLL {path} does not provide {function}: {reason}")]

@@ -21,6 +21,10 @@ pub enum NativeError {
         /// The types among what they lack (by name), for a hint that debug information or a
         /// types sidecar is missing.
         missing_types: Vec<String>,
+        /// (walker, the symbols among what it lacks). A walker that lacks a symbol cannot be
+        /// helped by debug information or a types sidecar: the MPI does not keep the queue it
+        /// reads there.
+        missing_symbols: Vec<(String, Vec<String>)>,
     },
     /// A walker's required symbols, types or fields are missing.
     #[error("{walker}: the process's symbols or debug information lack {}", missing.join(", "))]
@@ -98,6 +102,48 @@ impl NativeError {
             | NativeError::MissingLayout { missing_types, .. } => missing_types,
             _ => &[],
         }
+    }
+}
+
+impl NativeError {
+    /// Whether no walker fits because every walker lacks symbols it reads the queues from
+    /// (not only types): the MPI keeps none of the queues the walkers know, so no types
+    /// sidecar or debug information can make one fit.
+    pub fn lacks_queue_symbols(&self) -> bool {
+        match self {
+            NativeError::NotRecognised {
+                tried,
+                missing_symbols,
+                ..
+            } => {
+                !tried.is_empty()
+                    && tried.iter().all(|(walker, _)| {
+                        missing_symbols
+                            .iter()
+                            .any(|(w, symbols)| w == walker && !symbols.is_empty())
+                    })
+            }
+            _ => false,
+        }
+    }
+
+    /// For [`NativeError::NotRecognised`]: each walker with the symbols it lacks, as one
+    /// phrase (`MPICH lacks symbol A, symbol B; Open MPI ob1 lacks symbol C`).
+    pub fn missing_symbols_text(&self) -> Option<String> {
+        let NativeError::NotRecognised {
+            missing_symbols, ..
+        } = self
+        else {
+            return None;
+        };
+        Some(
+            missing_symbols
+                .iter()
+                .filter(|(_, s)| !s.is_empty())
+                .map(|(w, s)| format!("{w} lacks {}", s.join(", ")))
+                .collect::<Vec<_>>()
+                .join("; "),
+        )
     }
 }
 

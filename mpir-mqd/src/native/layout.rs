@@ -17,6 +17,19 @@ pub(crate) struct Lookup<'t> {
     pub(crate) missing: Vec<String>,
     /// The names of the types among [`Lookup::missing`].
     missing_types: Vec<String>,
+    /// The names of the symbols among [`Lookup::missing`].
+    missing_symbols: Vec<String>,
+}
+
+/// What a failed detection lacks.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Lacks {
+    /// Every item: `type T`, `T.member`, `symbol S`.
+    pub(crate) items: Vec<String>,
+    /// The names of the types among them.
+    pub(crate) types: Vec<String>,
+    /// The names of the symbols among them.
+    pub(crate) symbols: Vec<String>,
 }
 
 impl<'t> Lookup<'t> {
@@ -27,12 +40,17 @@ impl<'t> Lookup<'t> {
             types: HashMap::new(),
             missing: Vec::new(),
             missing_types: Vec::new(),
+            missing_symbols: Vec::new(),
         }
     }
 
-    /// What a failed detection lacks: every item, and the names of the types among them.
-    pub(crate) fn lacks(self) -> (Vec<String>, Vec<String>) {
-        (self.missing, self.missing_types)
+    /// What a failed detection lacks.
+    pub(crate) fn lacks(self) -> Lacks {
+        Lacks {
+            items: self.missing,
+            types: self.missing_types,
+            symbols: self.missing_symbols,
+        }
     }
 
     /// The target's pointer size.
@@ -51,6 +69,7 @@ impl<'t> Lookup<'t> {
             })?;
         if s.is_none() && required {
             self.missing.push(format!("symbol {name}"));
+            self.missing_symbols.push(name.to_string());
         }
         Ok(s)
     }

@@ -235,6 +235,7 @@ pub struct Walk {
 pub fn detect(target: &dyn Target, options: &WalkOptions) -> Result<Walker, NativeError> {
     let mut tried = Vec::new();
     let mut missing_types = Vec::new();
+    let mut missing_symbols = Vec::new();
     let walker = |inner, missing| Walker {
         inner,
         missing,
@@ -242,21 +243,24 @@ pub fn detect(target: &dyn Target, options: &WalkOptions) -> Result<Walker, Nati
     };
     match mpich::detect(target)? {
         Ok((layout, missing)) => return Ok(walker(Inner::Mpich(Box::new(layout)), missing)),
-        Err((lacks, types)) => {
-            tried.push(("MPICH".to_string(), lacks));
-            missing_types.extend(types);
+        Err(lacks) => {
+            tried.push(("MPICH".to_string(), lacks.items));
+            missing_types.extend(lacks.types);
+            missing_symbols.push(("MPICH".to_string(), lacks.symbols));
         }
     }
     match ompi::detect(target)? {
         Ok((layout, missing)) => return Ok(walker(Inner::Ompi(Box::new(layout)), missing)),
-        Err((lacks, types)) => {
-            tried.push(("Open MPI ob1".to_string(), lacks));
-            missing_types.extend(types);
+        Err(lacks) => {
+            tried.push(("Open MPI ob1".to_string(), lacks.items));
+            missing_types.extend(lacks.types);
+            missing_symbols.push(("Open MPI ob1".to_string(), lacks.symbols));
         }
     }
     Err(NativeError::NotRecognised {
         tried,
         missing_types,
+        missing_symbols,
     })
 }
 
@@ -311,7 +315,7 @@ impl Walker {
 /// What a walker's detection finds: its layout and the optional items missing, or the
 /// required items missing.
 /// (A failed detection: every item lacking, and the names of the types among them.)
-pub(crate) type Detected<L> = Result<(L, Vec<String>), (Vec<String>, Vec<String>)>;
+pub(crate) type Detected<L> = Result<(L, Vec<String>), layout::Lacks>;
 
 /// One operation read natively, before normalisation.
 #[derive(Clone)]

@@ -301,12 +301,15 @@ fn datatype_layout(l: &mut Lookup<'_>) -> NativeResult<Option<DatatypeLayout>> {
     }))
 }
 
-/// The queue layout: MPICH ≥ 4.1's debug queues when `MPIR_Debugq` exists, else ch3's.
+/// The queue layout: MPICH ≥ 4.1's debug queues when `MPIR_Recvq_head` exists (then
+/// `MPIR_Debugq` is required: without it the MPI keeps those queues but lacks their type, which a
+/// types sidecar can give), else ch3's.
 fn queues(l: &mut Lookup<'_>) -> NativeResult<Option<Queues>> {
     let p = l.pointer_size();
-    if let Some(dq) = l.try_type("MPIR_Debugq")?
-        && l.symbol("MPIR_Recvq_head", false)?.is_some()
-    {
+    if l.symbol("MPIR_Recvq_head", false)?.is_some() {
+        let Some(dq) = l.ty("MPIR_Debugq")? else {
+            return Ok(None);
+        };
         for s in ["MPIR_Sendq_head", "MPIR_Unexpq_head"] {
             l.symbol(s, true)?;
         }
