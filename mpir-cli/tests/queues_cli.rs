@@ -265,8 +265,10 @@ fn queue_errors_are_one_line_and_leave_the_target_alone() {
         "/nonexistent/libmsgq.so",
         1,
     );
-    // A process without any MPI: no DLL to be found, and the error names where it looked.
-    check(&["queues", "--pid", &pid], "MPIR_dll_name", 1);
+    // A process without any MPI keeps no queues: said in one line (exit 4, its queues are not
+    // read), naming where it looked for a DLL.
+    check(&["queues", "--pid", &pid], "exports no message queues", 4);
+    check(&["queues", "--pid", &pid], "MPIR_dll_name", 4);
     // A pid that does not exist: the reason per pid.
     check(&["queues", "--pid", "999999999"], "no such process", 1);
     assert_untouched(sleeper.id());

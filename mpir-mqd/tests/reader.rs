@@ -204,7 +204,7 @@ fn an_mpi_that_keeps_no_queues_is_told_apart_from_one_missing_types() {
     }
     let line = e.to_string();
     assert!(
-        line.starts_with("the MPI library exports no message queues"),
+        line.starts_with("the process exports no message queues"),
         "{line}"
     );
     assert!(!line.contains('\n'), "{line}");

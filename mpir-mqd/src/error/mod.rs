@@ -156,12 +156,13 @@ pub enum MqdError {
         #[source]
         dll: Box<MqdError>,
     },
-    /// The MPI library keeps no message queue any engine can read ([`crate::Engine::Auto`]):
+    /// The process (its MPI library, if any) keeps no message queue any engine can read
+    /// ([`crate::Engine::Auto`]):
     /// every native walker lacks the symbols it reads queues from (not only types, which a
     /// sidecar could supply), and the MPI names no message-queue DLL. Nothing to fix on the
     /// tool's side; stacks still show where the ranks wait.
     #[error(
-        "the MPI library exports no message queues: no queue symbols for a native walker \
+        "the process exports no message queues: no queue symbols for a native walker \
          ({symbols}) and no message-queue DLL ({dll})"
     )]
     NotExported {

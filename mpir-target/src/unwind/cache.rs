@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::SystemTime;
 
 use super::cfi::ImageCfi;
-use super::symbols::FunctionIndex;
+use super::symbols::{Code, FunctionIndex};
 use crate::debuginfo::{ElfFile, Image, ProcessImages};
 
 /// Images a [`SymbolCache`] keeps by default.
@@ -34,9 +34,14 @@ impl ImageInfo {
         let data = image.elf().data().ok();
         let cfi = ImageCfi::load(data.map(|d| &d[..]), image.debug_elf().cloned());
         let files = std::iter::once(&**image.elf()).chain(image.debug_elf().map(|d| &**d));
+        // Jump stubs are read from the image's own code, on x86 only.
+        let code = data.filter(|_| cfi.is_x86()).map(|d| Code {
+            data: d,
+            segments: image.elf().segments(),
+        });
         ImageInfo {
             cfi,
-            functions: FunctionIndex::build(files),
+            functions: FunctionIndex::build(files, code),
         }
     }
 }
@@ -166,7 +171,7 @@ fn frames_at(context: &addr2line::Context<R>, probe: u64) -> Vec<SourceFrame> {
 /// number of source frames found (for the fuzz harness and its seed check).
 #[cfg(feature = "fuzzing")]
 pub(crate) fn probe_elf(elf: &ElfFile, max_lookups: usize) -> usize {
-    let functions = FunctionIndex::build([elf]);
+    let functions = FunctionIndex::build([elf], None);
     let Some(context) = load_lines(elf, None) else {
         return 0;
     };

@@ -75,6 +75,8 @@ pub(super) struct ImageCfi {
     got: u64,
     endian: Option<RunTimeEndian>,
     address_size: u8,
+    /// An x86 (i386 or x86_64) file.
+    x86: bool,
     /// The separate debug file, whose `.debug_frame` is read on the first miss (reading a
     /// large debug file whole for CFI that `.eh_frame` nearly always has would be waste).
     debug_file: Option<Arc<ElfFile>>,
@@ -117,6 +119,10 @@ impl ImageCfi {
         if let Some(obj) = image.and_then(|d| object::File::parse(d).ok()) {
             cfi.endian = Some(endian(&obj));
             cfi.address_size = if obj.is_64() { 8 } else { 4 };
+            cfi.x86 = matches!(
+                obj.architecture(),
+                object::Architecture::X86_64 | object::Architecture::I386
+            );
             cfi.eh_frame = Section::read(&obj, ".eh_frame");
             cfi.eh_frame_hdr = Section::read(&obj, ".eh_frame_hdr");
             cfi.debug_frame = Section::read(&obj, ".debug_frame");
@@ -152,6 +158,32 @@ impl ImageCfi {
             b = b.set_eh_frame_hdr(s.address);
         }
         b
+    }
+
+    /// Whether the image is x86 code (i386 or x86_64).
+    pub(super) fn is_x86(&self) -> bool {
+        self.x86
+    }
+
+    /// The start of the FDE covering link-time address `address` (`.eh_frame`, then
+    /// `.debug_frame`).
+    pub(super) fn fde_start(&self, address: u64) -> Option<u64> {
+        let endian = self.endian?;
+        let bases = self.bases();
+        if let Some(eh) = &self.eh_frame {
+            let mut section = EhFrame::new(&eh.data, endian);
+            section.set_address_size(self.address_size);
+            if let Ok(fde) = self.eh_fde(&section, endian, &bases, address) {
+                return Some(fde.initial_address());
+            }
+        }
+        let df = self.debug_frame()?;
+        let mut section = DebugFrame::new(&df.data, endian);
+        section.set_address_size(self.address_size);
+        section
+            .fde_for_address(&bases, address, DebugFrame::cie_from_offset)
+            .ok()
+            .map(|fde| fde.initial_address())
     }
 
     /// Whether an FDE covers link-time address `address`.

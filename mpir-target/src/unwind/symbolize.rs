@@ -89,6 +89,13 @@ impl Unwinder<'_> {
                     .lookup(offset)
                     .filter(|(_, o)| *o == 0)
                     .map(|(n, _)| Arc::clone(n))
+            })
+            .or_else(|| {
+                // Code no symbol names, reached only through a jump stub (Intel's compilers).
+                let body = info.cfi.fde_start(link)?;
+                info.functions
+                    .stub_body(body, link)
+                    .map(|(n, _)| Arc::clone(n))
             });
         let sources = match module {
             Module::File(image, _, cached) => {

@@ -157,7 +157,7 @@ impl<'a> Unwinder<'a> {
             .ok_or_else(|| "the vDSO has no loadable segment at offset 0".to_string())?;
         let info = ImageInfo {
             cfi: ImageCfi::load(Some(&data), None),
-            functions: FunctionIndex::build([&elf]),
+            functions: FunctionIndex::build([&elf], None),
         };
         self.vdso = Some(MemoryImage {
             name: Arc::from("[vdso]"),
