@@ -25,8 +25,12 @@
 //!    against gdb (`attach`, `thread apply all bt`, `detach` for every rank in one gdb) and
 //!    elfutils' `eu-stack -p` per rank; each peer checked to have reached `main` in every rank.
 //!
+//! 6. Attach mode on a running 32-task Slurm step (`srun`): `live::attach` (table only, and
+//!    with every task attached and released) against `gdb -p` on the same `srun`.
+//!
 //! `--quick` takes fewer samples and skips the 1M tables; `--no-gdb` skips gdb; `--only
-//! NAME` (`proctable`, `attach64`, `launch`, `attach-e2e`, `stacks`) runs one section. Medians.
+//! NAME` (`proctable`, `attach64`, `launch`, `attach-e2e`, `stacks`, `srun`) runs one section.
+//! Medians.
 
 use std::process::Stdio;
 use std::time::Instant;
@@ -40,6 +44,7 @@ use mpir_target::debuginfo::DebugOptions;
 use mpir_target::live::LiveTarget;
 use mpir_target::proctable::{ReadOptions, read_proctable};
 
+mod srun;
 mod stacks;
 
 struct Config {
@@ -418,7 +423,14 @@ fn main() {
         .position(|a| a == "--only")
         .and_then(|i| args.get(i + 1))
         .cloned();
-    let sections = ["proctable", "attach64", "launch", "attach-e2e", "stacks"];
+    let sections = [
+        "proctable",
+        "attach64",
+        "launch",
+        "attach-e2e",
+        "stacks",
+        "srun",
+    ];
     if let Some(o) = only.as_deref().filter(|o| !sections.contains(o)) {
         eprintln!("compare: unknown section {o:?} (use one of {sections:?})");
         std::process::exit(2);
@@ -457,6 +469,9 @@ fn main() {
     }
     if run("stacks") {
         stacks::stacks_64(&cfg, &dir.0);
+    }
+    if run("srun") {
+        srun::srun_attach(&cfg);
     }
     println!("Whole run: {:.0} s.", start.elapsed().as_secs_f64());
 }
