@@ -28,8 +28,13 @@ pub struct Starter {
     pub flags: MpirFlags,
     /// Which launcher this looks like, when one of the catalogued ones.
     pub launcher: Option<Launcher>,
-    /// Whether this tool set `MPIR_being_debugged` (it is set back to 0 on detach).
+    /// Whether this tool set `MPIR_being_debugged` (it is set back to 0 on detach, unless
+    /// [`Starter::keeps_being_debugged`]).
     pub set_being_debugged: bool,
+    /// Whether the starter waits, after the spawn event, for `MPIR_being_debugged` to be
+    /// non-zero (Intel MPI's hydra under `-tv`: [`crate::quirks::INTEL_WAIT_FOR_DEBUGGER`]), so
+    /// that a release leaves the flag set instead of making it wait for ever.
+    pub keeps_being_debugged: bool,
     /// `MPIR_debug_state` as read when the table was read (raw: a starter may hold a value
     /// the spec does not define), when it could be read.
     pub debug_state: Option<i64>,

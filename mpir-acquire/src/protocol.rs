@@ -31,7 +31,7 @@ use crate::identity::{Proven, Refusal};
 use crate::job::{Job, RankControl, Starter};
 use crate::note::Note;
 use crate::options::AcquireOptions;
-use crate::quirks::{self, Quirks};
+use crate::quirks::{self, QuirkFact, Quirks};
 
 /// How the starter came under control.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -397,10 +397,21 @@ impl Acquisition {
         let flags = read_flags(target);
         let image = bp.image.clone().or_else(|| bp.found_in.clone());
         let launcher = quirks::identify(image.as_deref(), image.as_deref());
+        // Symbols from a file other than the image: a separate debug file.
+        let from_debug_file = bp.found_in.is_some() && bp.found_in != bp.image;
         if let Some(l) = launcher {
-            self.notes
-                .extend(Quirks::of(l).facts.iter().map(|&f| Note::Quirk(f)));
+            self.notes.extend(
+                Quirks::of(l)
+                    .facts
+                    .iter()
+                    .filter(|&&f| f != QuirkFact::HydraStripped || from_debug_file)
+                    .map(|&f| Note::Quirk(f)),
+            );
         }
+        let keeps_being_debugged = target
+            .symbol(quirks::INTEL_WAIT_FOR_DEBUGGER)
+            .map_err(AcquireError::target("look up HYD_dbg_wait_for_debugger"))?
+            .is_some();
         let mut starter = Starter {
             pid: self.pid,
             breakpoint: bp.address,
@@ -408,6 +419,7 @@ impl Acquisition {
             flags,
             launcher,
             set_being_debugged: false,
+            keeps_being_debugged: false,
             debug_state: None,
         };
         if let Some(d) = self.options.tool_daemon.clone() {
@@ -422,6 +434,11 @@ impl Acquisition {
                     .write_c_int(sym.address, 1, symbols::BEING_DEBUGGED)
                     .map_err(AcquireError::target("set MPIR_being_debugged"))?;
                 starter.set_being_debugged = true;
+                if keeps_being_debugged {
+                    starter.keeps_being_debugged = true;
+                    self.notes
+                        .push(Note::Quirk(QuirkFact::IntelWaitsForDebugger));
+                }
             }
             None => self.notes.push(Note::NoBeingDebugged),
         }
@@ -693,10 +710,11 @@ impl Acquisition {
     }
 }
 
-/// Detach protocol, variable part: sets `MPIR_being_debugged` back to 0 if this tool set it.
+/// Detach protocol, variable part: sets `MPIR_being_debugged` back to 0 if this tool set it
+/// (and the starter does not wait for it after the spawn event: [`Starter::keeps_being_debugged`]).
 /// (Breakpoints come out and processes run again through the driver.)
 pub fn undo_writes<T: Target + ?Sized>(target: &T, starter: &Starter) -> Result<(), AcquireError> {
-    if !starter.set_being_debugged {
+    if !starter.set_being_debugged || starter.keeps_being_debugged {
         return Ok(());
     }
     let sym = target

@@ -63,7 +63,15 @@ pub enum QuirkFact {
     HydraAlwaysBreaks,
     /// hydra: the stock binary is stripped; its MPIR symbols come from a separate debug file.
     HydraStripped,
+    /// Intel MPI's hydra: with `-tv` it waits after `MPIR_Breakpoint` until
+    /// `MPIR_being_debugged` is non-zero, so a release leaves the flag set.
+    IntelWaitsForDebugger,
 }
+
+/// The function of Intel MPI's `mpiexec.hydra` that waits, after the spawn event, until
+/// `MPIR_being_debugged` is non-zero (in `-tv` mode, the one that starts TotalView itself): its
+/// presence in the starter is the fact that decides [`QuirkFact::IntelWaitsForDebugger`].
+pub const INTEL_WAIT_FOR_DEBUGGER: &str = "HYD_dbg_wait_for_debugger";
 
 impl QuirkFact {
     /// The launcher the fact is about.
@@ -74,7 +82,8 @@ impl QuirkFact {
             | QuirkFact::OpenMpiPmixRelease => Launcher::OpenMpi,
             QuirkFact::HydraPresenceFlagsZero
             | QuirkFact::HydraAlwaysBreaks
-            | QuirkFact::HydraStripped => Launcher::Hydra,
+            | QuirkFact::HydraStripped
+            | QuirkFact::IntelWaitsForDebugger => Launcher::Hydra,
         }
     }
 }
@@ -101,11 +110,16 @@ impl fmt::Display for QuirkFact {
             }
             QuirkFact::HydraAlwaysBreaks => {
                 "hydra: MPIR_Breakpoint is called through a function pointer at every launch, \
-                 debugger or not; MPIR_being_debugged is never read"
+                 debugger or not"
             }
             QuirkFact::HydraStripped => {
                 "hydra: the stock binary is stripped; its MPIR symbols come from a separate debug \
                  file"
+            }
+            QuirkFact::IntelWaitsForDebugger => {
+                "Intel MPI hydra: with -tv it waits after MPIR_Breakpoint until \
+                 MPIR_being_debugged is non-zero (HYD_dbg_wait_for_debugger); a release leaves \
+                 MPIR_being_debugged set so that the job runs on"
             }
         })
     }

@@ -637,3 +637,38 @@ fn an_unknown_debug_state_is_kept_and_reported() {
         job.notes
     );
 }
+
+#[test]
+fn a_starter_that_waits_for_being_debugged_after_the_spawn_keeps_it_set() {
+    // Intel MPI's hydra under -tv waits after MPIR_Breakpoint until MPIR_being_debugged is
+    // non-zero: the function that does so is the fact; with it the flag is not reset.
+    for waits in [false, true] {
+        let mut s = MockStarter::uniform(2, 2, "/opt/app/bin/solver", 1000);
+        s.debug_state = DebugState::Spawned;
+        let mut b = MockTarget::builder(DataModel::LP64);
+        s.place(&mut b);
+        if waits {
+            b.function(mpir_acquire::quirks::INTEL_WAIT_FOR_DEBUGGER);
+        }
+        let t = b.build();
+        let mut acq = Acquisition::new(7, Mode::Attach, here());
+        acq.handle(&t, Event::Attached);
+        let _ = drain(&mut acq);
+        acq.handle(&t, Event::RanksAttached(attached(2)));
+        let job = acq.take_job().unwrap();
+        assert!(job.starter.set_being_debugged);
+        assert_eq!(job.starter.keeps_being_debugged, waits);
+        let told = job.notes.iter().any(|n| {
+            matches!(
+                n,
+                Note::Quirk(mpir_acquire::quirks::QuirkFact::IntelWaitsForDebugger)
+            )
+        });
+        assert_eq!(told, waits, "{:?}", job.notes);
+        mpir_acquire::protocol::undo_writes(&t, &job.starter).unwrap();
+        let value = t
+            .read_c_int(addr(&t, symbols::BEING_DEBUGGED), "x")
+            .unwrap();
+        assert_eq!(value, i64::from(waits), "waits: {waits}");
+    }
+}

@@ -382,3 +382,48 @@ fn mpich_debuginfo_gate_policy_always_and_never() {
     }
     mpir_target::testkit::stop_launcher(&mut child);
 }
+
+/// Intel's `-tv` mode waits after `MPIR_Breakpoint` until `MPIR_being_debugged` is non-zero
+/// (and starts `$TOTALVIEW` itself, here `true`): our launch, which releases the job at once,
+/// must not leave it waiting for ever. Every rank runs to its end within the bound.
+#[test]
+fn intel_mpi_tv_launch_is_never_left_waiting() {
+    let stack = Stack::Intel;
+    let dir = scratch("launch-intel-tv");
+    let (Some(program), Some(options)) = (stack.program(&dir), stack.options()) else {
+        return;
+    };
+    let (run, _) = stack.tools();
+    let mut cmd = Command::new(run);
+    cmd.args(["-tv", "-n", "2"])
+        .arg(&program)
+        .arg("1")
+        .env("TOTALVIEW", "true")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut a = live::launch(cmd, options).unwrap();
+    let mut child = a.take_child().unwrap();
+    let job = a.job().clone();
+    assert!(job.starter.keeps_being_debugged, "{:?}", job.notes);
+    drop(a);
+    let mut out = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let ended = wait_for(60, || child.try_wait().ok().flatten().is_some());
+    if !ended {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    assert!(
+        ended,
+        "the -tv job was left waiting for MPIR_being_debugged"
+    );
+    let seen = reader.join().unwrap();
+    assert_eq!(seen.matches(" done").count(), 2, "{seen}");
+    let table: Vec<(u64, i64)> = job.ranks().map(|r| (r.rank, r.pid)).collect();
+    assert_eq!(printed_ranks(&seen), table);
+}

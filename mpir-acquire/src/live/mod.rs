@@ -266,7 +266,11 @@ impl Driver {
             self.armed_being_debugged = false;
         }
         acq.handle(&self.target, event);
-        if !self.armed_being_debugged && acq.starter().is_some_and(|s| s.set_being_debugged) {
+        if !self.armed_being_debugged
+            && acq
+                .starter()
+                .is_some_and(|s| s.set_being_debugged && !s.keeps_being_debugged)
+        {
             arm_being_debugged(&self.tracer, &self.target, self.pid)?;
             self.armed_being_debugged = true;
         }
