@@ -359,6 +359,21 @@ impl DebuginfodClient {
         build_id: &[u8],
         artifact: Artifact,
     ) -> Result<Fetched, Vec<DebuginfodError>> {
+        let result = self.fetch_unlogged(build_id, artifact);
+        #[cfg(feature = "debuginfod")]
+        if let Err(errors) = &result {
+            for e in errors {
+                tracing::info!("{e}");
+            }
+        }
+        result
+    }
+
+    fn fetch_unlogged(
+        &self,
+        build_id: &[u8],
+        artifact: Artifact,
+    ) -> Result<Fetched, Vec<DebuginfodError>> {
         let id = hex(build_id);
         let target = self.cache_path(build_id, artifact);
         let dir = self.cache_dir.join(&id);
