@@ -440,3 +440,27 @@ fn a_damaged_cache_entry_is_fetched_again() {
         std::fs::read(&wanted).unwrap()
     );
 }
+
+#[test]
+fn threads_asking_for_one_file_download_it_once() {
+    let ((wanted, id), _) = two_elves();
+    let bytes = std::fs::read(&wanted).unwrap();
+    let server = FakeServer::start(move |_, s| {
+        std::thread::sleep(Duration::from_millis(300));
+        respond(s, "200 OK", "", &bytes)
+    });
+    let cache = scratch("dbgd-threads");
+    let mut opts = options(&[server.url()], &cache);
+    opts.max_size = Some(1 << 30);
+    let client = opts.client().unwrap();
+    let got: Vec<_> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..6)
+            .map(|_| scope.spawn(|| client.fetch(&id, Artifact::DebugInfo).unwrap()))
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    assert_eq!(server.hits(), 1);
+    assert!(got.iter().all(|f| f.path == got[0].path));
+    // One of them downloaded it; the others found it in the cache.
+    assert_eq!(got.iter().filter(|f| f.server.is_some()).count(), 1);
+}

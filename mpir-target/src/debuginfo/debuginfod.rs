@@ -376,6 +376,9 @@ impl DebuginfodClient {
     ) -> Result<Fetched, Vec<DebuginfodError>> {
         let id = hex(build_id);
         let target = self.cache_path(build_id, artifact);
+        // One download per file at a time: the ranks of a job, opened on several threads, map
+        // the same libraries. The others wait, then find it in the cache.
+        let _only_one = InFlight::claim(&target);
         let dir = self.cache_dir.join(&id);
         let cache_err = |path: &Path, e: std::io::Error| {
             vec![DebuginfodError::Cache {
@@ -532,6 +535,42 @@ fn next_serial() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static SERIAL: AtomicU64 = AtomicU64::new(0);
     SERIAL.fetch_add(1, Ordering::Relaxed)
+}
+
+/// The cache files being fetched by some thread of this process.
+struct InFlight(PathBuf);
+
+type InFlightSet = (
+    std::sync::Mutex<std::collections::HashSet<PathBuf>>,
+    std::sync::Condvar,
+);
+
+fn in_flight() -> &'static InFlightSet {
+    static SET: std::sync::OnceLock<InFlightSet> = std::sync::OnceLock::new();
+    SET.get_or_init(Default::default)
+}
+
+impl InFlight {
+    /// Waits until no other thread fetches `path`, then marks it as ours until dropped.
+    fn claim(path: &Path) -> InFlight {
+        let (set, changed) = in_flight();
+        let mut busy = set.lock().unwrap_or_else(|e| e.into_inner());
+        while busy.contains(path) {
+            busy = changed.wait(busy).unwrap_or_else(|e| e.into_inner());
+        }
+        busy.insert(path.to_path_buf());
+        InFlight(path.to_path_buf())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let (set, changed) = in_flight();
+        set.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.0);
+        changed.notify_all();
+    }
 }
 
 type Unreachable = std::sync::Mutex<std::collections::HashMap<String, Instant>>;
