@@ -464,3 +464,26 @@ fn threads_asking_for_one_file_download_it_once() {
     // One of them downloaded it; the others found it in the cache.
     assert_eq!(got.iter().filter(|f| f.server.is_some()).count(), 1);
 }
+
+#[test]
+fn https_to_a_server_that_does_not_speak_tls_fails_cleanly() {
+    let server = FakeServer::start(|_, s| respond(s, "200 OK", "", b"plain text"));
+    let cache = scratch("dbgd-tls");
+    let ((_, id), _) = two_elves();
+    let url = format!("https://127.0.0.1:{}", server.port);
+    let client = options(std::slice::from_ref(&url), &cache)
+        .client()
+        .unwrap();
+    let t = Instant::now();
+    let (name, reason) = only_failure(client.fetch(&id, Artifact::DebugInfo).unwrap_err());
+    assert_eq!(name, url);
+    assert!(
+        matches!(
+            reason,
+            FetchFailure::Unreachable(_) | FetchFailure::Garbage(_) | FetchFailure::Timeout { .. }
+        ),
+        "{reason:?}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+    assert!(cache_files(&cache).is_empty());
+}

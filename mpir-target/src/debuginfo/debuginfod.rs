@@ -629,6 +629,11 @@ mod http {
                 env!("CARGO_PKG_VERSION"),
                 " debuginfod"
             ))
+            .tls_config(
+                ureq::tls::TlsConfig::builder()
+                    .root_certs(root_certs())
+                    .build(),
+            )
             .build()
             .into();
         let started = Instant::now();
@@ -672,6 +677,48 @@ mod http {
             .map_err(|e| FetchFailure::Unreachable(format!("writing the cache: {e}")))?;
         tracing::info!(%url, bytes = total, elapsed = ?started.elapsed(), "debuginfod: fetched");
         Ok(())
+    }
+
+    /// The system's certificate authorities, as curl (and so elfutils) trusts them: the file
+    /// `SSL_CERT_FILE` names, else the distribution's bundle; Mozilla's roots (webpki-roots)
+    /// when there is none. Read once per process.
+    fn root_certs() -> ureq::tls::RootCerts {
+        static ROOTS: std::sync::OnceLock<ureq::tls::RootCerts> = std::sync::OnceLock::new();
+        ROOTS
+            .get_or_init(|| {
+                let named = std::env::var_os("SSL_CERT_FILE").map(std::path::PathBuf::from);
+                let bundles = named.into_iter().chain(
+                    [
+                        "/etc/ssl/certs/ca-certificates.crt", // Debian, Ubuntu, Arch
+                        "/etc/pki/tls/certs/ca-bundle.crt",   // Fedora, RHEL
+                        "/etc/ssl/ca-bundle.pem",             // openSUSE
+                        "/etc/ssl/cert.pem",                  // Alpine
+                    ]
+                    .into_iter()
+                    .map(std::path::PathBuf::from),
+                );
+                for bundle in bundles {
+                    let Ok(file) = crate::files::open_regular(&bundle) else {
+                        continue;
+                    };
+                    let mut pem = Vec::new();
+                    // A bundle is a few hundred KiB; a bound in case the path names a huge file.
+                    if file.take(16 << 20).read_to_end(&mut pem).is_err() {
+                        continue;
+                    }
+                    let certs: Vec<_> = ureq::tls::parse_pem(&pem)
+                        .filter_map(|item| match item {
+                            Ok(ureq::tls::PemItem::Certificate(c)) => Some(c.to_owned()),
+                            _ => None,
+                        })
+                        .collect();
+                    if !certs.is_empty() {
+                        return ureq::tls::RootCerts::new_with_certs(&certs);
+                    }
+                }
+                ureq::tls::RootCerts::WebPki
+            })
+            .clone()
     }
 
     fn failure(client: &DebuginfodClient, e: ureq::Error) -> FetchFailure {
