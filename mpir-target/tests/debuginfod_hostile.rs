@@ -356,6 +356,16 @@ fn garbage_is_refused() {
         matches!(&reason, FetchFailure::Garbage(r) if r.contains("not ELF")),
         "{reason:?}"
     );
+    // The right file, cut short: its header promises sections that are not there.
+    let ((wanted, _), _) = two_elves();
+    let head = std::fs::read(&wanted).unwrap()[..200].to_vec();
+    let cut = FakeServer::start(move |_, s| respond(s, "200 OK", "", &head));
+    let client = options(&[cut.url()], &cache).client().unwrap();
+    let (_, reason) = only_failure(client.fetch(&id, Artifact::DebugInfo).unwrap_err());
+    assert!(
+        matches!(&reason, FetchFailure::Garbage(r) if r.contains("not ELF")),
+        "{reason:?}"
+    );
     // A server error.
     let err = FakeServer::start(|_, s| respond(s, "500 Internal Server Error", "", b"oops"));
     let client = options(&[err.url()], &cache).client().unwrap();

@@ -25,7 +25,6 @@ use std::time::{Duration, Instant, SystemTime};
 
 use thiserror::Error;
 
-use super::elf::ElfFile;
 use super::locate::hex;
 
 /// Connect and first-response timeout when `DEBUGINFOD_TIMEOUT` does not say (elfutils waits
@@ -504,12 +503,20 @@ impl DebuginfodClient {
 
 /// Checks that `path` is ELF with build-id `id`.
 fn verify(path: &Path, id: &[u8]) -> Result<(), FetchFailure> {
-    match ElfFile::open(path) {
-        Ok(f) if f.build_id() == Some(id) => Ok(()),
-        Ok(f) => Err(FetchFailure::BuildIdMismatch {
-            found: f.build_id().map_or_else(|| "none".into(), hex),
+    use object::{Object, ReadCache};
+    let not_elf = |e: &dyn std::fmt::Display| FetchFailure::Garbage(format!("not ELF ({e})"));
+    let file = crate::files::open_regular(path).map_err(|e| not_elf(&e))?;
+    // Only the headers and the note sections are read (a debug file can be hundreds of MB).
+    let cache = ReadCache::new(file);
+    let obj = object::File::parse(&cache).map_err(|e| not_elf(&e))?;
+    if obj.format() != object::BinaryFormat::Elf {
+        return Err(not_elf(&format_args!("{:?} file", obj.format())));
+    }
+    match obj.build_id().map_err(|e| not_elf(&e))? {
+        Some(found) if found == id => Ok(()),
+        found => Err(FetchFailure::BuildIdMismatch {
+            found: found.map_or_else(|| "none".into(), hex),
         }),
-        Err(e) => Err(FetchFailure::Garbage(format!("not ELF ({e})"))),
     }
 }
 
