@@ -58,6 +58,18 @@ impl SessionOptions {
     /// Whether and how separate debug files missing locally are fetched from debuginfod
     /// servers by build-id: by default as `DEBUGINFOD_URLS` says (as gdb and elfutils do);
     /// [`DebuginfodOptions::disabled`] never, [`DebuginfodOptions::enabled`] with named servers.
+    ///
+    /// ```
+    /// use mpir_session::SessionOptions;
+    /// use mpir_target::debuginfo::DebuginfodOptions;
+    ///
+    /// let options = SessionOptions::default()
+    ///     .with_debug_dir("/opt/debug")
+    ///     .with_debuginfod(DebuginfodOptions::enabled().with_url("http://debuginfod.example:8002"));
+    /// let debug = options.debug_options();
+    /// assert_eq!(debug.debuginfod.urls, ["http://debuginfod.example:8002"]);
+    /// assert_eq!(debug.debug_dirs[0], std::path::Path::new("/opt/debug")); // kept
+    /// ```
     pub fn with_debuginfod(mut self, debuginfod: DebuginfodOptions) -> Self {
         let debug = self.acquire.debug.clone().with_debuginfod(debuginfod);
         self.acquire = self.acquire.with_debug(debug);
