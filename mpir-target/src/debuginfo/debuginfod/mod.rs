@@ -39,6 +39,8 @@ pub const DEFAULT_MAX_SIZE: u64 = 1 << 30;
 pub const MAX_REDIRECTS: u32 = 8;
 /// How long a build-id that no server has is not asked for again (elfutils' `cache_miss_s`).
 pub const NEGATIVE_CACHE_TIME: Duration = Duration::from_secs(600);
+/// Longest build-id asked for, in bytes (GNU ld writes 20, other linkers 8 to 32).
+pub const MAX_BUILD_ID: usize = 64;
 /// How long this process skips a server it could not reach.
 pub const UNREACHABLE_BACKOFF: Duration = Duration::from_secs(60);
 
@@ -288,6 +290,17 @@ pub enum DebuginfodError {
         /// The negative-cache entry.
         path: PathBuf,
     },
+    /// The build-id is too short or too long to be one (an image's note can say anything):
+    /// no server is asked, no cache path made from it.
+    #[error(
+        "debuginfod: build-id {build_id:?} ({len} bytes) is not one to ask for (2 to {MAX_BUILD_ID} bytes)"
+    )]
+    UnusableBuildId {
+        /// The build-id, in hex.
+        build_id: String,
+        /// Its length in bytes.
+        len: usize,
+    },
     /// The cache directory could not be used.
     #[error("debuginfod cache {path}: {reason}")]
     Cache {
@@ -373,6 +386,12 @@ impl DebuginfodClient {
         build_id: &[u8],
         artifact: Artifact,
     ) -> Result<Fetched, Vec<DebuginfodError>> {
+        if !(2..=MAX_BUILD_ID).contains(&build_id.len()) {
+            return Err(vec![DebuginfodError::UnusableBuildId {
+                build_id: hex(&build_id[..build_id.len().min(MAX_BUILD_ID)]),
+                len: build_id.len(),
+            }]);
+        }
         let id = hex(build_id);
         let target = self.cache_path(build_id, artifact);
         // One download per file at a time: the ranks of a job, opened on several threads, map

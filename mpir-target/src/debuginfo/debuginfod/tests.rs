@@ -140,3 +140,22 @@ fn other_schemes_are_refused() {
         "{errors:?}"
     );
 }
+
+#[test]
+fn nonsense_build_ids_are_not_asked_for() {
+    let dir = std::env::temp_dir().join(format!("mpir-dbgd-badid-{}", std::process::id()));
+    let c = DebuginfodOptions::enabled()
+        .with_url("http://127.0.0.1:1")
+        .with_cache_dir(&dir)
+        .client_with_env(|_| None)
+        .unwrap();
+    for id in [&[][..], &[7][..], &[0xaa; MAX_BUILD_ID + 1][..]] {
+        let errors = c.fetch(id, Artifact::DebugInfo).unwrap_err();
+        assert!(
+            matches!(&errors[..], [DebuginfodError::UnusableBuildId { len, .. }] if *len == id.len()),
+            "{errors:?}"
+        );
+    }
+    // Nothing was made on disk.
+    assert!(!dir.exists());
+}
