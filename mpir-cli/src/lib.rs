@@ -65,6 +65,14 @@ struct Cli {
     /// More log output on stderr (-v: steps, -vv: details, -vvv: everything).
     #[arg(short, long, action = ArgAction::Count, global = true)]
     verbose: u8,
+    /// Fetch debug files missing locally from the debuginfod servers named by DEBUGINFOD_URLS
+    /// (the default when it is set; cached in $DEBUGINFOD_CACHE_PATH or
+    /// $XDG_CACHE_HOME/debuginfod_client; DEBUGINFOD_TIMEOUT, DEBUGINFOD_MAXSIZE bound it).
+    #[arg(long, global = true, overrides_with = "no_debuginfod")]
+    debuginfod: bool,
+    /// Never ask debuginfod servers, even when DEBUGINFOD_URLS is set.
+    #[arg(long, global = true, overrides_with = "debuginfod")]
+    no_debuginfod: bool,
     #[command(subcommand)]
     command: Cmd,
 }
@@ -212,14 +220,22 @@ pub(crate) fn write_out(
     }
 }
 
-/// Session options from the common arguments: debug directories, this node's aliases.
+/// `--debuginfod` (`Some(true)`), `--no-debuginfod` (`Some(false)`), or neither (the
+/// environment decides), set once from the command line.
+static DEBUGINFOD: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+
+/// Session options from the common arguments: debug directories, this node's aliases, and the
+/// global debuginfod switch.
 pub(crate) fn session_options(common: &Common) -> SessionOptions {
-    let options = common
-        .debug_dirs
-        .iter()
-        .fold(SessionOptions::default(), |o, d| {
-            o.with_debug_dir(d.clone())
-        });
+    let debuginfod = match DEBUGINFOD.get().copied().flatten() {
+        Some(true) => mpir_target::debuginfo::DebuginfodOptions::enabled(),
+        Some(false) => mpir_target::debuginfo::DebuginfodOptions::disabled(),
+        None => mpir_target::debuginfo::DebuginfodOptions::default(),
+    };
+    let options = common.debug_dirs.iter().fold(
+        SessionOptions::default().with_debuginfod(debuginfod),
+        |o, d| o.with_debug_dir(d.clone()),
+    );
     common
         .this_node
         .iter()
@@ -236,6 +252,14 @@ pub fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     progress::init_logging(cli.verbose);
+    let _ = DEBUGINFOD.set(match (cli.debuginfod, cli.no_debuginfod) {
+        (true, _) => Some(true),
+        (_, true) => Some(false),
+        _ => None,
+    });
+    if cli.debuginfod && std::env::var("DEBUGINFOD_URLS").map_or(true, |u| u.trim().is_empty()) {
+        eprintln!("mpir: --debuginfod: DEBUGINFOD_URLS names no server; nothing will be fetched");
+    }
     // Told to stop (Ctrl-C, SIGTERM, a lost terminal), on a panic or an `exit`: every process
     // we hold is released first — breakpoints out, threads running — then the signal takes its
     // course.

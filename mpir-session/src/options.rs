@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use mpir_acquire::AcquireOptions;
 use mpir_mqd::ReaderOptions;
-use mpir_target::debuginfo::DebugOptions;
+use mpir_target::debuginfo::{DebugOptions, DebuginfodOptions};
 use mpir_types::ranks::RankSet;
 
 /// Settings of a [`Session`](crate::Session), built with `with_*` setters.
@@ -51,6 +51,27 @@ impl SessionOptions {
     /// With one more debug directory (build-id tree) for stripped programs.
     pub fn with_debug_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         let debug = self.acquire.debug.clone().with_debug_dir(dir);
+        self.acquire = self.acquire.with_debug(debug);
+        self
+    }
+
+    /// Whether and how separate debug files missing locally are fetched from debuginfod
+    /// servers by build-id: by default as `DEBUGINFOD_URLS` says (as gdb and elfutils do);
+    /// [`DebuginfodOptions::disabled`] never, [`DebuginfodOptions::enabled`] with named servers.
+    ///
+    /// ```
+    /// use mpir_session::SessionOptions;
+    /// use mpir_target::debuginfo::DebuginfodOptions;
+    ///
+    /// let options = SessionOptions::default()
+    ///     .with_debug_dir("/opt/debug")
+    ///     .with_debuginfod(DebuginfodOptions::enabled().with_url("http://debuginfod.example:8002"));
+    /// let debug = options.debug_options();
+    /// assert_eq!(debug.debuginfod.urls, ["http://debuginfod.example:8002"]);
+    /// assert_eq!(debug.debug_dirs[0], std::path::Path::new("/opt/debug")); // kept
+    /// ```
+    pub fn with_debuginfod(mut self, debuginfod: DebuginfodOptions) -> Self {
+        let debug = self.acquire.debug.clone().with_debuginfod(debuginfod);
         self.acquire = self.acquire.with_debug(debug);
         self
     }

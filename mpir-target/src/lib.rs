@@ -8,8 +8,10 @@
 //!
 //! [`debuginfo`] finds symbols and DWARF type layouts in real binaries: the images of a live
 //! process (`/proc/PID/maps`, load biases), `.symtab`/`.dynsym`, separate debug files (build-id
-//! directories, `.gnu_debuglink`, dwz) and types sidecars; [`debuginfo::ProcessImages`]
-//! implements [`SymbolLookup`] and [`TypeLookup`].
+//! directories, `.gnu_debuglink`, dwz, and — when `DEBUGINFOD_URLS` names servers or
+//! [`debuginfo::DebuginfodOptions`] enables them — debuginfod servers, by build-id, verified and
+//! cached as elfutils caches them; feature `debuginfod`, on by default) and types sidecars;
+//! [`debuginfo::ProcessImages`] implements [`SymbolLookup`] and [`TypeLookup`].
 //!
 //! Memory backends for live processes (ptrace) and core files come with a later issue; they
 //! implement the same traits, so everything written against a `MockTarget` runs unchanged on

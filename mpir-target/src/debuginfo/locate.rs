@@ -1,12 +1,15 @@
 //! Finding separate debug information for an ELF file, the way gdb does: explicit files, build-id
-//! directories, `.gnu_debuglink` (three locations, CRC-checked), and dwz supplementary files
-//! (`.gnu_debugaltlink`, build-id checked). Every candidate that is refused leaves a note saying
-//! why, so a tool can tell its user what was tried.
+//! directories, `.gnu_debuglink` (three locations, CRC-checked), dwz supplementary files
+//! (`.gnu_debugaltlink`, build-id checked), and last debuginfod servers by build-id
+//! ([`super::debuginfod`]; off unless `DEBUGINFOD_URLS` or the options name servers). Every
+//! candidate that is refused leaves a note saying why, so a tool can tell its user what was
+//! tried.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::FileCache;
+use super::debuginfod::{Artifact, DebuginfodOptions};
 use super::elf::{ElfFile, debuglink_crc};
 
 /// Where the debug information of an image was found.
@@ -23,6 +26,13 @@ pub enum DebugSource {
     BuildId(PathBuf),
     /// Through `.gnu_debuglink`.
     Debuglink(PathBuf),
+    /// From a debuginfod server, or from its client's cache (`server` is `None` then).
+    Debuginfod {
+        /// The file in the debuginfod cache.
+        path: PathBuf,
+        /// The server it was downloaded from by this search.
+        server: Option<String>,
+    },
 }
 
 /// Options that say where to look for debug information.
@@ -37,6 +47,9 @@ pub struct DebugOptions {
     /// Object files that carry DWARF types only (e.g. compiled from a library's own headers);
     /// searched for types after every image.
     pub types_sidecars: Vec<PathBuf>,
+    /// Debuginfod servers, asked by build-id when the local places have no debug file
+    /// (default: as `DEBUGINFOD_URLS` says).
+    pub debuginfod: DebuginfodOptions,
 }
 
 impl Default for DebugOptions {
@@ -45,6 +58,7 @@ impl Default for DebugOptions {
             debug_dirs: vec![PathBuf::from("/usr/lib/debug")],
             symbol_files: Vec::new(),
             types_sidecars: Vec::new(),
+            debuginfod: DebuginfodOptions::default(),
         }
     }
 }
@@ -59,6 +73,12 @@ impl DebugOptions {
     /// Adds an explicit symbol file.
     pub fn with_symbol_file(mut self, file: impl Into<PathBuf>) -> Self {
         self.symbol_files.push(file.into());
+        self
+    }
+
+    /// Sets whether and how debuginfod servers are asked.
+    pub fn with_debuginfod(mut self, debuginfod: DebuginfodOptions) -> Self {
+        self.debuginfod = debuginfod;
         self
     }
 
@@ -176,7 +196,28 @@ pub(crate) fn find_debug_file(
             }
         }
     }
-    None
+    // 4. Debuginfod servers, by build-id.
+    let id = elf.build_id()?;
+    let (path, server) = from_debuginfod(&options.debuginfod, id, notes)?;
+    let f = candidate_with_id(cache, &path, id, notes)?;
+    Some((f, DebugSource::Debuginfod { path, server }))
+}
+
+/// The debug file with build-id `id` from the debuginfod cache or servers, if they are on and
+/// one has it; each refusal becomes a note.
+fn from_debuginfod(
+    options: &DebuginfodOptions,
+    id: &[u8],
+    notes: &mut Vec<String>,
+) -> Option<(PathBuf, Option<String>)> {
+    let client = options.client()?;
+    match client.fetch(id, Artifact::DebugInfo) {
+        Ok(f) => Some((f.path, f.server)),
+        Err(errors) => {
+            notes.extend(errors.iter().map(ToString::to_string));
+            None
+        }
+    }
 }
 
 /// The dwz supplementary file named by `dwarf_file`'s `.gnu_debugaltlink`, build-id checked.
@@ -204,6 +245,11 @@ pub(crate) fn find_alt_file(
         if let Some(f) = candidate_with_id(cache, &p, id, notes) {
             return Some(f);
         }
+    }
+    if let Some((p, _)) = from_debuginfod(&options.debuginfod, id, notes)
+        && let Some(f) = candidate_with_id(cache, &p, id, notes)
+    {
+        return Some(f);
     }
     notes.push(format!(
         "{}: dwz supplementary file {} (build-id {}) not found",

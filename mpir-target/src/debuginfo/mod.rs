@@ -1,7 +1,10 @@
 //! Symbols and type layouts from real binaries: ELF symbol tables (`.symtab`, `.dynsym`, global
 //! and local), the images of a live process with their load biases, DWARF type layouts, and
 //! separate debug information (build-id directories, `.gnu_debuglink`, dwz, explicit files,
-//! types sidecars). Every answer says where it came from.
+//! types sidecars, and last the [`debuginfod`] servers of `DEBUGINFOD_URLS` or
+//! [`DebugOptions::debuginfod`]). Every answer says where it came from; every candidate refused
+//! (a wrong build-id, a server down or slow, a file too large) leaves a note on its image
+//! ([`Image::notes`]).
 //!
 //! ```no_run
 //! use mpir_target::debuginfo::{DebugOptions, ProcessImages};
@@ -22,6 +25,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod debuginfod;
 mod dwarf;
 mod elf;
 mod error;
@@ -33,6 +37,7 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+pub use debuginfod::{DebuginfodClient, DebuginfodError, DebuginfodOptions};
 pub(crate) use dwarf::load_dwarf_for_lines;
 pub use dwarf::{MAX_UNCOMPRESSED_SECTION, TypeIndex};
 pub use elf::{ElfFile, ElfSymbol, LoadSegment, SymbolTable};
