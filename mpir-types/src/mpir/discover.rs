@@ -198,7 +198,7 @@ impl fmt::Display for Discovered {
 
 /// Why a word that pointed at an entry naming a descendant was not taken for the table.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub enum Reason {
     /// No int next to the pointer is a plausible entry count.
@@ -298,7 +298,7 @@ fn list_values(values: &[(i64, i64)]) -> String {
 
 /// One rejected word.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct Rejection {
     /// The word's address.
