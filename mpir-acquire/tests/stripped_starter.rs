@@ -387,3 +387,45 @@ fn launch_mode_and_no_job_say_what_they_cannot_do() {
     assert_untouched(lone.id());
     stop_launcher(&mut lone);
 }
+
+#[test]
+fn mpich5_launch_is_refused_at_once() {
+    let Some(prefix) = mpich5() else { return };
+    let dir = scratch("mpich5-launch");
+    let exe = dir.join("mpi_ranks");
+    if let Err(e) = run(Command::new(prefix.join("bin/mpicc"))
+        .arg(fixtures().join("mpi_ranks.c"))
+        .arg("-o")
+        .arg(&exe))
+    {
+        skip(&e);
+        return;
+    }
+    let mut cmd = Command::new(prefix.join("bin/mpiexec.hydra"));
+    cmd.args(["-n", "2"])
+        .arg(&exe)
+        .arg("1")
+        .current_dir(&dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let started = std::time::Instant::now();
+    let e = live::launch(cmd, options()).unwrap_err();
+    assert!(
+        matches!(e, AcquireError::LaunchWithoutSymbols { .. }),
+        "{e}"
+    );
+    assert!(e.to_string().contains("attach to it by pid"), "{e}");
+    // At its entry point, before its job ran (the ranks sleep 1 s).
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    // Let go untouched: it runs its job to the end on its own.
+    let pid = match &e {
+        AcquireError::LaunchWithoutSymbols { pid } => *pid,
+        _ => unreachable!(),
+    };
+    assert!(wait_for(20, || !is_running(pid)), "the starter still runs");
+}

@@ -75,6 +75,28 @@ pub fn searchable(pid: u32, target: &LiveTarget) -> Result<bool, AcquireError> {
     Ok(has_no_mpir_symbols(target)? && !descendants(pid).is_empty())
 }
 
+/// Launch mode, at a breakpoint at `address` in the launched program `pid`: when that is the
+/// program's entry point (its libraries loaded) and the program is a known starter by its
+/// file name (`mpiexec.hydra`, `orterun`: [`crate::quirks::identify`]) that defines no MPIR
+/// symbols, [`AcquireError::LaunchWithoutSymbols`] — at once, rather than waiting for an exec
+/// that never comes while the job runs. Launch mode cannot be as certain as attach mode: there
+/// is no spawn event to stop at, and such a starter is never written into.
+pub(super) fn refuse_launch(
+    pid: u32,
+    target: &LiveTarget,
+    address: u64,
+) -> Result<(), AcquireError> {
+    if procfs::entry_point(pid).ok() != Some(address) {
+        return Ok(());
+    }
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+    let exe = exe.as_deref().and_then(|p| p.to_str());
+    if crate::quirks::identify(exe, exe).is_some() && has_no_mpir_symbols(target)? {
+        return Err(AcquireError::LaunchWithoutSymbols { pid });
+    }
+    Ok(())
+}
+
 /// One line of `/proc/PID/maps`.
 #[derive(Debug, Clone)]
 struct Mapping {

@@ -268,6 +268,9 @@ impl Driver {
         if matches!(event, Event::Exec { .. }) {
             self.armed_being_debugged = false;
         }
+        if let Event::Breakpoint { address, .. } = event {
+            discover::refuse_launch(self.pid, &self.target, address)?;
+        }
         match &self.discovered {
             Some(d) => acq.handle(&discover::DiscoveredTarget::new(&self.target, d), event),
             None => acq.handle(&self.target, event),
