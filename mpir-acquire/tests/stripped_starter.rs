@@ -429,3 +429,72 @@ fn mpich5_launch_is_refused_at_once() {
     };
     assert!(wait_for(20, || !is_running(pid)), "the starter still runs");
 }
+
+/// Debian's stock `mpiexec.hydra` (MPICH 4.0.2) is stripped too: without its rebuilt symbol
+/// file the table is discovered — exactly where the symbol file says `MPIR_proctable` and
+/// `MPIR_proctable_size` are.
+#[test]
+fn debian_hydra_without_its_symbols_is_discovered_where_the_symbols_say() {
+    use mpir_target::SymbolLookup;
+    if !have("mpiexec.hydra") || !have("mpicc.mpich") {
+        skip("mpiexec.hydra / mpicc.mpich not installed");
+        return;
+    }
+    let debug_dir = std::env::var_os("MPIR_HYDRA_DEBUG_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/cache/mpir-rs/debug"));
+    if !debug_dir.join(".build-id").is_dir() {
+        skip("no hydra symbol file: run scripts/hydra-debug-symbols.sh");
+        return;
+    }
+    let dir = scratch("debian-hydra");
+    let exe = dir.join("mpi_ranks");
+    run(Command::new("mpicc.mpich")
+        .arg(fixtures().join("mpi_ranks.c"))
+        .arg("-o")
+        .arg(&exe))
+    .unwrap();
+    let n = 3;
+    let mut child = Command::new("mpiexec.hydra")
+        .args(["-n", &n.to_string()])
+        .arg(&exe)
+        .arg("4")
+        .current_dir(&dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut seen = String::new();
+    wait_ranks(&mut out, &mut seen, n);
+    // The symbols say the spawn was announced (the table is filled) before we look.
+    let mut debug = mpir_target::debuginfo::DebugOptions::default();
+    debug.debug_dirs.push(debug_dir);
+    let symbolic = mpir_target::live::LiveTarget::open(child.id(), debug).unwrap();
+    let at = |name: &str| symbolic.symbol(name).unwrap().unwrap().address;
+    assert!(wait_for(20, || {
+        use mpir_target::MemoryExt;
+        symbolic
+            .read_c_int(at("MPIR_debug_state"), "state")
+            .is_ok_and(|s| s == 1)
+    }));
+
+    let a = live::attach(child.id(), options()).unwrap();
+    let job = a.job().clone();
+    drop(a);
+    let found = job
+        .discovered
+        .expect("no symbols given: the table was discovered");
+    assert_eq!(found.pointer_address, at("MPIR_proctable"));
+    assert_eq!(found.size_address, at("MPIR_proctable_size"));
+    let table: Vec<(u64, i64)> = job
+        .table
+        .resolved
+        .ranks()
+        .map(|r| (r.rank, r.pid))
+        .collect();
+    assert_eq!(table, printed_ranks(&seen));
+    assert_untouched(child.id());
+    assert_completes(child, out, seen, n);
+}
