@@ -286,8 +286,8 @@ fn near_misses(e: &DiscoverError) -> Vec<Reason> {
 
 #[test]
 fn two_equally_valid_tables_are_refused_naming_both() {
-    if !have("cc") {
-        skip("no C compiler");
+    if !have("cc") || !have("strip") {
+        skip("no C compiler or no strip");
         return;
     }
     let (e, f) = refused("TWO_TABLES", 2);
@@ -308,8 +308,8 @@ fn two_equally_valid_tables_are_refused_naming_both() {
 
 #[test]
 fn hostile_tables_are_rejected_with_their_reason() {
-    if !have("cc") {
-        skip("no C compiler");
+    if !have("cc") || !have("strip") {
+        skip("no C compiler or no strip");
         return;
     }
     // A pid that is no descendant of the starter (our own test process's parent).
