@@ -401,6 +401,90 @@ mod tests {
         assert_eq!(m[0].path, "/tmp/a b/starter");
     }
 
+    /// A discovery made on a tiny hand-made starter (a [`Discovered`] is only ever made by the
+    /// search).
+    fn found() -> Discovered {
+        struct Mem(Vec<u8>);
+        impl Facts for Mem {
+            fn readable(&self, a: u64, len: u64) -> bool {
+                a >= 0x1000 && a + len <= 0x1000 + self.0.len() as u64
+            }
+            fn read(&self, a: u64, buf: &mut [u8]) -> usize {
+                let from = (a - 0x1000) as usize;
+                let n = buf.len().min(self.0.len().saturating_sub(from));
+                buf[..n].copy_from_slice(&self.0[from..from + n]);
+                n
+            }
+            fn runs(&self, pid: u32, exe: &[u8]) -> bool {
+                pid == 4242 && exe == b"app"
+            }
+        }
+        // [size 1, pad][pointer -> 0x1010][entry: host, exe, pid][zero entry]["h\0app\0"]
+        let mut m = vec![0u8; 0x10 + 48];
+        m[0] = 1;
+        m[8..16].copy_from_slice(&0x1010u64.to_le_bytes());
+        m[0x10..0x18].copy_from_slice(&0x1040u64.to_le_bytes());
+        m[0x18..0x20].copy_from_slice(&0x1042u64.to_le_bytes());
+        m[0x20..0x24].copy_from_slice(&4242u32.to_le_bytes());
+        m.extend_from_slice(b"h\0app\0");
+        let mem = Mem(m);
+        let regions = [Region {
+            address: 0x1000,
+            bytes: &mem.0[..16],
+        }];
+        let family = BTreeSet::from([4242]);
+        discover::discover(
+            &DataModel::LP64,
+            &regions,
+            &family,
+            &mem,
+            &SearchOptions::default(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_discovered_target_names_the_table_and_refuses_every_write() {
+        let found = found();
+        let me = LiveTarget::open(std::process::id(), Default::default()).unwrap();
+        let t = DiscoveredTarget::new(&me, &found);
+        let table = t.symbol(symbols::PROCTABLE).unwrap().unwrap();
+        assert_eq!((table.address, table.size), (0x1008, 8));
+        assert_eq!(table.found_in.as_deref(), Some(FOUND_BY_SEARCH));
+        assert_eq!(
+            t.symbol(symbols::PROCTABLE_SIZE).unwrap().unwrap().address,
+            0x1000
+        );
+        for name in [
+            symbols::BREAKPOINT,
+            symbols::BEING_DEBUGGED,
+            symbols::DEBUG_STATE,
+            symbols::EXECUTABLE_PATH,
+        ] {
+            assert_eq!(t.symbol(name).unwrap(), None, "{name}");
+        }
+        assert_eq!(
+            t.type_layout(TypeQuery::PointeeOfVariable(symbols::PROCTABLE))
+                .unwrap(),
+            None
+        );
+        // Writes are refused before anything reaches the process: even at a writable
+        // address of ours.
+        let mut x = 7u32;
+        let at = std::ptr::addr_of_mut!(x) as u64;
+        let e = t.write(at, &[0, 0, 0, 0]).unwrap_err();
+        assert!(matches!(e, TargetError::Unsupported { .. }), "{e}");
+        assert_eq!(std::hint::black_box(x), 7);
+        assert!(
+            !has_no_mpir_symbols(&t).unwrap(),
+            "it answers MPIR_proctable"
+        );
+        assert!(
+            has_no_mpir_symbols(&me).unwrap(),
+            "this test defines no MPIR symbol"
+        );
+    }
+
     #[test]
     fn descendants_are_children_and_grandchildren() {
         use std::process::{Command, Stdio};
