@@ -39,20 +39,20 @@ if [[ -f $VENV/.mpir-stamp && $(<"$VENV/.mpir-stamp") == "$stamp" ]] && works; t
     exit 0
 fi
 
-mkdir -p "$WHEELS"
+log "making $VENV ($stamp)"
+rm -rf "$VENV"
+mkdir -p "$(dirname "$VENV")" "$WHEELS"
+"$PYTHON" -m venv "$VENV"
+# The venv's own pip (ensurepip) fetches the wheel: the system python3 may have none.
 wheel=$(find "$WHEELS" -maxdepth 1 -name "mpich-${PIN#mpich==}-*.whl" -print -quit)
 if [[ -z $wheel ]]; then
     log "downloading $PIN into $WHEELS"
-    "$PYTHON" -m pip download --quiet --disable-pip-version-check --no-deps \
+    "$VENV/bin/python" -m pip download --quiet --disable-pip-version-check --no-deps \
         --only-binary=:all: -d "$WHEELS" "$PIN"
     wheel=$(find "$WHEELS" -maxdepth 1 -name "mpich-${PIN#mpich==}-*.whl" -print -quit)
     [[ -n $wheel ]] || { log "ERROR: pip download left no mpich wheel in $WHEELS"; exit 1; }
 fi
-
-log "making $VENV ($stamp) from $wheel"
-rm -rf "$VENV"
-mkdir -p "$(dirname "$VENV")"
-"$PYTHON" -m venv "$VENV"
+log "installing $wheel"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps "$wheel"
 works || { log "ERROR: the venv's mpiexec.hydra/mpicc/mpichversion do not work"; exit 1; }
 log "$("$VENV/bin/mpichversion" | head -n 1)"
