@@ -86,6 +86,17 @@ fn attach_and_stacks_on_the_mpich5_wheels_stripped_hydra() {
         .map(|r| (r["rank"].as_u64().unwrap(), r["pid"].as_i64().unwrap()))
         .collect();
     assert_eq!(ranks, printed, "every pid is its rank's own getpid()");
+    // The schema holds the object to its shape: hex-string addresses, no unknown field.
+    let rejects = |edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut bad = doc.clone();
+        edit(&mut bad);
+        std::panic::catch_unwind(|| common::validate(&bad)).is_err()
+    };
+    assert!(rejects(
+        &|d| d["discovered"]["table_pointer"] = 4_937_432.into()
+    ));
+    assert!(rejects(&|d| d["discovered"]["guess"] = true.into()));
+    assert!(rejects(&|d| d["discovered"]["entries"] = 0.into()));
     let notes = doc["notes"].to_string();
     assert!(notes.contains("no MPIR symbols"), "{notes}");
 
