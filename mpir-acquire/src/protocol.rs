@@ -629,7 +629,7 @@ impl Acquisition {
         if !partial_ok && gate && self.options.ranks != crate::RankSelection::All {
             self.notes.push(Note::AllRanksForGate);
         }
-        if attach_mode_read_only && !partial_ok && !gate {
+        if attach_mode_read_only && !partial_ok && !gate && self.discovered.is_none() {
             self.notes.push(Note::GateLeftAlone);
         }
         // Attach mode reads a running job without touching it, unless asked for control.

@@ -129,6 +129,12 @@ fn mpich5_wheel_stripped_hydra_attach_4() {
         note.contains(&format!("{:#x}", found.pointer_address)) && note.contains("4 entries"),
         "{note}"
     );
+    // Its flags cannot be read: nothing is said about them.
+    assert!(
+        !job.notes.iter().any(|n| matches!(n, Note::GateLeftAlone)),
+        "{:?}",
+        job.notes
+    );
     let before = words(child.id(), &[found.pointer_address, found.size_address]);
 
     // Holding it through attach_any (the session's path): every rank proven and attached.
