@@ -247,6 +247,25 @@ pub fn discover_table(
     discover_table_with(pid, target, options.allow_other_users, &search)
 }
 
+/// Attach mode, the starter `pid` held by `tracer`: its table searched for when `search` (the
+/// process has no MPIR symbols and a job: [`searchable`]). On failure `tracer` lets go of it.
+pub(super) fn while_held(
+    tracer: &mpir_target::live::tracer::Tracer,
+    pid: u32,
+    target: &LiveTarget,
+    options: &crate::AcquireOptions,
+    search: bool,
+) -> Result<Option<Discovered>, AcquireError> {
+    if !search {
+        return Ok(None);
+    }
+    discover_table(pid, target, options)
+        .map(Some)
+        .inspect_err(|_| {
+            let _ = tracer.detach_all();
+        })
+}
+
 /// [`discover_table`] with the search's bounds given.
 pub fn discover_table_with(
     pid: u32,

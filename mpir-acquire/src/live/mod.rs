@@ -590,17 +590,7 @@ fn attach_opened(
     tracer
         .attach(pid)
         .map_err(AcquireError::target("attach to the starter"))?;
-    // No MPIR symbols at all, and a job: the table is searched for while the starter is held.
-    let discovered = match search
-        .then(|| discover::discover_table(pid, &target, &options))
-        .transpose()
-    {
-        Ok(d) => d,
-        Err(e) => {
-            let _ = tracer.detach_all();
-            return Err(e);
-        }
-    };
+    let discovered = discover::while_held(&tracer, pid, &target, &options, search)?;
     acquire(
         tracer,
         pid,
