@@ -25,6 +25,32 @@ pub enum AcquireError {
         /// The images searched, as a readable list.
         images: String,
     },
+    /// The process defines no MPIR symbols, and the search of its memory for an MPIR table
+    /// ([`mpir_types::mpir::discover`]) found none, or more than one: nothing was written into
+    /// it, and no table is guessed.
+    #[error(
+        "process {pid} defines no MPIR symbols (no MPIR_Breakpoint, MPIR_proctable, \
+         MPIR_proctable_size or MPIR_debug_state in any image); its memory was searched for \
+         an MPIR table"
+    )]
+    Discovery {
+        /// The process.
+        pid: u32,
+        /// What the search found.
+        #[source]
+        source: mpir_types::mpir::discover::DiscoverError,
+    },
+    /// Launch mode cannot acquire a job from a starter without MPIR symbols: without
+    /// `MPIR_Breakpoint` there is no spawn event to wait for, and such a starter is never
+    /// written into. Attach to it once its job runs.
+    #[error(
+        "process {pid} defines no MPIR symbols: launch mode cannot acquire its job (no \
+         MPIR_Breakpoint to stop at); start it, then attach to it by pid"
+    )]
+    LaunchWithoutSymbols {
+        /// The starter.
+        pid: u32,
+    },
     /// Nothing happened while we waited.
     #[error("timed out after {after:?} waiting for {waiting_for} (pid {pid})")]
     Timeout {
@@ -163,6 +189,11 @@ mod tests {
                 source: mpi2dd::Error::Target(gone()),
             },
             AcquireError::Usage("no process with pid 3".into()),
+            AcquireError::Discovery {
+                pid: 9,
+                source: mpir_types::mpir::discover::DiscoverError::NoDescendants,
+            },
+            AcquireError::LaunchWithoutSymbols { pid: 10 },
         ]
     }
 

@@ -19,7 +19,8 @@ use crate::quirks::Launcher;
 pub struct Starter {
     /// Its pid.
     pub pid: u32,
-    /// Address of `MPIR_Breakpoint`.
+    /// Address of `MPIR_Breakpoint` (0 for a starter without MPIR symbols, whose table was
+    /// discovered: [`Job::discovered`]).
     pub breakpoint: u64,
     /// The image that defines `MPIR_Breakpoint` (the starter's executable, or a library such
     /// as Open MPI's `libopen-rte.so`), when known.
@@ -114,6 +115,10 @@ pub struct Job {
     pub notes: Vec<Note>,
     /// The facts that said which hosts are this node.
     pub this_node: ThisNode,
+    /// When the starter has no MPIR symbols: the table was found by a validated search of its
+    /// memory ([`mpir_types::mpir::discover`]), with this evidence; nothing was written into
+    /// the starter. `None` when the starter's symbols named the table.
+    pub discovered: Option<mpir_types::mpir::discover::Discovered>,
     /// The locality of each host name, by the name's index in the table's names (`None` for
     /// names that are no rank's host).
     pub(crate) host_locality: Vec<Option<Locality>>,

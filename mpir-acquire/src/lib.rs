@@ -14,6 +14,10 @@
 //!   [`mpir_target::Target`], so every edge case is a fast test on a `MockTarget`.
 //! - [`live`]: the driver over live processes — [`live::launch`] (launch mode) and
 //!   [`live::attach`] (attach mode) — with the release protocol (gate, detach).
+//!   A starter without MPIR symbols (a stripped `mpiexec.hydra` such as the PyPI MPICH 5
+//!   wheel's) is acquired in attach mode through a table found by a validated search of its
+//!   memory ([`live::discover`], [`mpir_types::mpir::discover`]): one candidate or a typed
+//!   refusal, the evidence in [`Job::discovered`], and never a write into that starter.
 //! - [`identity`]: ranks live on nodes. Only ranks whose host is this node
 //!   ([`mpir_types::node::ThisNode`]: its names, `/etc/hosts` aliases, interface addresses, or
 //!   [`AcquireOptions::with_alias`]) are ever touched, each only once proven from `/proc` to be the

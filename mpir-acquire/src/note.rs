@@ -101,6 +101,13 @@ pub enum Note {
         /// Why.
         error: AcquireError,
     },
+    /// The starter has no MPIR symbols: its table was found by a validated search of its
+    /// memory (the evidence), and nothing is written into it (no breakpoint, no
+    /// `MPIR_being_debugged`).
+    TableDiscovered {
+        /// Where the table and its size were found.
+        evidence: mpir_types::mpir::discover::Discovered,
+    },
     /// Release: a rank could not be detached.
     DetachFailed {
         /// The rank's pid.
@@ -133,6 +140,7 @@ impl Note {
             Note::NoGate { .. } => "no_gate",
             Note::GateFailed { .. } => "gate_failed",
             Note::DetachFailed { .. } => "detach_failed",
+            Note::TableDiscovered { .. } => "table_discovered",
         }
     }
 
@@ -234,6 +242,12 @@ impl fmt::Display for Note {
             Note::DetachFailed { pid, error } => {
                 write!(f, "pid {pid}: detach: {}", Chain(error))
             }
+            Note::TableDiscovered { evidence } => write!(
+                f,
+                "the starter has no MPIR symbols: its table was discovered by a validated \
+                 search of its memory ({evidence}; {}); nothing is written into it",
+                mpir_types::mpir::discover::Discovered::FACTS
+            ),
         }
     }
 }

@@ -33,6 +33,8 @@ use crate::note::Note;
 use crate::options::AcquireOptions;
 use crate::quirks::{self, QuirkFact, Quirks};
 
+mod discovered;
+
 /// How the starter came under control.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[allow(
@@ -181,6 +183,8 @@ pub struct Acquisition {
     spawned_here: bool,
     host_locality: Vec<Option<mpir_types::node::Locality>>,
     job: Option<Job>,
+    /// A starter without MPIR symbols whose table was found by a search: never written into.
+    discovered: Option<mpir_types::mpir::discover::Discovered>,
 }
 
 /// The starter's presence flags (MPIR 1.1 §9.10–9.14) as `target` defines them: from a live
@@ -221,6 +225,7 @@ impl Acquisition {
             spawned_here: false,
             host_locality: Vec::new(),
             job: None,
+            discovered: None,
         }
     }
 
@@ -343,6 +348,9 @@ impl Acquisition {
                 if size > 0 {
                     return self.table_ready(target);
                 }
+                if self.discovered.is_some() {
+                    return Err(self.discovered_empty(size));
+                }
                 if size < 0 && state == Some(DebugState::Spawned.to_raw()) {
                     return Err(AcquireError::BadTable {
                         pid,
@@ -388,6 +396,9 @@ impl Acquisition {
     /// absent), read the flags, do the tool daemon writes, set `MPIR_being_debugged`, plant
     /// the breakpoint.
     fn set_up_starter<T: Target + ?Sized>(&mut self, target: &T) -> Result<bool, AcquireError> {
+        if self.discovered.is_some() {
+            return self.set_up_discovered(target);
+        }
         let Some(bp) = target
             .symbol(symbols::BREAKPOINT)
             .map_err(AcquireError::target("look up MPIR_Breakpoint"))?
@@ -635,7 +646,7 @@ impl Acquisition {
         if !partial_ok && gate && self.options.ranks != crate::RankSelection::All {
             self.notes.push(Note::AllRanksForGate);
         }
-        if attach_mode_read_only && !partial_ok && !gate {
+        if attach_mode_read_only && !partial_ok && !gate && self.discovered.is_none() {
             self.notes.push(Note::GateLeftAlone);
         }
         // Attach mode reads a running job without touching it, unless asked for control.
@@ -700,6 +711,7 @@ impl Acquisition {
                 notes: std::mem::take(&mut self.notes),
                 this_node: self.options.node_facts(),
                 host_locality: std::mem::take(&mut self.host_locality),
+                discovered: self.discovered.take(),
             });
             self.actions.push_back(Action::Finished);
         } else {

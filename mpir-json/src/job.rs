@@ -140,6 +140,40 @@ pub struct JobOut<'a> {
     pub ranks: Ranks<'a>,
     pub problems: Vec<String>,
     pub notes: Vec<String>,
+    /// (MPIR, live) A starter without MPIR symbols: where its table was found by a validated
+    /// search of its memory. Absent when the symbols named the table.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub discovered: Option<DiscoveredOut>,
+}
+
+/// The evidence of a table found without symbols (`mpir_types::mpir::discover::Discovered`).
+#[derive(Serialize)]
+pub struct DiscoveredOut {
+    /// The word that points at the table (the would-be `MPIR_proctable`), as a hex string.
+    pub table_pointer: String,
+    /// The table's address.
+    pub table: String,
+    /// The int that holds the entry count (the would-be `MPIR_proctable_size`).
+    pub size_word: String,
+    /// Where the size word lies from the pointer, in bytes (negative: before it).
+    pub size_offset: i64,
+    /// The entry count.
+    pub entries: u64,
+    /// The facts every entry matched, in words.
+    pub facts: &'static str,
+}
+
+impl From<&mpir_types::mpir::discover::Discovered> for DiscoveredOut {
+    fn from(d: &mpir_types::mpir::discover::Discovered) -> Self {
+        DiscoveredOut {
+            table_pointer: format!("{:#x}", d.pointer_address),
+            table: format!("{:#x}", d.table_address),
+            size_word: format!("{:#x}", d.size_address),
+            size_offset: d.size_offset(),
+            entries: d.entries,
+            facts: mpir_types::mpir::discover::Discovered::FACTS,
+        }
+    }
 }
 
 /// The ranks of a job document. Serialized by serde like any list, except while the tool's `print()`
@@ -337,6 +371,7 @@ pub fn job_out<'a>(job: &'a Job, interface: &'static str) -> JobOut<'a> {
         ranks: Ranks::of_job(job),
         problems: problems_of(&job.table),
         notes: job.notes.iter().map(ToString::to_string).collect(),
+        discovered: job.discovered.as_ref().map(DiscoveredOut::from),
     }
 }
 
@@ -370,6 +405,7 @@ pub fn core_job(table: &ProcTable, flags: MpirFlags) -> JobOut<'_> {
         ranks: table_out(table, |_| None, |_| Cow::Borrowed("core")).into(),
         problems: problems_of(table),
         notes: Vec::new(),
+        discovered: None,
     }
 }
 
@@ -430,6 +466,7 @@ pub fn mpi2dd_job_out<'a>(
             .iter()
             .map(|u| format!("unreachable: {u:?}"))
             .collect(),
+        discovered: None,
     }
 }
 

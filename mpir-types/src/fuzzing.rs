@@ -60,6 +60,90 @@ impl<'a> Input<'a> {
     }
 }
 
+/// Address of the fuzzed starter's memory in [`discover`].
+pub const DISCOVER_BASE: u64 = 0x1000;
+
+/// The fuzzed starter of [`discover`]: its one region of memory is the input's rest, both
+/// scanned and read; a descendant runs a name when the name's length and the pid have the same
+/// parity.
+struct FuzzStarter<'a>(&'a [u8]);
+
+impl mpir::discover::Facts for FuzzStarter<'_> {
+    fn readable(&self, address: u64, len: u64) -> bool {
+        address >= DISCOVER_BASE
+            && address
+                .checked_add(len)
+                .is_some_and(|end| end <= DISCOVER_BASE + self.0.len() as u64)
+    }
+    fn read(&self, address: u64, buf: &mut [u8]) -> usize {
+        let Some(from) = address
+            .checked_sub(DISCOVER_BASE)
+            .and_then(|o| usize::try_from(o).ok())
+        else {
+            return 0;
+        };
+        let src = self.0.get(from..).unwrap_or_default();
+        let n = src.len().min(buf.len());
+        if let (Some(d), Some(s)) = (buf.get_mut(..n), src.get(..n)) {
+            d.copy_from_slice(s);
+        }
+        n
+    }
+    fn runs(&self, pid: u32, executable: &[u8]) -> bool {
+        executable.len() % 2 == pid as usize % 2
+    }
+}
+
+/// The search for a symbol-less starter's table ([`mpir::discover`]) over arbitrary memory,
+/// descendants and small bounds: an answer, when there is one, must be what it claims.
+/// Input: model preset, descendant count `n` (0-7), `n` pids (u8 each, + 100), bounds (reads
+/// / 8, longest string), then the memory.
+pub fn discover(data: &[u8]) {
+    use mpir::discover::DiscoverError;
+    let (descendants, outcome) = discover_search(data);
+    match outcome {
+        Ok(d) => {
+            assert!(d.entries >= 1 && d.entries as usize == d.pids.len());
+            let distinct: std::collections::BTreeSet<_> = d.pids.iter().collect();
+            assert_eq!(distinct.len(), d.pids.len());
+            assert!(d.pids.iter().all(|p| descendants.contains(p)));
+            let _ = d.to_string();
+        }
+        Err(DiscoverError::Ambiguous { candidates }) => assert!(candidates.len() >= 2),
+        Err(e) => {
+            let _ = e.to_string();
+        }
+    }
+}
+
+/// [`discover`]'s search: the descendants it drew and the outcome.
+#[allow(clippy::type_complexity, reason = "a harness's two outputs")]
+pub fn discover_search(
+    data: &[u8],
+) -> (
+    std::collections::BTreeSet<u32>,
+    Result<mpir::discover::Discovered, mpir::discover::DiscoverError>,
+) {
+    use mpir::discover::{Region, SearchOptions};
+    let mut input = Input(data);
+    let model = input.model();
+    let n = input.u8() % 8;
+    let descendants: std::collections::BTreeSet<u32> =
+        (0..n).map(|_| u32::from(input.u8()) + 100).collect();
+    let options = SearchOptions::default()
+        .with_max_reads(u64::from(input.u8()) * 8)
+        .with_max_string(u64::from(input.u8() % 64))
+        .with_max_scan_bytes(4096);
+    let memory = input.rest();
+    let regions = [Region {
+        address: DISCOVER_BASE,
+        bytes: memory,
+    }];
+    let facts = FuzzStarter(memory);
+    let outcome = mpir::discover::discover(&model, &regions, &descendants, &facts, &options);
+    (descendants, outcome)
+}
+
 /// The proctable decoder and resolution, with an ABI or arbitrary given layout.
 pub fn proctable(data: &[u8]) {
     let mut input = Input(data);
@@ -357,8 +441,9 @@ pub fn stack_build(data: &[u8]) {
 pub type Harness = fn(&[u8]);
 
 /// Every harness, by name (for the test suite and tooling).
-pub const ALL: [(&str, Harness); 6] = [
+pub const ALL: [(&str, Harness); 7] = [
     ("proctable", proctable),
+    ("discover", discover),
     ("communicator", communicator),
     ("pending_operation", pending_operation),
     ("view", view),

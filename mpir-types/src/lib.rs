@@ -13,7 +13,8 @@
 //! 3. [`TypeLayout`]: a struct as debug information describes it (size, member offsets), and
 //!    [`CStructBuilder`] for the ABI layout when there is none.
 //! 4. Interface models: [`mpir`] (symbols, `MPIR_debug_state`, presence flags, the process
-//!    descriptor table) and [`mqd`] (message-queue communicators and operations, raw and
+//!    descriptor table, and [`mpir::discover`]: the validated search for the table of a
+//!    starter without symbols) and [`mqd`] (message-queue communicators and operations, raw and
 //!    normalised).
 //! 5. [`deadlock`]: the wait-for analysis over every rank's queues (cycles, knots of
 //!    `MPI_ANY_SOURCE` waits, blocked ranks), with text, JSON and Graphviz output.

@@ -53,6 +53,35 @@ fn valid_input(harness: &str, model: DataModel, entries: u8) -> Vec<u8> {
             let b = vec![0x41u8; l.size as usize];
             v.extend_from_slice(&b);
         }
+        "discover" => {
+            // Descendants 101..=104 (`entries` of them make a valid table), generous bounds,
+            // then the memory at DISCOVER_BASE: [size int, pad, pointer] and the table with
+            // its strings ("h", and "ab" which pids of even parity run).
+            let n = entries.min(7);
+            v.truncate(1); // preset 0 (lp64); no layout byte
+            v.push(n);
+            v.extend((1..=n).map(|i| i * 2)); // pids 102, 104, ...: even
+            v.extend_from_slice(&[255, 63]);
+            let base = fuzzing::DISCOVER_BASE;
+            let layout = ProcDescLayout::abi(&model);
+            let table_at = base + 16;
+            let strings_at = table_at + layout.size * u64::from(n) + layout.size;
+            let mut mem = vec![0u8; 16];
+            mem[0..4].copy_from_slice(&u32::from(n).to_le_bytes());
+            mem[8..16].copy_from_slice(&table_at.to_le_bytes());
+            let raw: Vec<RawProcDesc> = (1..=u64::from(n))
+                .map(|i| RawProcDesc {
+                    host_name: strings_at,
+                    executable_name: strings_at + 2,
+                    pid: 100 + 2 * i as i64,
+                })
+                .collect();
+            let mut table = vec![0u8; (layout.size * (u64::from(n) + 1)) as usize];
+            mpir::encode_proctable(&model, &layout, table_at, &raw, &mut table).unwrap();
+            mem.extend_from_slice(&table);
+            mem.extend_from_slice(b"h\0ab\0");
+            v.extend_from_slice(&mem);
+        }
         _ => v.extend_from_slice(&[0; 32]),
     }
     v
@@ -112,6 +141,12 @@ fn valid_inputs_decode() {
     )
     .unwrap();
     assert_eq!(raw[2].pid, 3);
+    // The search's valid input has one table, found.
+    let v = valid_input("discover", DataModel::LP64, 3);
+    assert_eq!(v.len(), 7 + 16 + 4 * 24 + 5);
+    let found = fuzzing::discover_search(&v).1.unwrap();
+    assert_eq!((found.entries, found.size_offset()), (3, -8));
+    assert_eq!(found.pids, [102, 104, 106]);
     for (_, harness) in fuzzing::ALL {
         harness(&v);
     }

@@ -23,6 +23,7 @@ use mpir_target::debuginfo::DebugOptions;
 use mpir_target::live::LiveTarget;
 use mpir_target::live::tracer::{StopEvent, Tracer, TracerOptions};
 
+pub mod discover;
 mod prove;
 mod release;
 mod watch;
@@ -256,6 +257,8 @@ struct Driver {
     starter_breakpoint: Option<u64>,
     /// Whether the reset of `MPIR_being_debugged` is registered with the tracer.
     armed_being_debugged: bool,
+    /// A starter without MPIR symbols: its discovered table ([`discover`]).
+    discovered: Option<mpir_types::mpir::discover::Discovered>,
 }
 
 impl Driver {
@@ -265,7 +268,13 @@ impl Driver {
         if matches!(event, Event::Exec { .. }) {
             self.armed_being_debugged = false;
         }
-        acq.handle(&self.target, event);
+        if let Event::Breakpoint { address, .. } = event {
+            discover::refuse_launch(self.pid, &self.target, address)?;
+        }
+        match &self.discovered {
+            Some(d) => acq.handle(&discover::DiscoveredTarget::new(&self.target, d), event),
+            None => acq.handle(&self.target, event),
+        }
         if !self.armed_being_debugged
             && acq
                 .starter()
@@ -442,6 +451,13 @@ pub fn node_facts(options: &AcquireOptions) -> mpir_types::node::ThisNode {
     }
 }
 
+/// The starter, already opened (its images are not read twice), and its table when it was
+/// discovered ([`discover`]).
+struct Opened {
+    target: LiveTarget,
+    discovered: Option<mpir_types::mpir::discover::Discovered>,
+}
+
 fn acquire(
     tracer: Tracer,
     pid: u32,
@@ -449,8 +465,9 @@ fn acquire(
     first: Event,
     options: AcquireOptions,
     child: Option<Child>,
-    opened: Option<LiveTarget>,
+    opened: Option<Opened>,
 ) -> Result<Acquired, AcquireError> {
+    let (opened, discovered) = opened.map_or((None, None), |o| (Some(o.target), o.discovered));
     let mut options = options;
     if options.this_node.is_none() {
         options.this_node = Some(mpir_target::live::node::this_node());
@@ -470,8 +487,12 @@ fn acquire(
         fifos: Vec::new(),
         starter_breakpoint: None,
         armed_being_debugged: false,
+        discovered: discovered.clone(),
     };
     let mut acq = Acquisition::new(pid, mode, options.clone());
+    if let Some(d) = discovered {
+        acq = acq.with_discovered(d);
+    }
     let outcome = driver
         .handle(&mut acq, first)
         .and_then(|()| driver.run(&mut acq));
@@ -551,7 +572,10 @@ fn exists(pid: u32) -> Result<(), AcquireError> {
     Ok(())
 }
 
-/// Attach mode: acquires the job of the running starter `pid`.
+/// Attach mode: acquires the job of the running starter `pid`. A process that defines no MPIR
+/// symbols at all but has descendants has its table searched for ([`discover`]): the job is
+/// then acquired through the one table found, never writing into the starter, or the search's
+/// refusal is returned ([`AcquireError::Discovery`]).
 pub fn attach(pid: u32, options: AcquireOptions) -> Result<Acquired, AcquireError> {
     exists(pid)?;
     attach_opened(pid, options, None)
@@ -563,11 +587,14 @@ fn attach_opened(
     options: AcquireOptions,
     opened: Option<LiveTarget>,
 ) -> Result<Acquired, AcquireError> {
+    let target = opened.map_or_else(|| open_target(pid, &options.debug), Ok)?;
+    let search = discover::searchable(pid, &target)?;
     let tracer = Tracer::with_options(TracerOptions::default().with_stop_timeout(options.timeout))
         .map_err(AcquireError::target("start the tracer"))?;
     tracer
         .attach(pid)
         .map_err(AcquireError::target("attach to the starter"))?;
+    let discovered = discover::while_held(&tracer, pid, &target, &options, search)?;
     acquire(
         tracer,
         pid,
@@ -575,7 +602,7 @@ fn attach_opened(
         Event::Attached,
         options,
         None,
-        opened,
+        Some(Opened { target, discovered }),
     )
 }
 
@@ -658,11 +685,18 @@ pub struct AnyJob {
 pub fn attach_any(pid: u32, options: AcquireOptions) -> Result<AnyJob, AcquireError> {
     exists(pid)?;
     let probe = open_target(pid, &options.debug)?;
-    let interface = crate::interface::detect(&probe)?.ok_or_else(|| AcquireError::NotAStarter {
-        pid,
-        symbol: "MPIR_Breakpoint or MPI2DD_info",
-        images: "any image of the process".into(),
-    })?;
+    let interface = match crate::interface::detect(&probe)? {
+        Some(i) => i,
+        // No MPIR symbols at all, and a job: MPIR through a discovered table.
+        None if discover::searchable(pid, &probe)? => Interface::Mpir,
+        None => {
+            return Err(AcquireError::NotAStarter {
+                pid,
+                symbol: "MPIR_Breakpoint or MPI2DD_info",
+                images: "any image of the process".into(),
+            });
+        }
+    };
     let mut probe = Some(probe);
     let traverse_from = |pid: u32| {
         let connector = LocalConnector::new().with_debug_options(options.debug.clone());

@@ -72,7 +72,7 @@ impl Prover {
     }
 
     /// Whether `facts` (a process) runs the program `reported` names.
-    fn runs(&self, facts: &ProcessFacts, reported: &str) -> bool {
+    pub(crate) fn runs(&self, facts: &ProcessFacts, reported: &str) -> bool {
         let Some(exe_id) = facts.exe_id else {
             return false;
         };

@@ -2,8 +2,12 @@
 //! table (*The MPIR Process Acquisition Interface*, version 1.1, and *TV Process Acquisition with
 //! MPICH*; see the repository's [spec list]).
 //!
+//! [`discover`] finds the table of a starter that has no MPIR symbols, by a validated search of
+//! its writable memory.
+//!
 //! [spec list]: https://github.com/mpir-rs/mpir-rs/blob/main/docs/spec/README.md
 
+pub mod discover;
 mod proctable;
 mod state;
 pub mod symbols;
