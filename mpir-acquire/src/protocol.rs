@@ -28,7 +28,7 @@ use mpir_types::mpir::{DebugState, Flag, MpirFlags, symbols};
 use crate::daemon;
 use crate::error::AcquireError;
 use crate::identity::{Proven, Refusal};
-use crate::job::{Job, RankControl, Starter};
+use crate::job::{Job, LAUNCHER_JOB_ID, LAUNCHER_STEP_ID, RankControl, Starter, parse_launcher_id};
 use crate::note::Note;
 use crate::options::AcquireOptions;
 use crate::quirks::{self, Quirks};
@@ -127,6 +127,14 @@ pub enum Action {
     },
     /// Make thread `tid`, stopped at the entry of `MPIR_Breakpoint`, return from it.
     ReturnFromCall {
+        /// The thread.
+        tid: u32,
+    },
+    /// Make thread `tid`, stopped at the entry of `MPIR_Breakpoint`, execute the instruction
+    /// under the breakpoint (the breakpoint stays), and stay stopped: the starter runs the rest
+    /// of the function's body when it next runs. For launchers whose `MPIR_Breakpoint` does
+    /// something ([`Quirks::breakpoint_wakes_ranks`]: Slurm's `srun` wakes its tasks there).
+    StepOverBreakpoint {
         /// The thread.
         tid: u32,
     },
@@ -362,7 +370,16 @@ impl Acquisition {
                     .is_some_and(|s| s.breakpoint == address) =>
             {
                 self.events += 1;
-                self.actions.push_back(Action::ReturnFromCall { tid });
+                let runs_body = self
+                    .starter
+                    .as_ref()
+                    .and_then(|s| s.launcher)
+                    .is_some_and(|l| Quirks::of(l).breakpoint_wakes_ranks);
+                self.actions.push_back(if runs_body {
+                    Action::StepOverBreakpoint { tid }
+                } else {
+                    Action::ReturnFromCall { tid }
+                });
                 if self.events > self.options.max_events {
                     return Err(AcquireError::TooManyEvents {
                         pid,
@@ -409,6 +426,8 @@ impl Acquisition {
             launcher,
             set_being_debugged: false,
             debug_state: None,
+            job_id: None,
+            step_id: None,
         };
         if let Some(d) = self.options.tool_daemon.clone() {
             self.write_tool_daemon(target, &d.executable, &d.arguments)?;
@@ -606,9 +625,40 @@ impl Acquisition {
     /// The table is filled: read it and decide which ranks to attach. Only ranks on this node
     /// are candidates (the driver proves each before attaching); in attach mode a job that
     /// already ran is read without touching its ranks unless asked to hold them.
+    /// The launcher's job and step ids (`totalview_jobid`, `totalview_stepid`: C strings
+    /// holding decimal numbers, as Slurm's `srun` defines them), when the starter defines
+    /// them; a defined but unusable one is a note.
+    fn read_launcher_ids<T: Target + ?Sized>(&mut self, target: &T) {
+        let mut read = |symbol: &'static str| -> Option<u64> {
+            let sym = target.symbol(symbol).ok().flatten()?;
+            let value = target
+                .read_pointer(sym.address, symbol)
+                .map_err(|e| e.to_string())
+                .and_then(|p| match p {
+                    0 => Err("NULL".to_string()),
+                    p => target.read_c_string(p, 32).map_err(|e| e.to_string()),
+                })
+                .and_then(|bytes| parse_launcher_id(&bytes));
+            match value {
+                Ok(v) => Some(v),
+                Err(reason) => {
+                    self.notes.push(Note::LauncherIdUnusable { symbol, reason });
+                    None
+                }
+            }
+        };
+        let job = read(LAUNCHER_JOB_ID);
+        let step = read(LAUNCHER_STEP_ID);
+        if let Some(s) = self.starter.as_mut() {
+            s.job_id = job;
+            s.step_id = step;
+        }
+    }
+
     fn table_ready<T: Target + ?Sized>(&mut self, target: &T) -> Result<(), AcquireError> {
         let table = read_proctable(target, &self.options.read)
             .map_err(AcquireError::target("read the process descriptor table"))?;
+        self.read_launcher_ids(target);
         let partial_ok = self
             .starter
             .as_ref()

@@ -25,11 +25,13 @@ use mpir_target::live::tracer::{StopEvent, Tracer, TracerOptions};
 
 mod prove;
 mod release;
+mod slurm;
 mod watch;
 
 use release::{
     Release, arm_being_debugged, arm_gates, open_gate, release, settle_ranks, writes_gate,
 };
+pub use slurm::{find_srun, shepherd_parent, srun_steps};
 pub use watch::Watcher;
 
 use mpi2dd::connect::LocalConnector;
@@ -58,6 +60,9 @@ pub struct Acquired {
     held: bool,
     /// Ranks whose `MPIR_debug_gate` opens when the tracer detaches from them.
     armed: HashSet<u32>,
+    /// Ranks (pid, start time) the launcher stopped and wakes from `MPIR_Breakpoint`
+    /// ([`crate::quirks::Quirks::breakpoint_wakes_ranks`]): seen running after the release.
+    wake: Vec<(u32, u64)>,
 }
 
 impl Acquired {
@@ -158,7 +163,7 @@ impl Acquired {
         let (Some(tracer), Some(starter)) = (self.tracer.take(), self.starter.take()) else {
             return Ok(Vec::new());
         };
-        release(
+        let released = release(
             &tracer,
             &Release {
                 starter: &starter,
@@ -168,7 +173,15 @@ impl Acquired {
                 timeout: self.timeout,
                 armed: &self.armed,
             },
-        )
+        );
+        drop(tracer);
+        // Whatever the release met (a starter killed meanwhile), no rank stays stopped; the
+        // notes of that are kept in the job too (the release may still fail on the starter).
+        let woken = slurm::wake_ranks(self.job.starter.pid, &self.wake, self.timeout);
+        self.job.notes.extend(woken.iter().cloned());
+        let mut notes = released?;
+        notes.extend(woken);
+        Ok(notes)
     }
 }
 
@@ -395,6 +408,10 @@ impl Driver {
                     .tracer
                     .return_from_call(pid, tid)
                     .map_err(AcquireError::target("return from MPIR_Breakpoint"))?,
+                Action::StepOverBreakpoint { tid } => self
+                    .tracer
+                    .step_over(pid, tid)
+                    .map_err(AcquireError::target("step into MPIR_Breakpoint"))?,
                 Action::Continue => {
                     self.starter_breakpoint = acq.starter().map(|s| s.breakpoint);
                     self.tracer
@@ -483,6 +500,18 @@ fn acquire(
             } else {
                 HashSet::new()
             };
+            let wakes = job
+                .starter
+                .launcher
+                .is_some_and(|l| crate::quirks::Quirks::of(l).breakpoint_wakes_ranks);
+            let wake = if mode == Mode::Launch && wakes {
+                job.attached_pids()
+                    .into_iter()
+                    .filter_map(|pid| Some((pid, slurm::start_time(pid)?)))
+                    .collect()
+            } else {
+                Vec::new()
+            };
             let mut acquired = Acquired {
                 job,
                 debug: options.debug.clone(),
@@ -493,6 +522,7 @@ fn acquire(
                 child,
                 held: true,
                 armed,
+                wake,
             };
             if !options.hold {
                 let problems = acquired.release()?;
@@ -550,6 +580,7 @@ fn exists(pid: u32) -> Result<(), AcquireError> {
 /// Attach mode: acquires the job of the running starter `pid`.
 pub fn attach(pid: u32, options: AcquireOptions) -> Result<Acquired, AcquireError> {
     exists(pid)?;
+    slurm::refuse_shepherd(pid)?;
     attach_opened(pid, options, None)
 }
 
@@ -581,29 +612,35 @@ fn attach_opened(
 pub struct LocalRank {
     /// Rank.
     pub rank: u64,
-    /// The executable the rank runs: `/proc/PID/exe` when the rank was proven to be a local
-    /// process in its program (attached), else the reported name made absolute against the
-    /// starter's working directory.
+    /// The executable the rank runs: `/proc/PID/exe` when the rank is proven to be a local
+    /// process in its program (attached, or proven now from `/proc` without touching it),
+    /// else the reported name made absolute against the starter's working directory.
     pub executable: Option<PathBuf>,
     /// Whether the rank's host is this node ([`Job::locality`]).
     pub local_host: bool,
 }
 
-/// Normalises what the starter reported: relative executable names resolved, and for ranks
-/// proven to be local processes, the executable they run. A pid that was not proven to be the
-/// rank is not looked at: on another node, or unproven, it may name an unrelated process.
+/// Normalises what the starter reported: relative executable names (`./a.out`, or a bare
+/// `sleep` found through `PATH`, as Slurm's `srun` reports `argv[0]` as typed) resolved. A
+/// local rank is proven from `/proc` as acquisition proves ranks (same user as the starter,
+/// started after it, running the reported program; reads only), and then named by the
+/// executable it runs. A pid that is not proven to be the rank is not looked at: on another
+/// node, or unproven, it may name an unrelated process.
 pub fn normalize(job: &Job) -> Vec<LocalRank> {
     let cwd = mpir_target::live::procfs::cwd_of(job.starter.pid);
+    let mut prover = prove::Prover::new(job.starter.pid, false).ok();
     job.ranks()
         .map(|r| {
-            let proven = matches!(
-                job.control(r.rank),
-                RankControl::Attached {
-                    proven: crate::Proven::InProgram,
-                    ..
-                }
-            );
-            let from_proc = if proven && r.pid > 0 {
+            let local = job.locality(r.rank).is_local();
+            let proven = match job.control(r.rank) {
+                RankControl::Attached { proven, .. } => Some(*proven),
+                _ if local => prover
+                    .as_mut()
+                    .and_then(|p| p.prove(r.rank, r.pid, r.executable).ok())
+                    .map(|p| p.proven),
+                _ => None,
+            };
+            let from_proc = if proven == Some(crate::Proven::InProgram) && r.pid > 0 {
                 std::fs::read_link(format!("/proc/{}/exe", r.pid)).ok()
             } else {
                 None
@@ -616,7 +653,7 @@ pub fn normalize(job: &Job) -> Vec<LocalRank> {
             LocalRank {
                 rank: r.rank,
                 executable,
-                local_host: job.locality(r.rank).is_local(),
+                local_host: local,
             }
         })
         .collect()
@@ -653,6 +690,7 @@ pub struct AnyJob {
 /// starter is held.
 pub fn attach_any(pid: u32, options: AcquireOptions) -> Result<AnyJob, AcquireError> {
     exists(pid)?;
+    slurm::refuse_shepherd(pid)?;
     let probe = open_target(pid, &options.debug)?;
     let interface = crate::interface::detect(&probe)?.ok_or_else(|| AcquireError::NotAStarter {
         pid,
