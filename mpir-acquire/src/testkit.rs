@@ -44,6 +44,7 @@ pub fn slurm_up() -> bool {
 pub struct SlurmJobs {
     name: String,
     children: Vec<u32>,
+    adopted: Vec<Child>,
 }
 
 impl SlurmJobs {
@@ -52,6 +53,7 @@ impl SlurmJobs {
         SlurmJobs {
             name: format!("mpir-test-{}-{tag}", std::process::id()),
             children: Vec::new(),
+            adopted: Vec::new(),
         }
     }
 
@@ -75,6 +77,12 @@ impl SlurmJobs {
     /// Registers a process this test spawned (an `srun`) to be killed by the guard.
     pub fn track(&mut self, child: &Child) {
         self.children.push(child.id());
+    }
+
+    /// Takes a process this test spawned (an `srun` it does not wait for itself): killed and
+    /// reaped by the guard.
+    pub fn adopt(&mut self, child: Child) {
+        self.adopted.push(child);
     }
 
     /// Submits a batch job of this name running `script` (`sbatch --wrap`); its job id.
@@ -111,6 +119,10 @@ impl Drop for SlurmJobs {
                     nix::sys::signal::Signal::SIGKILL,
                 );
             }
+        }
+        for child in &mut self.adopted {
+            let _ = child.kill();
+            let _ = child.wait();
         }
         let _ = crate::slurm::run_bounded(
             Command::new("scancel").arg(format!("--name={}", self.name)),
