@@ -133,7 +133,9 @@ pub enum Action {
     /// Make thread `tid`, stopped at the entry of `MPIR_Breakpoint`, execute the instruction
     /// under the breakpoint (the breakpoint stays), and stay stopped: the starter runs the rest
     /// of the function's body when it next runs. For launchers whose `MPIR_Breakpoint` does
-    /// something ([`Quirks::breakpoint_wakes_ranks`]: Slurm's `srun` wakes its tasks there).
+    /// something ([`Quirks::breakpoint_wakes_ranks`]: Slurm's `srun` wakes its tasks there),
+    /// before a [`Action::Continue`]; when the event ends acquisition instead, the thread stays
+    /// at the entry ([`Acquisition::parked`]).
     StepOverBreakpoint {
         /// The thread.
         tid: u32,
@@ -189,6 +191,8 @@ pub struct Acquisition {
     spawned_here: bool,
     host_locality: Vec<Option<mpir_types::node::Locality>>,
     job: Option<Job>,
+    /// The starter's thread left stopped at the entry of `MPIR_Breakpoint`.
+    parked: Option<u32>,
 }
 
 /// The starter's presence flags (MPIR 1.1 §9.10–9.14) as `target` defines them: from a live
@@ -229,7 +233,16 @@ impl Acquisition {
             spawned_here: false,
             host_locality: Vec::new(),
             job: None,
+            parked: None,
         }
+    }
+
+    /// The starter's thread stopped at the entry of `MPIR_Breakpoint` when acquisition ended
+    /// there without returning from it: a launcher whose breakpoint wakes the ranks
+    /// ([`Quirks::breakpoint_wakes_ranks`]). Letting the starter go runs the function's body
+    /// (the wake-up); [`Action::ReturnFromCall`] on this thread skips it.
+    pub fn parked(&self) -> Option<u32> {
+        self.parked
     }
 
     /// The table, once read (until the job is taken).
@@ -375,18 +388,29 @@ impl Acquisition {
                     .as_ref()
                     .and_then(|s| s.launcher)
                     .is_some_and(|l| Quirks::of(l).breakpoint_wakes_ranks);
-                self.actions.push_back(if runs_body {
-                    Action::StepOverBreakpoint { tid }
-                } else {
-                    Action::ReturnFromCall { tid }
-                });
+                if !runs_body {
+                    self.actions.push_back(Action::ReturnFromCall { tid });
+                }
                 if self.events > self.options.max_events {
                     return Err(AcquireError::TooManyEvents {
                         pid,
                         events: self.events,
                     });
                 }
-                self.mpir_event(target)
+                let before = self.actions.len();
+                self.mpir_event(target)?;
+                if runs_body {
+                    // The body runs when the starter next runs: past the breakpoint before a
+                    // continue, else (the job acquired) parked at its entry.
+                    let mut next = self.actions.iter().skip(before);
+                    match next.position(|a| *a == Action::Continue) {
+                        Some(i) => self
+                            .actions
+                            .insert(before + i, Action::StepOverBreakpoint { tid }),
+                        None => self.parked = Some(tid),
+                    }
+                }
+                Ok(())
             }
             (Phase::Attaching, Event::RanksAttached(results)) => {
                 self.control

@@ -264,6 +264,46 @@ fn launch_holds_the_tasks_until_release_then_the_step_completes() {
 }
 
 #[test]
+fn tasks_handed_over_stay_stopped_until_continued_then_the_step_completes() {
+    if !slurm_up() {
+        return;
+    }
+    let dir = scratch("slurm-hand-over");
+    let Some(program) = task_program(&dir) else {
+        return;
+    };
+    let mut jobs = SlurmJobs::new("hand-over");
+    let cmd = jobs.srun(&["-n", "2", program.to_str().unwrap(), "1"]);
+    let mut acquired = live::launch(cmd, options().with_hold(true)).unwrap();
+    let mut srun = acquired.take_child().unwrap();
+    jobs.track(&srun);
+    let out = Output::of(&mut srun);
+    let stopped = acquired.hand_over().unwrap();
+    assert_eq!(stopped.len(), 2);
+    drop(acquired);
+    // srun runs on without waking them: they stay in their stop, untraced, printing nothing.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(out.tasks(), [], "{}", out.text());
+    for &pid in &stopped {
+        assert!(status_field(pid, "State:").starts_with('T'), "{pid}");
+        assert_eq!(status_field(pid, "TracerPid:"), "0");
+    }
+    assert!(
+        srun.try_wait().unwrap().is_none(),
+        "srun waits for its step"
+    );
+    for &pid in &stopped {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGCONT,
+        )
+        .unwrap();
+    }
+    assert!(wait_exit(&mut srun), "the step failed:\n{}", out.text());
+    assert!(wait_for(10, || out.text().matches(" done").count() == 2));
+}
+
+#[test]
 fn srun_killed_while_its_tasks_are_held_leaves_no_task_stopped() {
     if !slurm_up() {
         return;

@@ -63,6 +63,9 @@ pub struct Acquired {
     /// Ranks (pid, start time) the launcher stopped and wakes from `MPIR_Breakpoint`
     /// ([`crate::quirks::Quirks::breakpoint_wakes_ranks`]): seen running after the release.
     wake: Vec<(u32, u64)>,
+    /// The starter's thread held at the entry of such an `MPIR_Breakpoint`
+    /// ([`Acquisition::parked`]).
+    parked: Option<u32>,
 }
 
 impl Acquired {
@@ -121,7 +124,9 @@ impl Acquired {
     /// Hands the held job over to another tool: the attached ranks are detached but left
     /// stopped (a job-control stop, as after `SIGSTOP`: the other tool attaches, and `SIGCONT`
     /// lets them run), `MPIR_being_debugged` goes back to 0 and the starter is detached,
-    /// running. The gate is left to the other tool. Returns the pids left stopped.
+    /// running. The gate is left to the other tool. A starter whose `MPIR_Breakpoint` wakes
+    /// the ranks (Slurm's `srun`) is made to return from it without waking them. Returns the
+    /// pids left stopped.
     pub fn hand_over(&mut self) -> Result<Vec<u32>, AcquireError> {
         if !self.held {
             return Err(AcquireError::Usage(
@@ -142,11 +147,19 @@ impl Acquired {
                 Err(error) => self.job.notes.push(Note::HandOverFailed { pid, error }),
             }
         }
+        // A starter whose MPIR_Breakpoint wakes the ranks (srun) returns from it without running
+        // its body: the ranks handed over stay stopped, for the other tool to continue.
+        let returned = match self.parked {
+            Some(tid) => tracer
+                .return_from_call(self.job.starter.pid, tid)
+                .map_err(AcquireError::target("return from MPIR_Breakpoint")),
+            None => Ok(()),
+        };
         let undo = undo_writes(&starter, &self.job.starter);
         let detached = tracer
             .detach(self.job.starter.pid)
             .map_err(AcquireError::target("detach the starter"));
-        undo.and(detached)?;
+        returned.and(undo).and(detached)?;
         Ok(stopped)
     }
 
@@ -523,6 +536,7 @@ fn acquire(
                 held: true,
                 armed,
                 wake,
+                parked: acq.parked(),
             };
             if !options.hold {
                 let problems = acquired.release()?;
