@@ -6,7 +6,7 @@
 //! mpir core   [--json] [--exe PATH] [--debug-dir DIR] [--types FILE] CORE…
 //! mpir queues (--starter PID | --slurm-job J[.S] | --pid PID…) [--dll PATH] [--types FILE] [--engine auto|dll|native]
 //! mpir deadlock (--starter PID | --slurm-job J[.S] | --pid PID…) [--samples N] [--dot] [queues options]
-//! mpir stacks (--starter PID | --pid PID… | --core CORE…) [--ranks LIST] [--threads] [--samples N] [--json|--dot|--folded]
+//! mpir stacks (--starter PID | --slurm-job J[.S] | --pid PID… | --core CORE…) [--ranks LIST] [--threads] [--samples N] [--json|--dot|--folded]
 //! mpir demo [-n N]
 //! ```
 //!

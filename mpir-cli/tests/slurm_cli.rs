@@ -101,6 +101,14 @@ fn attach_and_deadlock_name_the_job_by_its_slurm_id() {
         .map(|r| r.as_u64().unwrap())
         .collect();
     assert_eq!(cycle, [0, 1, 2], "{doc}");
+    // The stacks of the same job, named the same way: every rank blocked in a receive.
+    let out = mpir()
+        .args(["stacks", "--json", "--slurm-job", &id.to_string()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc = json_doc(&out);
+    assert!(doc.to_string().contains("MPI_Recv"), "{doc}");
     for &p in &job.pids {
         assert_untouched(p);
     }
@@ -168,4 +176,34 @@ fn slurm_jobs_missing_elsewhere_or_with_several_steps_are_one_clear_line() {
     assert!(err.contains(&format!("name one, as {two}.S")), "{err}");
     let err = attach(&format!("{two}.9"));
     assert!(err.contains("has no step 9 here"), "{err}");
+}
+
+#[test]
+fn launch_under_srun_takes_every_task_then_the_step_completes() {
+    if !slurm_up() {
+        return;
+    }
+    let jobs = SlurmJobs::new("cli-launch");
+    let out = mpir()
+        .args(["launch", "--json", "--timeout", "30", "--", "srun"])
+        .arg(format!("--job-name={}", jobs.name()))
+        .args(["-n", "3", "sleep", "1"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc = json_doc(&out);
+    assert_eq!(doc["starter"]["launcher"], "Slurm (srun)");
+    assert!(doc["starter"]["job_id"].as_u64().is_some(), "{doc}");
+    let ranks = doc["ranks"].as_array().unwrap();
+    assert_eq!(ranks.len(), 3);
+    for r in ranks {
+        assert_eq!(r["control"], "attached", "{r}");
+        assert_eq!(r["executable"], "sleep", "argv[0] as typed");
+    }
+    let notes = doc["notes"].to_string();
+    assert!(
+        notes.contains("SIG_DEBUG_WAKE"),
+        "the quirk is explained: {notes}"
+    );
+    drop(jobs);
 }
