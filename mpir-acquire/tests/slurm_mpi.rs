@@ -256,3 +256,60 @@ fn open_mpi_debug_gate_under_srun_is_written_in_every_rank_and_the_ranks_run_on(
     assert_eq!(printed_ranks(&out.text()), table(&job), "{}", out.text());
     assert_eq!(out.text().matches(" done").count(), 3);
 }
+
+/// Launch mode with `ORTE_TEST_DEBUGGER_ATTACH=1`: srun stops the ranks before their libraries
+/// are loaded; to write each one's gate they are run to their program's entry point (held
+/// there), and once released they pass `MPI_Init` and complete.
+fn launch_with_gates(hold: bool) {
+    if !slurm_up() {
+        return;
+    }
+    let dir = scratch("slurm-gate-launch");
+    let Some(program) = Mpi::OpenMpi.program(&dir) else {
+        return;
+    };
+    let mut jobs = SlurmJobs::new(&format!("gate-launch-{hold}"));
+    let mut cmd = jobs.srun(&["--mpi=pmix", "-n", "3", program.to_str().unwrap(), "1"]);
+    cmd.env("ORTE_TEST_DEBUGGER_ATTACH", "1");
+    let options = options().with_gate(GateRelease::Always).with_hold(hold);
+    let mut acquired = live::launch(cmd, options).unwrap();
+    let mut srun = acquired.take_child().unwrap();
+    jobs.track(&srun);
+    let out = Output::of(&mut srun);
+    let job = acquired.job().clone();
+    assert_eq!(job.attached_pids().len(), 3, "{:?}", job.control);
+    assert!(
+        !job.notes
+            .iter()
+            .any(|n| matches!(n, Note::NotRunToProgram { .. })),
+        "{:?}",
+        job.notes
+    );
+    let problems = if hold {
+        std::thread::sleep(Duration::from_millis(1000));
+        assert!(printed_ranks(&out.text()).is_empty(), "held ranks ran");
+        acquired.release().unwrap()
+    } else {
+        job.notes.clone()
+    };
+    assert!(
+        !problems
+            .iter()
+            .any(|n| matches!(n, Note::NoGate { .. } | Note::GateFailed { .. })),
+        "{problems:?}"
+    );
+    drop(acquired);
+    assert!(wait_exit(&mut srun), "the job failed:\n{}", out.text());
+    assert_eq!(printed_ranks(&out.text()), table(&job), "{}", out.text());
+    assert_eq!(out.text().matches(" done").count(), 3);
+}
+
+#[test]
+fn open_mpi_debug_gate_under_srun_launch_held_then_released() {
+    launch_with_gates(true);
+}
+
+#[test]
+fn open_mpi_debug_gate_under_srun_launch() {
+    launch_with_gates(false);
+}

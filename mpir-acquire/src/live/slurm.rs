@@ -108,9 +108,21 @@ pub(super) fn wake_ranks(starter: u32, ranks: &[(u32, u64)], timeout: Duration) 
     }
 }
 
-/// The start time of `pid` (to check it is still the same process later).
-pub(super) fn start_time(pid: u32) -> Option<u64> {
-    ProcessFacts::read(pid).ok().map(|f| f.start_time)
+/// Whether `job`'s launcher wakes its ranks from `MPIR_Breakpoint` (and so, in launch mode,
+/// stopped them itself).
+pub(super) fn wakes_ranks(job: &crate::Job) -> bool {
+    job.starter
+        .launcher
+        .is_some_and(|l| quirks::Quirks::of(l).breakpoint_wakes_ranks)
+}
+
+/// The attached ranks of `job` with their start times (to check later that a pid is still the
+/// same process), for [`wake_ranks`].
+pub(super) fn held_ranks(job: &crate::Job) -> Vec<(u32, u64)> {
+    job.attached_pids()
+        .into_iter()
+        .filter_map(|pid| Some((pid, ProcessFacts::read(pid).ok()?.start_time)))
+        .collect()
 }
 
 /// The job and step ids `srun` `pid` holds (`totalview_jobid`, `totalview_stepid`), read
@@ -195,4 +207,51 @@ pub fn find_srun(
             .into())
         }
     }
+}
+
+/// Runs every attached rank of `job` that the launcher stopped at the dynamic loader's entry
+/// to its program's entry point (`AT_ENTRY`), where its libraries — and `MPIR_debug_gate` —
+/// are mapped; it is left stopped there, held. The launcher's job-control stop is ended first
+/// (`SIGCONT`, which the launcher's own wake-up would send). Returns a note per rank that
+/// could not be (it stays held where it is).
+pub(super) fn run_to_program(
+    tracer: &mpir_target::live::tracer::Tracer,
+    job: &crate::Job,
+    timeout: Duration,
+) -> Vec<Note> {
+    use mpir_target::live::tracer::StopEvent;
+    let run = |pid: u32| -> Result<(), AcquireError> {
+        let entry = super::entry_point(pid)?;
+        tracer
+            .insert_breakpoint(pid, entry)
+            .map_err(AcquireError::target(
+                "plant a breakpoint at a task's entry point",
+            ))?;
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGCONT,
+        )
+        .map_err(|e| AcquireError::Usage(format!("continue task {pid}: {e}")))?;
+        tracer
+            .resume(pid)
+            .map_err(AcquireError::target("run a task to its entry point"))?;
+        super::release::wait_for_rank(
+            tracer,
+            pid,
+            timeout,
+            "its entry point",
+            |ev| matches!(ev, StopEvent::Breakpoint { address, .. } if *address == entry),
+        )?;
+        tracer
+            .remove_breakpoint(pid, entry)
+            .map_err(AcquireError::target("remove a task's entry breakpoint"))
+    };
+    job.attached_pids()
+        .into_iter()
+        .filter_map(|pid| {
+            run(pid)
+                .err()
+                .map(|error| Note::NotRunToProgram { pid, error })
+        })
+        .collect()
 }
