@@ -51,6 +51,20 @@ pub enum AcquireError {
         /// The starter.
         pid: u32,
     },
+    /// The process is not the job's starter, but `starter` is (e.g. Slurm's `srun` forks a
+    /// shepherd child with the same command line, which has no table of the job).
+    #[error("process {pid} is not the job's starter: {why}; use pid {starter}")]
+    NotTheStarter {
+        /// The process named.
+        pid: u32,
+        /// The starter to name instead.
+        starter: u32,
+        /// Why.
+        why: &'static str,
+    },
+    /// A Slurm job named by id could not be turned into its `srun` here.
+    #[error(transparent)]
+    Slurm(#[from] crate::slurm::SlurmError),
     /// Nothing happened while we waited.
     #[error("timed out after {after:?} waiting for {waiting_for} (pid {pid})")]
     Timeout {

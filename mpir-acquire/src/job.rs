@@ -39,6 +39,33 @@ pub struct Starter {
     /// `MPIR_debug_state` as read when the table was read (raw: a starter may hold a value
     /// the spec does not define), when it could be read.
     pub debug_state: Option<i64>,
+    /// The launcher's id of the job, read from [`LAUNCHER_JOB_ID`] when the table was read
+    /// (Slurm's `srun`: the Slurm job id), when the starter defines and fills it.
+    pub job_id: Option<u64>,
+    /// The launcher's id of the job step, read from [`LAUNCHER_STEP_ID`] (Slurm's `srun`: the
+    /// step id within [`Starter::job_id`]).
+    pub step_id: Option<u64>,
+}
+
+/// The starter variable naming its job: a `char *` to a decimal number (TotalView's name,
+/// defined by Slurm's `srun`).
+pub const LAUNCHER_JOB_ID: &str = "totalview_jobid";
+/// The starter variable naming its job step, like [`LAUNCHER_JOB_ID`].
+pub const LAUNCHER_STEP_ID: &str = "totalview_stepid";
+
+/// A launcher id as the starter holds it: ASCII decimal digits (surrounding blanks allowed),
+/// at most 20 of them, fitting a `u64`. Anything else is refused with the reason.
+pub(crate) fn parse_launcher_id(bytes: &[u8]) -> Result<u64, String> {
+    let text = std::str::from_utf8(bytes)
+        .map_err(|_| format!("not text ({} bytes)", bytes.len()))?
+        .trim();
+    if text.is_empty() || text.len() > 20 || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "not a decimal number: {:?}",
+            text.escape_debug().to_string()
+        ));
+    }
+    text.parse::<u64>().map_err(|e| format!("{text}: {e}"))
 }
 
 impl Starter {
@@ -245,5 +272,26 @@ impl Job {
     /// The pids of the ranks we hold (attached).
     pub fn attached_pids(&self) -> Vec<u32> {
         self.attached().into_iter().map(|(_, pid, _)| pid).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_launcher_id;
+
+    #[test]
+    fn launcher_ids_are_decimal_numbers_only() {
+        assert_eq!(parse_launcher_id(b"17"), Ok(17));
+        assert_eq!(parse_launcher_id(b" 0 "), Ok(0));
+        for bad in [
+            &b""[..],
+            b"-1",
+            b"3+0",
+            b"0x10",
+            b"99999999999999999999999",
+            b"\xff\xfe",
+        ] {
+            assert!(parse_launcher_id(bad).is_err(), "{bad:?}");
+        }
     }
 }

@@ -27,11 +27,14 @@
 //!   hold them.
 //! - [`Note`]: what acquisition tells besides the job (quirks met, fallbacks taken, per-rank
 //!   trouble while releasing), one typed variant per kind of fact, with its text.
-//! - [`quirks`]: what Open MPI's `orterun` and MPICH's hydra do that the spec does not say,
-//!   used to explain and adapt, never to fake a result.
+//! - [`quirks`]: what Open MPI's `orterun`, MPICH's hydra and Slurm's `srun` do that the spec
+//!   does not say, used to explain and adapt, never to fake a result (`srun`'s
+//!   `MPIR_Breakpoint` wakes its tasks itself: they are taken while `srun` sits there).
 //! - [`daemon`]: the tool daemon launch extension's encodings.
 //! - [`interface`]: which interfaces a process exports; [`live::attach_any`] acquires a job
 //!   through MPIR, MPI2DD (with the [`mpi2dd`] crate's traversal), or both, cross-checked.
+//! - [`slurm`]: Slurm jobs named by id (`J[.S]`); [`live::find_srun`] finds the `srun` of a
+//!   step on this node (Slurm's `srun` is a catalogued launcher: [`quirks::Launcher::Slurm`]).
 //! - [`mpi2dd_watch`]: MPI2DD events (START, SPAWN, CONNECT, ACCEPT, JOIN, directory changes,
 //!   ABORT) as a sans-IO state machine; [`live::Watcher`] runs it over live processes.
 //!
@@ -65,11 +68,14 @@ mod note;
 mod options;
 pub mod protocol;
 pub mod quirks;
+pub mod slurm;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 
 pub use error::AcquireError;
 pub use identity::{Proven, Refusal};
 pub use interface::Interface;
-pub use job::{Job, Node, RankControl, Starter};
+pub use job::{Job, LAUNCHER_JOB_ID, LAUNCHER_STEP_ID, Node, RankControl, Starter};
 pub use note::Note;
 pub use options::{AcquireOptions, GateRelease, RankSelection, ToolDaemon};
 pub use protocol::{Acquisition, Action, AttachOutcome, Event, Mode};

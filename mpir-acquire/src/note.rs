@@ -115,6 +115,24 @@ pub enum Note {
         /// Why.
         error: TargetError,
     },
+    /// The starter's job or step id variable ([`crate::LAUNCHER_JOB_ID`],
+    /// [`crate::LAUNCHER_STEP_ID`]) is defined but holds no usable id.
+    LauncherIdUnusable {
+        /// The variable.
+        symbol: &'static str,
+        /// Why (what it holds).
+        reason: String,
+    },
+    /// Release (a launcher whose `MPIR_Breakpoint` wakes the ranks, Slurm's `srun`): a rank
+    /// was still in the launcher's job-control stop after the starter was let go (the
+    /// starter had ended, or its wake-up did not come in time), and was continued with
+    /// `SIGCONT`, as the launcher's wake-up does.
+    RankContinued {
+        /// The rank's pid.
+        pid: u32,
+        /// Why the launcher did not.
+        why: String,
+    },
 }
 
 impl Note {
@@ -141,6 +159,8 @@ impl Note {
             Note::GateFailed { .. } => "gate_failed",
             Note::DetachFailed { .. } => "detach_failed",
             Note::TableDiscovered { .. } => "table_discovered",
+            Note::LauncherIdUnusable { .. } => "launcher_id_unusable",
+            Note::RankContinued { .. } => "rank_continued",
         }
     }
 
@@ -152,7 +172,8 @@ impl Note {
             | Note::HandOverFailed { pid, .. }
             | Note::NoGate { pid }
             | Note::GateFailed { pid, .. }
-            | Note::DetachFailed { pid, .. } => Some(*pid),
+            | Note::DetachFailed { pid, .. }
+            | Note::RankContinued { pid, .. } => Some(*pid),
             _ => None,
         }
     }
@@ -248,6 +269,14 @@ impl fmt::Display for Note {
                  search of its memory ({evidence}; {}); nothing is written into it",
                 mpir_types::mpir::discover::Discovered::FACTS
             ),
+            Note::LauncherIdUnusable { symbol, reason } => {
+                write!(f, "{symbol} holds no usable id: {reason}")
+            }
+            Note::RankContinued { pid, why } => write!(
+                f,
+                "pid {pid}: still stopped by the launcher after release ({why}); continued with \
+                 SIGCONT"
+            ),
         }
     }
 }
@@ -323,6 +352,10 @@ mod tests {
                 pid: 47,
                 error: gone(),
             },
+            Note::RankContinued {
+                pid: 48,
+                why: "srun has ended".into(),
+            },
         ];
         let kinds: std::collections::BTreeSet<_> = notes.iter().map(Note::kind).collect();
         assert_eq!(kinds.len(), notes.len(), "one kind per variant");
@@ -336,6 +369,16 @@ mod tests {
         for n in &notes[13..] {
             assert!(n.pid().is_some_and(|p| text(n).contains(&p.to_string())));
         }
+        assert!(text(&notes[18]).contains("srun has ended"));
+        let unusable = Note::LauncherIdUnusable {
+            symbol: "totalview_jobid",
+            reason: "NULL".into(),
+        };
+        assert!(!kinds.contains(unusable.kind()));
+        assert_eq!(
+            unusable.to_string(),
+            "totalview_jobid holds no usable id: NULL"
+        );
         // Errors inside notes are printed with their text.
         assert!(
             text(&notes[17]).contains("process gone"),

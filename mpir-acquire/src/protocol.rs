@@ -28,7 +28,7 @@ use mpir_types::mpir::{DebugState, Flag, MpirFlags, symbols};
 use crate::daemon;
 use crate::error::AcquireError;
 use crate::identity::{Proven, Refusal};
-use crate::job::{Job, RankControl, Starter};
+use crate::job::{Job, LAUNCHER_JOB_ID, LAUNCHER_STEP_ID, RankControl, Starter, parse_launcher_id};
 use crate::note::Note;
 use crate::options::AcquireOptions;
 use crate::quirks::{self, QuirkFact, Quirks};
@@ -132,6 +132,16 @@ pub enum Action {
         /// The thread.
         tid: u32,
     },
+    /// Make thread `tid`, stopped at the entry of `MPIR_Breakpoint`, execute the instruction
+    /// under the breakpoint (the breakpoint stays), and stay stopped: the starter runs the rest
+    /// of the function's body when it next runs. For launchers whose `MPIR_Breakpoint` does
+    /// something ([`Quirks::breakpoint_wakes_ranks`]: Slurm's `srun` wakes its tasks there),
+    /// before a [`Action::Continue`]; when the event ends acquisition instead, the thread stays
+    /// at the entry ([`Acquisition::parked`]).
+    StepOverBreakpoint {
+        /// The thread.
+        tid: u32,
+    },
     /// Let the starter run, wait for its next event (bounded by the options' timeout) and
     /// report it.
     Continue,
@@ -185,6 +195,8 @@ pub struct Acquisition {
     job: Option<Job>,
     /// A starter without MPIR symbols whose table was found by a search: never written into.
     discovered: Option<mpir_types::mpir::discover::Discovered>,
+    /// The starter's thread left stopped at the entry of `MPIR_Breakpoint`.
+    parked: Option<u32>,
 }
 
 /// The starter's presence flags (MPIR 1.1 §9.10–9.14) as `target` defines them: from a live
@@ -226,7 +238,16 @@ impl Acquisition {
             host_locality: Vec::new(),
             job: None,
             discovered: None,
+            parked: None,
         }
+    }
+
+    /// The starter's thread stopped at the entry of `MPIR_Breakpoint` when acquisition ended
+    /// there without returning from it: a launcher whose breakpoint wakes the ranks
+    /// ([`Quirks::breakpoint_wakes_ranks`]). Letting the starter go runs the function's body
+    /// (the wake-up); [`Action::ReturnFromCall`] on this thread skips it.
+    pub fn parked(&self) -> Option<u32> {
+        self.parked
     }
 
     /// The table, once read (until the job is taken).
@@ -370,14 +391,34 @@ impl Acquisition {
                     .is_some_and(|s| s.breakpoint == address) =>
             {
                 self.events += 1;
-                self.actions.push_back(Action::ReturnFromCall { tid });
+                let runs_body = self
+                    .starter
+                    .as_ref()
+                    .and_then(|s| s.launcher)
+                    .is_some_and(|l| Quirks::of(l).breakpoint_wakes_ranks);
+                if !runs_body {
+                    self.actions.push_back(Action::ReturnFromCall { tid });
+                }
                 if self.events > self.options.max_events {
                     return Err(AcquireError::TooManyEvents {
                         pid,
                         events: self.events,
                     });
                 }
-                self.mpir_event(target)
+                let before = self.actions.len();
+                self.mpir_event(target)?;
+                if runs_body {
+                    // The body runs when the starter next runs: past the breakpoint before a
+                    // continue, else (the job acquired) parked at its entry.
+                    let mut next = self.actions.iter().skip(before);
+                    match next.position(|a| *a == Action::Continue) {
+                        Some(i) => self
+                            .actions
+                            .insert(before + i, Action::StepOverBreakpoint { tid }),
+                        None => self.parked = Some(tid),
+                    }
+                }
+                Ok(())
             }
             (Phase::Attaching, Event::RanksAttached(results)) => {
                 self.control
@@ -432,6 +473,8 @@ impl Acquisition {
             set_being_debugged: false,
             keeps_being_debugged: false,
             debug_state: None,
+            job_id: None,
+            step_id: None,
         };
         if let Some(d) = self.options.tool_daemon.clone() {
             self.write_tool_daemon(target, &d.executable, &d.arguments)?;
@@ -634,9 +677,40 @@ impl Acquisition {
     /// The table is filled: read it and decide which ranks to attach. Only ranks on this node
     /// are candidates (the driver proves each before attaching); in attach mode a job that
     /// already ran is read without touching its ranks unless asked to hold them.
+    /// The launcher's job and step ids (`totalview_jobid`, `totalview_stepid`: C strings
+    /// holding decimal numbers, as Slurm's `srun` defines them), when the starter defines
+    /// them; a defined but unusable one is a note.
+    fn read_launcher_ids<T: Target + ?Sized>(&mut self, target: &T) {
+        let mut read = |symbol: &'static str| -> Option<u64> {
+            let sym = target.symbol(symbol).ok().flatten()?;
+            let value = target
+                .read_pointer(sym.address, symbol)
+                .map_err(|e| e.to_string())
+                .and_then(|p| match p {
+                    0 => Err("NULL".to_string()),
+                    p => target.read_c_string(p, 32).map_err(|e| e.to_string()),
+                })
+                .and_then(|bytes| parse_launcher_id(&bytes));
+            match value {
+                Ok(v) => Some(v),
+                Err(reason) => {
+                    self.notes.push(Note::LauncherIdUnusable { symbol, reason });
+                    None
+                }
+            }
+        };
+        let job = read(LAUNCHER_JOB_ID);
+        let step = read(LAUNCHER_STEP_ID);
+        if let Some(s) = self.starter.as_mut() {
+            s.job_id = job;
+            s.step_id = step;
+        }
+    }
+
     fn table_ready<T: Target + ?Sized>(&mut self, target: &T) -> Result<(), AcquireError> {
         let table = read_proctable(target, &self.options.read)
             .map_err(AcquireError::target("read the process descriptor table"))?;
+        self.read_launcher_ids(target);
         let partial_ok = self
             .starter
             .as_ref()

@@ -1,6 +1,7 @@
 //! What real launchers do that the spec does not say: a catalogue used to explain results and to
 //! adapt the protocol, never to fake a result. Facts measured on stock Debian 12 packages (Open MPI
-//! 4.1.4, MPICH 4.0.2; see "Behaviour beyond the specs" in the repository's [spec list]).
+//! 4.1.4, MPICH 4.0.2, Slurm 22.05's `srun`; see "Behaviour beyond the specs" in the repository's
+//! [spec list]).
 //!
 //! [spec list]: https://github.com/mpir-rs/mpir-rs/blob/main/docs/spec/README.md
 
@@ -15,6 +16,8 @@ pub enum Launcher {
     OpenMpi,
     /// MPICH's `mpiexec.hydra`.
     Hydra,
+    /// Slurm's `srun` (22.05).
+    Slurm,
 }
 
 impl fmt::Display for Launcher {
@@ -22,6 +25,7 @@ impl fmt::Display for Launcher {
         f.write_str(match self {
             Launcher::OpenMpi => "Open MPI (orterun)",
             Launcher::Hydra => "MPICH hydra (mpiexec.hydra)",
+            Launcher::Slurm => "Slurm (srun)",
         })
     }
 }
@@ -39,6 +43,11 @@ pub struct Quirks {
     pub always_breaks: bool,
     /// Ranks wait for the starter to continue after the event (the starter must run).
     pub ranks_wait_for_starter: bool,
+    /// `MPIR_Breakpoint` is not a no-op: its body wakes the ranks, which the launcher stopped
+    /// (`SIGSTOP`) at their exec. The ranks are taken while the starter sits at the
+    /// breakpoint's entry, and the starter runs the body when it is let go (it is never made
+    /// to return early, which would leave the ranks stopped for ever).
+    pub breakpoint_wakes_ranks: bool,
     /// What to tell a user, one fact each.
     pub facts: &'static [QuirkFact],
 }
@@ -66,6 +75,13 @@ pub enum QuirkFact {
     /// Intel MPI's hydra: with `-tv` it waits after `MPIR_Breakpoint` until
     /// `MPIR_being_debugged` is non-zero, so a release leaves the flag set.
     IntelWaitsForDebugger,
+    /// srun: with `MPIR_being_debugged` set, the tasks are stopped at the dynamic loader's entry,
+    /// and `MPIR_Breakpoint`'s own body forwards the wake-up signal (`SIG_DEBUG_WAKE`).
+    SlurmBreakpointWakesTasks,
+    /// srun: `executable_name` is the task's `argv[0]` as typed (`sleep`, `./a.out`).
+    SlurmExecutableAsTyped,
+    /// srun: the step is named by `totalview_jobid` and `totalview_stepid`.
+    SlurmStepIds,
 }
 
 /// The function of Intel MPI's `mpiexec.hydra` that waits, after the spawn event, until
@@ -84,6 +100,9 @@ impl QuirkFact {
             | QuirkFact::HydraAlwaysBreaks
             | QuirkFact::HydraStripped
             | QuirkFact::IntelWaitsForDebugger => Launcher::Hydra,
+            QuirkFact::SlurmBreakpointWakesTasks
+            | QuirkFact::SlurmExecutableAsTyped
+            | QuirkFact::SlurmStepIds => Launcher::Slurm,
         }
     }
 }
@@ -121,6 +140,19 @@ impl fmt::Display for QuirkFact {
                  MPIR_being_debugged is non-zero (HYD_dbg_wait_for_debugger); a release leaves \
                  MPIR_being_debugged set so that the job runs on"
             }
+            QuirkFact::SlurmBreakpointWakesTasks => {
+                "srun: with MPIR_being_debugged set, slurmstepd stops each task (SIGSTOP) at the \
+                 dynamic loader's entry, before main; MPIR_Breakpoint is not a no-op: its body \
+                 forwards SIG_DEBUG_WAKE, on which slurmstepd continues the tasks. The tasks are \
+                 taken while srun sits at the breakpoint's entry; srun runs the body when let go"
+            }
+            QuirkFact::SlurmExecutableAsTyped => {
+                "srun: the table's executable names are the tasks' argv[0] as typed (a bare name \
+                 was found through PATH); each local rank's program is proven from /proc"
+            }
+            QuirkFact::SlurmStepIds => {
+                "srun: totalview_jobid and totalview_stepid name the Slurm job and step"
+            }
         })
     }
 }
@@ -130,6 +162,7 @@ const OPEN_MPI: Quirks = Quirks {
     needs_being_debugged_before_spawn: true,
     always_breaks: false,
     ranks_wait_for_starter: true,
+    breakpoint_wakes_ranks: false,
     facts: &[
         QuirkFact::OpenMpiSymbolsInLibrary,
         QuirkFact::OpenMpiBreaksOnlyIfDebugged,
@@ -142,10 +175,25 @@ const HYDRA: Quirks = Quirks {
     needs_being_debugged_before_spawn: false,
     always_breaks: true,
     ranks_wait_for_starter: true,
+    breakpoint_wakes_ranks: false,
     facts: &[
         QuirkFact::HydraPresenceFlagsZero,
         QuirkFact::HydraAlwaysBreaks,
         QuirkFact::HydraStripped,
+    ],
+};
+
+const SLURM: Quirks = Quirks {
+    launcher: Launcher::Slurm,
+    // srun fills its table at every launch but breaks only while being debugged.
+    needs_being_debugged_before_spawn: true,
+    always_breaks: false,
+    ranks_wait_for_starter: true,
+    breakpoint_wakes_ranks: true,
+    facts: &[
+        QuirkFact::SlurmBreakpointWakesTasks,
+        QuirkFact::SlurmExecutableAsTyped,
+        QuirkFact::SlurmStepIds,
     ],
 };
 
@@ -155,6 +203,7 @@ impl Quirks {
         match launcher {
             Launcher::OpenMpi => &OPEN_MPI,
             Launcher::Hydra => &HYDRA,
+            Launcher::Slurm => &SLURM,
         }
     }
 }
@@ -172,6 +221,8 @@ pub fn identify(executable: Option<&str>, image: Option<&str>) -> Option<Launche
         Some(Launcher::OpenMpi)
     } else if exe.contains("hydra") || image.contains("hydra") {
         Some(Launcher::Hydra)
+    } else if exe == "srun" || image == "srun" {
+        Some(Launcher::Slurm)
     } else {
         None
     }
@@ -199,10 +250,18 @@ mod tests {
             identify(Some("/opt/x/starter"), Some("/opt/x/starter")),
             None
         );
+        assert_eq!(
+            identify(Some("/usr/bin/srun"), Some("/usr/bin/srun")),
+            Some(Launcher::Slurm)
+        );
+        // A program merely named like it elsewhere in its path is not srun.
+        assert_eq!(identify(Some("/opt/srun/bin/x"), None), None);
         assert_eq!(identify(None, None), None);
         assert!(Quirks::of(Launcher::OpenMpi).needs_being_debugged_before_spawn);
         assert!(Quirks::of(Launcher::Hydra).always_breaks);
-        for l in [Launcher::OpenMpi, Launcher::Hydra] {
+        assert!(Quirks::of(Launcher::Slurm).breakpoint_wakes_ranks);
+        assert!(!Quirks::of(Launcher::Hydra).breakpoint_wakes_ranks);
+        for l in [Launcher::OpenMpi, Launcher::Hydra, Launcher::Slurm] {
             assert!(Quirks::of(l).facts.iter().all(|f| f.launcher() == l));
         }
     }

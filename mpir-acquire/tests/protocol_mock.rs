@@ -672,3 +672,117 @@ fn a_starter_that_waits_for_being_debugged_after_the_spawn_keeps_it_set() {
         assert_eq!(value, i64::from(waits), "waits: {waits}");
     }
 }
+
+/// Slurm's `srun` (`MPIR_Breakpoint` in `/usr/bin/srun`): its breakpoint's body wakes the
+/// tasks, so the protocol never makes it return early — past the breakpoint when it goes on
+/// waiting, parked at its entry when the job is acquired there — and reads the step ids.
+#[test]
+fn srun_runs_its_breakpoint_body_and_names_its_step() {
+    let mut s = MockStarter::uniform(2, 1, "sleep", 1000);
+    s.debug_state = DebugState::Null;
+    let mut b = MockTarget::builder(DataModel::LP64);
+    s.place(&mut b);
+    let _ = b.function("_start");
+    let bp = b.function("srun_MPIR_Breakpoint");
+    b.symbol(
+        mpir_target::Symbol::new(
+            symbols::BREAKPOINT,
+            bp,
+            4,
+            mpir_target::SymbolKind::Function,
+        )
+        .with_image("/usr/bin/srun"),
+    );
+    let job_text = b.char_array_variable("job_text", 8, b"1234");
+    let step_text = b.char_array_variable("step_text", 8, b" 7");
+    b.pointer_variable(mpir_acquire::LAUNCHER_JOB_ID, job_text);
+    b.pointer_variable(mpir_acquire::LAUNCHER_STEP_ID, step_text);
+    let t = b.build();
+    let entry = addr(&t, "_start");
+    let state = addr(&t, symbols::DEBUG_STATE);
+    let mut acq = Acquisition::new(9, Mode::Launch, here());
+    acq.handle(&t, Event::Exec { entry });
+    drain(&mut acq);
+    acq.handle(
+        &t,
+        Event::Breakpoint {
+            tid: 9,
+            address: entry,
+        },
+    );
+    assert!(drain(&mut acq).contains(&Action::InsertBreakpoint { address: bp }));
+    // MPIR_NULL: the body runs (stepped past the breakpoint), and the starter goes on.
+    acq.handle(
+        &t,
+        Event::Breakpoint {
+            tid: 11,
+            address: bp,
+        },
+    );
+    assert_eq!(
+        drain(&mut acq),
+        [Action::StepOverBreakpoint { tid: 11 }, Action::Continue]
+    );
+    assert_eq!(acq.parked(), None);
+    // The spawn: the ranks are taken while srun stays at the breakpoint's entry.
+    t.write_c_int(state, 1, "state").unwrap();
+    acq.handle(
+        &t,
+        Event::Breakpoint {
+            tid: 11,
+            address: bp,
+        },
+    );
+    let acts = drain(&mut acq);
+    assert!(
+        matches!(acts.as_slice(), [Action::AttachRanks(r)] if r.len() == 2),
+        "{acts:?}"
+    );
+    assert_eq!(acq.parked(), Some(11));
+    acq.handle(&t, Event::RanksAttached(attached(2)));
+    assert_eq!(drain(&mut acq), [Action::Finished]);
+    let job = acq.take_job().unwrap();
+    assert_eq!(
+        job.starter.launcher,
+        Some(mpir_acquire::quirks::Launcher::Slurm)
+    );
+    assert_eq!(
+        (job.starter.job_id, job.starter.step_id),
+        (Some(1234), Some(7))
+    );
+    assert!(job.notes.contains(&Note::Quirk(
+        mpir_acquire::quirks::QuirkFact::SlurmBreakpointWakesTasks
+    )));
+}
+
+/// A step id that is no number is a note, not a wrong id.
+#[test]
+fn unusable_launcher_ids_are_notes() {
+    let mut s = MockStarter::uniform(1, 1, "x", 1000);
+    s.debug_state = DebugState::Spawned;
+    let mut b = MockTarget::builder(DataModel::LP64);
+    s.place(&mut b);
+    let text = b.char_array_variable("job_text", 8, b"12;rm");
+    b.pointer_variable(mpir_acquire::LAUNCHER_JOB_ID, text);
+    b.pointer_variable(mpir_acquire::LAUNCHER_STEP_ID, 0);
+    let t = b.build();
+    let mut acq = Acquisition::new(9, Mode::Attach, here());
+    acq.handle(&t, Event::Attached);
+    drain(&mut acq);
+    acq.handle(&t, Event::RanksAttached(attached(1)));
+    drain(&mut acq);
+    let job = acq.take_job().unwrap();
+    assert_eq!((job.starter.job_id, job.starter.step_id), (None, None));
+    let unusable: Vec<&Note> = job
+        .notes
+        .iter()
+        .filter(|n| matches!(n, Note::LauncherIdUnusable { .. }))
+        .collect();
+    assert_eq!(unusable.len(), 2, "{:?}", job.notes);
+    assert!(
+        unusable[0].to_string().contains("not a decimal number"),
+        "{}",
+        unusable[0]
+    );
+    assert!(unusable[1].to_string().ends_with("NULL"), "{}", unusable[1]);
+}

@@ -2,11 +2,11 @@
 //!
 //! ```text
 //! mpir launch [--json] [--hold] [--ranks LIST] [--timeout S] [--debug-dir DIR] -- STARTER ARGS…
-//! mpir attach [--json] [--timeout S] [--debug-dir DIR] PID
+//! mpir attach [--json] [--timeout S] [--debug-dir DIR] (PID | --slurm-job J[.S])
 //! mpir core   [--json] [--exe PATH] [--debug-dir DIR] [--types FILE] CORE…
-//! mpir queues (--starter PID | --pid PID…) [--dll PATH] [--types FILE] [--engine auto|dll|native]
-//! mpir deadlock (--starter PID | --pid PID…) [--samples N] [--dot] [queues options]
-//! mpir stacks (--starter PID | --pid PID… | --core CORE…) [--ranks LIST] [--threads] [--samples N] [--json|--dot|--folded]
+//! mpir queues (--starter PID | --slurm-job J[.S] | --pid PID…) [--dll PATH] [--types FILE] [--engine auto|dll|native]
+//! mpir deadlock (--starter PID | --slurm-job J[.S] | --pid PID…) [--samples N] [--dot] [queues options]
+//! mpir stacks (--starter PID | --slurm-job J[.S] | --pid PID… | --core CORE…) [--ranks LIST] [--threads] [--samples N] [--json|--dot|--folded]
 //! mpir demo [-n N]
 //! ```
 //!
@@ -118,8 +118,13 @@ enum Cmd {
         /// Longest wait for any event, in seconds.
         #[arg(long, default_value_t = 60)]
         timeout: u64,
+        /// A Slurm job (or job step, `J.S`) whose srun runs on this node, instead of a pid: that
+        /// srun is the starter.
+        #[arg(long = "slurm-job", value_name = "J[.S]", conflicts_with = "pid")]
+        slurm_job: Option<mpir_acquire::slurm::StepId>,
         /// The starter's pid.
-        pid: u32,
+        #[arg(required_unless_present = "slurm_job")]
+        pid: Option<u32>,
     },
     /// The same reports from core files: a starter's core gives the job, ranks' cores their
     /// message queues.
@@ -277,8 +282,9 @@ pub fn main() -> ExitCode {
         Cmd::Attach {
             common,
             timeout,
+            slurm_job,
             pid,
-        } => job::attach(common, *timeout, *pid),
+        } => job::attach(common, *timeout, *pid, *slurm_job),
         Cmd::Core(args) => cores::run(args),
         Cmd::Queues(args) => queues::run(args),
         Cmd::Deadlock(args) => deadlock::run(args),

@@ -98,6 +98,12 @@ pub struct StarterOut<'a> {
     pub image: Option<&'a str>,
     pub launcher: Option<String>,
     pub debug_state: Option<DebugStateOut>,
+    /// The launcher's job id (Slurm's `srun`: `totalview_jobid`); absent when not known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job_id: Option<u64>,
+    /// The launcher's step id (`totalview_stepid`); absent when not known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step_id: Option<u64>,
 }
 
 pub fn local_of(l: &Locality) -> Option<bool> {
@@ -343,6 +349,8 @@ pub fn job_out<'a>(job: &'a Job, interface: &'static str) -> JobOut<'a> {
             image: job.starter.image.as_deref(),
             launcher: job.starter.launcher.map(|l| l.to_string()),
             debug_state: debug_state_out(job.starter.debug_state),
+            job_id: job.starter.job_id,
+            step_id: job.starter.step_id,
         },
         interface,
         interfaces: vec![interface],
@@ -395,6 +403,8 @@ pub fn core_job(table: &ProcTable, flags: MpirFlags) -> JobOut<'_> {
             image: None,
             launcher: None,
             debug_state: None,
+            job_id: None,
+            step_id: None,
         },
         interface: "mpir",
         interfaces: vec!["mpir"],
@@ -451,6 +461,8 @@ pub fn mpi2dd_job_out<'a>(
             image: None,
             launcher: None,
             debug_state: None,
+            job_id: None,
+            step_id: None,
         },
         interface: "mpi2dd",
         interfaces: vec!["mpi2dd"],

@@ -21,6 +21,15 @@ pub enum SessionError {
         #[source]
         source: AcquireError,
     },
+    /// A Slurm job step named by id could not be turned into its `srun` on this node.
+    #[error("finding the srun of Slurm job {step}")]
+    SlurmStep {
+        /// The job (and step) named.
+        step: mpir_acquire::slurm::StepId,
+        /// Why (boxed: the error stays small).
+        #[source]
+        source: Box<AcquireError>,
+    },
     /// Starting a tracer, or stopping processes named by pid, failed as a whole.
     #[error("{context}")]
     Control {
@@ -191,6 +200,10 @@ mod tests {
             Box::new(SessionError::Acquire {
                 pid: 7,
                 source: AcquireError::Usage("no process with pid 7".into()),
+            }),
+            Box::new(SessionError::SlurmStep {
+                step: mpir_acquire::slurm::StepId::new(7, Some(1)),
+                source: Box::new(AcquireError::Usage("no such step".into())),
             }),
             Box::new(Unreadable::Stop(target.clone())),
             Box::new(Unreadable::Open(target.clone())),

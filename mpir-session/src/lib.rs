@@ -1,7 +1,8 @@
 //! # mpir-session
 //!
 //! One entry point for a tool that reads MPI jobs: a [`Session`] made from a source — a
-//! running starter ([`Session::attach`]), a starter command ([`Session::launch`]), processes
+//! running starter ([`Session::attach`]; a Slurm step's `srun` by job id:
+//! [`Session::attach_slurm`]), a starter command ([`Session::launch`]), processes
 //! named by pid ([`Session::pids`]) or core files ([`Session::cores`]) — gives the job
 //! ([`Session::job`]), holds the selected ranks stopped only while they are read
 //! ([`Session::hold`], [`Session::with_held`]) and lets them run again, reads every rank's

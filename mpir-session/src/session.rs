@@ -213,6 +213,29 @@ impl Session {
         results.into_iter().map(|(_, r)| r).collect()
     }
 
+    /// Attach mode on a Slurm job step named by id (`J` or `J.S`, [`StepId`]): the `srun` of
+    /// that step on this node ([`live::find_srun`]: the parent `srun`, never its shepherd),
+    /// then [`Session::attach`].
+    ///
+    /// [`StepId`]: mpir_acquire::slurm::StepId
+    ///
+    /// # Errors
+    /// [`SessionError::SlurmStep`] when the job does not exist, has no `srun` on this node
+    /// (it runs elsewhere), or has several steps here and none was named; then as
+    /// [`Session::attach`].
+    pub fn attach_slurm(
+        step: mpir_acquire::slurm::StepId,
+        options: SessionOptions,
+    ) -> Result<Session, SessionError> {
+        let pid = live::find_srun(step, &options.acquire.debug, options.acquire.timeout).map_err(
+            |source| SessionError::SlurmStep {
+                step,
+                source: Box::new(source),
+            },
+        )?;
+        Session::attach(pid, options)
+    }
+
     /// Attach mode: reads the job of the running process `pid` and lets it run: a starter
     /// (`mpiexec`, `orterun`…) through MPIR, or any rank, directory or metadirectory of a job
     /// through MPI2DD ([`Session::mpi2dd`]), or both, compared. No rank is touched (unless

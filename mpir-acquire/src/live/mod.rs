@@ -16,7 +16,6 @@
 //! fork and its exec is first run to its program's entry point (where its gate is mapped).
 
 use std::collections::HashSet;
-use std::path::PathBuf;
 use std::process::{Child, Command};
 
 use mpir_target::debuginfo::DebugOptions;
@@ -24,13 +23,17 @@ use mpir_target::live::LiveTarget;
 use mpir_target::live::tracer::{StopEvent, Tracer, TracerOptions};
 
 pub mod discover;
+mod normalize;
 mod prove;
 mod release;
+mod slurm;
 mod watch;
 
+pub use normalize::{LocalRank, normalize};
 use release::{
     Release, arm_being_debugged, arm_gates, open_gate, release, settle_ranks, writes_gate,
 };
+pub use slurm::{find_srun, shepherd_parent, srun_steps};
 pub use watch::Watcher;
 
 use mpi2dd::connect::LocalConnector;
@@ -59,6 +62,12 @@ pub struct Acquired {
     held: bool,
     /// Ranks whose `MPIR_debug_gate` opens when the tracer detaches from them.
     armed: HashSet<u32>,
+    /// Ranks (pid, start time) the launcher stopped and wakes from `MPIR_Breakpoint`
+    /// ([`crate::quirks::Quirks::breakpoint_wakes_ranks`]): seen running after the release.
+    wake: Vec<(u32, u64)>,
+    /// The starter's thread held at the entry of such an `MPIR_Breakpoint`
+    /// ([`Acquisition::parked`]).
+    parked: Option<u32>,
 }
 
 impl Acquired {
@@ -117,7 +126,9 @@ impl Acquired {
     /// Hands the held job over to another tool: the attached ranks are detached but left
     /// stopped (a job-control stop, as after `SIGSTOP`: the other tool attaches, and `SIGCONT`
     /// lets them run), `MPIR_being_debugged` goes back to 0 and the starter is detached,
-    /// running. The gate is left to the other tool. Returns the pids left stopped.
+    /// running. The gate is left to the other tool. A starter whose `MPIR_Breakpoint` wakes
+    /// the ranks (Slurm's `srun`) is made to return from it without waking them. Returns the
+    /// pids left stopped.
     pub fn hand_over(&mut self) -> Result<Vec<u32>, AcquireError> {
         if !self.held {
             return Err(AcquireError::Usage(
@@ -138,11 +149,19 @@ impl Acquired {
                 Err(error) => self.job.notes.push(Note::HandOverFailed { pid, error }),
             }
         }
+        // A starter whose MPIR_Breakpoint wakes the ranks (srun) returns from it without running
+        // its body: the ranks handed over stay stopped, for the other tool to continue.
+        let returned = match self.parked {
+            Some(tid) => tracer
+                .return_from_call(self.job.starter.pid, tid)
+                .map_err(AcquireError::target("return from MPIR_Breakpoint")),
+            None => Ok(()),
+        };
         let undo = undo_writes(&starter, &self.job.starter);
         let detached = tracer
             .detach(self.job.starter.pid)
             .map_err(AcquireError::target("detach the starter"));
-        undo.and(detached)?;
+        returned.and(undo).and(detached)?;
         Ok(stopped)
     }
 
@@ -159,7 +178,7 @@ impl Acquired {
         let (Some(tracer), Some(starter)) = (self.tracer.take(), self.starter.take()) else {
             return Ok(Vec::new());
         };
-        release(
+        let released = release(
             &tracer,
             &Release {
                 starter: &starter,
@@ -169,7 +188,15 @@ impl Acquired {
                 timeout: self.timeout,
                 armed: &self.armed,
             },
-        )
+        );
+        drop(tracer);
+        // Whatever the release met (a starter killed meanwhile), no rank stays stopped; the
+        // notes of that are kept in the job too (the release may still fail on the starter).
+        let woken = slurm::wake_ranks(self.job.starter.pid, &self.wake, self.timeout);
+        self.job.notes.extend(woken.iter().cloned());
+        let mut notes = released?;
+        notes.extend(woken);
+        Ok(notes)
     }
 }
 
@@ -408,6 +435,10 @@ impl Driver {
                     .tracer
                     .return_from_call(pid, tid)
                     .map_err(AcquireError::target("return from MPIR_Breakpoint"))?,
+                Action::StepOverBreakpoint { tid } => self
+                    .tracer
+                    .step_over(pid, tid)
+                    .map_err(AcquireError::target("step into MPIR_Breakpoint"))?,
                 Action::Continue => {
                     self.starter_breakpoint = acq.starter().map(|s| s.breakpoint);
                     self.tracer
@@ -499,14 +530,26 @@ fn acquire(
     match outcome {
         Ok(mut job) => {
             let gates = writes_gate(options.gate, &job);
+            let launcher_stopped = mode == Mode::Launch && slurm::wakes_ranks(&job);
             if options.hold || gates {
                 let notes = settle_ranks(&driver.tracer, &job, options.timeout);
+                job.notes.extend(notes);
+            }
+            if gates && launcher_stopped {
+                // Stopped by the launcher before their libraries were loaded: their gates are
+                // mapped once they reach their program's entry point.
+                let notes = slurm::run_to_program(&driver.tracer, &job, options.timeout);
                 job.notes.extend(notes);
             }
             let armed = if gates {
                 arm_gates(&driver.tracer, &job, &options.debug)
             } else {
                 HashSet::new()
+            };
+            let wake = if launcher_stopped {
+                slurm::held_ranks(&job)
+            } else {
+                Vec::new()
             };
             let mut acquired = Acquired {
                 job,
@@ -518,6 +561,8 @@ fn acquire(
                 child,
                 held: true,
                 armed,
+                wake,
+                parked: acq.parked(),
             };
             if !options.hold {
                 let problems = acquired.release()?;
@@ -578,6 +623,7 @@ fn exists(pid: u32) -> Result<(), AcquireError> {
 /// refusal is returned ([`AcquireError::Discovery`]).
 pub fn attach(pid: u32, options: AcquireOptions) -> Result<Acquired, AcquireError> {
     exists(pid)?;
+    slurm::refuse_shepherd(pid)?;
     attach_opened(pid, options, None)
 }
 
@@ -604,53 +650,6 @@ fn attach_opened(
         None,
         Some(Opened { target, discovered }),
     )
-}
-
-/// A rank as reported, with what the local system says of it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct LocalRank {
-    /// Rank.
-    pub rank: u64,
-    /// The executable the rank runs: `/proc/PID/exe` when the rank was proven to be a local
-    /// process in its program (attached), else the reported name made absolute against the
-    /// starter's working directory.
-    pub executable: Option<PathBuf>,
-    /// Whether the rank's host is this node ([`Job::locality`]).
-    pub local_host: bool,
-}
-
-/// Normalises what the starter reported: relative executable names resolved, and for ranks
-/// proven to be local processes, the executable they run. A pid that was not proven to be the
-/// rank is not looked at: on another node, or unproven, it may name an unrelated process.
-pub fn normalize(job: &Job) -> Vec<LocalRank> {
-    let cwd = mpir_target::live::procfs::cwd_of(job.starter.pid);
-    job.ranks()
-        .map(|r| {
-            let proven = matches!(
-                job.control(r.rank),
-                RankControl::Attached {
-                    proven: crate::Proven::InProgram,
-                    ..
-                }
-            );
-            let from_proc = if proven && r.pid > 0 {
-                std::fs::read_link(format!("/proc/{}/exe", r.pid)).ok()
-            } else {
-                None
-            };
-            let reported = r.executable.map(PathBuf::from);
-            let executable = from_proc.or_else(|| match (reported, &cwd) {
-                (Some(p), Some(cwd)) if p.is_relative() => Some(cwd.join(p)),
-                (p, _) => p,
-            });
-            LocalRank {
-                rank: r.rank,
-                executable,
-                local_host: job.locality(r.rank).is_local(),
-            }
-        })
-        .collect()
 }
 
 /// Which ranks a selection attaches (for callers building a selection from a list).
@@ -684,6 +683,7 @@ pub struct AnyJob {
 /// starter is held.
 pub fn attach_any(pid: u32, options: AcquireOptions) -> Result<AnyJob, AcquireError> {
     exists(pid)?;
+    slurm::refuse_shepherd(pid)?;
     let probe = open_target(pid, &options.debug)?;
     let interface = match crate::interface::detect(&probe)? {
         Some(i) => i,

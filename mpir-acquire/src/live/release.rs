@@ -158,7 +158,7 @@ fn still_parents_image(pid: u32) -> bool {
 
 /// Waits (bounded) for a stop of `pid` that `want` accepts; events of other processes are not
 /// expected here (everything else is stopped) and are passed over.
-fn wait_for_rank(
+pub(super) fn wait_for_rank(
     tracer: &Tracer,
     pid: u32,
     timeout: std::time::Duration,

@@ -48,6 +48,8 @@ impl Acquisition {
             launcher: None,
             set_being_debugged: false,
             keeps_being_debugged: false,
+            job_id: None,
+            step_id: None,
             debug_state: None,
         });
         Ok(true)

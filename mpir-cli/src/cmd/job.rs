@@ -55,9 +55,19 @@ pub(crate) fn launch(
     ))
 }
 
-pub(crate) fn attach(common: &Common, timeout: u64, pid: u32) -> anyhow::Result<ExitCode> {
+pub(crate) fn attach(
+    common: &Common,
+    timeout: u64,
+    pid: Option<u32>,
+    slurm_job: Option<mpir_acquire::slurm::StepId>,
+) -> anyhow::Result<ExitCode> {
     let options = session_options(common).with_timeout(Duration::from_secs(timeout));
-    let session = Session::attach(pid, options)?;
+    let session = match (pid, slurm_job) {
+        (Some(pid), _) => Session::attach(pid, options)?,
+        (None, Some(step)) => Session::attach_slurm(step, options)?,
+        (None, None) => anyhow::bail!("no starter pid or Slurm job given"),
+    };
+    let pid = session.job().map_or(pid.unwrap_or(0), |j| j.starter.pid);
     match (session.job(), session.mpi2dd()) {
         (Some(job), mpi2dd) => {
             let mut out = job_out(job, "mpir");

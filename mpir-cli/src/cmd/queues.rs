@@ -43,9 +43,17 @@ impl From<Engine> for mpir_session::Engine {
 /// Which ranks to read: a starter's whole job, or processes named by pid.
 #[derive(clap::Args)]
 pub(crate) struct RankArgs {
-    /// The starter's pid (mpiexec, orterun…): every rank of its job.
-    #[arg(long, required_unless_present = "pids", conflicts_with = "pids")]
+    /// The starter's pid (mpiexec, orterun, srun…): every rank of its job.
+    #[arg(
+        long,
+        required_unless_present_any = ["pids", "slurm_job"],
+        conflicts_with_all = ["pids", "slurm_job"]
+    )]
     pub(crate) starter: Option<u32>,
+    /// A Slurm job (or job step, `J.S`) whose srun runs on this node: every rank of that step,
+    /// as with --starter and that srun's pid.
+    #[arg(long = "slurm-job", value_name = "J[.S]", conflicts_with = "pids")]
+    pub(crate) slurm_job: Option<mpir_acquire::slurm::StepId>,
     /// Rank processes to read directly (repeat, or separate with commas).
     #[arg(long = "pid", value_delimiter = ',')]
     pub(crate) pids: Vec<u32>,
@@ -68,19 +76,29 @@ impl RankArgs {
     /// acquisition for the first read, not acquired twice), or the pids.
     pub(crate) fn open(&self, options: SessionOptions) -> anyhow::Result<Session> {
         let options = options.with_timeout(Duration::from_secs(self.timeout));
-        match self.starter {
-            Some(pid) => {
-                let mut options = options.with_hold_from_acquisition(true);
-                if let Some(r) = &self.ranks {
-                    options = options.with_ranks(r.clone());
-                }
+        let held = || {
+            let mut options = options.clone().with_hold_from_acquisition(true);
+            if let Some(r) = &self.ranks {
+                options = options.with_ranks(r.clone());
+            }
+            options
+        };
+        match (self.starter, self.slurm_job) {
+            (Some(pid), _) => {
                 let spin = progress::spinner(&format!("acquiring the job of starter {pid}"));
-                let session = Session::attach(pid, options)?;
+                let session = Session::attach(pid, held())?;
                 spin.finish_and_clear();
                 tracing::info!(starter = pid, "job acquired and held");
                 Ok(session)
             }
-            None => Ok(Session::pids(self.pids.iter().copied(), options)?),
+            (None, Some(step)) => {
+                let spin = progress::spinner(&format!("acquiring Slurm job {step}"));
+                let session = Session::attach_slurm(step, held())?;
+                spin.finish_and_clear();
+                tracing::info!(slurm_job = %step, "job acquired and held");
+                Ok(session)
+            }
+            (None, None) => Ok(Session::pids(self.pids.iter().copied(), options)?),
         }
     }
 }

@@ -21,8 +21,16 @@ pub(crate) struct StacksArgs {
     pub(crate) common: Common,
     /// The starter's pid (mpiexec, orterun…): every rank of its job, each proven to be the
     /// table's rank before it is touched.
-    #[arg(long, required_unless_present_any = ["pids", "cores"], conflicts_with_all = ["pids", "cores"])]
+    #[arg(
+        long,
+        required_unless_present_any = ["pids", "cores", "slurm_job"],
+        conflicts_with_all = ["pids", "cores", "slurm_job"]
+    )]
     pub(crate) starter: Option<u32>,
+    /// A Slurm job (or job step, `J.S`) whose srun runs on this node: as --starter with that
+    /// srun's pid.
+    #[arg(long = "slurm-job", value_name = "J[.S]", conflicts_with_all = ["pids", "cores"])]
+    pub(crate) slurm_job: Option<mpir_acquire::slurm::StepId>,
     /// Rank processes to read directly (repeat, or separate with commas); numbered by their
     /// position.
     #[arg(
@@ -76,6 +84,11 @@ pub(crate) fn run(args: &StacksArgs) -> anyhow::Result<ExitCode> {
         let spin = progress::spinner(&format!("acquiring the job of starter {pid}"));
         // The acquisition holds the selected ranks (proven), and the first read takes them.
         let session = Session::attach(pid, options.with_hold_from_acquisition(true))?;
+        spin.finish_and_clear();
+        (session, "starter")
+    } else if let Some(step) = args.slurm_job {
+        let spin = progress::spinner(&format!("acquiring Slurm job {step}"));
+        let session = Session::attach_slurm(step, options.with_hold_from_acquisition(true))?;
         spin.finish_and_clear();
         (session, "starter")
     } else if !args.cores.is_empty() {
