@@ -9,10 +9,8 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::Child;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mpir_acquire::quirks::{Launcher, QuirkFact};
@@ -21,28 +19,7 @@ use mpir_acquire::testkit::{SlurmJobs, slurm_up};
 use mpir_acquire::{AcquireError, AcquireOptions, Note, RankControl, live};
 use support::*;
 
-/// A step's output, read line by line on a thread (never blocks the test).
-struct Output(Arc<Mutex<String>>);
-
 impl Output {
-    fn of(child: &mut Child) -> Output {
-        let buf = Arc::new(Mutex::new(String::new()));
-        let out = child.stdout.take().expect("stdout piped");
-        let b = Arc::clone(&buf);
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                let mut s = b.lock().unwrap();
-                s.push_str(&line);
-                s.push('\n');
-            }
-        });
-        Output(buf)
-    }
-
-    fn text(&self) -> String {
-        self.0.lock().unwrap().clone()
-    }
-
     /// (rank, pid, job, step) of every "rank R pid P job J step S" line, sorted.
     fn tasks(&self) -> Vec<(u64, i64, u64, u64)> {
         let mut v: Vec<_> = self

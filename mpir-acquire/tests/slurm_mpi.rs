@@ -9,10 +9,8 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mpir_acquire::quirks::Launcher;
@@ -68,29 +66,6 @@ impl Mpi {
             .arg("-o")
             .arg(&exe));
         built.map(|_| exe).map_err(|e| panic!("{e}")).ok()
-    }
-}
-
-/// The job's output, read on a thread.
-struct Output(Arc<Mutex<String>>);
-
-impl Output {
-    fn of(child: &mut Child) -> Output {
-        let buf = Arc::new(Mutex::new(String::new()));
-        let out = child.stdout.take().expect("stdout piped");
-        let b = Arc::clone(&buf);
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                let mut s = b.lock().unwrap();
-                s.push_str(&line);
-                s.push('\n');
-            }
-        });
-        Output(buf)
-    }
-
-    fn text(&self) -> String {
-        self.0.lock().unwrap().clone()
     }
 }
 

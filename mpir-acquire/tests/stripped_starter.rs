@@ -41,6 +41,23 @@ fn mpich5() -> Option<PathBuf> {
     Some(prefix)
 }
 
+/// The MPICH 5 wheel's prefix, a scratch directory `name`, and the rank fixture compiled
+/// there with the wheel's `mpicc`; `None` after a skip.
+fn mpich5_program(name: &str) -> Option<(PathBuf, Scratch, PathBuf)> {
+    let prefix = mpich5()?;
+    let dir = scratch(name);
+    let exe = dir.join("mpi_ranks");
+    if let Err(e) = run(Command::new(prefix.join("bin/mpicc"))
+        .arg(fixtures().join("mpi_ranks.c"))
+        .arg("-o")
+        .arg(&exe))
+    {
+        skip(&e);
+        return None;
+    }
+    Some((prefix, dir, exe))
+}
+
 /// Reads lines until every one of `n` ranks printed its pid.
 fn wait_ranks(out: &mut impl BufRead, seen: &mut String, n: usize) {
     while printed_ranks(seen).len() < n {
@@ -83,17 +100,9 @@ fn discovered_note(job: &mpir_acquire::Job) -> String {
 
 #[test]
 fn mpich5_wheel_stripped_hydra_attach_4() {
-    let Some(prefix) = mpich5() else { return };
-    let dir = scratch("mpich5");
-    let exe = dir.join("mpi_ranks");
-    if let Err(e) = run(Command::new(prefix.join("bin/mpicc"))
-        .arg(fixtures().join("mpi_ranks.c"))
-        .arg("-o")
-        .arg(&exe))
-    {
-        skip(&e);
+    let Some((prefix, dir, exe)) = mpich5_program("mpich5") else {
         return;
-    }
+    };
     let n = 4;
     let mut child = Command::new(prefix.join("bin/mpiexec.hydra"))
         .args(["-n", &n.to_string()])
@@ -396,17 +405,9 @@ fn launch_mode_and_no_job_say_what_they_cannot_do() {
 
 #[test]
 fn mpich5_launch_is_refused_at_once() {
-    let Some(prefix) = mpich5() else { return };
-    let dir = scratch("mpich5-launch");
-    let exe = dir.join("mpi_ranks");
-    if let Err(e) = run(Command::new(prefix.join("bin/mpicc"))
-        .arg(fixtures().join("mpi_ranks.c"))
-        .arg("-o")
-        .arg(&exe))
-    {
-        skip(&e);
+    let Some((prefix, dir, exe)) = mpich5_program("mpich5-launch") else {
         return;
-    }
+    };
     let mut cmd = Command::new(prefix.join("bin/mpiexec.hydra"));
     cmd.args(["-n", "2"])
         .arg(&exe)

@@ -204,14 +204,30 @@ fn run_to_entry(
         matches!(ev, StopEvent::Exec { .. })
     })?;
     let entry = entry_point(pid)?;
+    run_to_breakpoint(tracer, pid, entry, timeout, "a rank", || Ok(()))
+}
+
+/// Runs attached, stopped process `pid` (`what`: "a rank", "a task", in errors) to link address
+/// `entry` of its program: a breakpoint planted there, `before_resume` called, the process
+/// resumed and waited for (bounded by `timeout`), the breakpoint removed; it is left stopped
+/// there.
+pub(super) fn run_to_breakpoint(
+    tracer: &Tracer,
+    pid: u32,
+    entry: u64,
+    timeout: std::time::Duration,
+    what: &str,
+    before_resume: impl FnOnce() -> Result<(), AcquireError>,
+) -> Result<(), AcquireError> {
     tracer
         .insert_breakpoint(pid, entry)
-        .map_err(AcquireError::target(
-            "plant a breakpoint at a rank's entry point",
-        ))?;
-    tracer
-        .resume(pid)
-        .map_err(AcquireError::target("run a rank to its entry point"))?;
+        .map_err(AcquireError::target(format!(
+            "plant a breakpoint at {what}'s entry point"
+        )))?;
+    before_resume()?;
+    tracer.resume(pid).map_err(AcquireError::target(format!(
+        "run {what} to its entry point"
+    )))?;
     wait_for_rank(
         tracer,
         pid,
@@ -221,7 +237,9 @@ fn run_to_entry(
     )?;
     tracer
         .remove_breakpoint(pid, entry)
-        .map_err(AcquireError::target("remove a rank's entry breakpoint"))
+        .map_err(AcquireError::target(format!(
+            "remove {what}'s entry breakpoint"
+        )))
 }
 
 /// Opens the gate of rank `pid` (attached): a rank proven to be caught between fork and exec

@@ -219,32 +219,15 @@ pub(super) fn run_to_program(
     job: &crate::Job,
     timeout: Duration,
 ) -> Vec<Note> {
-    use mpir_target::live::tracer::StopEvent;
     let run = |pid: u32| -> Result<(), AcquireError> {
         let entry = super::entry_point(pid)?;
-        tracer
-            .insert_breakpoint(pid, entry)
-            .map_err(AcquireError::target(
-                "plant a breakpoint at a task's entry point",
-            ))?;
-        nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(pid as i32),
-            nix::sys::signal::Signal::SIGCONT,
-        )
-        .map_err(|e| AcquireError::Usage(format!("continue task {pid}: {e}")))?;
-        tracer
-            .resume(pid)
-            .map_err(AcquireError::target("run a task to its entry point"))?;
-        super::release::wait_for_rank(
-            tracer,
-            pid,
-            timeout,
-            "its entry point",
-            |ev| matches!(ev, StopEvent::Breakpoint { address, .. } if *address == entry),
-        )?;
-        tracer
-            .remove_breakpoint(pid, entry)
-            .map_err(AcquireError::target("remove a task's entry breakpoint"))
+        super::release::run_to_breakpoint(tracer, pid, entry, timeout, "a task", || {
+            nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGCONT,
+            )
+            .map_err(|e| AcquireError::Usage(format!("continue task {pid}: {e}")))
+        })
     };
     job.attached_pids()
         .into_iter()

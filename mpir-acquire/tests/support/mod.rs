@@ -112,3 +112,29 @@ pub fn chain(error: &(dyn std::error::Error + 'static)) -> String {
     }
     out
 }
+
+/// A child's stdout, read line by line on a thread (a test never blocks on it).
+pub struct Output(pub std::sync::Arc<std::sync::Mutex<String>>);
+
+impl Output {
+    /// Starts reading `child`'s piped stdout.
+    pub fn of(child: &mut std::process::Child) -> Output {
+        use std::io::BufRead;
+        let buf = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let out = child.stdout.take().expect("stdout piped");
+        let b = std::sync::Arc::clone(&buf);
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                let mut s = b.lock().unwrap();
+                s.push_str(&line);
+                s.push('\n');
+            }
+        });
+        Output(buf)
+    }
+
+    /// Everything read so far.
+    pub fn text(&self) -> String {
+        self.0.lock().unwrap().clone()
+    }
+}

@@ -159,13 +159,19 @@ fn attach_64(cfg: &Config, dir: &std::path::Path) {
         let a = live::attach(pid, AcquireOptions::default().with_hold(true)).expect("attach");
         assert_eq!(a.job().attached_pids().len(), 64);
     });
+    let gdb = (cfg.gdb && have("gdb")).then(|| median(cfg.gdb_runs, || gdb_attach(pid, 64)));
+    attach_table("attach, read table, detach", "64 ranks", table, all, gdb);
+}
+
+/// The attach table of a section: ours reading the table only, ours with every rank (`ranks`:
+/// "64 ranks") attached and released, and gdb, in seconds; then the target's verdict.
+fn attach_table(what: &str, ranks: &str, table: f64, all: f64, gdb: Option<f64>) {
     println!(
-        "| what | ours (table) | ours (all 64 ranks attached and released) | gdb -p | gdb/ours |"
+        "| what | ours (table) | ours (all {ranks} attached and released) | gdb -p | gdb/ours |"
     );
     println!("|---|---|---|---|---|");
-    let gdb = (cfg.gdb && have("gdb")).then(|| median(cfg.gdb_runs, || gdb_attach(pid, 64)));
     println!(
-        "| attach, read table, detach | {} | {} | {} | {} |",
+        "| {what} | {} | {} | {} | {} |",
         ms(table),
         ms(all),
         gdb.map_or("–".into(), ms),
@@ -175,15 +181,14 @@ fn attach_64(cfg: &Config, dir: &std::path::Path) {
             g / all
         )),
     );
-    if let Some(g) = gdb {
-        println!(
-            "\nTarget: ≥ 10× faster than `gdb -p`: {} ({:.0}× table only, {:.0}× with all ranks).\n",
+    match gdb {
+        Some(g) => println!(
+            "\nTarget: ≥ 10× faster than `gdb -p`: {} ({:.0}× table only, {:.0}× with all {ranks}).\n",
             verdict(g / all >= 10.0),
             g / table,
             g / all
-        );
-    } else {
-        println!();
+        ),
+        None => println!(),
     }
 }
 

@@ -10,7 +10,7 @@ use mpir_acquire::{AcquireOptions, RankSelection, live};
 use mpir_benches::stacks::Running;
 use mpir_benches::{have, median};
 
-use crate::{Config, ms, verdict};
+use crate::Config;
 
 /// Tasks of the measured step (`--overcommit`: more tasks than the node's CPUs).
 const TASKS: usize = 32;
@@ -86,29 +86,12 @@ pub(crate) fn srun_attach(cfg: &Config) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("gdb/srun_table.gdb");
     let gdb =
         (cfg.gdb && have("gdb")).then(|| median(cfg.gdb_runs, || gdb_srun(pid, TASKS, &script)));
-    println!(
-        "| what | ours (table) | ours (all {TASKS} tasks attached and released) | gdb -p | gdb/ours |"
+    crate::attach_table(
+        "attach to srun, read table, detach",
+        &format!("{TASKS} tasks"),
+        table,
+        all,
+        gdb,
     );
-    println!("|---|---|---|---|---|");
-    println!(
-        "| attach to srun, read table, detach | {} | {} | {} | {} |",
-        ms(table),
-        ms(all),
-        gdb.map_or("–".into(), ms),
-        gdb.map_or("–".into(), |g| format!(
-            "{:.0}× / {:.0}×",
-            g / table,
-            g / all
-        )),
-    );
-    match gdb {
-        Some(g) => println!(
-            "\nTarget: ≥ 10× faster than `gdb -p` on the same srun: {} ({:.0}× table only, {:.0}× with all tasks).\n",
-            verdict(g / all >= 10.0),
-            g / table,
-            g / all
-        ),
-        None => println!(),
-    }
     drop(running);
 }
