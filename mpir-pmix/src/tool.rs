@@ -13,13 +13,14 @@ use std::time::Duration;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Server {
-    /// A launcher by pid (`prterun`, Open MPI 5's `mpirun`): its rendezvous file is validated
-    /// first ([`rendezvous`](crate::rendezvous())), then PMIx finds it (`PMIX_SERVER_PIDINFO`).
+    /// A launcher by pid (`prterun`, Open MPI 5's `mpirun`): its rendezvous file is found and
+    /// validated ([`rendezvous`](crate::rendezvous())), and given to PMIx.
     Pid(u32),
-    /// A server URI, e.g. `prterun-vm-523@0.0;tcp4://127.0.0.1:41147` (`PMIX_SERVER_URI`).
+    /// A server URI, e.g. `prterun-vm-523@0.0;tcp4://127.0.0.1:41147`: written to a
+    /// rendezvous file of ours (mode 0600, removed after connecting), which is connected to.
     Uri(String),
-    /// A rendezvous file, validated first ([`validate_file`](crate::validate_file)), then
-    /// given to PMIx (`PMIX_TOOL_ATTACHMENT_FILE`).
+    /// A rendezvous file: validated ([`validate_file`](crate::validate_file)), and given to
+    /// PMIx (`PMIX_TOOL_ATTACHMENT_FILE`).
     RendezvousFile(PathBuf),
 }
 
@@ -150,26 +151,29 @@ impl Tool {
             *g = Some(name.clone());
         }
         let release = || *live() = None;
+        let mut uri_file = None;
         let prepared = (|| {
-            match server {
-                Server::Pid(pid) => {
-                    rendezvous(*pid)?;
-                    let pid = i32::try_from(*pid).map_err(|_| bad(format!("pid {pid}")))?;
-                    info.push(keys::SERVER_PIDINFO, Put::Pid(pid))
-                        .map_err(bad)?;
+            // Always through a rendezvous file (PMIX_TOOL_ATTACHMENT_FILE), the one just
+            // validated: libpmix's own search by pid could settle on another file than the one
+            // we checked; and OpenPMIx 5.0.11 keeps a freed copy of a PMIX_SERVER_URI
+            // attribute after PMIx_tool_finalize, so that the process's next PMIx_tool_init
+            // fails (PMIX_ERR_BAD_PARAM) or frees it twice. A URI is written to a file of ours.
+            let file = match server {
+                Server::Pid(pid) => rendezvous(*pid)?.file,
+                Server::RendezvousFile(f) => validate_file(f, None)?.file,
+                Server::Uri(uri) => {
+                    let f = UriFile::write(uri).map_err(bad)?;
+                    let path = f.path.clone();
+                    uri_file = Some(f);
+                    path
                 }
-                Server::Uri(uri) => info
-                    .push(keys::SERVER_URI, Put::Str(uri.clone()))
-                    .map_err(bad)?,
-                Server::RendezvousFile(f) => {
-                    validate_file(f, None)?;
-                    let s = f
-                        .to_str()
-                        .ok_or_else(|| bad(format!("{} is not UTF-8", f.display())))?;
-                    info.push(keys::TOOL_ATTACHMENT_FILE, Put::Str(s.into()))
-                        .map_err(bad)?;
-                }
-            }
+            };
+            let file = file
+                .to_str()
+                .ok_or_else(|| bad(format!("{} is not UTF-8", file.display())))?
+                .to_string();
+            info.push(keys::TOOL_ATTACHMENT_FILE, Put::Str(file))
+                .map_err(bad)?;
             // One attempt: a server that is not there is an error now, not a retry loop.
             info.push(keys::CONNECT_MAX_RETRIES, Put::U32(1))
                 .map_err(bad)?;
@@ -209,7 +213,7 @@ impl Tool {
             timeout,
         };
         // From here on, Drop finalizes and frees the slot.
-        api::register_default_handler(&tool.lib.api, timeout)
+        api::register_handlers(&tool.lib.api, timeout)
             .map_err(|e| tool.error("PMIx_Register_event_handler", e))?;
         Ok(tool)
     }
@@ -398,6 +402,47 @@ impl Drop for Tool {
     fn drop(&mut self) {
         // The slot is freed when finalize returns, not before: no new init overlaps it.
         api::tool_finalize(&self.lib.api, FINALIZE_WAIT, || *live() = None);
+    }
+}
+
+/// A rendezvous file written for a URI, in a directory of its own (mode 0700), removed when
+/// dropped.
+struct UriFile {
+    dir: PathBuf,
+    path: PathBuf,
+}
+
+impl UriFile {
+    fn write(uri: &str) -> Result<UriFile, String> {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        if uri.contains(['\n', '\0']) || !uri.contains(';') {
+            return Err(format!(
+                "{uri:?} is not a PMIx server URI (<nspace>.<rank>;<address>)"
+            ));
+        }
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("mpir-pmix-{}-{n}", std::process::id()));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let path = dir.join("uri");
+        let f = UriFile { dir, path };
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&f.path)
+            .and_then(|mut w| std::io::Write::write_all(&mut w, format!("{uri}\n").as_bytes()))
+            .map_err(|e| format!("cannot write {}: {e}", f.path.display()))?;
+        Ok(f)
+    }
+}
+
+impl Drop for UriFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

@@ -25,6 +25,8 @@ pub(crate) const PMIX_ERR_LOST_CONNECTION_TO_SERVER: Status = -101;
 pub(crate) const PMIX_EVENT_JOB_END: Status = -145;
 /// `PMIX_OPERATION_SUCCEEDED`: done at once, the callback will not be called.
 pub(crate) const PMIX_OPERATION_SUCCEEDED: Status = -157;
+/// `PMIX_EVENT_ACTION_COMPLETE`: an event handler's answer that ends the handler chain.
+pub(crate) const PMIX_EVENT_ACTION_COMPLETE: Status = -334;
 
 /// `pmix_data_type_t` values.
 pub(crate) const PMIX_BOOL: u16 = 1;
@@ -44,8 +46,6 @@ pub(crate) const PMIX_RANGE_CUSTOM: u8 = 6;
 
 /// Attribute keys (`pmix_common.h`), NUL-terminated for C.
 pub(crate) mod keys {
-    pub(crate) const SERVER_PIDINFO: &str = "pmix.srvr.pidinfo";
-    pub(crate) const SERVER_URI: &str = "pmix.srvr.uri";
     pub(crate) const TOOL_ATTACHMENT_FILE: &str = "pmix.tool.attach";
     pub(crate) const CONNECT_MAX_RETRIES: &str = "pmix.tool.mretries";
     pub(crate) const CONNECT_RETRY_DELAY: &str = "pmix.tool.retry";
