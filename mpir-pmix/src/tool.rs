@@ -497,6 +497,24 @@ mod tests {
     }
 
     #[test]
+    fn proc_tables_are_kept_as_the_server_gave_them() {
+        let p = proc_info(RawProcInfo {
+            nspace: "j@1".into(),
+            rank: 3,
+            host: None,
+            executable: Some("./a.out".into()),
+            pid: 0,
+            exit_code: -1,
+            state: 0,
+        });
+        assert_eq!(
+            (p.pid, p.executable.as_str(), p.host.as_str()),
+            (0, "./a.out", "")
+        );
+        assert_eq!((p.rank, p.exit_code, p.state), (3, -1, 0));
+    }
+
+    #[test]
     fn events_name_their_job() {
         let e = to_event(raw(
             -145,

@@ -149,7 +149,15 @@ fn rendezvous_by_pid_finds_and_refuses_a_session_directory_file() {
     let f = session.join(format!("pmix.vm.tool.{pid}"));
     write(&f, "garbage\n", 0o600);
     let e = mpir_pmix::rendezvous(pid).unwrap_err();
+    // Beside it, in another session directory, a good one: it is found, the bad one ignored.
+    let session2 = std::env::temp_dir().join(format!("mpir-pmix-fake2.{pid}"));
+    std::fs::create_dir_all(&session2).unwrap();
+    let good = session2.join(format!("pmix.vm.tool.{pid}"));
+    write(&good, &PRTERUN.replace("{pid}", &pid.to_string()), 0o600);
+    let found = mpir_pmix::rendezvous(pid);
     let _ = std::fs::remove_dir_all(&session);
+    let _ = std::fs::remove_dir_all(&session2);
+    assert_eq!(found.unwrap().file, good);
     assert_eq!(
         problem(e, &f),
         RendezvousProblem::Garbage("first line \"garbage\" is not a PMIx server URI".into())
