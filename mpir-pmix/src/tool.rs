@@ -57,12 +57,24 @@ pub struct ProcInfo {
     pub exit_code: i32,
 }
 
+impl ProcInfo {
+    /// [`state`](ProcInfo::state) in words (`"connected"`, `"terminated"`, `"aborted by
+    /// signal"`…; `"unknown"` for a value the PMIx Standard does not define).
+    pub fn state_name(&self) -> &'static str {
+        t::PROC_STATES
+            .iter()
+            .find(|(v, _, _)| *v == self.state)
+            .map_or("unknown", |(_, _, words)| words)
+    }
+}
+
 /// An event the server sent this tool, in the order received.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ToolEvent {
     /// `PMIX_EVENT_JOB_END`: the job `nspace` ended with `status` (`PMIX_JOB_TERM_STATUS`; 0 =
-    /// success).
+    /// success). PRRTE's `prterun` then waits for its tools to disconnect before it exits:
+    /// drop the [`Tool`].
     JobEnd {
         /// The job.
         nspace: String,
@@ -110,7 +122,7 @@ const FINALIZE_WAIT: Duration = Duration::from_secs(5);
 /// made or finalized), another [`Tool::connect`] is [`PmixError::AlreadyConnected`]. Every call
 /// is bounded by the timeout given to `connect` ([`Tool::set_timeout`] changes it); no callback
 /// unwinds into C; events are queued for [`Tool::next_event`]. Dropping it finalizes
-/// (`PMIx_tool_finalize`, bounded).
+/// (`PMIx_tool_finalize`, bounded); `prterun` does not exit while a tool is connected.
 pub struct Tool {
     lib: Library,
     server: String,
@@ -512,6 +524,14 @@ mod tests {
             (0, "./a.out", "")
         );
         assert_eq!((p.rank, p.exit_code, p.state), (3, -1, 0));
+        assert_eq!(p.state_name(), "undefined");
+        let q = ProcInfo {
+            state: 54,
+            ..p.clone()
+        };
+        assert_eq!(q.state_name(), "aborted by signal");
+        let q = ProcInfo { state: 200, ..p };
+        assert_eq!(q.state_name(), "unknown");
     }
 
     #[test]

@@ -52,6 +52,8 @@ fn connect_by_pid_reads_every_ranks_own_pid() {
         assert_eq!(p.nspace, job.nspace());
         assert!(p.executable.ends_with("/fixture"), "{p:?}");
         assert!(!p.host.is_empty(), "{p:?}");
+        // Past MPI_Init: connected to their PMIx server.
+        assert_eq!(p.state_name(), "connected", "{p:?}");
     }
 }
 

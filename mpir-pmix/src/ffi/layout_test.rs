@@ -36,6 +36,7 @@ int main(void) {
     K(PMIX_QUERY_PROC_TABLE) K(PMIX_NSPACE) K(PMIX_EVENT_CUSTOM_RANGE) K(PMIX_EVENT_NON_DEFAULT)
     K(PMIX_EVENT_AFFECTED_PROC) K(PMIX_JOB_TERM_STATUS) K(PMIX_EXIT_CODE) K(PMIX_DEBUGGER_DAEMONS)
     K(PMIX_DEBUG_TARGET) K(PMIX_DEBUG_DAEMONS_PER_NODE) K(PMIX_FWD_STDOUT) K(PMIX_FWD_STDERR)
+    STATES
     return 0;
 }
 "#;
@@ -54,7 +55,11 @@ fn probe() -> Option<std::collections::HashMap<String, String>> {
     let dir = std::env::temp_dir().join(format!("mpir-pmix-layout-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (src, exe) = (dir.join("probe.c"), dir.join("probe"));
-    std::fs::write(&src, PROBE).unwrap();
+    let states: String = PROC_STATES
+        .iter()
+        .map(|(_, n, _)| format!("C({n}) "))
+        .collect();
+    std::fs::write(&src, PROBE.replace("STATES", &states)).unwrap();
     let cc = std::process::Command::new("cc")
         .arg(format!("-I{include}"))
         .arg("-o")
@@ -180,6 +185,9 @@ fn layouts_and_constants_match_the_headers() {
             i64::from(PMIX_EVENT_ACTION_COMPLETE),
         ),
     ];
+    for (v, n, _) in PROC_STATES {
+        check(&format!("const {n}"), v.to_string());
+    }
     for (n, v) in consts {
         check(&format!("const {n}"), v.to_string());
     }
