@@ -360,3 +360,35 @@ fn the_launchers_installation_gives_its_libpmix() {
         loaded.version()
     );
 }
+
+#[test]
+fn a_connection_to_a_frozen_server_times_out_and_frees_the_slot_later() {
+    let Some(prefix) = prefix() else { return };
+    let _one = one_tool_at_a_time();
+    let job = Job::start(&prefix, 2, 60, &[], &[]);
+    job.wait_for_server();
+    job.wait_printed(30);
+    let lib = library(&job);
+    signal(job.pid(), "-STOP");
+    let t0 = std::time::Instant::now();
+    let e = Tool::connect(&lib, &Server::Pid(job.pid()), Duration::from_secs(2));
+    let took = t0.elapsed();
+    signal(job.pid(), "-CONT");
+    let e = e.unwrap_err();
+    eprintln!("connect to a frozen server: {e} after {took:?}");
+    assert!(took < Duration::from_secs(4), "{took:?}");
+    assert!(matches!(e, PmixError::Timeout { .. }), "{e}");
+    // Once the abandoned PMIx_tool_init has returned (and been finalized), the process can
+    // connect again.
+    let mut last = None;
+    let ok = mpir_target::testkit::wait_for(30, || {
+        match Tool::connect(&lib, &Server::Pid(job.pid()), T) {
+            Ok(tool) => tool.proc_table(&job.nspace()).is_ok_and(|t| t.len() == 2),
+            Err(e) => {
+                last = Some(e.to_string());
+                false
+            }
+        }
+    });
+    assert!(ok, "no connection after the server thawed: {last:?}");
+}
