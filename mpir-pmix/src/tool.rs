@@ -147,8 +147,10 @@ impl Tool {
     /// # Errors
     /// [`PmixError::AlreadyConnected`]; for [`Server::Pid`] and [`Server::RendezvousFile`], the
     /// errors of [`rendezvous`](crate::rendezvous()) / [`validate_file`](crate::validate_file);
-    /// [`PmixError::Call`] when PMIx refuses (e.g. `PMIX_ERR_NOT_FOUND`: no such server);
-    /// [`PmixError::Timeout`].
+    /// [`PmixError::InvalidArgument`] for a URI that is not one; [`PmixError::Call`] when PMIx
+    /// refuses (e.g. `PMIX_ERR_UNREACH`: nobody serves that address); [`PmixError::Timeout`]
+    /// when the server does not answer in time (the connection attempt is then abandoned: it
+    /// is finalized when it returns, and until then the process's slot stays taken).
     pub fn connect(lib: &Library, server: &Server, timeout: Duration) -> Result<Tool, PmixError> {
         let name = server.to_string();
         let mut info = InfoArray::default();
