@@ -358,11 +358,7 @@ impl Tool {
 
     /// The next event from the server, waiting up to `timeout`; `None` when none came.
     pub fn next_event(&self, timeout: Duration) -> Option<ToolEvent> {
-        match api::next_event(timeout) {
-            (_, dropped) if dropped > 0 => Some(ToolEvent::Dropped { count: dropped }),
-            (Some(e), _) => Some(to_event(e)),
-            (None, _) => None,
-        }
+        next_queued(timeout)
     }
 
     /// Starts tool daemons beside job `target_nspace` (`PMIx_Spawn` with
@@ -460,6 +456,15 @@ impl Drop for UriFile {
     }
 }
 
+/// The next event of the process's queue (see [`Tool::next_event`]).
+fn next_queued(timeout: Duration) -> Option<ToolEvent> {
+    match api::next_event(timeout) {
+        (_, dropped) if dropped > 0 => Some(ToolEvent::Dropped { count: dropped }),
+        (Some(e), _) => Some(to_event(e)),
+        (None, _) => None,
+    }
+}
+
 fn proc_info(p: RawProcInfo) -> ProcInfo {
     ProcInfo {
         nspace: p.nspace,
@@ -534,6 +539,26 @@ mod tests {
         assert_eq!(q.state_name(), "aborted by signal");
         let q = ProcInfo { state: 200, ..p };
         assert_eq!(q.state_name(), "unknown");
+    }
+
+    #[test]
+    fn an_overflowing_queue_counts_what_it_drops_and_keeps_the_rest_in_order() {
+        api::clear_events();
+        for i in 0..api::MAX_QUEUED + 3 {
+            api::push_event(raw(-1, &format!("n@{i}"), vec![]));
+        }
+        let z = Duration::ZERO;
+        assert_eq!(next_queued(z), Some(ToolEvent::Dropped { count: 3 }));
+        for i in 0..api::MAX_QUEUED {
+            let want = ToolEvent::Other {
+                status: -1,
+                source: format!("n@{i}"),
+            };
+            assert_eq!(next_queued(z), Some(want));
+        }
+        let t0 = std::time::Instant::now();
+        assert_eq!(next_queued(Duration::from_millis(50)), None);
+        assert!(t0.elapsed() >= Duration::from_millis(50));
     }
 
     #[test]

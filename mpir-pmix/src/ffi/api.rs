@@ -311,7 +311,7 @@ struct Queue {
     events: VecDeque<RawEvent>,
     dropped: u64,
 }
-const MAX_QUEUED: usize = 65_536;
+pub(crate) const MAX_QUEUED: usize = 65_536;
 static EVENTS: Mutex<Queue> = Mutex::new(Queue {
     events: VecDeque::new(),
     dropped: 0,
@@ -325,15 +325,19 @@ pub(crate) fn clear_events() {
     q.dropped = 0;
 }
 
-/// The next queued event, waiting up to `timeout`; and how many were dropped before it
-/// because the queue was full.
+/// The next queued event, waiting up to `timeout`; or, when the queue overflowed since the
+/// last call, no event and how many were dropped (the kept events come on the next calls).
 pub(crate) fn next_event(timeout: Duration) -> (Option<RawEvent>, u64) {
     let deadline = Instant::now() + timeout;
     let mut q = lock(&EVENTS);
     loop {
         let dropped = std::mem::take(&mut q.dropped);
-        if dropped > 0 || !q.events.is_empty() {
-            return (q.events.pop_front(), dropped);
+        if dropped > 0 {
+            // Said first, before the events that were kept.
+            return (None, dropped);
+        }
+        if let Some(e) = q.events.pop_front() {
+            return (Some(e), 0);
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
