@@ -1,25 +1,35 @@
 //! Prints the proc table of every job of a running PMIx launcher (Open MPI 5's `mpirun`).
 //!
 //! ```text
-//! cargo run -p mpir-pmix --example proctable -- <launcher-pid> [--release]
+//! cargo run -p mpir-pmix --example proctable -- <launcher-pid> [--release] [--namespace NS]
 //! ```
-//! With `--release`, releases the jobs' ranks held in `PMIx_Init` (`--stop-in-init`) afterwards.
+//! With `--release`, releases the jobs' ranks held in `PMIx_Init` (`--stop-in-init`) afterwards;
+//! with `--namespace`, only that job's table is asked for (not the server's list of namespaces).
 
 use mpir_pmix::{Library, LoadOptions, Server, Tool};
 use std::time::{Duration, Instant};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let pid: u32 = args
-        .next()
-        .ok_or("usage: proctable <launcher-pid> [--release]")?
-        .parse()?;
-    let release = args.next().as_deref() == Some("--release");
+    const USAGE: &str = "usage: proctable <launcher-pid> [--release] [--namespace NS]";
+    let pid: u32 = args.next().ok_or(USAGE)?.parse()?;
+    let (mut release, mut only) = (false, None);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--release" => release = true,
+            "--namespace" => only = Some(args.next().ok_or(USAGE)?),
+            _ => return Err(USAGE.into()),
+        }
+    }
     let t0 = Instant::now();
     let lib = Library::load(&LoadOptions::default().with_launcher_pid(pid))?;
     let tool = Tool::connect(&lib, &Server::Pid(pid), Duration::from_secs(10))?;
     let (me, _) = tool.me();
-    for ns in tool.namespaces()? {
+    let namespaces = match only {
+        Some(ns) => vec![ns],
+        None => tool.namespaces()?,
+    };
+    for ns in namespaces {
         if ns == me {
             continue;
         }

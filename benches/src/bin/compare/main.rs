@@ -28,8 +28,12 @@
 //! 6. Attach mode on a running 32-task Slurm step (`srun`): `live::attach` (table only, and
 //!    with every task attached and released) against `gdb -p` on the same `srun`.
 //!
+//! 7. Attach to a running 64-rank Open MPI 5 job through PMIx, table only: `mpir-pmix` in
+//!    process against a C PMIx tool doing the same query (`benches/pmix/ptable.c`).
+//!
 //! `--quick` takes fewer samples and skips the 1M tables; `--no-gdb` skips gdb; `--only
-//! NAME` (`proctable`, `attach64`, `launch`, `attach-e2e`, `stacks`, `srun`) runs one section.
+//! NAME` (`proctable`, `attach64`, `launch`, `attach-e2e`, `stacks`, `srun`, `pmix`) runs one
+//! section.
 //! Medians.
 
 use std::process::Stdio;
@@ -44,6 +48,7 @@ use mpir_target::debuginfo::DebugOptions;
 use mpir_target::live::LiveTarget;
 use mpir_target::proctable::{ReadOptions, read_proctable};
 
+mod pmix;
 mod srun;
 mod stacks;
 
@@ -435,6 +440,7 @@ fn main() {
         "attach-e2e",
         "stacks",
         "srun",
+        "pmix",
     ];
     if let Some(o) = only.as_deref().filter(|o| !sections.contains(o)) {
         eprintln!("compare: unknown section {o:?} (use one of {sections:?})");
@@ -477,6 +483,9 @@ fn main() {
     }
     if run("srun") {
         srun::srun_attach(&cfg);
+    }
+    if run("pmix") {
+        pmix::pmix_attach(&cfg, &dir.0);
     }
     println!("Whole run: {:.0} s.", start.elapsed().as_secs_f64());
 }
