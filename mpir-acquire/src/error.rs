@@ -146,6 +146,10 @@ pub enum AcquireError {
         #[source]
         source: mpi2dd::Error,
     },
+    /// A PMIx launcher's process table cannot be a job's table (a rank listed twice, more
+    /// ranks than the read bounds allow).
+    #[error("the PMIx process table is refused: {0}")]
+    PmixTable(String),
     /// The caller used the session in an order it does not allow.
     #[error("{0}")]
     Usage(String),

@@ -66,6 +66,7 @@ pub mod live;
 pub mod mpi2dd_watch;
 mod note;
 mod options;
+pub mod pmix;
 pub mod protocol;
 pub mod quirks;
 pub mod slurm;
@@ -74,7 +75,7 @@ pub mod testkit;
 
 pub use error::AcquireError;
 pub use identity::{Proven, Refusal};
-pub use interface::Interface;
+pub use interface::{Interface, InterfaceChoice};
 pub use job::{Job, LAUNCHER_JOB_ID, LAUNCHER_STEP_ID, Node, RankControl, Starter};
 pub use note::Note;
 pub use options::{AcquireOptions, GateRelease, RankSelection, ToolDaemon};
