@@ -121,7 +121,10 @@ fn cache_layout_is_elfutils() {
 }
 
 #[test]
-#[cfg_attr(miri, ignore = "touches the file system, which Miri's isolation forbids")]
+#[cfg_attr(
+    miri,
+    ignore = "touches the file system, which Miri's isolation forbids"
+)]
 fn other_schemes_are_refused() {
     let dir = std::env::temp_dir().join(format!("mpir-dbgd-scheme-{}", std::process::id()));
     let c = DebuginfodOptions::enabled()
@@ -143,7 +146,10 @@ fn other_schemes_are_refused() {
 }
 
 #[test]
-#[cfg_attr(miri, ignore = "touches the file system, which Miri's isolation forbids")]
+#[cfg_attr(
+    miri,
+    ignore = "touches the file system, which Miri's isolation forbids"
+)]
 fn nonsense_build_ids_are_not_asked_for() {
     let dir = std::env::temp_dir().join(format!("mpir-dbgd-badid-{}", std::process::id()));
     let c = DebuginfodOptions::enabled()
