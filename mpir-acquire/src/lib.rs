@@ -73,7 +73,7 @@ pub mod slurm;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 
-pub use error::AcquireError;
+pub use error::{AcquireError, PmixCause};
 pub use identity::{Proven, Refusal};
 pub use interface::{Interface, InterfaceChoice};
 pub use job::{Job, LAUNCHER_JOB_ID, LAUNCHER_STEP_ID, Node, RankControl, Starter};

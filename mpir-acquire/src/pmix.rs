@@ -101,6 +101,18 @@ impl PmixJob {
     }
 }
 
+/// The end of a job acquired through PMIx (`PMIX_EVENT_JOB_END`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct JobEnd {
+    /// The job's namespace.
+    pub nspace: String,
+    /// Its termination status (`PMIX_JOB_TERM_STATUS`, 0 = success); `None` when the server
+    /// went away before saying (the launcher exited: the connection was lost).
+    pub status: Option<i32>,
+}
+
 /// Where the in-memory image puts `MPIR_proctable_size`, `MPIR_proctable` and the entries.
 const SIZE_AT: u64 = 0x1000;
 const POINTER_AT: u64 = 0x1008;
