@@ -181,10 +181,12 @@ pub fn is_pmix_server(pid: u32) -> bool {
     mpir_pmix::rendezvous(pid).is_ok()
 }
 
-/// Whether `program` (a command's program, found through `PATH` when it is a bare name) is in
-/// a PRRTE installation: its directory holds PRRTE's `prterun` (Open MPI 5's `mpirun` and
-/// `mpiexec` are shims beside it). Launch mode's [`crate::InterfaceChoice::Auto`] then goes
-/// through PMIx: such a launcher defines no MPIR symbol.
+/// Whether `program` (a command's program, found through `PATH` when it is a bare name, its
+/// symbolic links followed) is a PRRTE launcher: PRRTE's `prterun`/`prte` itself, or a program
+/// of an installation whose directory holds `prterun` and no `orterun` (Open MPI 5's `mpirun`
+/// and `mpiexec` are shims beside `prterun`; an Open MPI 4 `mpirun` is `orterun`, an MPIR
+/// starter, even where PRRTE is installed too). Launch mode's [`crate::InterfaceChoice::Auto`]
+/// then goes through PMIx; `--interface` decides otherwise.
 pub fn is_prrte_launcher(program: &std::ffi::OsStr) -> bool {
     let path = std::path::Path::new(program);
     let found = if path.components().count() > 1 {
@@ -196,9 +198,17 @@ pub fn is_prrte_launcher(program: &std::ffi::OsStr) -> bool {
                 .find(|p| p.is_file())
         })
     };
-    found
-        .and_then(|p| p.parent().map(|d| d.join("prterun")))
-        .is_some_and(|p| p.is_file())
+    let Some(real) = found.and_then(|p| std::fs::canonicalize(p).ok()) else {
+        return false;
+    };
+    let Some(dir) = real.parent() else {
+        return false;
+    };
+    let same = |name: &str| std::fs::canonicalize(dir.join(name)).is_ok_and(|p| p == real);
+    if same("prterun") || same("prte") {
+        return true;
+    }
+    dir.join("prterun").is_file() && !dir.join("orterun").exists()
 }
 
 /// Whether `pid` descends from `ancestor` (bounded walk up the parents).
@@ -684,4 +694,30 @@ pub(crate) fn wait_job_end(
         c.ended = Some(e.clone());
     }
     Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prrte_installation_is_recognised_by_its_files() {
+        let root = std::env::temp_dir().join(format!("mpir-prrte-{}", std::process::id()));
+        let bin = root.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        for f in ["prterun", "mpirun"] {
+            std::fs::write(bin.join(f), "").unwrap();
+        }
+        assert!(is_prrte_launcher(bin.join("mpirun").as_os_str()));
+        assert!(is_prrte_launcher(bin.join("prterun").as_os_str()));
+        // Open MPI 4 beside a PRRTE: its mpirun is orterun, an MPIR starter.
+        std::fs::write(bin.join("orterun"), "").unwrap();
+        assert!(!is_prrte_launcher(bin.join("mpirun").as_os_str()));
+        assert!(is_prrte_launcher(bin.join("prterun").as_os_str()));
+        assert!(!is_prrte_launcher(root.join("bin/missing").as_os_str()));
+        assert!(!is_prrte_launcher(std::ffi::OsStr::new(
+            "no-such-program-here"
+        )));
+        let _ = std::fs::remove_dir_all(&root);
+    }
 }
