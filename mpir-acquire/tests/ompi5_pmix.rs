@@ -203,6 +203,9 @@ fn launch_n(n: usize) {
     }
     // Held: nothing printed yet (the ranks print after MPI_Init).
     let mut out = BufReader::new(child.stdout.take().unwrap());
+    // A partial release first (PMIx allows it: the event to rank 0 alone), then the whole job.
+    a.release_ranks(&[0]).unwrap();
+    assert!(a.is_held());
     let notes = a.release().unwrap();
     assert!(notes.is_empty(), "{notes:?}");
     let mut seen = String::new();
@@ -351,6 +354,16 @@ fn no_job_end_within_the_timeout_is_none_not_a_hang() {
     let mut seen = String::new();
     wait_ranks(&mut out, &mut seen, 2);
     let mut a = live::attach(child.id(), options()).unwrap();
+    // Tool daemons beside the job, in a namespace of their own.
+    let daemons = a.spawn_tool_daemons(&["/bin/true".to_string()], 1).unwrap();
+    let job_ns = &a.job().pmix.as_ref().unwrap().nspace;
+    assert_ne!(&daemons, job_ns);
+    assert!(
+        daemons.starts_with(job_ns.split('@').next().unwrap()),
+        "{daemons}"
+    );
+    // Attached, the job is not held in PMIx_Init: there is nothing to release partially.
+    assert!(matches!(a.release_ranks(&[0]), Err(AcquireError::Usage(_))));
     let started = Instant::now();
     assert_eq!(a.wait_job_end(Duration::from_millis(300)).unwrap(), None);
     assert!(started.elapsed() < Duration::from_secs(5));

@@ -221,6 +221,22 @@ impl Acquired {
         pmix::release_ranks(self, ranks)
     }
 
+    /// A job acquired through PMIx: starts `per_node` tool daemons running `argv` on each node
+    /// of the job (`PMIx_Spawn` with `PMIX_DEBUGGER_DAEMONS`, `PMIX_DEBUG_TARGET` the job's
+    /// namespace); their stdout and stderr are forwarded to this process's. Returns the
+    /// daemons' namespace. A daemon that calls `PMIx_Init` finds its target with
+    /// `PMIx_Get(<its namespace>:WILDCARD, PMIX_DEBUG_TARGET)`.
+    ///
+    /// # Errors
+    /// [`AcquireError::Usage`] for a job not acquired through PMIx; [`AcquireError::Pmix`].
+    pub fn spawn_tool_daemons(
+        &self,
+        argv: &[String],
+        per_node: u16,
+    ) -> Result<String, AcquireError> {
+        pmix::spawn_tool_daemons(self, argv, per_node)
+    }
+
     /// A job acquired through PMIx: a handle on the tool connection, to keep it for a later
     /// acquisition of the same job (see [`pmix::Connection`]).
     pub fn pmix_connection(&self) -> Option<pmix::Connection> {

@@ -640,6 +640,27 @@ pub(crate) fn release_ranks(a: &mut Acquired, ranks: &[u32]) -> Result<(), Acqui
     }
 }
 
+/// [`Acquired::spawn_tool_daemons`].
+pub(crate) fn spawn_tool_daemons(
+    a: &Acquired,
+    argv: &[String],
+    per_node: u16,
+) -> Result<String, AcquireError> {
+    let pid = a.job.starter.pid;
+    let Some(c) = a.pmix.as_ref() else {
+        return Err(AcquireError::Usage(
+            "spawn_tool_daemons: the job was not acquired through PMIx (MPIR's tool daemons \
+             are AcquireOptions::with_tool_daemon)"
+                .into(),
+        ));
+    };
+    c.conn
+        .0
+        .tool
+        .spawn_daemons(&c.nspace, argv, per_node)
+        .map_err(pmix_error(pid, "start tool daemons (PMIx_Spawn)"))
+}
+
 /// The first `pmix_proc_state_t` of a terminated process (`PMIX_PROC_STATE_TERMINATED`;
 /// every later state is an end too: killed, aborted, failed…).
 const STATE_TERMINATED: u8 = 20;
