@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 const MAX_FILE: u64 = 4096;
 /// At most this many entries of a temporary directory are looked at.
 const MAX_DIR_ENTRIES: usize = 100_000;
+/// At most this many candidate files are validated.
+const MAX_CANDIDATES: usize = 64;
 
 /// A validated tool rendezvous file of a running PMIx server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,13 +46,14 @@ fn alive(pid: u32) -> bool {
 /// Finds the tool rendezvous file of the PMIx server `server_pid` and validates it.
 ///
 /// Looks in the temporary directories (`$TMPDIR`, `/tmp`) for `pmix.*.tool.<pid>`, directly
-/// and in the session directories `*.<pid>/`, then for `pmix.*.tool` in those session
-/// directories.
+/// and in the session directories `*.<pid>/` (`ompi.<pid>` of Open MPI's `mpirun`, `prte.<pid>`
+/// of a PRRTE DVM), then for `pmix.*.tool` in those session directories. The first candidate
+/// that validates is the answer; when none does, the first refusal is the error.
 ///
 /// # Errors
 /// [`PmixError::NotAServer`] when the process does not exist or no rendezvous file names it;
-/// [`PmixError::Rendezvous`] naming the file and the [`RendezvousProblem`] when one is found but
-/// refused (another uid's, writable by others, not a regular file, garbage, another pid's,
+/// [`PmixError::Rendezvous`] naming the file and the [`RendezvousProblem`] when files were found
+/// but all refused (another uid's, writable by others, not a regular file, garbage, another pid's,
 /// stale).
 pub fn rendezvous(server_pid: u32) -> Result<Rendezvous, PmixError> {
     if !alive(server_pid) {
@@ -63,7 +66,9 @@ pub fn rendezvous(server_pid: u32) -> Result<Rendezvous, PmixError> {
     bases.dedup();
     let suffix = format!(".{server_pid}");
     let named = |n: &str| n.starts_with("pmix.") && n.contains(".tool") && n.ends_with(&suffix);
-    let mut generic = None;
+    // Every candidate, those naming the pid first: the first that validates wins, so that a
+    // file planted by someone else cannot hide the server's own.
+    let (mut by_pid, mut generic) = (Vec::new(), Vec::new());
     for base in &bases {
         let Ok(rd) = std::fs::read_dir(base) else {
             continue;
@@ -71,7 +76,8 @@ pub fn rendezvous(server_pid: u32) -> Result<Rendezvous, PmixError> {
         for entry in rd.take(MAX_DIR_ENTRIES).flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             if named(&name) {
-                return validate_file(&entry.path(), Some(server_pid));
+                by_pid.push(entry.path());
+                continue;
             }
             if !name.ends_with(&suffix) || !entry.file_type().is_ok_and(|t| t.is_dir()) {
                 continue;
@@ -82,28 +88,33 @@ pub fn rendezvous(server_pid: u32) -> Result<Rendezvous, PmixError> {
             for f in sub.take(MAX_DIR_ENTRIES).flatten() {
                 let n = f.file_name().to_string_lossy().into_owned();
                 if named(&n) {
-                    return validate_file(&f.path(), Some(server_pid));
-                }
-                if generic.is_none() && n.starts_with("pmix.") && n.ends_with(".tool") {
-                    generic = Some(f.path());
+                    by_pid.push(f.path());
+                } else if n.starts_with("pmix.") && n.ends_with(".tool") {
+                    generic.push(f.path());
                 }
             }
         }
     }
-    match generic {
-        Some(f) => validate_file(&f, Some(server_pid)),
-        None => Err(PmixError::NotAServer {
-            pid: server_pid,
-            reason: format!(
-                "no tool rendezvous file pmix.<host>.tool.{server_pid} in {} or their *.{server_pid}/ session directories",
-                bases
-                    .iter()
-                    .map(|b| b.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        }),
+    let mut first_refusal = None;
+    for f in by_pid.iter().chain(&generic).take(MAX_CANDIDATES) {
+        match validate_file(f, Some(server_pid)) {
+            Ok(r) => return Ok(r),
+            Err(e) => {
+                first_refusal.get_or_insert(e);
+            }
+        }
     }
+    Err(first_refusal.unwrap_or_else(|| PmixError::NotAServer {
+        pid: server_pid,
+        reason: format!(
+            "no tool rendezvous file pmix.<host>.tool.{server_pid} in {} or their *.{server_pid}/ session directories",
+            bases
+                .iter()
+                .map(|b| b.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }))
 }
 
 /// Validates the rendezvous file `file`: a regular file (not a symlink), ours, not writable by

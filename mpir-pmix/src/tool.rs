@@ -13,13 +13,14 @@ use std::time::Duration;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Server {
-    /// A launcher by pid (`prterun`, Open MPI 5's `mpirun`): its rendezvous file is validated
-    /// first ([`rendezvous`](crate::rendezvous())), then PMIx finds it (`PMIX_SERVER_PIDINFO`).
+    /// A launcher by pid (`prterun`, Open MPI 5's `mpirun`): its rendezvous file is found and
+    /// validated ([`rendezvous`](crate::rendezvous())), and given to PMIx.
     Pid(u32),
-    /// A server URI, e.g. `prterun-vm-523@0.0;tcp4://127.0.0.1:41147` (`PMIX_SERVER_URI`).
+    /// A server URI, e.g. `prterun-vm-523@0.0;tcp4://127.0.0.1:41147`: written to a
+    /// rendezvous file of ours (mode 0600, removed after connecting), which is connected to.
     Uri(String),
-    /// A rendezvous file, validated first ([`validate_file`](crate::validate_file)), then
-    /// given to PMIx (`PMIX_TOOL_ATTACHMENT_FILE`).
+    /// A rendezvous file: validated ([`validate_file`](crate::validate_file)), and given to
+    /// PMIx (`PMIX_TOOL_ATTACHMENT_FILE`).
     RendezvousFile(PathBuf),
 }
 
@@ -56,12 +57,24 @@ pub struct ProcInfo {
     pub exit_code: i32,
 }
 
+impl ProcInfo {
+    /// [`state`](ProcInfo::state) in words (`"connected"`, `"terminated"`, `"aborted by
+    /// signal"`…; `"unknown"` for a value the PMIx Standard does not define).
+    pub fn state_name(&self) -> &'static str {
+        t::PROC_STATES
+            .iter()
+            .find(|(v, _, _)| *v == self.state)
+            .map_or("unknown", |(_, _, words)| words)
+    }
+}
+
 /// An event the server sent this tool, in the order received.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ToolEvent {
     /// `PMIX_EVENT_JOB_END`: the job `nspace` ended with `status` (`PMIX_JOB_TERM_STATUS`; 0 =
-    /// success).
+    /// success). PRRTE's `prterun` then waits for its tools to disconnect before it exits:
+    /// drop the [`Tool`].
     JobEnd {
         /// The job.
         nspace: String,
@@ -109,7 +122,7 @@ const FINALIZE_WAIT: Duration = Duration::from_secs(5);
 /// made or finalized), another [`Tool::connect`] is [`PmixError::AlreadyConnected`]. Every call
 /// is bounded by the timeout given to `connect` ([`Tool::set_timeout`] changes it); no callback
 /// unwinds into C; events are queued for [`Tool::next_event`]. Dropping it finalizes
-/// (`PMIx_tool_finalize`, bounded).
+/// (`PMIx_tool_finalize`, bounded); `prterun` does not exit while a tool is connected.
 pub struct Tool {
     lib: Library,
     server: String,
@@ -134,8 +147,10 @@ impl Tool {
     /// # Errors
     /// [`PmixError::AlreadyConnected`]; for [`Server::Pid`] and [`Server::RendezvousFile`], the
     /// errors of [`rendezvous`](crate::rendezvous()) / [`validate_file`](crate::validate_file);
-    /// [`PmixError::Call`] when PMIx refuses (e.g. `PMIX_ERR_NOT_FOUND`: no such server);
-    /// [`PmixError::Timeout`].
+    /// [`PmixError::InvalidArgument`] for a URI that is not one; [`PmixError::Call`] when PMIx
+    /// refuses (e.g. `PMIX_ERR_UNREACH`: nobody serves that address); [`PmixError::Timeout`]
+    /// when the server does not answer in time (the connection attempt is then abandoned: it
+    /// is finalized when it returns, and until then the process's slot stays taken).
     pub fn connect(lib: &Library, server: &Server, timeout: Duration) -> Result<Tool, PmixError> {
         let name = server.to_string();
         let mut info = InfoArray::default();
@@ -150,26 +165,29 @@ impl Tool {
             *g = Some(name.clone());
         }
         let release = || *live() = None;
+        let mut uri_file = None;
         let prepared = (|| {
-            match server {
-                Server::Pid(pid) => {
-                    rendezvous(*pid)?;
-                    let pid = i32::try_from(*pid).map_err(|_| bad(format!("pid {pid}")))?;
-                    info.push(keys::SERVER_PIDINFO, Put::Pid(pid))
-                        .map_err(bad)?;
+            // Always through a rendezvous file (PMIX_TOOL_ATTACHMENT_FILE), the one just
+            // validated: libpmix's own search by pid could settle on another file than the one
+            // we checked; and OpenPMIx 5.0.11 keeps a freed copy of a PMIX_SERVER_URI
+            // attribute after PMIx_tool_finalize, so that the process's next PMIx_tool_init
+            // fails (PMIX_ERR_BAD_PARAM) or frees it twice. A URI is written to a file of ours.
+            let file = match server {
+                Server::Pid(pid) => rendezvous(*pid)?.file,
+                Server::RendezvousFile(f) => validate_file(f, None)?.file,
+                Server::Uri(uri) => {
+                    let f = UriFile::write(uri).map_err(bad)?;
+                    let path = f.path.clone();
+                    uri_file = Some(f);
+                    path
                 }
-                Server::Uri(uri) => info
-                    .push(keys::SERVER_URI, Put::Str(uri.clone()))
-                    .map_err(bad)?,
-                Server::RendezvousFile(f) => {
-                    validate_file(f, None)?;
-                    let s = f
-                        .to_str()
-                        .ok_or_else(|| bad(format!("{} is not UTF-8", f.display())))?;
-                    info.push(keys::TOOL_ATTACHMENT_FILE, Put::Str(s.into()))
-                        .map_err(bad)?;
-                }
-            }
+            };
+            let file = file
+                .to_str()
+                .ok_or_else(|| bad(format!("{} is not UTF-8", file.display())))?
+                .to_string();
+            info.push(keys::TOOL_ATTACHMENT_FILE, Put::Str(file))
+                .map_err(bad)?;
             // One attempt: a server that is not there is an error now, not a retry loop.
             info.push(keys::CONNECT_MAX_RETRIES, Put::U32(1))
                 .map_err(bad)?;
@@ -209,7 +227,7 @@ impl Tool {
             timeout,
         };
         // From here on, Drop finalizes and frees the slot.
-        api::register_default_handler(&tool.lib.api, timeout)
+        api::register_handlers(&tool.lib.api, timeout)
             .map_err(|e| tool.error("PMIx_Register_event_handler", e))?;
         Ok(tool)
     }
@@ -310,7 +328,7 @@ impl Tool {
     ///
     /// With a subset, PRRTE delivers the event to those ranks only: they return from
     /// `PMIx_Init`, and (in an MPI job) then wait in `MPI_Init`'s collective until the others are
-    /// released too. Ranks stopped by `--stop-on-exec` are not released by any event: they need
+    /// released too (tested with PRRTE 3.0.14). Ranks stopped by `--stop-on-exec` are not released by any event: they need
     /// `SIGCONT`.
     ///
     /// # Errors
@@ -340,11 +358,7 @@ impl Tool {
 
     /// The next event from the server, waiting up to `timeout`; `None` when none came.
     pub fn next_event(&self, timeout: Duration) -> Option<ToolEvent> {
-        match api::next_event(timeout) {
-            (_, dropped) if dropped > 0 => Some(ToolEvent::Dropped { count: dropped }),
-            (Some(e), _) => Some(to_event(e)),
-            (None, _) => None,
-        }
+        next_queued(timeout)
     }
 
     /// Starts tool daemons beside job `target_nspace` (`PMIx_Spawn` with
@@ -401,6 +415,56 @@ impl Drop for Tool {
     }
 }
 
+/// A rendezvous file written for a URI, in a directory of its own (mode 0700), removed when
+/// dropped.
+struct UriFile {
+    dir: PathBuf,
+    path: PathBuf,
+}
+
+impl UriFile {
+    fn write(uri: &str) -> Result<UriFile, String> {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        if uri.contains(['\n', '\0']) || !uri.contains(';') {
+            return Err(format!(
+                "{uri:?} is not a PMIx server URI (<nspace>.<rank>;<address>)"
+            ));
+        }
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("mpir-pmix-{}-{n}", std::process::id()));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let path = dir.join("uri");
+        let f = UriFile { dir, path };
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&f.path)
+            .and_then(|mut w| std::io::Write::write_all(&mut w, format!("{uri}\n").as_bytes()))
+            .map_err(|e| format!("cannot write {}: {e}", f.path.display()))?;
+        Ok(f)
+    }
+}
+
+impl Drop for UriFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The next event of the process's queue (see [`Tool::next_event`]).
+fn next_queued(timeout: Duration) -> Option<ToolEvent> {
+    match api::next_event(timeout) {
+        (_, dropped) if dropped > 0 => Some(ToolEvent::Dropped { count: dropped }),
+        (Some(e), _) => Some(to_event(e)),
+        (None, _) => None,
+    }
+}
+
 fn proc_info(p: RawProcInfo) -> ProcInfo {
     ProcInfo {
         nspace: p.nspace,
@@ -449,6 +513,52 @@ mod tests {
             source: Some((source.into(), 0)),
             info: info.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
         }
+    }
+
+    #[test]
+    fn proc_tables_are_kept_as_the_server_gave_them() {
+        let p = proc_info(RawProcInfo {
+            nspace: "j@1".into(),
+            rank: 3,
+            host: None,
+            executable: Some("./a.out".into()),
+            pid: 0,
+            exit_code: -1,
+            state: 0,
+        });
+        assert_eq!(
+            (p.pid, p.executable.as_str(), p.host.as_str()),
+            (0, "./a.out", "")
+        );
+        assert_eq!((p.rank, p.exit_code, p.state), (3, -1, 0));
+        assert_eq!(p.state_name(), "undefined");
+        let q = ProcInfo {
+            state: 54,
+            ..p.clone()
+        };
+        assert_eq!(q.state_name(), "aborted by signal");
+        let q = ProcInfo { state: 200, ..p };
+        assert_eq!(q.state_name(), "unknown");
+    }
+
+    #[test]
+    fn an_overflowing_queue_counts_what_it_drops_and_keeps_the_rest_in_order() {
+        api::clear_events();
+        for i in 0..api::MAX_QUEUED + 3 {
+            api::push_event(raw(-1, &format!("n@{i}"), vec![]));
+        }
+        let z = Duration::ZERO;
+        assert_eq!(next_queued(z), Some(ToolEvent::Dropped { count: 3 }));
+        for i in 0..api::MAX_QUEUED {
+            let want = ToolEvent::Other {
+                status: -1,
+                source: format!("n@{i}"),
+            };
+            assert_eq!(next_queued(z), Some(want));
+        }
+        let t0 = std::time::Instant::now();
+        assert_eq!(next_queued(Duration::from_millis(50)), None);
+        assert!(t0.elapsed() >= Duration::from_millis(50));
     }
 
     #[test]

@@ -311,7 +311,7 @@ struct Queue {
     events: VecDeque<RawEvent>,
     dropped: u64,
 }
-const MAX_QUEUED: usize = 65_536;
+pub(crate) const MAX_QUEUED: usize = 65_536;
 static EVENTS: Mutex<Queue> = Mutex::new(Queue {
     events: VecDeque::new(),
     dropped: 0,
@@ -325,15 +325,19 @@ pub(crate) fn clear_events() {
     q.dropped = 0;
 }
 
-/// The next queued event, waiting up to `timeout`; and how many were dropped before it
-/// because the queue was full.
+/// The next queued event, waiting up to `timeout`; or, when the queue overflowed since the
+/// last call, no event and how many were dropped (the kept events come on the next calls).
 pub(crate) fn next_event(timeout: Duration) -> (Option<RawEvent>, u64) {
     let deadline = Instant::now() + timeout;
     let mut q = lock(&EVENTS);
     loop {
         let dropped = std::mem::take(&mut q.dropped);
-        if dropped > 0 || !q.events.is_empty() {
-            return (q.events.pop_front(), dropped);
+        if dropped > 0 {
+            // Said first, before the events that were kept.
+            return (None, dropped);
+        }
+        if let Some(e) = q.events.pop_front() {
+            return (Some(e), 0);
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -358,18 +362,21 @@ pub(crate) fn push_event(e: RawEvent) {
     EVENTS_CV.notify_all();
 }
 
-/// The event handler given to libpmix (for every event: the default handler).
-unsafe extern "C" fn on_event(
-    _id: usize,
-    status: Status,
-    source: *const PmixProc,
-    info: *mut PmixInfo,
-    ninfo: usize,
-    _results: *mut PmixInfo,
-    _nresults: usize,
-    cbfunc: EventNotificationCbFn,
-    cbdata: *mut c_void,
-) {
+/// The codes this crate asks for by name: PRRTE sends `PMIX_EVENT_JOB_END` with
+/// `PMIX_EVENT_NON_DEFAULT`, which default handlers never see.
+const CODES: [Status; 5] = [
+    PMIX_EVENT_JOB_END,
+    PMIX_READY_FOR_DEBUG,
+    PMIX_ERR_LOST_CONNECTION,
+    PMIX_ERR_LOST_CONNECTION_TO_SERVER,
+    PMIX_ERR_UNREACH,
+];
+
+/// Copies one event into the queue; never unwinds.
+///
+/// # Safety
+/// As libpmix calls an event handler: `source` null or valid, `info` `ninfo` valid entries.
+unsafe fn queue_event(status: Status, source: *const PmixProc, info: *mut PmixInfo, ninfo: usize) {
     let _ = catch_unwind(AssertUnwindSafe(|| {
         let source = if source.is_null() {
             None
@@ -386,9 +393,54 @@ unsafe extern "C" fn on_event(
             info,
         });
     }));
+}
+
+/// The handler of [`CODES`]: queues the event and ends the chain (so that the default handler
+/// does not queue it twice).
+unsafe extern "C" fn on_named_event(
+    _id: usize,
+    status: Status,
+    source: *const PmixProc,
+    info: *mut PmixInfo,
+    ninfo: usize,
+    _results: *mut PmixInfo,
+    _nresults: usize,
+    cbfunc: EventNotificationCbFn,
+    cbdata: *mut c_void,
+) {
+    // SAFETY: our arguments, as libpmix gave them.
+    unsafe { queue_event(status, source, info, ninfo) };
     if let Some(f) = cbfunc {
-        // SAFETY: the continuation libpmix gave us, called once with its own cbdata: the
-        // event is handled, let the next handler have it.
+        // SAFETY: the continuation libpmix gave us, called once with its own cbdata.
+        unsafe {
+            f(
+                PMIX_EVENT_ACTION_COMPLETE,
+                std::ptr::null_mut(),
+                0,
+                None,
+                std::ptr::null_mut(),
+                cbdata,
+            )
+        };
+    }
+}
+
+/// The default handler (every other event): queues it and lets the chain go on.
+unsafe extern "C" fn on_other_event(
+    _id: usize,
+    status: Status,
+    source: *const PmixProc,
+    info: *mut PmixInfo,
+    ninfo: usize,
+    _results: *mut PmixInfo,
+    _nresults: usize,
+    cbfunc: EventNotificationCbFn,
+    cbdata: *mut c_void,
+) {
+    // SAFETY: our arguments, as libpmix gave them.
+    unsafe { queue_event(status, source, info, ninfo) };
+    if let Some(f) = cbfunc {
+        // SAFETY: the continuation libpmix gave us, called once with its own cbdata.
         unsafe {
             f(
                 PMIX_SUCCESS,
@@ -404,33 +456,45 @@ unsafe extern "C" fn on_event(
 
 unsafe extern "C" fn on_registered(status: Status, refid: usize, cbdata: *mut c_void) {
     let _ = catch_unwind(AssertUnwindSafe(|| {
-        // SAFETY: cbdata is the Pending<(Status, usize)> of `register_default_handler`.
+        // SAFETY: cbdata is the Pending<(Status, usize)> of `register_handlers`.
         unsafe { fulfil_cbdata::<(Status, usize)>(cbdata, (status, refid)) };
     }));
 }
 
-/// Registers [`on_event`] as the default handler (every event code).
-pub(crate) fn register_default_handler(api: &Api, timeout: Duration) -> Result<(), CallError> {
-    let (status, _ref) = bounded::<(Status, usize)>(None, timeout, |cbdata| {
-        // SAFETY: no codes and no info (null, 0) = the default handler; the callbacks are
-        // extern "C" and never unwind; cbdata is consumed once by on_registered.
-        unsafe {
-            (api.register_event_handler)(
-                std::ptr::null_mut(),
-                0,
-                std::ptr::null_mut(),
-                0,
-                on_event,
-                Some(on_registered),
-                cbdata,
+/// Registers the event handlers: one for [`CODES`], and a default one for the rest.
+pub(crate) fn register_handlers(api: &Api, timeout: Duration) -> Result<(), CallError> {
+    for named in [true, false] {
+        // Leaked (20 bytes per connection): libpmix may keep the array with the handler.
+        let (ptr, n, handler): (*mut Status, usize, NotificationFn) = if named {
+            (
+                Box::leak(Box::new(CODES)).as_mut_ptr(),
+                CODES.len(),
+                on_named_event,
             )
+        } else {
+            (std::ptr::null_mut(), 0, on_other_event)
+        };
+        let (status, _ref) = bounded::<(Status, usize)>(None, timeout, |cbdata| {
+            // SAFETY: the codes live for ever (no codes: the default handler); no info; the
+            // callbacks are extern "C" and never unwind; cbdata is consumed once by
+            // on_registered.
+            unsafe {
+                (api.register_event_handler)(
+                    ptr,
+                    n,
+                    std::ptr::null_mut(),
+                    0,
+                    handler,
+                    Some(on_registered),
+                    cbdata,
+                )
+            }
+        })?;
+        if status != PMIX_SUCCESS {
+            return Err(CallError::Status(status));
         }
-    })?;
-    if status == PMIX_SUCCESS {
-        Ok(())
-    } else {
-        Err(CallError::Status(status))
     }
+    Ok(())
 }
 
 // ---------------------------------------------------------------- query, notify, spawn

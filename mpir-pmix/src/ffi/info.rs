@@ -17,7 +17,6 @@ pub(crate) const MAX_ENTRIES: usize = 1 << 20;
 pub(crate) enum Put {
     Str(String),
     Bool(bool),
-    Pid(i32),
     U16(u16),
     U32(u32),
     /// One `pmix_proc_t` (`PMIX_PROC`).
@@ -92,7 +91,6 @@ impl InfoArray {
                 (PMIX_STRING, ValueData { string: ptr })
             }
             Put::Bool(b) => (PMIX_BOOL, ValueData { flag: b }),
-            Put::Pid(p) => (PMIX_PID, ValueData { pid: p }),
             Put::U16(v) => (PMIX_UINT16, ValueData { uint16: v }),
             Put::U32(v) => (PMIX_UINT32, ValueData { uint32: v }),
             Put::Proc(ns, rank) => {

@@ -25,6 +25,8 @@ pub(crate) const PMIX_ERR_LOST_CONNECTION_TO_SERVER: Status = -101;
 pub(crate) const PMIX_EVENT_JOB_END: Status = -145;
 /// `PMIX_OPERATION_SUCCEEDED`: done at once, the callback will not be called.
 pub(crate) const PMIX_OPERATION_SUCCEEDED: Status = -157;
+/// `PMIX_EVENT_ACTION_COMPLETE`: an event handler's answer that ends the handler chain.
+pub(crate) const PMIX_EVENT_ACTION_COMPLETE: Status = -334;
 
 /// `pmix_data_type_t` values.
 pub(crate) const PMIX_BOOL: u16 = 1;
@@ -39,13 +41,50 @@ pub(crate) const PMIX_PROC: u16 = 22;
 pub(crate) const PMIX_PROC_INFO: u16 = 38;
 pub(crate) const PMIX_DATA_ARRAY: u16 = 39;
 
+/// `pmix_proc_state_t` values: (value, name in pmix_common.h, words for people).
+pub(crate) const PROC_STATES: &[(u8, &str, &str)] = &[
+    (0, "PMIX_PROC_STATE_UNDEF", "undefined"),
+    (1, "PMIX_PROC_STATE_PREPPED", "prepped"),
+    (2, "PMIX_PROC_STATE_LAUNCH_UNDERWAY", "launch underway"),
+    (3, "PMIX_PROC_STATE_RESTART", "restart"),
+    (4, "PMIX_PROC_STATE_TERMINATE", "marked for termination"),
+    (5, "PMIX_PROC_STATE_RUNNING", "running"),
+    (6, "PMIX_PROC_STATE_CONNECTED", "connected"),
+    (15, "PMIX_PROC_STATE_UNTERMINATED", "unterminated"),
+    (20, "PMIX_PROC_STATE_TERMINATED", "terminated"),
+    (50, "PMIX_PROC_STATE_ERROR", "error"),
+    (51, "PMIX_PROC_STATE_KILLED_BY_CMD", "killed by command"),
+    (52, "PMIX_PROC_STATE_ABORTED", "aborted"),
+    (53, "PMIX_PROC_STATE_FAILED_TO_START", "failed to start"),
+    (54, "PMIX_PROC_STATE_ABORTED_BY_SIG", "aborted by signal"),
+    (
+        55,
+        "PMIX_PROC_STATE_TERM_WO_SYNC",
+        "exited without PMIx_Finalize",
+    ),
+    (56, "PMIX_PROC_STATE_COMM_FAILED", "communication failed"),
+    (
+        57,
+        "PMIX_PROC_STATE_SENSOR_BOUND_EXCEEDED",
+        "sensor limit exceeded",
+    ),
+    (58, "PMIX_PROC_STATE_CALLED_ABORT", "called PMIx_Abort"),
+    (59, "PMIX_PROC_STATE_HEARTBEAT_FAILED", "heartbeat failed"),
+    (60, "PMIX_PROC_STATE_MIGRATING", "migrating"),
+    (61, "PMIX_PROC_STATE_CANNOT_RESTART", "cannot restart"),
+    (
+        62,
+        "PMIX_PROC_STATE_TERM_NON_ZERO",
+        "exited with non-zero status",
+    ),
+    (63, "PMIX_PROC_STATE_FAILED_TO_LAUNCH", "failed to launch"),
+];
+
 /// `pmix_data_range_t`: `PMIX_RANGE_CUSTOM`, the range given by `PMIX_EVENT_CUSTOM_RANGE`.
 pub(crate) const PMIX_RANGE_CUSTOM: u8 = 6;
 
 /// Attribute keys (`pmix_common.h`), NUL-terminated for C.
 pub(crate) mod keys {
-    pub(crate) const SERVER_PIDINFO: &str = "pmix.srvr.pidinfo";
-    pub(crate) const SERVER_URI: &str = "pmix.srvr.uri";
     pub(crate) const TOOL_ATTACHMENT_FILE: &str = "pmix.tool.attach";
     pub(crate) const CONNECT_MAX_RETRIES: &str = "pmix.tool.mretries";
     pub(crate) const CONNECT_RETRY_DELAY: &str = "pmix.tool.retry";

@@ -66,6 +66,19 @@ pub struct Job {
 impl Drop for Job {
     fn drop(&mut self) {
         testkit::stop_launcher(&mut self.child);
+        // Ranks of a launcher that was killed outright are orphans: ours are those running the
+        // fixture of this scratch directory.
+        let ours = self.dir.join("fixture");
+        for (_, pid) in self.printed_pids() {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            if cmd.starts_with(ours.as_os_str().as_encoded_bytes()) {
+                let _ = Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .status();
+            }
+        }
+        // And its session directory stays behind.
+        let _ = std::fs::remove_dir_all(format!("/tmp/ompi.{}", self.pid()));
     }
 }
 
