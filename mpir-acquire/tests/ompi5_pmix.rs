@@ -203,7 +203,7 @@ fn launch_n(n: usize) {
     }
     // Held: nothing printed yet (the ranks print after MPI_Init).
     let mut out = BufReader::new(child.stdout.take().unwrap());
-    // A partial release first (PMIx allows it: the event to rank 0 alone), then the whole job.
+    // A partial release first (PMIx allows it: the event to rank 0 alone), then the rest.
     a.release_ranks(&[0]).unwrap();
     assert!(a.is_held());
     let notes = a.release().unwrap();

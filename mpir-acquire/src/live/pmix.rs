@@ -50,6 +50,10 @@ pub(crate) struct Control {
     exec_stopped: Vec<(u32, u64)>,
     /// The job end, once seen.
     ended: Option<JobEnd>,
+    /// Ranks released alone ([`Acquired::release_ranks`]): the full release then names the
+    /// others explicitly (a wildcard release after a partial one did not reach every rank of a
+    /// 16-rank job, measured).
+    released_alone: Vec<u32>,
 }
 
 impl Control {
@@ -224,6 +228,17 @@ fn descends_from(pid: u32, ancestor: u32) -> bool {
     false
 }
 
+/// `PMIX_PROC_STATE_CONNECTED`: the process has connected to its PMIx server.
+const STATE_CONNECTED: u8 = 6;
+
+/// Whether `pid` is in a job-control stop (state `T` in `/proc/PID/stat`).
+fn job_stopped(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| rest.starts_with('T')))
+        .unwrap_or(false)
+}
+
 /// The job's namespace and table: the first namespace (in the server's order) other than this
 /// tool's whose table is not empty and none of whose processes on this node is a process that
 /// does not descend from the launcher (a tool's). With `complete`, waits until every rank has
@@ -254,9 +269,18 @@ fn find_job(
             if procs.is_empty() || !ours {
                 continue;
             }
-            let missing = procs.iter().filter(|p| p.pid <= 0).count();
-            if complete && missing > 0 {
-                last = format!("{ns}: {missing} of {} ranks without a pid", procs.len());
+            // Launch: every rank has a pid and has connected to the server (it waits in
+            // PMIx_Init for the release: a release sent before a rank got there is lost), or
+            // was stopped at its exec by the launcher (--stop-on-exec).
+            let waiting = procs
+                .iter()
+                .filter(|p| p.pid <= 0 || (p.state < STATE_CONNECTED && !job_stopped(p.pid)))
+                .count();
+            if complete && waiting > 0 {
+                last = format!(
+                    "{ns}: {waiting} of {} ranks not yet waiting in PMIx_Init",
+                    procs.len()
+                );
                 break;
             }
             return Ok((ns.clone(), procs));
@@ -403,6 +427,7 @@ fn acquired(
             stopped_in_init,
             exec_stopped,
             ended: None,
+            released_alone: Vec::new(),
         })),
     };
     if !options.hold && held {
@@ -568,15 +593,22 @@ pub(crate) fn release(a: &mut Acquired) -> Result<Vec<Note>, AcquireError> {
     };
     let released = if control.stopped_in_init {
         control.stopped_in_init = false;
-        control
-            .conn
-            .0
-            .tool
-            .release(&control.nspace, None)
-            .map_err(pmix_error(
-                a.job.starter.pid,
-                "release the job (PMIX_DEBUGGER_RELEASE)",
-            ))
+        let rest: Vec<u32> = (0..a.job.len() as u32)
+            .filter(|r| !control.released_alone.contains(r))
+            .collect();
+        let ranks = (!control.released_alone.is_empty()).then_some(rest.as_slice());
+        match ranks {
+            Some([]) => Ok(()),
+            ranks => control
+                .conn
+                .0
+                .tool
+                .release(&control.nspace, ranks)
+                .map_err(pmix_error(
+                    a.job.starter.pid,
+                    "release the job (PMIX_DEBUGGER_RELEASE)",
+                )),
+        }
     } else {
         Ok(())
     };
@@ -625,13 +657,16 @@ pub(crate) fn hand_over(a: &mut Acquired) -> Vec<u32> {
 /// [`Acquired::release_ranks`] for a job held in `PMIx_Init`.
 pub(crate) fn release_ranks(a: &mut Acquired, ranks: &[u32]) -> Result<(), AcquireError> {
     let pid = a.job.starter.pid;
-    match a.pmix.as_ref() {
-        Some(c) if c.stopped_in_init => c
-            .conn
-            .0
-            .tool
-            .release(&c.nspace, Some(ranks))
-            .map_err(pmix_error(pid, "release ranks (PMIX_DEBUGGER_RELEASE)")),
+    match a.pmix.as_mut() {
+        Some(c) if c.stopped_in_init => {
+            c.conn
+                .0
+                .tool
+                .release(&c.nspace, Some(ranks))
+                .map_err(pmix_error(pid, "release ranks (PMIX_DEBUGGER_RELEASE)"))?;
+            c.released_alone.extend_from_slice(ranks);
+            Ok(())
+        }
         _ => Err(AcquireError::Usage(
             "release_ranks: no job held in PMIx_Init by its launcher (only a PMIx launch \
              holds one)"
