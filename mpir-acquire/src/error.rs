@@ -146,10 +146,63 @@ pub enum AcquireError {
         #[source]
         source: mpi2dd::Error,
     },
+    /// A PMIx launcher's process table cannot be a job's table (a rank listed twice, more
+    /// ranks than the read bounds allow).
+    #[error("the PMIx process table is refused: {0}")]
+    PmixTable(String),
+    /// The PMIx tool interface failed (finding the launcher's server, loading libpmix,
+    /// connecting, querying, releasing).
+    #[error("PMIx (launcher pid {pid}): cannot {context}")]
+    Pmix {
+        /// The launcher.
+        pid: u32,
+        /// What we were doing.
+        context: String,
+        /// Why.
+        #[source]
+        source: PmixCause,
+    },
     /// The caller used the session in an order it does not allow.
     #[error("{0}")]
     Usage(String),
 }
+
+/// A [`mpir_pmix::PmixError`], shared so that [`AcquireError`] stays `Clone` and comparable
+/// (two causes are equal when they say the same).
+#[derive(Debug, Clone)]
+pub struct PmixCause(std::sync::Arc<mpir_pmix::PmixError>);
+
+impl PmixCause {
+    /// The cause `error`.
+    pub fn new(error: mpir_pmix::PmixError) -> Self {
+        PmixCause(std::sync::Arc::new(error))
+    }
+
+    /// The PMIx error.
+    pub fn error(&self) -> &mpir_pmix::PmixError {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for PmixCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for PmixCause {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+impl PartialEq for PmixCause {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0) || self.0.to_string() == other.0.to_string()
+    }
+}
+
+impl Eq for PmixCause {}
 
 impl AcquireError {
     pub(crate) fn target(context: impl Into<String>) -> impl FnOnce(TargetError) -> Self {
@@ -208,6 +261,13 @@ mod tests {
                 source: mpir_types::mpir::discover::DiscoverError::NoDescendants,
             },
             AcquireError::LaunchWithoutSymbols { pid: 10 },
+            AcquireError::Pmix {
+                pid: 11,
+                context: "load libpmix".into(),
+                source: PmixCause::new(mpir_pmix::PmixError::NoLibrary {
+                    tried: vec!["libpmix.so.2".into()],
+                }),
+            },
         ]
     }
 

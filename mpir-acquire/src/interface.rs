@@ -1,5 +1,7 @@
 //! Which debugger interfaces a process exports: MPIR (a starter: `MPIR_Breakpoint`), MPI2DD
-//! (a metadirectory, directory or rank: `MPI2DD_info`), or both.
+//! (a metadirectory, directory or rank: `MPI2DD_info`), or both; or the PMIx tool interface
+//! (a launcher such as Open MPI 5's `prterun`, with no MPIR symbol and a tool rendezvous file):
+//! [`Interface`], and the caller's choice among them, [`InterfaceChoice`].
 
 use mpir_target::SymbolLookup;
 use mpir_types::mpir::symbols;
@@ -21,6 +23,82 @@ pub enum Interface {
     Mpi2dd,
     /// Both: the job is acquired through MPIR and cross-checked against MPI2DD.
     Both,
+    /// The PMIx tool interface (Open MPI 5's `prterun`: no MPIR symbol; the job's table is
+    /// `PMIX_QUERY_PROC_TABLE` of its namespace).
+    Pmix,
+}
+
+impl Interface {
+    /// The name used on the command line and in documents (`mpir`, `mpi2dd`, `both`, `pmix`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Interface::Mpir => "mpir",
+            Interface::Mpi2dd => "mpi2dd",
+            Interface::Both => "both",
+            Interface::Pmix => "pmix",
+        }
+    }
+}
+
+impl std::fmt::Display for Interface {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Which interface acquisition uses ([`AcquireOptions::with_interface`]).
+///
+/// [`AcquireOptions::with_interface`]: crate::AcquireOptions::with_interface
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum InterfaceChoice {
+    /// Whatever the process speaks: MPIR and MPI2DD from its symbols ([`detect`]); PMIx when
+    /// it defines no MPIR symbol and a valid tool rendezvous file names it.
+    #[default]
+    Auto,
+    /// MPIR only (a symbol-less starter's table is still searched for).
+    Mpir,
+    /// MPI2DD only.
+    Mpi2dd,
+    /// The PMIx tool interface only.
+    Pmix,
+}
+
+impl InterfaceChoice {
+    /// Every choice, by its name (`auto`, `mpir`, `mpi2dd`, `pmix`).
+    pub const ALL: [InterfaceChoice; 4] = [
+        InterfaceChoice::Auto,
+        InterfaceChoice::Mpir,
+        InterfaceChoice::Mpi2dd,
+        InterfaceChoice::Pmix,
+    ];
+
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        match self {
+            InterfaceChoice::Auto => "auto",
+            InterfaceChoice::Mpir => "mpir",
+            InterfaceChoice::Mpi2dd => "mpi2dd",
+            InterfaceChoice::Pmix => "pmix",
+        }
+    }
+}
+
+impl std::fmt::Display for InterfaceChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for InterfaceChoice {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        InterfaceChoice::ALL
+            .into_iter()
+            .find(|c| c.name().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| format!("unknown interface {s:?} (auto, mpir, mpi2dd or pmix)"))
+    }
 }
 
 /// What `target` exports, or `None` for neither.
@@ -65,6 +143,20 @@ pub fn flags_of_mpi2dd(flags: mpi2dd::flags::MpiFlags) -> mpir_types::mpir::Mpir
 #[cfg(test)]
 mod flag_tests {
     use super::*;
+
+    #[test]
+    fn interface_choices_parse_by_name_only() {
+        for c in InterfaceChoice::ALL {
+            assert_eq!(c.name().parse::<InterfaceChoice>(), Ok(c));
+        }
+        assert_eq!(
+            " PMIx ".parse::<InterfaceChoice>(),
+            Ok(InterfaceChoice::Pmix)
+        );
+        assert!("both".parse::<InterfaceChoice>().is_err());
+        assert!("".parse::<InterfaceChoice>().is_err());
+        assert_eq!(InterfaceChoice::default(), InterfaceChoice::Auto);
+    }
     use mpi2dd::flags::MpiFlags;
 
     #[test]

@@ -146,6 +146,11 @@ pub struct Job {
     /// memory ([`mpir_types::mpir::discover`]), with this evidence; nothing was written into
     /// the starter. `None` when the starter's symbols named the table.
     pub discovered: Option<mpir_types::mpir::discover::Discovered>,
+    /// When the job was read through the PMIx tool interface (a launcher without MPIR, such as
+    /// Open MPI 5's `prterun`): its namespace, server and library. The starter is then the
+    /// launcher ([`Starter::breakpoint`] 0, nothing written into it) and the table is its
+    /// `PMIX_QUERY_PROC_TABLE` answer ([`crate::pmix::table`]).
+    pub pmix: Option<crate::pmix::PmixJob>,
     /// The locality of each host name, by the name's index in the table's names (`None` for
     /// names that are no rank's host).
     pub(crate) host_locality: Vec<Option<Locality>>,

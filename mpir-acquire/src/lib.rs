@@ -33,6 +33,12 @@
 //! - [`daemon`]: the tool daemon launch extension's encodings.
 //! - [`interface`]: which interfaces a process exports; [`live::attach_any`] acquires a job
 //!   through MPIR, MPI2DD (with the [`mpi2dd`] crate's traversal), or both, cross-checked.
+//!   [`InterfaceChoice`] ([`AcquireOptions::with_interface`]) forces one.
+//! - [`pmix`] and [`live::pmix`]: a launcher without MPIR (Open MPI 5's `prterun`) through the
+//!   PMIx tool interface ([`mpir_pmix`]): its `PMIX_QUERY_PROC_TABLE` read by MPIR's own table
+//!   decoder into the same [`Job`] ([`Job::pmix`] says so), attach by its rendezvous file, launch
+//!   with the ranks held in `PMIx_Init`, release by `PMIX_DEBUGGER_RELEASE`, the job's end;
+//!   [`live::attach`], [`live::launch`] and [`live::attach_any`] choose it by themselves.
 //! - [`slurm`]: Slurm jobs named by id (`J[.S]`); [`live::find_srun`] finds the `srun` of a
 //!   step on this node (Slurm's `srun` is a catalogued launcher: [`quirks::Launcher::Slurm`]).
 //! - [`mpi2dd_watch`]: MPI2DD events (START, SPAWN, CONNECT, ACCEPT, JOIN, directory changes,
@@ -66,15 +72,16 @@ pub mod live;
 pub mod mpi2dd_watch;
 mod note;
 mod options;
+pub mod pmix;
 pub mod protocol;
 pub mod quirks;
 pub mod slurm;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 
-pub use error::AcquireError;
+pub use error::{AcquireError, PmixCause};
 pub use identity::{Proven, Refusal};
-pub use interface::Interface;
+pub use interface::{Interface, InterfaceChoice};
 pub use job::{Job, LAUNCHER_JOB_ID, LAUNCHER_STEP_ID, Node, RankControl, Starter};
 pub use note::Note;
 pub use options::{AcquireOptions, GateRelease, RankSelection, ToolDaemon};

@@ -7,6 +7,8 @@ use mpir_target::proctable::ReadOptions;
 use mpir_types::node::ThisNode;
 use mpir_types::ranks::RankSet;
 
+use crate::interface::InterfaceChoice;
+
 /// Which ranks to attach to.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -112,6 +114,8 @@ pub struct AcquireOptions {
     /// Touch ranks that belong to another user than the starter's (a privileged caller that
     /// knows why). Off by default: such a process is not this job's.
     pub allow_other_users: bool,
+    /// Which interface to acquire through ([`InterfaceChoice::Auto`]: as the process says).
+    pub interface: InterfaceChoice,
 }
 
 impl Default for AcquireOptions {
@@ -128,6 +132,7 @@ impl Default for AcquireOptions {
             this_node: None,
             aliases: Vec::new(),
             allow_other_users: false,
+            interface: InterfaceChoice::Auto,
         }
     }
 }
@@ -192,6 +197,12 @@ impl AcquireOptions {
     pub fn node_facts(&self) -> ThisNode {
         let base = self.this_node.clone().unwrap_or_default();
         self.aliases.iter().fold(base, |n, a| n.with_alias(a))
+    }
+
+    /// Acquiring through this interface (the default: whichever the process speaks).
+    pub fn with_interface(mut self, interface: InterfaceChoice) -> Self {
+        self.interface = interface;
+        self
     }
 
     /// Launching this tool daemon.

@@ -670,6 +670,7 @@ impl Acquisition {
                 this_node: self.options.node_facts(),
                 host_locality: std::mem::take(&mut self.host_locality),
                 discovered: self.discovered.take(),
+                pmix: None,
             });
             self.actions.push_back(Action::Finished);
         } else {

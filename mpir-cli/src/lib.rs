@@ -90,6 +90,11 @@ pub(crate) struct Common {
     /// any other node are never touched.
     #[arg(long = "this-node", value_name = "NAME")]
     pub(crate) this_node: Vec<String>,
+    /// Which interface the job is acquired through: `auto` (what the launcher speaks: MPIR or
+    /// MPI2DD from its symbols, PMIx for a launcher with no MPIR symbol and a PMIx tool
+    /// rendezvous file, such as Open MPI 5's prterun), `mpir`, `mpi2dd` or `pmix`.
+    #[arg(long, value_name = "IFACE", default_value = "auto")]
+    pub(crate) interface: mpir_acquire::InterfaceChoice,
 }
 
 #[derive(Subcommand)]
@@ -245,6 +250,7 @@ pub(crate) fn session_options(common: &Common) -> SessionOptions {
         .this_node
         .iter()
         .fold(options, |o, a| o.with_this_node_alias(a.clone()))
+        .with_interface(common.interface)
 }
 
 /// Runs `mpir` with the process's arguments; the exit status to end with. Run as

@@ -131,7 +131,7 @@ pub struct JobOut<'a> {
     /// Schema version of this document.
     pub schema: &'static str,
     pub starter: StarterOut<'a>,
-    /// The interface the job was read through: "mpir" or "mpi2dd".
+    /// The interface the job was read through: "mpir", "mpi2dd" or "pmix".
     pub interface: &'static str,
     /// Every interface the entry process exports (both when "mpir" and "mpi2dd" agree).
     pub interfaces: Vec<&'static str>,
@@ -150,6 +150,40 @@ pub struct JobOut<'a> {
     /// search of its memory. Absent when the symbols named the table.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub discovered: Option<DiscoveredOut>,
+    /// (PMIx, live) A job read through the PMIx tool interface (Open MPI 5's `prterun`): its
+    /// namespace, server and the libpmix that spoke to it. Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pmix: Option<PmixOut<'a>>,
+}
+
+/// How a job was reached through PMIx (`mpir_acquire::pmix::PmixJob`).
+#[derive(Serialize)]
+pub struct PmixOut<'a> {
+    /// The job's namespace.
+    pub nspace: &'a str,
+    /// The server's URI, when its rendezvous file gave it.
+    pub server_uri: Option<&'a str>,
+    /// The rendezvous file the server was found by.
+    pub rendezvous: Option<String>,
+    /// The libpmix loaded.
+    pub library: String,
+    /// Its `PMIx_Get_version`.
+    pub library_version: &'a str,
+    /// Launch mode: whether the launcher still holds the ranks in `PMIx_Init`.
+    pub stopped_in_init: bool,
+}
+
+impl<'a> From<&'a mpir_acquire::pmix::PmixJob> for PmixOut<'a> {
+    fn from(p: &'a mpir_acquire::pmix::PmixJob) -> Self {
+        PmixOut {
+            nspace: &p.nspace,
+            server_uri: p.server_uri.as_deref(),
+            rendezvous: p.rendezvous.as_ref().map(|f| f.display().to_string()),
+            library: p.library.display().to_string(),
+            library_version: &p.library_version,
+            stopped_in_init: p.stopped_in_init,
+        }
+    }
 }
 
 /// The evidence of a table found without symbols (`mpir_types::mpir::discover::Discovered`).
@@ -341,7 +375,14 @@ fn table_out<'a>(
         .collect()
 }
 
+/// The job document of `job`, read through `interface` (a job read through PMIx says `pmix`
+/// whatever the caller passes).
 pub fn job_out<'a>(job: &'a Job, interface: &'static str) -> JobOut<'a> {
+    let interface = if job.pmix.is_some() {
+        "pmix"
+    } else {
+        interface
+    };
     JobOut {
         schema: JOB_SCHEMA,
         starter: StarterOut {
@@ -355,7 +396,11 @@ pub fn job_out<'a>(job: &'a Job, interface: &'static str) -> JobOut<'a> {
         interface,
         interfaces: vec![interface],
         flags: Some(FlagsOut::from(&job.starter.flags)),
-        layout: layout_name(&job.table.layout.source),
+        layout: if job.pmix.is_some() {
+            "pmix"
+        } else {
+            layout_name(&job.table.layout.source)
+        },
         nodes: Some(
             job.nodes()
                 .into_iter()
@@ -380,6 +425,7 @@ pub fn job_out<'a>(job: &'a Job, interface: &'static str) -> JobOut<'a> {
         problems: problems_of(&job.table),
         notes: job.notes.iter().map(ToString::to_string).collect(),
         discovered: job.discovered.as_ref().map(DiscoveredOut::from),
+        pmix: job.pmix.as_ref().map(PmixOut::from),
     }
 }
 
@@ -416,6 +462,7 @@ pub fn core_job(table: &ProcTable, flags: MpirFlags) -> JobOut<'_> {
         problems: problems_of(table),
         notes: Vec::new(),
         discovered: None,
+        pmix: None,
     }
 }
 
@@ -479,6 +526,7 @@ pub fn mpi2dd_job_out<'a>(
             .map(|u| format!("unreachable: {u:?}"))
             .collect(),
         discovered: None,
+        pmix: None,
     }
 }
 

@@ -91,6 +91,14 @@ impl SessionOptions {
         self
     }
 
+    /// Acquiring the job through this interface: by default whichever the launcher speaks
+    /// (MPIR or MPI2DD from its symbols; the PMIx tool interface for a launcher with no MPIR
+    /// symbol and a valid PMIx tool rendezvous file, such as Open MPI 5's `prterun`).
+    pub fn with_interface(mut self, interface: mpir_acquire::InterfaceChoice) -> Self {
+        self.acquire = self.acquire.with_interface(interface);
+        self
+    }
+
     /// With this bound on every wait (acquisition events, ranks stopping).
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.acquire = self.acquire.with_timeout(timeout);

