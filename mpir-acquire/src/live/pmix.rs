@@ -1,14 +1,14 @@
 //! Acquisition through the PMIx tool interface (Open MPI 5's `mpirun`, i.e. PRRTE's
 //! `prterun`, which has no MPIR symbol), into the same [`Acquired`] as MPIR's: the job's
 //! table is `PMIX_QUERY_PROC_TABLE` of its namespace ([`crate::pmix::table`]), ranks are this
-//! node's only, each proven ([`super::attach_proven`]) before it is stopped, and the release
+//! node's only, each proven (`attach_proven`) before it is stopped, and the release
 //! is PMIx's.
 //!
-//! - Attach ([`attach`]): the launcher's tool rendezvous file is validated
+//! - Attach (`attach`): the launcher's tool rendezvous file is validated
 //!   ([`mpir_pmix::rendezvous`]), the launcher's own libpmix loaded, one tool connection made;
 //!   the job is the namespace whose processes descend from the launcher (tools' namespaces,
 //!   which PRRTE keeps listed, are not). Nothing is written into the launcher.
-//! - Launch ([`launch`]): the launcher runs with `PRTE_MCA_rtos=stop-in-init` in its
+//! - Launch (`launch`): the launcher runs with `PRTE_MCA_rtos=stop-in-init` in its
 //!   environment, so the ranks wait in `PMIx_Init`; once its rendezvous file appears (bounded)
 //!   the tool connects and waits (bounded) until the table lists every rank with a pid; the
 //!   release is `PMIX_DEBUGGER_RELEASE` to the job's namespace. Ranks a launcher stopped at
