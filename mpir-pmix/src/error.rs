@@ -102,6 +102,22 @@ pub enum PmixError {
         /// The server of the live connection, or what is still finishing.
         current: String,
     },
+    /// Another process of this user is connected to the server and did not let go in time:
+    /// PRRTE does not end a job's launcher after two tools were connected at once (see
+    /// [`TURN_GAP`](crate::TURN_GAP)), so tools take turns.
+    #[error(
+        "another tool{} is connected to {server} and did not disconnect within {after:?}; PRRTE \
+         serves one tool at a time (two at once leave its launcher running after the job ends)",
+        holder.map(|p| format!(" (pid {p})")).unwrap_or_default()
+    )]
+    Busy {
+        /// The server.
+        server: String,
+        /// The pid of the process holding the turn, when it said.
+        holder: Option<u32>,
+        /// How long we waited.
+        after: Duration,
+    },
     /// A PMIx call failed.
     #[error("{call} ({server}): {status_string} (PMIx status {status})")]
     Call {

@@ -39,8 +39,10 @@ mod ffi;
 mod load;
 mod rendezvous;
 mod tool;
+mod turn;
 
 pub use error::{PmixError, RendezvousProblem};
 pub use load::{Library, LoadOptions, SUPPORTED};
 pub use rendezvous::{Rendezvous, rendezvous, validate_file};
 pub use tool::{ProcInfo, Server, Tool, ToolEvent};
+pub use turn::GAP as TURN_GAP;

@@ -4,10 +4,11 @@ use crate::ffi::api::{self, CallError, RawEvent};
 use crate::ffi::info::{InfoArray, Put, RawProcInfo, Value};
 use crate::ffi::types::{self as t, keys};
 use crate::rendezvous::{rendezvous, validate_file};
+use crate::turn::{self, Turn};
 use crate::{Library, PmixError};
 use std::path::PathBuf;
-use std::sync::Mutex;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// The PMIx server to connect to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,6 +114,19 @@ fn live() -> std::sync::MutexGuard<'static, Option<String>> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// Once a connection is finalized (or was never made): its turn at the server let go, then
+/// the process's slot freed.
+fn let_go(turn: &Mutex<Option<Turn>>) {
+    let turn = turn
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take();
+    if let Some(t) = turn {
+        t.release();
+    }
+    *live() = None;
+}
+
 /// How long `Drop` waits for `PMIx_tool_finalize` before leaving it to its thread.
 const FINALIZE_WAIT: Duration = Duration::from_secs(5);
 
@@ -128,6 +142,8 @@ pub struct Tool {
     server: String,
     me: (String, u32),
     timeout: Duration,
+    /// The turn at the server, let go once finalized.
+    turn: Arc<Mutex<Option<Turn>>>,
 }
 
 impl std::fmt::Debug for Tool {
@@ -164,8 +180,14 @@ impl Tool {
             }
             *g = Some(name.clone());
         }
-        let release = || *live() = None;
+        // The turn at the server (see crate::turn), let go with the slot once finalized.
+        let turn_slot: Arc<Mutex<Option<Turn>>> = Arc::new(Mutex::new(None));
+        let release = {
+            let slot = Arc::clone(&turn_slot);
+            move || let_go(&slot)
+        };
         let mut uri_file = None;
+        let mut server_pid = None;
         let prepared = (|| {
             // Always through a rendezvous file (PMIX_TOOL_ATTACHMENT_FILE), the one just
             // validated: libpmix's own search by pid could settle on another file than the one
@@ -173,8 +195,16 @@ impl Tool {
             // attribute after PMIx_tool_finalize, so that the process's next PMIx_tool_init
             // fails (PMIX_ERR_BAD_PARAM) or frees it twice. A URI is written to a file of ours.
             let file = match server {
-                Server::Pid(pid) => rendezvous(*pid)?.file,
-                Server::RendezvousFile(f) => validate_file(f, None)?.file,
+                Server::Pid(pid) => {
+                    let r = rendezvous(*pid)?;
+                    server_pid = Some(r.pid);
+                    r.file
+                }
+                Server::RendezvousFile(f) => {
+                    let r = validate_file(f, None)?;
+                    server_pid = Some(r.pid);
+                    r.file
+                }
                 Server::Uri(uri) => {
                     let f = UriFile::write(uri).map_err(bad)?;
                     let path = f.path.clone();
@@ -199,8 +229,27 @@ impl Tool {
             release();
             return Err(e);
         }
+        // One tool at a time, GAP apart (a URI's server pid is not known: no turn).
+        let started = Instant::now();
+        if let Some(pid) = server_pid {
+            match turn::take(pid, &name, timeout) {
+                Ok(t) => {
+                    *turn_slot
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(t);
+                }
+                Err(e) => {
+                    release();
+                    return Err(e);
+                }
+            }
+        }
+        // The connection gets what is left of the bound, and at least a second.
+        let left = timeout
+            .saturating_sub(started.elapsed())
+            .max(Duration::from_secs(1));
         api::clear_events();
-        let me = match api::tool_init(&lib.api, info, timeout, release) {
+        let me = match api::tool_init(&lib.api, info, left, release.clone()) {
             Ok(me) => me,
             Err(CallError::Timeout) => {
                 // The init thread finalizes a late success and frees the slot itself.
@@ -225,6 +274,7 @@ impl Tool {
             server: name,
             me,
             timeout,
+            turn: turn_slot,
         };
         // From here on, Drop finalizes and frees the slot.
         api::register_handlers(&tool.lib.api, timeout)
@@ -411,7 +461,8 @@ impl Tool {
 impl Drop for Tool {
     fn drop(&mut self) {
         // The slot is freed when finalize returns, not before: no new init overlaps it.
-        api::tool_finalize(&self.lib.api, FINALIZE_WAIT, || *live() = None);
+        let slot = Arc::clone(&self.turn);
+        api::tool_finalize(&self.lib.api, FINALIZE_WAIT, move || let_go(&slot));
     }
 }
 

@@ -392,3 +392,124 @@ fn a_connection_to_a_frozen_server_times_out_and_frees_the_slot_later() {
     });
     assert!(ok, "no connection after the server thawed: {last:?}");
 }
+
+/// Run in a child process by `tools_in_two_processes_take_turns_and_the_launcher_exits`:
+/// connects to `MPIR_PMIX_TEST_TURN_PID`, says so, holds the connection for
+/// `MPIR_PMIX_TEST_TURN_HOLD_MS`, then disconnects. Does nothing otherwise.
+#[test]
+fn turn_child() {
+    let Ok(pid) = std::env::var("MPIR_PMIX_TEST_TURN_PID") else {
+        return;
+    };
+    let pid: u32 = pid.parse().unwrap();
+    let hold: u64 = std::env::var("MPIR_PMIX_TEST_TURN_HOLD_MS")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let lib = mpir_pmix::Library::load(&mpir_pmix::LoadOptions::default().with_launcher_pid(pid))
+        .unwrap();
+    let tool = Tool::connect(&lib, &Server::Pid(pid), T).unwrap();
+    println!("CHILD connected");
+    std::thread::sleep(Duration::from_millis(hold));
+    drop(tool);
+    println!("CHILD released");
+}
+
+fn turn_child_process(pid: u32, hold_ms: u64) -> std::process::Child {
+    std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "turn_child", "--nocapture", "--test-threads=1"])
+        .env("MPIR_PMIX_TEST_TURN_PID", pid.to_string())
+        .env("MPIR_PMIX_TEST_TURN_HOLD_MS", hold_ms.to_string())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Reads the child's stdout until a line contains `what` (bounded by the child's own end).
+fn child_says(child: &mut std::process::Child, what: &str) -> String {
+    use std::io::BufRead;
+    let out = child.stdout.as_mut().unwrap();
+    let mut seen = String::new();
+    for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+        seen.push_str(&line);
+        seen.push('\n');
+        if line.contains(what) {
+            return seen;
+        }
+    }
+    panic!("the child never said {what:?}:\n{seen}");
+}
+
+/// PRRTE 3.0.14 does not end `prterun` after two tools were connected at once, or one
+/// connected < 1 s after another finalized (measured with a C tool too): tools of different
+/// processes take turns, TURN_GAP apart, and the launcher exits when its job ends.
+#[test]
+fn tools_in_two_processes_take_turns_and_the_launcher_exits() {
+    let Some(prefix) = prefix() else { return };
+    let _one = one_tool_at_a_time();
+    let mut job = Job::start(&prefix, 4, 8, &[], &[]);
+    job.wait_for_server();
+    job.wait_printed(30);
+    let lib = library(&job);
+
+    // Another process holds a connection for 1.5 s: ours waits for it, then for the gap.
+    let mut holder = turn_child_process(job.pid(), 1500);
+    child_says(&mut holder, "CHILD connected");
+    let t0 = std::time::Instant::now();
+    let tool = Tool::connect(&lib, &Server::Pid(job.pid()), T).unwrap();
+    let waited = t0.elapsed();
+    assert!(holder.wait().unwrap().success());
+    assert!(
+        waited >= mpir_pmix::TURN_GAP + Duration::from_millis(1000),
+        "connected after {waited:?}, before the other tool's turn and the gap were over"
+    );
+    assert_eq!(tool.proc_table(&job.nspace()).unwrap().len(), 4);
+
+    // While ours lives, another process that will not wait long is told who holds the turn.
+    let mut quick = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "turn_busy_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("MPIR_PMIX_TEST_TURN_PID", job.pid().to_string())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let said = child_says(&mut quick, "CHILD busy");
+    assert!(
+        said.contains(&format!("holder Some({})", std::process::id())),
+        "{said}"
+    );
+    assert!(quick.wait().unwrap().success());
+    drop(tool);
+
+    // Right after ours, another process connects and disconnects (it waits for the gap).
+    let mut next = turn_child_process(job.pid(), 0);
+    child_says(&mut next, "CHILD released");
+    assert!(next.wait().unwrap().success());
+
+    // The job ends after its 8 s, and so does its launcher.
+    let status = job.wait_exit(40);
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "prterun still running 40 s later, or failed: {status:?}"
+    );
+}
+
+/// Run in a child process by `tools_in_two_processes_take_turns_and_the_launcher_exits`:
+/// tries to connect with a 300 ms bound while the parent holds its connection.
+#[test]
+fn turn_busy_child() {
+    let Ok(pid) = std::env::var("MPIR_PMIX_TEST_TURN_PID") else {
+        return;
+    };
+    let pid: u32 = pid.parse().unwrap();
+    let lib = mpir_pmix::Library::load(&mpir_pmix::LoadOptions::default().with_launcher_pid(pid))
+        .unwrap();
+    match Tool::connect(&lib, &Server::Pid(pid), Duration::from_millis(300)) {
+        Err(PmixError::Busy { holder, .. }) => println!("CHILD busy holder {holder:?}"),
+        other => panic!("not busy: {other:?}"),
+    }
+}

@@ -88,16 +88,11 @@ fn pmix_error(
 /// The process's PMIx tool connection to one launcher (`PMIx_tool_init` is process-wide):
 /// every job acquired from that launcher, and every [`Connection`] handle, shares it, and it is
 /// finalized when the last of them is dropped — a launcher (PRRTE 3.0.14's `prterun`) whose
-/// job ended does not exit while a tool is connected to it.
+/// job ended does not exit while a tool is connected to it, and tools take turns
+/// ([`mpir_pmix::TURN_GAP`]).
 struct Kept {
     tool: Tool,
     launcher: u32,
-}
-
-impl Drop for Kept {
-    fn drop(&mut self) {
-        *lock(&FINALIZED) = Some((self.launcher, Instant::now()));
-    }
 }
 
 /// A handle on the process's PMIx tool connection to a launcher: while one lives, every
@@ -125,13 +120,6 @@ impl Connection {
 /// The connection in use, if any (weak: the users keep it alive).
 static SHARED: std::sync::Mutex<Option<(std::sync::Weak<Kept>, u64)>> = std::sync::Mutex::new(None);
 
-/// The last finalize: which launcher, when.
-static FINALIZED: std::sync::Mutex<Option<(u32, Instant)>> = std::sync::Mutex::new(None);
-
-/// Measured: connecting to a `prterun` again at once after finalizing a connection to it
-/// leaves it running after its job ends; 2 s apart it exits.
-const RECONNECT_GAP: Duration = Duration::from_secs(2);
-
 fn lock<T>(m: &'static std::sync::Mutex<T>) -> std::sync::MutexGuard<'static, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
@@ -151,12 +139,6 @@ fn connection(pid: u32, timeout: Duration) -> Result<Connection, AcquireError> {
              it is still in use); drop that job before acquiring launcher {pid}'s",
             kept.launcher
         )));
-    }
-    let last = *lock(&FINALIZED);
-    if let Some((launcher, at)) = last
-        && launcher == pid
-    {
-        std::thread::sleep(RECONNECT_GAP.saturating_sub(at.elapsed()));
     }
     let lib = Library::load(&LoadOptions::default().with_launcher_pid(pid))
         .map_err(pmix_error(pid, "load libpmix"))?;
