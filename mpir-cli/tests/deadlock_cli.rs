@@ -48,6 +48,37 @@ fn open_mpi() -> Option<Stack> {
     })
 }
 
+/// Open MPI 5 (the PyPI wheel, `MPIR_OMPI5_PREFIX`): its `mpirun` is PRRTE's, reached through
+/// PMIx; its types come from `MPIR_OMPI5_TYPES_SIDECAR` (scripts/openmpi5-types-sidecar.sh).
+fn open_mpi_5() -> Option<Stack> {
+    let Some(prefix) = std::env::var_os("MPIR_OMPI5_PREFIX")
+        .map(PathBuf::from)
+        .filter(|p| p.join("bin/mpicc").is_file())
+    else {
+        skip("no Open MPI 5 wheel venv: run scripts/ci-ompi5.sh (MPIR_OMPI5_PREFIX)");
+        return None;
+    };
+    let Some(sidecar) = std::env::var_os("MPIR_OMPI5_TYPES_SIDECAR")
+        .map(PathBuf::from)
+        .filter(|p| p.is_file())
+    else {
+        skip(
+            "no Open MPI 5 types sidecar: run scripts/openmpi5-types-sidecar.sh (MPIR_OMPI5_TYPES_SIDECAR)",
+        );
+        return None;
+    };
+    Some(Stack {
+        name: "openmpi5",
+        mpicc: prefix.join("bin/mpicc"),
+        launcher: vec![
+            prefix.join("bin/mpirun").display().to_string(),
+            "--allow-run-as-root".into(),
+            "--oversubscribe".into(),
+        ],
+        extra: vec!["--types".into(), sidecar.display().to_string()],
+    })
+}
+
 fn mpich() -> Option<Stack> {
     let root = mpich_root();
     if !root.join("bin/mpicc").is_file() {
@@ -368,6 +399,13 @@ fn on_stack(stack: Stack) {
 #[test]
 fn deadlocks_on_open_mpi() {
     if let Some(s) = open_mpi() {
+        on_stack(s);
+    }
+}
+
+#[test]
+fn deadlocks_on_open_mpi_5() {
+    if let Some(s) = open_mpi_5() {
         on_stack(s);
     }
 }

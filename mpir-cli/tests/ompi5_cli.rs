@@ -2,8 +2,9 @@
 //! (`MPIR_OMPI5_PREFIX`, made by `scripts/ci-ompi5.sh`), whose `mpirun` (PRRTE's `prterun`)
 //! has no MPIR symbol. `attach` reads it through PMIx (the `mpir.job/1` document's `pmix`
 //! object, validated against docs/schema), `stacks` reaches every rank's `main`, `queues`
-//! says in one line why no rank's queues can be read (exit 4), `--interface mpir` refuses it,
-//! and the job runs to completion.
+//! says in one line why no rank's queues can be read (exit 4) and reads them given the types
+//! (`--types`, scripts/openmpi5-types-sidecar.sh), `--interface mpir` refuses it, and the job
+//! runs to completion.
 
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
@@ -135,6 +136,26 @@ fn attach_stacks_and_queues_on_an_open_mpi_5_job() {
     assert!(err.contains("libompi_dbg_msgq.so"), "{err}");
     assert!(err.contains("--types"), "{err}");
 
+    // With the types (scripts/openmpi5-types-sidecar.sh), the same command reads every rank's
+    // queues (the deadlock suite on this stack checks their contents).
+    if let Some(types) = std::env::var_os("MPIR_OMPI5_TYPES_SIDECAR") {
+        let o = mpir()
+            .args(["queues", "--starter", &starter, "--types"])
+            .arg(types)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{text}{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(text.contains("native Open MPI ob1"), "{text}");
+        assert_eq!(text.matches("MPI_COMM_WORLD (size 4").count(), n, "{text}");
+    } else {
+        skip("MPIR_OMPI5_TYPES_SIDECAR is not set: queues with types not tried here");
+    }
     for (_, pid) in &printed {
         assert_untouched(*pid as u32);
     }

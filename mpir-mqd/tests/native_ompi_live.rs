@@ -13,12 +13,11 @@ use std::process::{Command, Stdio};
 use std::rc::Rc;
 
 use mpir_mqd::native::{self, ProcessInfo, WalkOptions, WalkerKind};
-use mpir_mqd::{CommOrigin, CommunicatorQueues, Host, HostOptions, ProcessSpec, discover_dll};
+use mpir_mqd::{Host, HostOptions, ProcessSpec, discover_dll};
 use mpir_target::corefile::CoreTarget;
 use mpir_target::debuginfo::DebugOptions;
 use mpir_target::live::LiveTarget;
 use mpir_target::testkit;
-use mpir_types::mqd::{OpStatus, Peer};
 
 const OMPI_GAPS: DllGaps = DllGaps {
     unnamed: None,
@@ -27,39 +26,6 @@ const OMPI_GAPS: DllGaps = DllGaps {
     no_unexpected: true,
     send_actual_global_is_local: true,
 };
-
-/// The peer's sends of the fixture, found in our unexpected queues: tag 44 (2 MiB) on the
-/// world, tag 55 (1 MiB) on the dup.
-fn check_unexpected(comms: &[CommunicatorQueues], rank: u64) {
-    let peer = (rank + 1) % 2;
-    for (name, tag, bytes) in [
-        ("MPI_COMM_WORLD", 44, 8u64 << 18),
-        ("mpir_dup", 55, 8 << 17),
-    ] {
-        let c = common::comm(comms, name);
-        let found: Vec<_> = c
-            .unexpected
-            .operations()
-            .iter()
-            .filter(|o| o.tag == Some(tag))
-            .collect();
-        assert_eq!(
-            found.len(),
-            1,
-            "rank {rank}: the peer's tag-{tag} send on {name}: {c:#?}"
-        );
-        let u = found[0];
-        assert_eq!(u.peer_local, Peer::Rank(peer));
-        assert_eq!(u.peer_global, Some(peer));
-        assert_eq!(u.status, OpStatus::Pending);
-        assert_eq!(u.length.bytes, Some(bytes), "the message's full size");
-        assert!(u.system_buffer);
-    }
-    let world = common::comm(comms, "MPI_COMM_WORLD");
-    assert_eq!(world.origin, CommOrigin::Predefined);
-    assert_eq!(common::comm(comms, "mpir_dup").origin, CommOrigin::User);
-    assert_eq!(world.group.as_deref(), Some(&[Some(0), Some(1)][..]));
-}
 
 fn open_core(dir: &Path, pid: u32, rank: usize, sidecar: &Path) -> (CoreTarget, PathBuf) {
     let prefix = dir.join(format!("core{rank}"));
@@ -132,7 +98,7 @@ fn native_open_mpi_walker_equals_the_dll_and_adds_unexpected_messages() {
             "rank {rank}: native walk {:?}, {} hops, {} target reads, {} attempt(s); missing {:?}",
             live.elapsed, live.hops, live.target_reads, live.attempts, live.missing
         );
-        check_unexpected(&live.communicators, rank as u64);
+        common::check_ompi_unexpected(&live.communicators, rank as u64);
 
         let p = host
             .attach(ProcessSpec::new(

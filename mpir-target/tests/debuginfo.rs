@@ -11,7 +11,7 @@ use std::process::Command;
 use mpir_target::debuginfo::{DebugInfoError, DebugOptions, DebugSource, ElfFile, ProcessImages};
 use mpir_target::{Binding, SymbolKind, SymbolLookup, TargetError, TypeLookup, TypeQuery};
 use mpir_types::mpir::ProcDescLayout;
-use mpir_types::{DataModel, LayoutSource};
+use mpir_types::{DataModel, LayoutSource, MemberKind};
 use support::*;
 
 /// Builds the starter fixture; `None` (after skip) without a C compiler.
@@ -193,6 +193,27 @@ fn layouts_agree_with_gdb() {
         assert_eq!((u.offset, u.byte_size), (72, Some(5)));
         assert_eq!(zoo.member("arr").unwrap().byte_size, Some(48));
         assert_eq!(zoo.member("names").unwrap().byte_size, Some(32));
+        // Kinds, as the fixture declares them (a `char *` and a `char[8]` differ only here).
+        for (member, kind) in [
+            ("p", MemberKind::Pointer),
+            ("names", MemberKind::Array),
+            ("arr", MemberKind::Array),
+            ("u_c", MemberKind::Array),
+            ("c", MemberKind::Other),
+            ("in", MemberKind::Other),
+            ("bf1", MemberKind::Other),
+        ] {
+            assert_eq!(
+                zoo.member(member).unwrap().kind,
+                kind,
+                "{name} zoo_t.{member}"
+            );
+        }
+        let list = images
+            .type_layout(TypeQuery::Named("list"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(list.member("next").unwrap().kind, MemberKind::Pointer);
         // Through a const volatile typedef chain, by variable.
         let p = images
             .type_layout(TypeQuery::PointeeOfVariable("zoo_ptr"))

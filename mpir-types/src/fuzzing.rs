@@ -45,11 +45,9 @@ impl<'a> Input<'a> {
             // Sometimes leave a member out; sometimes give no size.
             match self.u8() % 8 {
                 0 => continue,
-                1 => t.members.push(crate::layout::MemberLayout {
-                    name: (*m).to_string(),
-                    offset: self.size(),
-                    byte_size: None,
-                }),
+                1 => t
+                    .members
+                    .push(crate::layout::MemberLayout::new(*m, self.size(), None)),
                 _ => t = t.with_member(*m, self.size(), self.size()),
             }
         }

@@ -74,16 +74,43 @@ pub struct MemberLayout {
     pub offset: u64,
     /// Byte size of the member's type, when the description says (DWARF usually does).
     pub byte_size: Option<u64>,
+    /// What kind of type the member has (typedefs and qualifiers seen through), when the
+    /// description says: a `char *` and a `char[8]` have the same size, not the same meaning.
+    pub kind: MemberKind,
+}
+
+/// The kind of a [`MemberLayout`]'s type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
+pub enum MemberKind {
+    /// The description does not say.
+    #[default]
+    Unknown,
+    /// A pointer.
+    Pointer,
+    /// An array.
+    Array,
+    /// Anything else: an integer, a float, an enum, a struct or union.
+    Other,
 }
 
 impl MemberLayout {
-    /// A member at `offset`, of `byte_size` bytes when the description says.
+    /// A member at `offset`, of `byte_size` bytes when the description says, of an unknown
+    /// [`kind`](MemberLayout::kind).
     pub fn new(name: impl Into<String>, offset: u64, byte_size: Option<u64>) -> Self {
         MemberLayout {
             name: name.into(),
             offset,
             byte_size,
+            kind: MemberKind::Unknown,
         }
+    }
+
+    /// The same member, of kind `kind` (builder style).
+    pub fn with_kind(mut self, kind: MemberKind) -> Self {
+        self.kind = kind;
+        self
     }
 }
 
@@ -118,11 +145,8 @@ impl TypeLayout {
 
     /// Adds a member (builder style).
     pub fn with_member(mut self, name: impl Into<String>, offset: u64, byte_size: u64) -> Self {
-        self.members.push(MemberLayout {
-            name: name.into(),
-            offset,
-            byte_size: Some(byte_size),
-        });
+        self.members
+            .push(MemberLayout::new(name, offset, Some(byte_size)));
         self
     }
 

@@ -67,7 +67,7 @@ pub mod stacks;
 mod view;
 
 pub use error::{DecodeError, Result};
-pub use layout::{CStructBuilder, FieldLayout, LayoutSource, MemberLayout, TypeLayout};
+pub use layout::{CStructBuilder, FieldLayout, LayoutSource, MemberKind, MemberLayout, TypeLayout};
 pub use model::{ByteOrder, DataModel, TypeSizes};
 pub use view::{View, ViewMut};
 

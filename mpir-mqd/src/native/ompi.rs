@@ -40,7 +40,10 @@ pub(crate) struct FreeListLayout {
 #[derive(Debug, Clone)]
 pub(crate) struct CommLayout {
     pub(crate) span: u64,
+    /// `c_name`: a `char` array (Open MPI ≤ 4) or a `char *` (5, when the types say so).
     pub(crate) name: FieldLayout,
+    pub(crate) name_is_pointer: bool,
+    /// The id ob1 puts in its match headers: `c_contextid` (Open MPI ≤ 4) or `c_index` (5).
     pub(crate) contextid: FieldLayout,
     pub(crate) my_rank: FieldLayout,
     pub(crate) local_group: FieldLayout,
@@ -180,8 +183,25 @@ pub(crate) fn detect(target: &dyn Target) -> NativeResult<Detected<OmpiLayout>> 
     let comm = l.ty("ompi_communicator_t")?.and_then(|t| {
         Some(CommLayout {
             span: t.byte_size,
-            name: l.field(&t, "c_name", &[])?,
-            contextid: l.field(&t, "c_contextid", INT_WIDTHS)?,
+            name_is_pointer: t
+                .member("c_name")
+                .is_some_and(|m| m.kind == mpir_types::MemberKind::Pointer),
+            name: if t
+                .member("c_name")
+                .is_some_and(|m| m.kind == mpir_types::MemberKind::Pointer)
+            {
+                l.field(&t, "c_name", &[p])?
+            } else {
+                l.field(&t, "c_name", &[])?
+            },
+            // Open MPI ≤ 4: the integer c_contextid, which ob1 sends as hdr_ctx. Open MPI 5:
+            // c_contextid is an extended id (a structure) and ob1 sends the communicator's
+            // index, c_index, instead.
+            contextid: match try_field(&t, "c_contextid", INT_WIDTHS) {
+                Ok(f) => f,
+                Err(_) if t.member("c_index").is_some() => l.field(&t, "c_index", INT_WIDTHS)?,
+                Err(_) => l.field(&t, "c_contextid", INT_WIDTHS)?,
+            },
             my_rank: l.field(&t, "c_my_rank", INT_WIDTHS)?,
             local_group: l.field(&t, "c_local_group", &[p])?,
             flags: l.field(&t, "c_flags", INT_WIDTHS)?,

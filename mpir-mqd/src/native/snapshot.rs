@@ -106,6 +106,22 @@ impl<'t> Snapshot<'t> {
             })
     }
 
+    /// The NUL-terminated string at `address`, at most `max_len` bytes (invalid UTF-8
+    /// replaced); not cached (names are few).
+    pub(crate) fn c_string(&self, address: u64, max_len: u64, what: &str) -> NativeResult<String> {
+        use mpir_target::MemoryExt;
+        self.target_reads.set(self.target_reads.get() + 1);
+        let bytes = self
+            .target
+            .read_c_string(address, max_len)
+            .map_err(|source| NativeError::Read {
+                what: what.to_string(),
+                address,
+                source,
+            })?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
     /// Fills `buf` from `address`.
     pub(crate) fn read_into(&self, address: u64, buf: &mut [u8], what: &str) -> NativeResult<()> {
         let len = buf.len() as u64;

@@ -397,3 +397,36 @@ pub fn sidecar() -> Option<std::path::PathBuf> {
         .map(std::path::PathBuf::from)
         .filter(|p| p.is_file())
 }
+
+/// The peer's sends of `fixtures/ompi_pending.c`, found in our unexpected queues: tag 44 (2 MiB) on the
+/// world, tag 55 (1 MiB) on the dup.
+pub fn check_ompi_unexpected(comms: &[mpir_mqd::CommunicatorQueues], rank: u64) {
+    let peer = (rank + 1) % 2;
+    for (name, tag, bytes) in [
+        ("MPI_COMM_WORLD", 44, 8u64 << 18),
+        ("mpir_dup", 55, 8 << 17),
+    ] {
+        let c = comm(comms, name);
+        let found: Vec<_> = c
+            .unexpected
+            .operations()
+            .iter()
+            .filter(|o| o.tag == Some(tag))
+            .collect();
+        assert_eq!(
+            found.len(),
+            1,
+            "rank {rank}: the peer's tag-{tag} send on {name}: {c:#?}"
+        );
+        let u = found[0];
+        assert_eq!(u.peer_local, mpir_types::mqd::Peer::Rank(peer));
+        assert_eq!(u.peer_global, Some(peer));
+        assert_eq!(u.status, mpir_types::mqd::OpStatus::Pending);
+        assert_eq!(u.length.bytes, Some(bytes), "the message's full size");
+        assert!(u.system_buffer);
+    }
+    let world = comm(comms, "MPI_COMM_WORLD");
+    assert_eq!(world.origin, mpir_mqd::CommOrigin::Predefined);
+    assert_eq!(comm(comms, "mpir_dup").origin, mpir_mqd::CommOrigin::User);
+    assert_eq!(world.group.as_deref(), Some(&[Some(0), Some(1)][..]));
+}

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use gimli::{AttributeValue, DwTag, Reader as _, constants as dw};
-use mpir_types::{LayoutSource, MemberLayout, TypeLayout};
+use mpir_types::{LayoutSource, MemberKind, MemberLayout, TypeLayout};
 
 use super::elf::ElfFile;
 use super::error::DebugInfoError;
@@ -478,6 +478,19 @@ impl TypeIndex {
         Err(format!("typedef chain longer than {MAX_DEPTH} (a cycle?)"))
     }
 
+    /// The kind of the type at `r`, typedefs and qualifiers seen through.
+    fn kind_of(&self, r: DieRef) -> Result<MemberKind, String> {
+        let (Some(t), _) = self.strip(r)? else {
+            return Ok(MemberKind::Other); // void
+        };
+        let (_, _, e) = self.entry(t)?;
+        Ok(match e.tag() {
+            dw::DW_TAG_pointer_type => MemberKind::Pointer,
+            dw::DW_TAG_array_type => MemberKind::Array,
+            _ => MemberKind::Other,
+        })
+    }
+
     /// A complete definition for a declaration-only struct/union, looked up by name.
     fn definition(&self, r: DieRef, tag: DwTag) -> Result<DieRef, String> {
         let (_, _, e) = self.entry(r)?;
@@ -665,8 +678,12 @@ impl TypeIndex {
                     None => None,
                 }
             };
+            let kind = match ty {
+                Some(t) => self.kind_of(t)?,
+                None => MemberKind::Unknown,
+            };
             match name {
-                Some(name) => out.push(MemberLayout::new(name, offset, byte_size)),
+                Some(name) => out.push(MemberLayout::new(name, offset, byte_size).with_kind(kind)),
                 None => {
                     if let Some(t) = ty {
                         pending_anonymous.push((t, offset));

