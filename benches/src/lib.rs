@@ -30,6 +30,21 @@ pub fn median<R>(runs: usize, mut f: impl FnMut() -> R) -> f64 {
     t[t.len() / 2]
 }
 
+/// [`median`] of runs spaced `gap` apart: the wait before each run is not timed (a PRRTE
+/// server needs its PMIx tools apart, see `mpir_pmix::TURN_GAP`).
+pub fn median_spaced<R>(runs: usize, gap: std::time::Duration, mut f: impl FnMut() -> R) -> f64 {
+    let mut t: Vec<f64> = (0..runs.max(1))
+        .map(|_| {
+            std::thread::sleep(gap);
+            let start = Instant::now();
+            black_box(f());
+            start.elapsed().as_secs_f64()
+        })
+        .collect();
+    t.sort_by(f64::total_cmp);
+    t[t.len() / 2]
+}
+
 /// Whether `tool` is on `PATH`.
 pub fn have(tool: &str) -> bool {
     std::process::Command::new("sh")

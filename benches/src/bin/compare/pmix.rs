@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use mpir_benches::stacks::{Running, compile};
-use mpir_benches::{have, median};
+use mpir_benches::{have, median_spaced};
 use mpir_pmix::{Library, LoadOptions, Server, Tool};
 
 use crate::{Config, ms, verdict};
@@ -140,8 +140,8 @@ pub(crate) fn pmix_attach(cfg: &Config, dir: &Path) {
         println!("mpir-pmix's proctable example did not build: not measured.\n");
         return;
     };
-    let in_process = median(cfg.runs, || ours(pid, &ns));
-    let ours_process = median(cfg.runs, || {
+    let in_process = median_spaced(cfg.runs, mpir_pmix::TURN_GAP, || ours(pid, &ns));
+    let ours_process = median_spaced(cfg.runs, mpir_pmix::TURN_GAP, || {
         run_checked(
             Command::new(&example)
                 .arg(pid.to_string())
@@ -150,7 +150,7 @@ pub(crate) fn pmix_attach(cfg: &Config, dir: &Path) {
         )
     });
     let expect = format!("c-pmix entries={RANKS}");
-    let c_pid = median(cfg.runs, || {
+    let c_pid = median_spaced(cfg.runs, mpir_pmix::TURN_GAP, || {
         run_checked(Command::new(&ptable).arg(pid.to_string()).arg(&ns), &expect)
     });
     // The same tool told the rendezvous file (what ours connects through), not left to find it.
@@ -158,7 +158,7 @@ pub(crate) fn pmix_attach(cfg: &Config, dir: &Path) {
         println!("No valid rendezvous file for {pid}: not measured.\n");
         return;
     };
-    let c_file = median(cfg.runs, || {
+    let c_file = median_spaced(cfg.runs, mpir_pmix::TURN_GAP, || {
         run_checked(
             Command::new(&ptable).arg(&rendezvous.file).arg(&ns),
             &expect,
