@@ -18,16 +18,8 @@ use std::hint::black_box;
 use std::time::Instant;
 
 /// Median of `runs` timings of `f`, in seconds.
-pub fn median<R>(runs: usize, mut f: impl FnMut() -> R) -> f64 {
-    let mut t: Vec<f64> = (0..runs.max(1))
-        .map(|_| {
-            let start = Instant::now();
-            black_box(f());
-            start.elapsed().as_secs_f64()
-        })
-        .collect();
-    t.sort_by(f64::total_cmp);
-    t[t.len() / 2]
+pub fn median<R>(runs: usize, f: impl FnMut() -> R) -> f64 {
+    median_spaced(runs, std::time::Duration::ZERO, f)
 }
 
 /// [`median`] of runs spaced `gap` apart: the wait before each run is not timed (a PRRTE
