@@ -35,32 +35,12 @@ fn options() -> AcquireOptions {
     AcquireOptions::default().with_timeout(Duration::from_secs(30))
 }
 
-/// The wheel's prefix, or `None` after a skip.
-fn ompi5() -> Option<PathBuf> {
-    let prefix = std::env::var_os("MPIR_OMPI5_PREFIX")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/var/cache/mpir-rs/venv-ompi5"));
-    if !prefix.join("bin/prterun").exists() || !prefix.join("bin/mpicc").exists() {
-        skip("no Open MPI 5 wheel venv: run scripts/ci-ompi5.sh (MPIR_OMPI5_PREFIX)");
-        return None;
-    }
-    Some(prefix)
-}
-
 /// The prefix, a scratch directory and the rank fixture built there with the wheel's `mpicc`.
 fn program(name: &str) -> Option<(PathBuf, Scratch, PathBuf)> {
-    let prefix = ompi5()?;
+    let wheel = Wheel::find(&OMPI5_WHEEL)?;
     let dir = scratch(name);
-    let exe = dir.join("mpi_ranks");
-    if let Err(e) = run(Command::new(prefix.join("bin/mpicc"))
-        .arg(fixtures().join("mpi_ranks.c"))
-        .arg("-o")
-        .arg(&exe))
-    {
-        skip(&e);
-        return None;
-    }
-    Some((prefix, dir, exe))
+    let exe = wheel.program(&fixtures().join("mpi_ranks.c"), &dir, "mpi_ranks")?;
+    Some((wheel.prefix, dir, exe))
 }
 
 fn mpirun(prefix: &Path, dir: &Path, exe: &Path, n: usize, secs: u32) -> Command {
@@ -320,7 +300,10 @@ fn a_garbage_rendezvous_file_is_refused_and_auto_does_not_take_it() {
 
 #[test]
 fn a_launch_whose_job_fails_ends_with_a_typed_error_and_nothing_left() {
-    let Some(prefix) = ompi5() else { return };
+    let Some(wheel) = Wheel::find(&OMPI5_WHEEL) else {
+        return;
+    };
+    let prefix = wheel.prefix;
     let _one = one_tool();
     let dir = scratch("ompi5-launch-fails");
     let started = Instant::now();

@@ -29,33 +29,13 @@ fn options() -> AcquireOptions {
     AcquireOptions::default().with_timeout(Duration::from_secs(30))
 }
 
-/// The MPICH 5 wheel's prefix, or `None` after a skip.
-fn mpich5() -> Option<PathBuf> {
-    let prefix = std::env::var_os("MPIR_MPICH5_PREFIX")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/var/cache/mpir-rs/venv-mpich5"));
-    if !prefix.join("bin/mpiexec.hydra").exists() || !prefix.join("bin/mpicc").exists() {
-        skip("no MPICH 5 wheel venv: run scripts/ci-mpich5.sh (MPIR_MPICH5_PREFIX)");
-        return None;
-    }
-    Some(prefix)
-}
-
 /// The MPICH 5 wheel's prefix, a scratch directory `name`, and the rank fixture compiled
 /// there with the wheel's `mpicc`; `None` after a skip.
 fn mpich5_program(name: &str) -> Option<(PathBuf, Scratch, PathBuf)> {
-    let prefix = mpich5()?;
+    let wheel = Wheel::find(&MPICH5_WHEEL)?;
     let dir = scratch(name);
-    let exe = dir.join("mpi_ranks");
-    if let Err(e) = run(Command::new(prefix.join("bin/mpicc"))
-        .arg(fixtures().join("mpi_ranks.c"))
-        .arg("-o")
-        .arg(&exe))
-    {
-        skip(&e);
-        return None;
-    }
-    Some((prefix, dir, exe))
+    let exe = wheel.program(&fixtures().join("mpi_ranks.c"), &dir, "mpi_ranks")?;
+    Some((wheel.prefix, dir, exe))
 }
 
 /// Reads lines until every one of `n` ranks printed its pid.

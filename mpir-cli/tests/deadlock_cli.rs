@@ -51,13 +51,7 @@ fn open_mpi() -> Option<Stack> {
 /// Open MPI 5 (the PyPI wheel, `MPIR_OMPI5_PREFIX`): its `mpirun` is PRRTE's, reached through
 /// PMIx; its types come from `MPIR_OMPI5_TYPES_SIDECAR` (scripts/openmpi5-types-sidecar.sh).
 fn open_mpi_5() -> Option<Stack> {
-    let Some(prefix) = std::env::var_os("MPIR_OMPI5_PREFIX")
-        .map(PathBuf::from)
-        .filter(|p| p.join("bin/mpicc").is_file())
-    else {
-        skip("no Open MPI 5 wheel venv: run scripts/ci-ompi5.sh (MPIR_OMPI5_PREFIX)");
-        return None;
-    };
+    let wheel = mpir_target::testkit::Wheel::find(&mpir_target::testkit::OMPI5_WHEEL)?;
     let Some(sidecar) = std::env::var_os("MPIR_OMPI5_TYPES_SIDECAR")
         .map(PathBuf::from)
         .filter(|p| p.is_file())
@@ -69,9 +63,9 @@ fn open_mpi_5() -> Option<Stack> {
     };
     Some(Stack {
         name: "openmpi5",
-        mpicc: prefix.join("bin/mpicc"),
+        mpicc: wheel.bin("mpicc"),
         launcher: vec![
-            prefix.join("bin/mpirun").display().to_string(),
+            wheel.bin("mpirun").display().to_string(),
             "--allow-run-as-root".into(),
             "--oversubscribe".into(),
         ],

@@ -10,28 +10,12 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{Job, json_doc, mpir, validate};
-use mpir_target::testkit::{assert_untouched, run, scratch, skip};
+use mpir_target::testkit::{IMPI_WHEEL, Wheel, assert_untouched, run, scratch};
 use serde_json::Value;
-
-fn prefix() -> Option<PathBuf> {
-    let p = PathBuf::from(
-        std::env::var("MPIR_IMPI_PREFIX").unwrap_or_else(|_| "/var/cache/mpir-rs/venv-impi".into()),
-    );
-    if p.join("bin/mpiexec.hydra").is_file() && p.join("bin/mpicc").is_file() {
-        Some(p)
-    } else {
-        skip(&format!(
-            "no Intel MPI at {} (scripts/ci-impi.sh)",
-            p.display()
-        ));
-        None
-    }
-}
 
 /// The one line `mpir` printed on stderr (asserting there is exactly one).
 fn one_line(out: &std::process::Output) -> String {
@@ -43,9 +27,10 @@ fn one_line(out: &std::process::Output) -> String {
 
 #[test]
 fn intel_mpi_ranks_are_read_and_its_missing_queues_are_said_in_one_line() {
-    let Some(prefix) = prefix() else {
+    let Some(wheel) = Wheel::find(&IMPI_WHEEL) else {
         return;
     };
+    let prefix = wheel.prefix;
     let dir = scratch("cli-impi");
     let exe = dir.join("deadlock");
     let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/deadlock.c");

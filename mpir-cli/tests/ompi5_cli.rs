@@ -15,34 +15,20 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use common::mpir;
-use mpir_target::testkit::{assert_untouched, run, scratch, skip};
-
-fn prefix() -> Option<PathBuf> {
-    let p = std::env::var_os("MPIR_OMPI5_PREFIX")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/var/cache/mpir-rs/venv-ompi5"));
-    if !p.join("bin/prterun").exists() {
-        skip("no Open MPI 5 wheel venv: run scripts/ci-ompi5.sh (MPIR_OMPI5_PREFIX)");
-        return None;
-    }
-    Some(p)
-}
+use mpir_target::testkit::{OMPI5_WHEEL, Wheel, assert_untouched, scratch, skip};
 
 #[test]
 fn attach_stacks_and_queues_on_an_open_mpi_5_job() {
-    let Some(prefix) = prefix() else { return };
+    let Some(wheel) = Wheel::find(&OMPI5_WHEEL) else {
+        return;
+    };
+    let prefix = &wheel.prefix;
     let dir = scratch("ompi5-cli");
-    let exe = dir.join("mpi_ranks");
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../mpir-acquire/tests/fixtures/mpi_ranks.c");
-    if let Err(e) = run(Command::new(prefix.join("bin/mpicc"))
-        .arg(src)
-        .arg("-o")
-        .arg(&exe))
-    {
-        skip(&e);
+    let Some(exe) = wheel.program(&src, &dir, "mpi_ranks") else {
         return;
-    }
+    };
     let n = 4;
     let mut job = Command::new(prefix.join("bin/mpirun"))
         .args(["--allow-run-as-root", "--oversubscribe", "-n", "4"])

@@ -13,34 +13,20 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use common::mpir;
-use mpir_target::testkit::{assert_untouched, run, scratch, skip, stop_launcher};
-
-fn prefix() -> Option<PathBuf> {
-    let p = std::env::var_os("MPIR_MPICH5_PREFIX")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/var/cache/mpir-rs/venv-mpich5"));
-    if !p.join("bin/mpiexec.hydra").exists() {
-        skip("no MPICH 5 wheel venv: run scripts/ci-mpich5.sh (MPIR_MPICH5_PREFIX)");
-        return None;
-    }
-    Some(p)
-}
+use mpir_target::testkit::{MPICH5_WHEEL, Wheel, assert_untouched, scratch, stop_launcher};
 
 #[test]
 fn attach_and_stacks_on_the_mpich5_wheels_stripped_hydra() {
-    let Some(prefix) = prefix() else { return };
+    let Some(wheel) = Wheel::find(&MPICH5_WHEEL) else {
+        return;
+    };
+    let prefix = &wheel.prefix;
     let dir = scratch("stripped-cli");
-    let exe = dir.join("mpi_ranks");
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../mpir-acquire/tests/fixtures/mpi_ranks.c");
-    if let Err(e) = run(Command::new(prefix.join("bin/mpicc"))
-        .arg(src)
-        .arg("-o")
-        .arg(&exe))
-    {
-        skip(&e);
+    let Some(exe) = wheel.program(&src, &dir, "mpi_ranks") else {
         return;
-    }
+    };
     let mut job = Command::new(prefix.join("bin/mpiexec.hydra"))
         .args(["-n", "4"])
         .arg(&exe)

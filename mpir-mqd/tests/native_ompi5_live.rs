@@ -20,16 +20,6 @@ use mpir_target::live::LiveTarget;
 use mpir_target::testkit;
 use mpir_types::mqd::{OpStatus, Peer};
 
-fn env_path(var: &str, needed: &str, what: &str) -> Option<PathBuf> {
-    match std::env::var_os(var).map(PathBuf::from) {
-        Some(p) if p.join(needed).exists() => Some(p),
-        _ => {
-            testkit::skip(&format!("{var} does not name {what}"));
-            None
-        }
-    }
-}
-
 /// The operations the fixture posts on each rank, besides the peer's unexpected sends: a
 /// receive of 4 ints from the next rank (tag 77) and a 2 MiB send to it (tag 44) on the world,
 /// a 1 MiB send (tag 55) on `mpir_dup`.
@@ -60,11 +50,7 @@ fn check_posted(comms: &[mpir_mqd::CommunicatorQueues], rank: u64) {
 
 #[test]
 fn native_walker_reads_open_mpi_5_queues_with_types_from_the_sidecar() {
-    let Some(prefix) = env_path(
-        "MPIR_OMPI5_PREFIX",
-        "bin/mpicc",
-        "the Open MPI 5 wheel venv",
-    ) else {
+    let Some(wheel) = testkit::Wheel::find(&testkit::OMPI5_WHEEL) else {
         return;
     };
     let Some(sidecar) = std::env::var_os("MPIR_OMPI5_TYPES_SIDECAR")
@@ -78,17 +64,11 @@ fn native_walker_reads_open_mpi_5_queues_with_types_from_the_sidecar() {
     };
     let dir = testkit::scratch("mqd-native-ompi5");
     let app = dir.join("pending");
-    testkit::run(
-        Command::new(prefix.join("bin/mpicc"))
-            .args(["-g", "-o"])
-            .arg(&app)
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/tests/fixtures/ompi_pending.c"
-            )),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let mut launcher = Command::new(prefix.join("bin/mpirun"));
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ompi_pending.c");
+    wheel
+        .compile(&src, &app, &["-g"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut launcher = Command::new(wheel.bin("mpirun"));
     launcher
         .args(["--allow-run-as-root", "--oversubscribe", "-n", "2"])
         .arg(&app)

@@ -16,37 +16,13 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use mpir_session::{RankError, Session, SessionOptions, StackOptions};
-use mpir_target::testkit::{assert_untouched, run, scratch, skip};
+use mpir_target::testkit::{OMPI5_WHEEL, Wheel, assert_untouched, scratch};
 
 static ONE_TOOL: Mutex<()> = Mutex::new(());
 
-fn prefix() -> Option<PathBuf> {
-    let p = std::env::var_os("MPIR_OMPI5_PREFIX")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/var/cache/mpir-rs/venv-ompi5"));
-    if !p.join("bin/prterun").exists() {
-        skip("no Open MPI 5 wheel venv: run scripts/ci-ompi5.sh (MPIR_OMPI5_PREFIX)");
-        return None;
-    }
-    Some(p)
-}
-
 /// The fixture that prints "rank R pid P" after MPI_Init, sleeps argv[1] s, prints "rank R done".
-fn build(prefix: &Path, dir: &Path) -> Option<PathBuf> {
-    let exe = dir.join("mpi_ranks");
-    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../mpir-acquire/tests/fixtures/mpi_ranks.c");
-    match run(Command::new(prefix.join("bin/mpicc"))
-        .arg(src)
-        .arg("-o")
-        .arg(&exe))
-    {
-        Ok(_) => Some(exe),
-        Err(e) => {
-            skip(&e);
-            None
-        }
-    }
+fn fixture() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../mpir-acquire/tests/fixtures/mpi_ranks.c")
 }
 
 fn mpirun(prefix: &Path, dir: &Path, exe: &Path, n: usize, secs: u32) -> Command {
@@ -95,9 +71,12 @@ fn completes(mut child: Child, mut out: impl Read, mut seen: String, n: usize) {
 
 #[test]
 fn attach_hold_stacks_and_queues_on_an_open_mpi_5_job() {
-    let Some(prefix) = prefix() else { return };
+    let Some(wheel) = Wheel::find(&OMPI5_WHEEL) else {
+        return;
+    };
+    let prefix = wheel.prefix.clone();
     let dir = scratch("session-ompi5");
-    let Some(exe) = build(&prefix, &dir) else {
+    let Some(exe) = wheel.program(&fixture(), &dir, "mpi_ranks") else {
         return;
     };
     let _one = ONE_TOOL.lock().unwrap_or_else(|e| e.into_inner());
@@ -150,9 +129,12 @@ fn attach_hold_stacks_and_queues_on_an_open_mpi_5_job() {
 
 #[test]
 fn launch_holds_the_job_in_init_until_the_first_hold_is_released() {
-    let Some(prefix) = prefix() else { return };
+    let Some(wheel) = Wheel::find(&OMPI5_WHEEL) else {
+        return;
+    };
+    let prefix = wheel.prefix.clone();
     let dir = scratch("session-ompi5-launch");
-    let Some(exe) = build(&prefix, &dir) else {
+    let Some(exe) = wheel.program(&fixture(), &dir, "mpi_ranks") else {
         return;
     };
     let _one = ONE_TOOL.lock().unwrap_or_else(|e| e.into_inner());

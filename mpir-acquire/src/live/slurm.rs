@@ -88,21 +88,7 @@ pub(super) fn wake_ranks(starter: u32, ranks: &[(u32, u64)], timeout: Duration) 
             continue;
         };
         for &(pid, start_time) in &waiting {
-            let same = ProcessFacts::read(pid).is_ok_and(|f| f.start_time == start_time);
-            if !same {
-                continue;
-            }
-            let signalled = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid as i32),
-                nix::sys::signal::Signal::SIGCONT,
-            );
-            notes.push(Note::RankContinued {
-                pid,
-                why: match signalled {
-                    Ok(()) => why.to_string(),
-                    Err(e) => format!("{why}; SIGCONT failed: {e}"),
-                },
-            });
+            notes.extend(super::release::continue_stopped(pid, start_time, why));
         }
         return notes;
     }

@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 pub use mpir_target::testkit::{
-    Scratch, assert_code_as_in_file, assert_untouched, entry_point, have, run, scratch, skip,
-    status_field, symbol_address, wait_for,
+    IMPI_WHEEL, MPICH5_WHEEL, OMPI5_WHEEL, Scratch, Wheel, assert_code_as_in_file,
+    assert_untouched, entry_point, have, run, scratch, skip, status_field, symbol_address,
+    wait_for,
 };
 
 pub fn fixtures() -> PathBuf {
