@@ -18,9 +18,9 @@
 //! form); requests and replies are paired by [`RequestId`]; a [`Route`] names the node a
 //! message comes from or goes to, so agents can relay for their children in a tree.
 //!
-//! ```no_run
+//! ```
 //! use mpir_wire::{Connection, ContentKind, Fingerprint, Gate, Hello, Message, MessageKind,
-//!                 Options, ServerIdentity, TlsListener, TlsStream, Token, TokenBook};
+//!                 Options, ServerIdentity, TlsListener, TlsStream, TokenBook};
 //! use std::time::Duration;
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! // Front end: an ephemeral identity, a listener, a token for node2's agent.
@@ -28,19 +28,32 @@
 //! let listener = TlsListener::bind("127.0.0.1:0".parse()?, &identity)?;
 //! let book = TokenBook::new(Duration::from_secs(3600));
 //! let issued = book.issue("node2")?;
-//! // (the token goes to the agent in a private file; address and fingerprint in its argv)
+//! // The agent's arguments: address and fingerprint (public). The token goes to it by a
+//! // private file or its environment, never its arguments.
+//! let (addr, pin) = (listener.local_addr()?, listener.fingerprint().to_string());
+//! let token = issued.token;
 //!
-//! // Agent on node2: connect out, pin, prove.
-//! let pin: Fingerprint = listener.fingerprint().to_string().parse()?;
-//! let tls = TlsStream::connect(listener.local_addr()?, &pin, &Options::default())?;
-//! let hello = Hello::new("node2", std::process::id()).with_token(issued.token);
-//! let (mut agent, welcome) = Connection::agent(tls, &hello, &Options::default())?;
+//! // The agent on node2 (another process on another node in real life): connect out, pin
+//! // the certificate, prove itself, answer.
+//! let agent = std::thread::spawn(move || -> Result<(), mpir_wire::WireError> {
+//!     let pin: Fingerprint = pin.parse().expect("a fingerprint");
+//!     let tls = TlsStream::connect(addr, &pin, &Options::default())?;
+//!     let hello = Hello::new("node2", std::process::id()).with_token(token);
+//!     let (mut conn, _welcome) = Connection::agent(tls, &hello, &Options::default())?;
+//!     let request = conn.recv()?;
+//!     let reply = Message::new(MessageKind::Reply, ContentKind::Json, b"{\"ranks\":[]}".to_vec())
+//!         .with_request(request.request);
+//!     conn.send(&reply)
+//! });
 //!
-//! // Front end again (on its own thread in real life).
-//! let mut accepted = listener.accept(Duration::from_secs(10), &Gate::Tokens(&book),
-//!                                    &Options::default())?;
-//! agent.send(&Message::new(MessageKind::Notice, ContentKind::Json, b"{}".to_vec()))?;
-//! let msg = accepted.connection.recv()?;
+//! // The front end accepts it (one thread per pending handshake in real life).
+//! let gate = Gate::Tokens(&book);
+//! let mut accepted = listener.accept(Duration::from_secs(10), &gate, &Options::default())?;
+//! assert_eq!(accepted.node_id, issued.node_id);
+//! let ask = Message::new(MessageKind::Request, ContentKind::Json, b"{}".to_vec());
+//! accepted.connection.send(&ask)?;
+//! assert_eq!(accepted.connection.recv()?.payload, b"{\"ranks\":[]}");
+//! agent.join().expect("the agent thread")?;
 //! # Ok(()) }
 //! ```
 //!
