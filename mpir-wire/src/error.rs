@@ -169,7 +169,7 @@ pub enum DecodeError {
 #[non_exhaustive]
 pub enum HandshakeError {
     /// The bytes are not frames of this protocol (a version mismatch among them).
-    #[error("during the handshake")]
+    #[error("the peer's bytes are not frames of this protocol")]
     Frame(#[source] FrameError),
     /// A handshake message did not decode.
     #[error("a {kind} message did not decode")]

@@ -143,7 +143,7 @@ impl ServerIdentity {
             what: "the private key",
             source: e.into(),
         })?;
-        let config = ServerConfig::builder_with_provider(provider())
+        let mut config = ServerConfig::builder_with_provider(provider())
             .with_protocol_versions(&[&rustls::version::TLS13])
             .and_then(|b| {
                 b.with_no_client_auth()
@@ -153,6 +153,8 @@ impl ServerIdentity {
                 what: "the TLS server configuration",
                 source: Box::new(e),
             })?;
+        // Connections are never resumed: no session tickets.
+        config.send_tls13_tickets = 0;
         Ok(Arc::new(config))
     }
 }
@@ -401,12 +403,15 @@ pub struct TlsListener {
 }
 
 impl TlsListener {
-    /// Listens on `addr` (port 0: an ephemeral port) with `identity`'s certificate.
+    /// Listens on `addr` (port 0: an ephemeral port) with `identity`'s certificate. Several
+    /// threads may accept on it at once.
     pub fn bind(addr: SocketAddr, identity: &ServerIdentity) -> Result<TlsListener, WireError> {
-        let listener = TcpListener::bind(addr).map_err(|source| WireError::Io {
+        let io = |source| WireError::Io {
             during: Phase::Connect,
             source,
-        })?;
+        };
+        let listener = TcpListener::bind(addr).map_err(io)?;
+        listener.set_nonblocking(true).map_err(io)?;
         Ok(TlsListener {
             listener,
             config: identity.server_config()?,
@@ -427,24 +432,43 @@ impl TlsListener {
     /// Waits at most `timeout` for a TCP connection. Finish it with
     /// [`TlsListener::establish`] (on another thread, if others are waiting).
     pub fn accept_tcp(&self, timeout: Duration) -> Result<TcpStream, WireError> {
-        let ms = PollTimeout::try_from(timeout).unwrap_or(PollTimeout::MAX);
-        let mut fds = [PollFd::new(self.listener.as_fd(), PollFlags::POLLIN)];
-        let ready = poll(&mut fds, ms).map_err(|e| WireError::Io {
-            during: Phase::Connect,
-            source: e.into(),
-        })?;
-        if ready == 0 {
-            return Err(WireError::Timeout {
-                during: Phase::Connect,
-                after: timeout,
-            });
-        }
-        let (tcp, _) = self.listener.accept().map_err(|source| WireError::Io {
+        let io = |source| WireError::Io {
             during: Phase::Connect,
             source,
-        })?;
-        let _ = tcp.set_nodelay(true);
-        Ok(tcp)
+        };
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let ms = PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX);
+            let mut fds = [PollFd::new(self.listener.as_fd(), PollFlags::POLLIN)];
+            match poll(&mut fds, ms) {
+                Ok(0) => {
+                    return Err(WireError::Timeout {
+                        during: Phase::Connect,
+                        after: timeout,
+                    });
+                }
+                Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                Err(e) => return Err(io(e.into())),
+            }
+            // The listener is non-blocking: another thread may have taken the connection.
+            match self.listener.accept() {
+                Ok((tcp, _)) => {
+                    tcp.set_nonblocking(false).map_err(io)?;
+                    let _ = tcp.set_nodelay(true);
+                    return Ok(tcp);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(io(e)),
+            }
+            if Instant::now() >= deadline {
+                return Err(WireError::Timeout {
+                    during: Phase::Connect,
+                    after: timeout,
+                });
+            }
+        }
     }
 
     /// TLS, then the hello/welcome handshake through `gate`, on an accepted connection;

@@ -370,3 +370,57 @@ fn fingerprints_print_and_parse() {
         assert!(bad.parse::<Fingerprint>().is_err(), "{bad:?}");
     }
 }
+
+#[test]
+fn several_threads_accept_several_agents_on_one_listener() {
+    let l = listener();
+    let book = TokenBook::new(Duration::from_secs(60));
+    let nodes: Vec<String> = (0..6).map(|i| format!("node{i}")).collect();
+    let agents: Vec<_> = nodes
+        .iter()
+        .map(|n| {
+            let token = book.issue(n).unwrap().token;
+            let hello = Hello::new(n.clone(), 1).with_token(token);
+            let (addr, pin) = (l.local_addr().unwrap(), l.fingerprint());
+            thread::spawn(move || {
+                let tls = TlsStream::connect(addr, &pin, &quick()).unwrap();
+                let (mut conn, welcome) = Connection::agent(tls, &hello, &quick()).unwrap();
+                // 200 requests answered, each routed back as this node.
+                for _ in 0..200 {
+                    let r = conn.recv().unwrap();
+                    let reply = Message::new(MessageKind::Reply, r.content, r.payload)
+                        .with_request(r.request)
+                        .with_route(mpir_wire::Route::to(welcome.node_id));
+                    conn.send(&reply).unwrap();
+                }
+            })
+        })
+        .collect();
+    let seen = std::sync::Mutex::new(Vec::new());
+    thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                for _ in 0..3 {
+                    let mut a = l
+                        .accept(Duration::from_secs(20), &Gate::Tokens(&book), &quick())
+                        .unwrap();
+                    for i in 0..200 {
+                        a.connection.send(&request(i, &a.hello.node)).unwrap();
+                        let r = a.connection.recv().unwrap();
+                        assert_eq!(r.request, RequestId(i));
+                        assert_eq!(r.route.node, a.node_id);
+                        assert_eq!(r.payload, a.hello.node.as_bytes());
+                    }
+                    seen.lock().unwrap().push(a.hello.node.clone());
+                }
+            });
+        }
+    });
+    for a in agents {
+        a.join().unwrap();
+    }
+    let mut seen = seen.into_inner().unwrap();
+    seen.sort();
+    assert_eq!(seen, nodes);
+    assert_eq!(book.refusals().total(), 0);
+}
