@@ -106,7 +106,11 @@
 //! **Over a pipe** the engine that started the agent (srun with munge, hydra or pdsh over
 //! ssh) authenticated both ends and carries the bytes between two processes of the user; the
 //! hello/welcome still runs (version check, node id) and the front end may still require a
-//! token ([`Gate::Tokens`]) or admit whoever is on the pipe ([`Gate::Engine`]).
+//! token ([`Gate::Tokens`]) or admit whoever is on the pipe ([`Gate::Engine`]). The pipe is
+//! as private as the engine makes it: ssh encrypts it; Slurm's and hydra's I/O forwarding
+//! authenticate their daemons but carry the bytes in clear between nodes, where a token in a
+//! hello adds little (it is consumed by its first use, so a copy seen later is useless, but
+//! the rest of the conversation is readable on the network).
 //!
 //! **Over TCP** (the agent connects out; agents never listen):
 //!

@@ -72,6 +72,17 @@ impl<R: Read + AsFd, W: Write + AsFd> Pipe<R, W> {
     }
 }
 
+impl Pipe<std::fs::File, std::fs::File> {
+    /// This process's stdin and stdout (duplicated descriptors), as an agent whose engine
+    /// forwards its stdio uses them. Nothing else may read stdin or write stdout afterwards
+    /// (a stray print would corrupt the framing: point fd 1 elsewhere once this is made).
+    pub fn stdio() -> io::Result<Pipe<std::fs::File, std::fs::File>> {
+        let reader = io::stdin().as_fd().try_clone_to_owned()?;
+        let writer = io::stdout().as_fd().try_clone_to_owned()?;
+        Ok(Pipe::new(reader.into(), writer.into()))
+    }
+}
+
 /// Waits until `fd` is ready for `events` or the timeout passes.
 fn wait(fd: BorrowedFd<'_>, events: PollFlags, timeout: Duration) -> io::Result<()> {
     let deadline = Instant::now() + timeout;
