@@ -392,6 +392,20 @@ impl Transport for TlsStream {
         self.sock().set_read_timeout(t)?;
         self.sock().set_write_timeout(t)
     }
+
+    fn close(&mut self) -> io::Result<()> {
+        match &mut self.inner {
+            Inner::Client(s) => {
+                s.conn.send_close_notify();
+                s.flush()?;
+            }
+            Inner::Server(s) => {
+                s.conn.send_close_notify();
+                s.flush()?;
+            }
+        }
+        self.sock().shutdown(std::net::Shutdown::Write)
+    }
 }
 
 /// The front end's listening socket. Agents connect to it; it never connects to them.

@@ -20,6 +20,11 @@ use crate::token::TokenBook;
 pub trait Transport: Read + Write {
     /// Bounds each following read and write to `timeout`.
     fn set_timeout(&mut self, timeout: Duration) -> io::Result<()>;
+
+    /// Ends the stream in order (TLS: `close_notify`); by default, flushes.
+    fn close(&mut self) -> io::Result<()> {
+        self.flush()
+    }
 }
 
 /// `Some(timeout)`, at least a millisecond (a zero timeout means "none" to the socket API).
@@ -367,6 +372,9 @@ impl<T: Transport> Connection<T> {
         loop {
             match self.transport.read(&mut self.rx) {
                 Ok(0) => return Ok(false),
+                // TLS without `close_notify`: an end like any other; the framing itself
+                // tells a cut inside a message from a close between messages.
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(false),
                 Ok(n) => {
                     self.rx_start = 0;
                     self.rx_end = n;
@@ -407,7 +415,8 @@ impl<T: Transport> Connection<T> {
 
     /// Receives the next message. A clean end of stream between messages is
     /// [`WireError::Closed`]; inside a frame, [`crate::FrameError::Truncated`]. Each wait is
-    /// bounded by the silence timeout.
+    /// bounded by the silence timeout. Frame offsets in errors count from the end of the
+    /// handshake.
     pub fn recv(&mut self) -> Result<Message, WireError> {
         loop {
             if self.rx_start < self.rx_end {
@@ -438,6 +447,15 @@ impl<T: Transport> Connection<T> {
                 });
             }
         }
+    }
+
+    /// Ends the connection in order (over TLS, the peer then reads a clean end). Dropping a
+    /// connection closes it too, without that notice.
+    pub fn close(mut self) -> Result<(), WireError> {
+        let silence = self.silence;
+        self.transport
+            .close()
+            .map_err(|e| io_error(e, Phase::Send, silence))
     }
 
     /// Bounds each later wait to `timeout`.

@@ -424,3 +424,59 @@ fn several_threads_accept_several_agents_on_one_listener() {
     assert_eq!(seen, nodes);
     assert_eq!(book.refusals().total(), 0);
 }
+
+#[test]
+fn an_orderly_close_an_abrupt_one_and_a_cut_message_are_told_apart() {
+    let l = listener();
+    let book = TokenBook::new(Duration::from_secs(60));
+    for how in ["close", "drop", "cut"] {
+        let token = book.issue(how).unwrap().token;
+        let hello = Hello::new(how, 1).with_token(token);
+        let (addr, pin) = (l.local_addr().unwrap(), l.fingerprint());
+        let agent = thread::spawn(move || {
+            let tls = TlsStream::connect(addr, &pin, &quick()).unwrap();
+            let (mut conn, _) = Connection::agent(tls, &hello, &quick()).unwrap();
+            conn.send(&request(1, "{}")).unwrap();
+            match how {
+                "close" => conn.close().unwrap(),
+                "drop" => drop(conn),
+                _ => {
+                    let frames = request(2, "{\"cut\":1}")
+                        .to_frames(&Limits::DEFAULT)
+                        .unwrap();
+                    conn.get_mut().write_all(&frames[..30]).unwrap();
+                    conn.get_mut().flush().unwrap();
+                    drop(conn);
+                }
+            }
+        });
+        let mut a = l
+            .accept(Duration::from_secs(10), &Gate::Tokens(&book), &quick())
+            .unwrap();
+        agent.join().unwrap();
+        assert_eq!(a.connection.recv().unwrap().request, RequestId(1));
+        let e = a.connection.recv().unwrap_err();
+        if how == "cut" {
+            assert!(
+                matches!(
+                    e,
+                    WireError::Frame {
+                        during: Phase::Receive,
+                        source: FrameError::Truncated { have: 30, .. }
+                    }
+                ),
+                "{how}: {e:?}"
+            );
+        } else {
+            assert!(
+                matches!(
+                    e,
+                    WireError::Closed {
+                        during: Phase::Receive
+                    }
+                ),
+                "{how}: {e:?}"
+            );
+        }
+    }
+}
