@@ -173,3 +173,8 @@ pub use handshake::{
 pub use tls::{BadFingerprint, Fingerprint, ServerIdentity, TlsListener, TlsStream};
 pub use token::{Issued, RefusalCounts, TOKEN_LEN, Token, TokenBook};
 pub use transport::{Accepted, Connection, Gate, Options, Pipe, Transport};
+
+// The README's example is a doctest, so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
