@@ -141,6 +141,13 @@ impl Message {
         self
     }
 
+    /// The message as a relay forwards it: the same, one more hop on its route; `None` past
+    /// [`MAX_HOPS`] (a loop in the tree), when it must be dropped.
+    pub fn relayed(mut self) -> Option<Message> {
+        self.route = self.route.relayed()?;
+        Some(self)
+    }
+
     /// Appends the message to `out` as frames of at most [`MAX_FRAME`] payload bytes; fails
     /// if the message is over `limits` (the peer would refuse it).
     pub fn encode(&self, limits: &Limits, out: &mut Vec<u8>) -> Result<(), FrameError> {

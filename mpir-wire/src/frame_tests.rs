@@ -269,6 +269,12 @@ fn relaying_counts_hops_up_to_the_bound() {
     }
     assert_eq!(r.hops, MAX_HOPS);
     assert_eq!(r.relayed(), None);
+
+    let m = msg(MessageKind::Reply, b"up");
+    let up = m.clone().relayed().unwrap();
+    assert_eq!((up.route.node, up.route.hops), (NodeId(7), 3));
+    assert_eq!(up.payload, m.payload);
+    assert_eq!(m.with_route(r).relayed(), None);
 }
 
 #[test]
