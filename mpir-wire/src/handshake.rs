@@ -200,6 +200,18 @@ impl Codec for Refusal {
     }
 }
 
+/// An error and its causes, as one line (a refusal's detail).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
+}
+
 /// A control message as frames (handshake messages always fit [`Limits::HANDSHAKE`]).
 fn control_frames<T: Codec>(kind: MessageKind, value: &T) -> Vec<u8> {
     let msg = Message::new(kind, ContentKind::Control, encode_to_vec(value));
@@ -333,7 +345,7 @@ impl FrontEndHandshake {
                 output: Some(hello),
             }),
             Err(e) => {
-                self.refuse(&Refusal::new(RefusalReason::Malformed, e.to_string()));
+                self.refuse(&Refusal::new(RefusalReason::Malformed, chain(&e)));
                 Err(e)
             }
         }
