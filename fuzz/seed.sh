@@ -4,6 +4,7 @@
 #   mpi2dd_snapshot/_traversal  valid MPI2DD processes in four data models (mpi2dd::fuzzing::seeds)
 #   mpi2dd_decoders         their MPI2DD_info and what follows it (mpi2dd::fuzzing::decoder_seeds)
 #   wire                    valid pipe messages of every kind (mpir_mqd::fuzzing::seed_stream)
+#   agent_wire              hellos, a welcome, a refusal, messages of every kind (mpir_wire::fuzzing::seeds)
 #   core                    the first 32 KiB of a gcore of `sleep` (headers and notes; needs gdb)
 #   elf_symbolize           the unwinder fixture with DWARF (-O2: inline frames), the starter ones
 #   unwind                  the harness input of `tests/unwind_no_panic.rs`'s seed: a pc at the
@@ -55,3 +56,4 @@ if command -v gcore > /dev/null; then
 fi
 cargo run -q --manifest-path "$here/../Cargo.toml" -p mpi2dd --example fuzz_seeds -- "$corpus"
 cargo run -q --manifest-path "$here/../Cargo.toml" -p mpir-mqd --example fuzz_seeds -- "$corpus"
+cargo run -q --manifest-path "$here/../Cargo.toml" -p mpir-wire --features fuzzing --example fuzz_seeds -- "$corpus"

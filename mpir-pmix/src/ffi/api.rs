@@ -395,6 +395,37 @@ unsafe fn queue_event(status: Status, source: *const PmixProc, info: *mut PmixIn
     }));
 }
 
+/// Queues an event and answers libpmix's continuation (if any) with `outcome`.
+///
+/// # Safety
+/// The arguments are a libpmix event handler's, as libpmix gave them.
+#[allow(clippy::too_many_arguments)]
+unsafe fn handle_event(
+    status: Status,
+    source: *const PmixProc,
+    info: *mut PmixInfo,
+    ninfo: usize,
+    cbfunc: EventNotificationCbFn,
+    cbdata: *mut c_void,
+    outcome: Status,
+) {
+    // SAFETY: our arguments, as libpmix gave them.
+    unsafe { queue_event(status, source, info, ninfo) };
+    if let Some(f) = cbfunc {
+        // SAFETY: the continuation libpmix gave us, called once with its own cbdata.
+        unsafe {
+            f(
+                outcome,
+                std::ptr::null_mut(),
+                0,
+                None,
+                std::ptr::null_mut(),
+                cbdata,
+            )
+        };
+    }
+}
+
 /// The handler of [`CODES`]: queues the event and ends the chain (so that the default handler
 /// does not queue it twice).
 unsafe extern "C" fn on_named_event(
@@ -408,21 +439,18 @@ unsafe extern "C" fn on_named_event(
     cbfunc: EventNotificationCbFn,
     cbdata: *mut c_void,
 ) {
-    // SAFETY: our arguments, as libpmix gave them.
-    unsafe { queue_event(status, source, info, ninfo) };
-    if let Some(f) = cbfunc {
-        // SAFETY: the continuation libpmix gave us, called once with its own cbdata.
-        unsafe {
-            f(
-                PMIX_EVENT_ACTION_COMPLETE,
-                std::ptr::null_mut(),
-                0,
-                None,
-                std::ptr::null_mut(),
-                cbdata,
-            )
-        };
-    }
+    // SAFETY: our own arguments, as libpmix gave them.
+    unsafe {
+        handle_event(
+            status,
+            source,
+            info,
+            ninfo,
+            cbfunc,
+            cbdata,
+            PMIX_EVENT_ACTION_COMPLETE,
+        )
+    };
 }
 
 /// The default handler (every other event): queues it and lets the chain go on.
@@ -437,21 +465,8 @@ unsafe extern "C" fn on_other_event(
     cbfunc: EventNotificationCbFn,
     cbdata: *mut c_void,
 ) {
-    // SAFETY: our arguments, as libpmix gave them.
-    unsafe { queue_event(status, source, info, ninfo) };
-    if let Some(f) = cbfunc {
-        // SAFETY: the continuation libpmix gave us, called once with its own cbdata.
-        unsafe {
-            f(
-                PMIX_SUCCESS,
-                std::ptr::null_mut(),
-                0,
-                None,
-                std::ptr::null_mut(),
-                cbdata,
-            )
-        };
-    }
+    // SAFETY: our own arguments, as libpmix gave them.
+    unsafe { handle_event(status, source, info, ninfo, cbfunc, cbdata, PMIX_SUCCESS) };
 }
 
 unsafe extern "C" fn on_registered(status: Status, refid: usize, cbdata: *mut c_void) {
