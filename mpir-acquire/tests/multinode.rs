@@ -1,0 +1,427 @@
+//! Jobs across the simulated multi-node cluster (`scripts/ci-multinode.sh`, `$MPIR_MULTINODE`):
+//! Open MPI 4.1.4's `orterun` started inside node1 (the tool's node) with its ranks on node2
+//! and node3, and the tool running inside node1 too — it sees what a tool sees on a real
+//! cluster: the table's pids are local to each rank's node, and node1's pid of the same
+//! number is a different process (a decoy made to collide with a rank's pid here). Attach
+//! mode: every rank is reported on its node with its node-local pid, as remote, and nothing
+//! on any node is traced or stopped (the colliding decoy included). Launch mode with MPIR
+//! tool daemons: exactly one daemon per node with ranks, inside that node, a child of its
+//! orted, seeing that node's ranks under the table's pids. The job's output stays intact and
+//! nothing of it is left running.
+//!
+//! The tool side runs inside node1 as this same test binary (`Cluster::this_test_in`): the
+//! `inside_node1_*` tests do nothing in a plain run.
+
+#![cfg(all(target_os = "linux", target_arch = "x86_64"))]
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use mpir_acquire::testkit::multinode::{Cluster, NodeChild, inner_test};
+use mpir_acquire::{AcquireOptions, Job, RankControl, ToolDaemon, live};
+use support::*;
+
+/// Separates the fields of an inner test's argument.
+const SEP: char = '\u{1f}';
+
+fn options() -> AcquireOptions {
+    AcquireOptions::default().with_timeout(Duration::from_secs(60))
+}
+
+/// A rank as it printed itself: (rank, node-local pid, host).
+type Printed = (u64, u32, String);
+
+/// The "rank R pid P on HOST" lines of `out`, sorted.
+fn printed(out: &str) -> Vec<Printed> {
+    let mut v: Vec<Printed> = out
+        .lines()
+        .filter_map(|l| match l.split_whitespace().collect::<Vec<_>>()[..] {
+            ["rank", r, "pid", p, "on", h] => Some((r.parse().ok()?, p.parse().ok()?, h.into())),
+            _ => None,
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// What the tool inside node1 reported: one line per rank, "MN rank R host H pid P control
+/// C local L", and "MN out LINE" for the job's output it read.
+#[derive(Debug, Default)]
+struct Report {
+    ranks: Vec<(Printed, String, bool)>,
+    attached: usize,
+    out: String,
+}
+
+fn report(job: &Job) {
+    for r in job.ranks() {
+        println!(
+            "MN rank {} host {} pid {} control {:?} local {}",
+            r.rank,
+            r.host.unwrap_or("?"),
+            r.pid,
+            job.control(r.rank),
+            job.locality(r.rank).is_local()
+        );
+    }
+    println!("MN attached {}", job.attached_pids().len());
+}
+
+fn parse_report(stdout: &str) -> Report {
+    let mut rep = Report::default();
+    for l in stdout.lines() {
+        // The harness may print "test NAME ... " before the first line (--nocapture).
+        let Some((_, l)) = l.split_once("MN ") else {
+            continue;
+        };
+        if let Some(o) = l.strip_prefix("out ") {
+            rep.out.push_str(o);
+            rep.out.push('\n');
+            continue;
+        }
+        match l.split_whitespace().collect::<Vec<_>>()[..] {
+            ["rank", r, "host", h, "pid", p, "control", c, "local", local] => rep.ranks.push((
+                (r.parse().unwrap(), p.parse().unwrap(), h.to_string()),
+                c.to_string(),
+                local == "true",
+            )),
+            ["attached", n] => rep.attached = n.parse().unwrap(),
+            _ => panic!("bad report line {l:?}"),
+        }
+    }
+    rep
+}
+
+/// Runs test `test` of this binary inside node1 with `arg`; its report (its own assertions
+/// passed).
+fn inside_node1(cluster: &Cluster, test: &str, arg: &str, envs: &Command) -> Report {
+    let mut c = cluster.this_test_in(1, test, arg);
+    for (k, v) in envs.get_envs() {
+        if let Some(v) = v {
+            c.env(k, v);
+        }
+    }
+    let out = c
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the test in node1");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{test} inside node1 failed: {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    parse_report(&stdout)
+}
+
+/// The job's program, compiled with Open MPI's wrapper; `None` after a skip.
+fn program(dir: &Path) -> Option<PathBuf> {
+    if !have("orterun") || !have("mpicc.openmpi") {
+        skip("Open MPI (orterun, mpicc.openmpi) is not installed");
+        return None;
+    }
+    let exe = dir.join("mn_deadlock");
+    run(Command::new("mpicc.openmpi")
+        .arg("-g")
+        .arg(fixtures().join("mn_deadlock.c"))
+        .arg("-o")
+        .arg(&exe))
+    .unwrap_or_else(|e| panic!("{e}"));
+    Some(exe)
+}
+
+/// The checks both modes share: the table is exactly what the ranks printed (node-local pids,
+/// two on node2 and two on node3), every rank remote and not attached, and each is, on its
+/// node, the job's program, untouched.
+fn check_table(cluster: &Cluster, rep: &Report, ranks: &[Printed]) {
+    let table: Vec<Printed> = rep.ranks.iter().map(|(p, _, _)| p.clone()).collect();
+    assert_eq!(table, ranks, "the table is not what the ranks printed");
+    let hosts: Vec<&str> = table.iter().map(|(_, _, h)| h.as_str()).collect();
+    assert_eq!(hosts, ["node2", "node2", "node3", "node3"]);
+    for ((rank, pid, host), control, local) in &rep.ranks {
+        assert_eq!(control, "Remote", "rank {rank}");
+        assert!(!local, "rank {rank} on {host} was taken for node1's");
+        let node: usize = host.trim_start_matches("node").parse().unwrap();
+        let proc = cluster
+            .processes(node)
+            .into_iter()
+            .find(|p| p.local_pid == *pid)
+            .unwrap_or_else(|| panic!("rank {rank}: no pid {pid} on {host}"));
+        assert_eq!(proc.comm, "mn_deadlock", "rank {rank} on {host}");
+        cluster.assert_untouched(node, *pid);
+    }
+    assert_eq!(rep.attached, 0);
+}
+
+/// After the job is stopped: nothing of it is left on node2 or node3 (within 15 s).
+fn assert_job_gone(cluster: &Cluster) {
+    let left = |c: &Cluster| -> Vec<(usize, String)> {
+        [2, 3]
+            .into_iter()
+            .flat_map(|n| c.processes(n).into_iter().map(move |p| (n, p.comm)))
+            .filter(|(_, comm)| {
+                ["mn_deadlock", "orted", "tooldaemon.sh", "sleep"].contains(&comm.as_str())
+            })
+            .collect()
+    };
+    assert!(
+        wait_for(15, || left(cluster).is_empty()),
+        "left running: {:?}",
+        left(cluster)
+    );
+}
+
+/// orterun inside node1, ranks 0,1 on node2 and 2,3 on node3, until all four printed.
+fn start_job(cluster: &Cluster, dir: &Path, program: &Path) -> (NodeChild, Output) {
+    let mut cmd = cluster.orterun(&[(2, 2), (3, 2)], program, &[]);
+    cmd.current_dir(dir);
+    let mut wrapped = cluster.run_in(1, &cmd);
+    let err = std::fs::File::create(dir.join("orterun.err")).unwrap();
+    wrapped
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(err);
+    let mut orterun = cluster.spawn(1, wrapped);
+    let out = Output::of(orterun.child());
+    assert!(
+        wait_for(60, || printed(&out.text()).len() == 4),
+        "the job did not start: {}\n{}",
+        out.text(),
+        std::fs::read_to_string(dir.join("orterun.err")).unwrap_or_default()
+    );
+    (orterun, out)
+}
+
+#[test]
+fn open_mpi_attach_from_node1_reports_remote_ranks_and_touches_nothing() {
+    let Some(cluster) = Cluster::from_env() else {
+        return;
+    };
+    let dir = scratch("mn-attach");
+    let Some(program) = program(&dir) else {
+        return;
+    };
+    let Some(decoy) = mpir_target::testkit::build_decoy(&dir) else {
+        return;
+    };
+    let (mut orterun, out) = start_job(&cluster, &dir, &program);
+    wait_spawned(orterun.host_pid);
+    let ranks = printed(&out.text());
+    // The trap: a process in node1 whose pid is a remote rank's (the first rank pid free in
+    // node1). A tool that took the table's pid for a local one would trace it.
+    let log = dir.join("decoy.log");
+    let mut trap = None;
+    for (rank, pid, host) in &ranks {
+        let mut d = Command::new(&decoy);
+        d.arg(&log);
+        if let Some(c) = cluster.spawn_with_pid(1, *pid, &d) {
+            trap = Some((c, *rank, host.clone()));
+            break;
+        }
+    }
+    let (trap, trap_rank, trap_host) = trap.unwrap_or_else(|| {
+        panic!(
+            "no rank pid of {ranks:?} could be given to a decoy in node1: {:?}",
+            cluster.processes(1)
+        )
+    });
+    eprintln!(
+        "ranks {ranks:?}; node1's decoy has pid {} (host pid {}), as rank {trap_rank} on {trap_host}",
+        trap.local_pid, trap.host_pid
+    );
+    assert_eq!(trap.node, 1);
+    let rep = inside_node1(
+        &cluster,
+        "inside_node1_attach",
+        &orterun.local_pid.to_string(),
+        &Command::new("true"),
+    );
+    check_table(&cluster, &rep, &ranks);
+    // The decoy has the pid of rank `trap_rank` (on another node), was never traced or
+    // stopped, and still runs.
+    assert_eq!(trap.local_pid as i64, {
+        let (_, p, _) = &ranks[trap_rank as usize];
+        *p as i64
+    });
+    assert_ne!(trap_host, "node1");
+    let touched = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        touched.is_empty(),
+        "the colliding decoy was touched: {touched}"
+    );
+    mpir_target::testkit::assert_untouched(trap.host_pid);
+    assert!(support::is_running(trap.host_pid));
+    mpir_target::testkit::assert_untouched(orterun.host_pid);
+    // The job runs on, undisturbed; stopped like a user would, it leaves nothing behind.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!orterun.has_exited(), "the job ended after the attach");
+    assert_eq!(printed(&out.text()), ranks, "{}", out.text());
+    orterun.stop();
+    drop(trap);
+    assert_job_gone(&cluster);
+}
+
+/// Inside node1 (run by the test above): attach to orterun (its pid is the argument) and
+/// report the job. Nothing to do in a plain run.
+#[test]
+fn inside_node1_attach() {
+    let Some(arg) = inner_test("inside_node1_attach") else {
+        return;
+    };
+    let pid: u32 = arg.parse().unwrap();
+    let acquired = live::attach(pid, options()).unwrap();
+    let job = acquired.job().clone();
+    drop(acquired);
+    assert!(job.attached_pids().is_empty(), "{:?}", job.control);
+    for r in job.ranks() {
+        assert_eq!(job.control(r.rank), &RankControl::Remote, "rank {}", r.rank);
+    }
+    report(&job);
+}
+
+/// The stand-in tool daemon: records where it runs (host name, its pid and its parent's
+/// command inside its node, its second argument, the node's `mn_deadlock` pids) in
+/// `$1/daemon.<host>.<pid>.txt`, then lingers.
+const TOOL_DAEMON: &str = r#"#!/bin/sh
+i=0
+while [ $i -lt 100 ] && [ "$(pgrep -x mn_deadlock | wc -l)" -lt 2 ]; do sleep 0.1; i=$((i+1)); done
+f="$1/daemon.$(hostname).$$.txt"
+{ echo "host=$(hostname)"; echo "pid=$$"; echo "parent=$(cat /proc/$PPID/comm)"; echo "arg=$2"
+  echo "ranks=$(pgrep -x mn_deadlock | sort -n | tr '\n' ' ')"; } > "$f.tmp" && mv "$f.tmp" "$f"
+exec sleep 120
+"#;
+
+#[test]
+fn open_mpi_launch_from_node1_with_one_tool_daemon_per_node() {
+    let Some(cluster) = Cluster::from_env() else {
+        return;
+    };
+    let dir = scratch("mn-launch");
+    let Some(program) = program(&dir) else {
+        return;
+    };
+    let daemon = dir.join("tooldaemon.sh");
+    std::fs::write(&daemon, TOOL_DAEMON).unwrap();
+    run(Command::new("chmod").arg("755").arg(&daemon)).unwrap();
+    let cmd = cluster.orterun(&[(2, 2), (3, 2)], &program, &[]);
+    let mut fields = vec![daemon.display().to_string(), dir.display().to_string()];
+    fields.push(cmd.get_program().to_string_lossy().into_owned());
+    fields.extend(cmd.get_args().map(|a| a.to_string_lossy().into_owned()));
+    let arg = fields.join(&SEP.to_string());
+    let rep = inside_node1(
+        &cluster,
+        "inside_node1_launch_with_tool_daemons",
+        &arg,
+        &cmd,
+    );
+    let ranks = printed(&rep.out);
+    assert_eq!(ranks.len(), 4, "{}", rep.out);
+    // The ranks are stopped with orterun by now: check the table against what they printed.
+    let table: Vec<Printed> = rep.ranks.iter().map(|(p, _, _)| p.clone()).collect();
+    assert_eq!(table, ranks);
+    for (_, control, local) in &rep.ranks {
+        assert_eq!(control, "Remote");
+        assert!(!local);
+    }
+    // Exactly one daemon per node with ranks, inside that node, started by its orted, seeing
+    // that node's ranks under the table's pids.
+    let mut daemons: Vec<String> = std::fs::read_dir(&*dir)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("daemon.") && n.ends_with(".txt"))
+        .collect();
+    daemons.sort();
+    assert_eq!(daemons.len(), 2, "{daemons:?}");
+    let mut nodes = BTreeSet::new();
+    for name in &daemons {
+        let text = std::fs::read_to_string(dir.join(name)).unwrap();
+        let field = |k: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(k)?.strip_prefix('='))
+                .unwrap_or_default()
+                .to_string()
+        };
+        let host = field("host");
+        assert!(
+            name.starts_with(&format!("daemon.{host}.")),
+            "{name}: {text}"
+        );
+        assert_eq!(field("parent"), "orted", "{text}");
+        assert_eq!(field("arg"), "two words", "{text}");
+        let seen: Vec<u32> = field("ranks")
+            .split_whitespace()
+            .map(|p| p.parse().unwrap())
+            .collect();
+        let want: Vec<u32> = ranks
+            .iter()
+            .filter(|(_, _, h)| *h == host)
+            .map(|(_, p, _)| *p)
+            .collect();
+        assert_eq!(
+            seen, want,
+            "{host}'s daemon sees other ranks than the table: {text}"
+        );
+        nodes.insert(host);
+    }
+    assert_eq!(
+        nodes,
+        BTreeSet::from(["node2".to_string(), "node3".to_string()])
+    );
+    assert_job_gone(&cluster);
+}
+
+/// Inside node1 (run by the test above): launch orterun under the tool with the tool daemon
+/// extension (argument: daemon, output directory, orterun's argv), let the job run, wait for
+/// both daemons' files, report the job and its output, stop orterun.
+#[test]
+fn inside_node1_launch_with_tool_daemons() {
+    let Some(arg) = inner_test("inside_node1_launch_with_tool_daemons") else {
+        return;
+    };
+    let mut f = arg.split(SEP);
+    let (daemon, dir) = (f.next().unwrap(), PathBuf::from(f.next().unwrap()));
+    let mut cmd = Command::new(f.next().unwrap());
+    cmd.args(f)
+        .current_dir(&dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let o = options().with_tool_daemon(ToolDaemon::new(
+        daemon,
+        [dir.display().to_string(), "two words".into()],
+    ));
+    let mut acquired = live::launch(cmd, o).unwrap();
+    let mut orterun = acquired.take_child().unwrap();
+    let job = acquired.job().clone();
+    drop(acquired);
+    assert!(job.attached_pids().is_empty(), "{:?}", job.control);
+    let out = Output::of(&mut orterun);
+    let daemons = || {
+        std::fs::read_dir(&dir)
+            .map(|d| {
+                d.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                    .filter(|n| n.starts_with("daemon.") && n.ends_with(".txt"))
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    let started = wait_for(60, || printed(&out.text()).len() == 4 && daemons() >= 2);
+    report(&job);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(daemons(), 2, "the tool daemons");
+    assert!(
+        orterun.try_wait().unwrap().is_none(),
+        "orterun ended: {}",
+        out.text()
+    );
+    mpir_target::testkit::stop_launcher(&mut orterun);
+    for l in out.text().lines() {
+        println!("MN out {l}");
+    }
+    assert!(started, "ranks or daemons missing: {}", out.text());
+}
