@@ -54,6 +54,7 @@ fn printed(out: &str) -> Vec<Printed> {
 struct Report {
     ranks: Vec<(Printed, String, bool)>,
     attached: usize,
+    job: Option<u64>,
     out: String,
 }
 
@@ -69,6 +70,9 @@ fn report(job: &Job) {
         );
     }
     println!("MN attached {}", job.attached_pids().len());
+    if let Some(j) = job.starter.job_id {
+        println!("MN job {j}");
+    }
 }
 
 fn parse_report(stdout: &str) -> Report {
@@ -90,6 +94,7 @@ fn parse_report(stdout: &str) -> Report {
                 local == "true",
             )),
             ["attached", n] => rep.attached = n.parse().unwrap(),
+            ["job", j] => rep.job = j.parse().ok(),
             _ => panic!("bad report line {l:?}"),
         }
     }
@@ -138,11 +143,11 @@ fn program(dir: &Path) -> Option<PathBuf> {
 /// The checks both modes share: the table is exactly what the ranks printed (node-local pids,
 /// two on node2 and two on node3), every rank remote and not attached, and each is, on its
 /// node, the job's program, untouched.
-fn check_table(cluster: &Cluster, rep: &Report, ranks: &[Printed]) {
+fn check_table(cluster: &Cluster, rep: &Report, ranks: &[Printed], hosts: &[&str]) {
     let table: Vec<Printed> = rep.ranks.iter().map(|(p, _, _)| p.clone()).collect();
     assert_eq!(table, ranks, "the table is not what the ranks printed");
-    let hosts: Vec<&str> = table.iter().map(|(_, _, h)| h.as_str()).collect();
-    assert_eq!(hosts, ["node2", "node2", "node3", "node3"]);
+    let got: Vec<&str> = table.iter().map(|(_, _, h)| h.as_str()).collect();
+    assert_eq!(got, hosts);
     for ((rank, pid, host), control, local) in &rep.ranks {
         assert_eq!(control, "Remote", "rank {rank}");
         assert!(!local, "rank {rank} on {host} was taken for node1's");
@@ -158,11 +163,10 @@ fn check_table(cluster: &Cluster, rep: &Report, ranks: &[Printed]) {
     assert_eq!(rep.attached, 0);
 }
 
-/// After the job is stopped: nothing of it is left on node2 or node3 (within 15 s).
+/// After the job is stopped: nothing of it is left on node2..N (within 15 s).
 fn assert_job_gone(cluster: &Cluster) {
     let left = |c: &Cluster| -> Vec<(usize, String)> {
-        [2, 3]
-            .into_iter()
+        (2..=c.nodes())
             .flat_map(|n| c.processes(n).into_iter().map(move |p| (n, p.comm)))
             .filter(|(_, comm)| {
                 ["mn_deadlock", "orted", "tooldaemon.sh", "sleep"].contains(&comm.as_str())
@@ -197,6 +201,87 @@ fn start_job(cluster: &Cluster, dir: &Path, program: &Path) -> (NodeChild, Outpu
     (orterun, out)
 }
 
+/// The trap: a process in node1 (a decoy that records any tracer or stop) whose pid is a
+/// remote rank's (the first rank pid free in node1). A tool that took the table's pid for a
+/// local one would trace it.
+struct Trap {
+    decoy: NodeChild,
+    rank: Printed,
+    log: PathBuf,
+}
+
+impl Trap {
+    fn set(cluster: &Cluster, dir: &Path, ranks: &[Printed]) -> Option<Trap> {
+        let decoy = mpir_target::testkit::build_decoy(dir)?;
+        let log = dir.join("decoy.log");
+        for rank in ranks {
+            let mut d = Command::new(&decoy);
+            d.arg(&log);
+            if let Some(c) = cluster.spawn_with_pid(1, rank.1, &d) {
+                eprintln!(
+                    "ranks {ranks:?}; node1's decoy has pid {} (host pid {}), as rank {} on {}",
+                    c.local_pid, c.host_pid, rank.0, rank.2
+                );
+                return Some(Trap {
+                    decoy: c,
+                    rank: rank.clone(),
+                    log,
+                });
+            }
+        }
+        panic!(
+            "no rank pid of {ranks:?} could be given to a decoy in node1: {:?}",
+            cluster.processes(1)
+        )
+    }
+
+    /// The decoy has the pid of a rank on another node, was never traced or stopped, and
+    /// still runs.
+    fn check(&self) {
+        assert_eq!(self.decoy.node, 1);
+        assert_eq!(self.decoy.local_pid, self.rank.1);
+        assert_ne!(self.rank.2, "node1");
+        let touched = std::fs::read_to_string(&self.log).unwrap_or_default();
+        assert!(
+            touched.is_empty(),
+            "the colliding decoy was touched: {touched}"
+        );
+        mpir_target::testkit::assert_untouched(self.decoy.host_pid);
+        assert!(is_running(self.decoy.host_pid));
+    }
+}
+
+/// Attaches from node1 to `starter` (running in node1, its ranks printed): the table is what
+/// the ranks printed, on `hosts`, all remote and untouched, the pid-colliding decoy in node1
+/// untouched, the job running on; then stops it, leaving nothing behind. The report.
+fn attach_from_node1(
+    cluster: &Cluster,
+    dir: &Path,
+    mut starter: NodeChild,
+    out: &Output,
+    hosts: &[&str],
+) -> Option<Report> {
+    let ranks = printed(&out.text());
+    let trap = Trap::set(cluster, dir, &ranks)?;
+    let rep = inside_node1(
+        cluster,
+        "inside_node1_attach",
+        &starter.local_pid.to_string(),
+        &Command::new("true"),
+    );
+    check_table(cluster, &rep, &ranks, hosts);
+    trap.check();
+    mpir_target::testkit::assert_untouched(starter.host_pid);
+    // The job runs on, undisturbed; stopped like a user would, it leaves nothing behind.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!starter.has_exited(), "the job ended after the attach");
+    assert_eq!(printed(&out.text()), ranks, "{}", out.text());
+    starter.stop();
+    drop(trap);
+    assert_job_gone(cluster);
+    Some(rep)
+}
+
 #[test]
 fn open_mpi_attach_from_node1_reports_remote_ranks_and_touches_nothing() {
     let Some(cluster) = Cluster::from_env() else {
@@ -206,64 +291,15 @@ fn open_mpi_attach_from_node1_reports_remote_ranks_and_touches_nothing() {
     let Some(program) = program(&dir) else {
         return;
     };
-    let Some(decoy) = mpir_target::testkit::build_decoy(&dir) else {
-        return;
-    };
-    let (mut orterun, out) = start_job(&cluster, &dir, &program);
+    let (orterun, out) = start_job(&cluster, &dir, &program);
     wait_spawned(orterun.host_pid);
-    let ranks = printed(&out.text());
-    // The trap: a process in node1 whose pid is a remote rank's (the first rank pid free in
-    // node1). A tool that took the table's pid for a local one would trace it.
-    let log = dir.join("decoy.log");
-    let mut trap = None;
-    for (rank, pid, host) in &ranks {
-        let mut d = Command::new(&decoy);
-        d.arg(&log);
-        if let Some(c) = cluster.spawn_with_pid(1, *pid, &d) {
-            trap = Some((c, *rank, host.clone()));
-            break;
-        }
-    }
-    let (trap, trap_rank, trap_host) = trap.unwrap_or_else(|| {
-        panic!(
-            "no rank pid of {ranks:?} could be given to a decoy in node1: {:?}",
-            cluster.processes(1)
-        )
-    });
-    eprintln!(
-        "ranks {ranks:?}; node1's decoy has pid {} (host pid {}), as rank {trap_rank} on {trap_host}",
-        trap.local_pid, trap.host_pid
-    );
-    assert_eq!(trap.node, 1);
-    let rep = inside_node1(
+    attach_from_node1(
         &cluster,
-        "inside_node1_attach",
-        &orterun.local_pid.to_string(),
-        &Command::new("true"),
+        &dir,
+        orterun,
+        &out,
+        &["node2", "node2", "node3", "node3"],
     );
-    check_table(&cluster, &rep, &ranks);
-    // The decoy has the pid of rank `trap_rank` (on another node), was never traced or
-    // stopped, and still runs.
-    assert_eq!(trap.local_pid as i64, {
-        let (_, p, _) = &ranks[trap_rank as usize];
-        *p as i64
-    });
-    assert_ne!(trap_host, "node1");
-    let touched = std::fs::read_to_string(&log).unwrap_or_default();
-    assert!(
-        touched.is_empty(),
-        "the colliding decoy was touched: {touched}"
-    );
-    mpir_target::testkit::assert_untouched(trap.host_pid);
-    assert!(support::is_running(trap.host_pid));
-    mpir_target::testkit::assert_untouched(orterun.host_pid);
-    // The job runs on, undisturbed; stopped like a user would, it leaves nothing behind.
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(!orterun.has_exited(), "the job ended after the attach");
-    assert_eq!(printed(&out.text()), ranks, "{}", out.text());
-    orterun.stop();
-    drop(trap);
-    assert_job_gone(&cluster);
 }
 
 /// Inside node1 (run by the test above): attach to orterun (its pid is the argument) and
@@ -424,4 +460,238 @@ fn inside_node1_launch_with_tool_daemons() {
         println!("MN out {l}");
     }
     assert!(started, "ranks or daemons missing: {}", out.text());
+}
+
+/// Cancels this cluster's jobs of one name when dropped (`scancel` from the host, with the
+/// cluster's `SLURM_CONF`: the single-node CI Slurm's is the one exported).
+struct ClusterJobs {
+    name: String,
+    conf: PathBuf,
+}
+
+impl ClusterJobs {
+    fn new(cluster: &Cluster, tag: &str) -> Option<ClusterJobs> {
+        let Some(conf) = cluster.slurm_conf() else {
+            skip("the simulated cluster runs no Slurm (MPIR_MULTINODE_SLURM=0, or not installed)");
+            return None;
+        };
+        Some(ClusterJobs {
+            name: format!("mpir-mn-{}-{tag}", std::process::id()),
+            conf: conf.to_path_buf(),
+        })
+    }
+
+    /// The job id of this name (`squeue` on the host).
+    fn job_id(&self) -> u64 {
+        let out = run(Command::new("timeout")
+            .args(["-s", "KILL", "20", "squeue", "-h", "-o", "%i", "-n"])
+            .arg(&self.name)
+            .env("SLURM_CONF", &self.conf))
+        .unwrap_or_else(|e| panic!("{e}"));
+        out.trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("squeue said {out:?}"))
+    }
+}
+
+impl Drop for ClusterJobs {
+    fn drop(&mut self) {
+        let _ = Command::new("timeout")
+            .args(["-s", "KILL", "20", "scancel"])
+            .arg(format!("--name={}", self.name))
+            .env("SLURM_CONF", &self.conf)
+            .status();
+    }
+}
+
+/// `srun` arguments of a 6-rank Open MPI job on node2..4, two ranks each.
+fn srun_args(jobs: &ClusterJobs, program: &Path) -> Vec<String> {
+    vec![
+        format!("--job-name={}", jobs.name),
+        "-N".into(),
+        "3".into(),
+        "--ntasks-per-node=2".into(),
+        "--mpi=pmix".into(),
+        program.display().to_string(),
+    ]
+}
+
+const SIX: [&str; 6] = ["node2", "node2", "node3", "node3", "node4", "node4"];
+
+/// srun inside node1 (no slurmd there), its tasks on node2..4, until all six printed.
+fn start_srun(
+    cluster: &Cluster,
+    dir: &Path,
+    jobs: &ClusterJobs,
+    program: &Path,
+) -> Option<(NodeChild, Output)> {
+    let args = srun_args(jobs, program);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut cmd = cluster.srun(&args)?;
+    cmd.current_dir(dir);
+    let mut wrapped = cluster.run_in(1, &cmd);
+    let err = std::fs::File::create(dir.join("srun.err")).unwrap();
+    wrapped
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(err);
+    let mut srun = cluster.spawn(1, wrapped);
+    let out = Output::of(srun.child());
+    assert!(
+        wait_for(90, || printed(&out.text()).len() == 6),
+        "the job did not start: {}\n{}",
+        out.text(),
+        std::fs::read_to_string(dir.join("srun.err")).unwrap_or_default()
+    );
+    Some((srun, out))
+}
+
+#[test]
+fn srun_attach_from_node1_reports_remote_tasks_and_touches_nothing() {
+    let Some(cluster) = Cluster::from_env() else {
+        return;
+    };
+    let Some(jobs) = ClusterJobs::new(&cluster, "attach") else {
+        return;
+    };
+    let dir = scratch("mn-srun-attach");
+    let Some(program) = program(&dir) else {
+        return;
+    };
+    let Some((srun, out)) = start_srun(&cluster, &dir, &jobs, &program) else {
+        return;
+    };
+    let job = jobs.job_id();
+    let rep = attach_from_node1(&cluster, &dir, srun, &out, &SIX).unwrap();
+    assert_eq!(rep.job, Some(job), "srun's job id");
+}
+
+/// What an agent launch through Slurm will do: a step beside the running job
+/// (`srun --jobid=J --overlap --ntasks-per-node=1`), from node1, runs one task on each of
+/// the job's nodes, inside that node, where it sees exactly that node's ranks under the pids
+/// the ranks printed.
+#[test]
+fn srun_step_beside_the_job_runs_one_task_per_node_seeing_its_ranks() {
+    let Some(cluster) = Cluster::from_env() else {
+        return;
+    };
+    let Some(jobs) = ClusterJobs::new(&cluster, "beside") else {
+        return;
+    };
+    let dir = scratch("mn-srun-beside");
+    let Some(program) = program(&dir) else {
+        return;
+    };
+    let Some((mut srun, out)) = start_srun(&cluster, &dir, &jobs, &program) else {
+        return;
+    };
+    let ranks = printed(&out.text());
+    let job = jobs.job_id().to_string();
+    let step = cluster
+        .srun(&[
+            &format!("--jobid={job}"),
+            "--overlap",
+            "--ntasks-per-node=1",
+            "-N",
+            "3",
+            "/bin/sh",
+            "-c",
+            "echo step $(hostname) $(pgrep -x mn_deadlock | sort -n | tr '\\n' ' ')",
+        ])
+        .unwrap();
+    let got = run(cluster.run_in(1, &step).stdin(Stdio::null())).unwrap_or_else(|e| panic!("{e}"));
+    let mut lines: Vec<&str> = got.lines().filter(|l| l.starts_with("step ")).collect();
+    lines.sort_unstable();
+    let want: Vec<String> = ["node2", "node3", "node4"]
+        .iter()
+        .map(|n| {
+            let pids: Vec<String> = ranks
+                .iter()
+                .filter(|(_, _, h)| h == n)
+                .map(|(_, p, _)| p.to_string())
+                .collect();
+            format!("step {n} {}", pids.join(" "))
+        })
+        .collect();
+    assert_eq!(lines, want, "{got}");
+    for (rank, pid, host) in &ranks {
+        let node: usize = host.trim_start_matches("node").parse().unwrap();
+        assert!(cluster.host_pid(node, *pid).is_some(), "rank {rank}");
+        cluster.assert_untouched(node, *pid);
+    }
+    assert!(!srun.has_exited());
+    assert_eq!(printed(&out.text()), ranks);
+    srun.stop();
+    drop(jobs);
+    assert_job_gone(&cluster);
+}
+
+#[test]
+fn srun_launch_from_node1_releases_every_remote_task() {
+    let Some(cluster) = Cluster::from_env() else {
+        return;
+    };
+    let Some(jobs) = ClusterJobs::new(&cluster, "launch") else {
+        return;
+    };
+    let dir = scratch("mn-srun-launch");
+    let Some(program) = program(&dir) else {
+        return;
+    };
+    let Some(cmd) = cluster.srun(&[]) else {
+        return;
+    };
+    let mut fields = vec![dir.display().to_string(), "srun".to_string()];
+    fields.extend(srun_args(&jobs, &program));
+    let rep = inside_node1(
+        &cluster,
+        "inside_node1_launch",
+        &fields.join(&SEP.to_string()),
+        &cmd,
+    );
+    let ranks = printed(&rep.out);
+    assert_eq!(ranks.len(), 6, "{}", rep.out);
+    let table: Vec<Printed> = rep.ranks.iter().map(|(p, _, _)| p.clone()).collect();
+    assert_eq!(table, ranks);
+    let hosts: Vec<&str> = table.iter().map(|(_, _, h)| h.as_str()).collect();
+    assert_eq!(hosts, SIX);
+    for (_, control, local) in &rep.ranks {
+        assert_eq!(control, "Remote");
+        assert!(!local);
+    }
+    assert_eq!(rep.attached, 0);
+    drop(jobs);
+    assert_job_gone(&cluster);
+}
+
+/// Inside node1 (run by the test above): launch the command (argument: working directory,
+/// then argv) under the tool and let go at once: every task, stopped by its slurmstepd at
+/// the loader's entry on its own node, must be released and print (which needs all six
+/// running: they exchange tokens first). Reports the job and its output, stops the job.
+#[test]
+fn inside_node1_launch() {
+    let Some(arg) = inner_test("inside_node1_launch") else {
+        return;
+    };
+    let mut f = arg.split(SEP);
+    let dir = PathBuf::from(f.next().unwrap());
+    let mut cmd = Command::new(f.next().unwrap());
+    cmd.args(f)
+        .current_dir(&dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut acquired = live::launch(cmd, options()).unwrap();
+    let mut starter = acquired.take_child().unwrap();
+    let job = acquired.job().clone();
+    drop(acquired);
+    assert!(job.attached_pids().is_empty(), "{:?}", job.control);
+    let out = Output::of(&mut starter);
+    let started = wait_for(90, || printed(&out.text()).len() == job.len());
+    report(&job);
+    mpir_target::testkit::stop_launcher(&mut starter);
+    for l in out.text().lines() {
+        println!("MN out {l}");
+    }
+    assert!(started, "not every task ran: {}", out.text());
 }
