@@ -26,6 +26,10 @@
 # private munged and slurmctld on the host, one slurmd per node2..N inside that node (node1 is
 # the front end, without slurmd), per-node TmpFS.
 #
+# Tests use it through mpir_acquire::testkit::multinode::Cluster (one test at a time: a lock on
+# run/tests.lock), running the tool side inside node1; a process of node1 can be given a chosen
+# node-local pid (the node's /proc/sys/kernel/ns_last_pid) to collide with a remote rank's.
+#
 # What it does not simulate: separate networks or file systems (every node sees the same /tmp
 # and the same files, so a "shared file system" is always there), separate users, resource
 # limits, node failure; `/proc` of the host still shows every node's processes under host pids.
