@@ -263,6 +263,7 @@ CONF
 up() {
     [ "$(id -u)" -eq 0 ] || die "not root: namespaces and the daemons need root"
     command -v unshare >/dev/null && command -v nsenter >/dev/null || die "util-linux's unshare/nsenter missing"
+    [ -x /usr/bin/python3 ] || die "no /usr/bin/python3 (the nodes' init and the ssh stand-in are Python)"
     if healthy 2>/dev/null; then
         log "already up"
         echo "$DIR"

@@ -181,8 +181,16 @@ fn assert_job_gone(cluster: &Cluster) {
 }
 
 /// orterun inside node1, ranks 0,1 on node2 and 2,3 on node3, until all four printed.
-fn start_job(cluster: &Cluster, dir: &Path, program: &Path) -> (NodeChild, Output) {
-    let mut cmd = cluster.orterun(&[(2, 2), (3, 2)], program, &[]);
+fn start_job(
+    cluster: &Cluster,
+    dir: &Path,
+    program: &Path,
+    options: &[&str],
+    hosts: &[(usize, u32)],
+) -> (NodeChild, Output) {
+    let n: u32 = hosts.iter().map(|(_, slots)| slots).sum();
+    let n = n as usize;
+    let mut cmd = cluster.orterun(options, hosts, program, &[]);
     cmd.current_dir(dir);
     let mut wrapped = cluster.run_in(1, &cmd);
     let err = std::fs::File::create(dir.join("orterun.err")).unwrap();
@@ -193,7 +201,7 @@ fn start_job(cluster: &Cluster, dir: &Path, program: &Path) -> (NodeChild, Outpu
     let mut orterun = cluster.spawn(1, wrapped);
     let out = Output::of(orterun.child());
     assert!(
-        wait_for(60, || printed(&out.text()).len() == 4),
+        wait_for(60, || printed(&out.text()).len() == n),
         "the job did not start: {}\n{}",
         out.text(),
         std::fs::read_to_string(dir.join("orterun.err")).unwrap_or_default()
@@ -291,7 +299,7 @@ fn open_mpi_attach_from_node1_reports_remote_ranks_and_touches_nothing() {
     let Some(program) = program(&dir) else {
         return;
     };
-    let (orterun, out) = start_job(&cluster, &dir, &program);
+    let (orterun, out) = start_job(&cluster, &dir, &program, &[], &[(2, 2), (3, 2)]);
     wait_spawned(orterun.host_pid);
     attach_from_node1(
         &cluster,
@@ -299,6 +307,46 @@ fn open_mpi_attach_from_node1_reports_remote_ranks_and_touches_nothing() {
         orterun,
         &out,
         &["node2", "node2", "node3", "node3"],
+    );
+}
+
+/// ORTE's tree spawn (`--mca routed_radix 1`): orterun starts node2's orted, which starts
+/// node3's through `nsrsh` from inside node2, and so on — the ssh stand-in works from any node.
+#[test]
+fn open_mpi_tree_spawn_over_three_nodes_attach_from_node1() {
+    let Some(cluster) = Cluster::from_env() else {
+        return;
+    };
+    if cluster.nodes() < 4 {
+        skip("the tree spawn test needs node4 (MPIR_MULTINODE_NODES >= 4)");
+        return;
+    }
+    let dir = scratch("mn-tree");
+    let Some(program) = program(&dir) else {
+        return;
+    };
+    let (orterun, out) = start_job(
+        &cluster,
+        &dir,
+        &program,
+        &["--mca", "routed_radix", "1"],
+        &[(2, 1), (3, 1), (4, 2)],
+    );
+    // The orteds of node2 and node3 each run an nsrsh to the next node.
+    for node in [2, 3] {
+        let procs = cluster.processes(node);
+        assert!(
+            procs.iter().any(|p| p.comm == "nsrsh"),
+            "node{node} started no orted: {procs:?}"
+        );
+    }
+    wait_spawned(orterun.host_pid);
+    attach_from_node1(
+        &cluster,
+        &dir,
+        orterun,
+        &out,
+        &["node2", "node3", "node4", "node4"],
     );
 }
 
@@ -344,7 +392,7 @@ fn open_mpi_launch_from_node1_with_one_tool_daemon_per_node() {
     let daemon = dir.join("tooldaemon.sh");
     std::fs::write(&daemon, TOOL_DAEMON).unwrap();
     run(Command::new("chmod").arg("755").arg(&daemon)).unwrap();
-    let cmd = cluster.orterun(&[(2, 2), (3, 2)], &program, &[]);
+    let cmd = cluster.orterun(&[], &[(2, 2), (3, 2)], &program, &[]);
     let mut fields = vec![daemon.display().to_string(), dir.display().to_string()];
     fields.push(cmd.get_program().to_string_lossy().into_owned());
     fields.extend(cmd.get_args().map(|a| a.to_string_lossy().into_owned()));

@@ -85,7 +85,7 @@ impl Job {
             .arg(&exe))
         .unwrap_or_else(|e| panic!("{e}"));
         let decoy = build_decoy(dir)?;
-        let mut cmd = cluster.orterun(&[(2, 2), (3, 2)], &exe, &[]);
+        let mut cmd = cluster.orterun(&[], &[(2, 2), (3, 2)], &exe, &[]);
         cmd.current_dir(dir);
         let mut wrapped = cluster.run_in(1, &cmd);
         wrapped

@@ -408,10 +408,18 @@ impl Cluster {
     }
 
     /// Open MPI 4's `orterun` (run it inside the front-end node) starting `program` with
-    /// `args` on `hosts` (node, slots), one rank per slot: the rsh agent is the cluster's
-    /// `nsrsh`, and Open MPI's TCP traffic stays on loopback (`*_tcp_if_include lo`; the
-    /// nodes' names resolve to 127.0.1.N, each node's orted binds there).
-    pub fn orterun(&self, hosts: &[(usize, u32)], program: &Path, args: &[&str]) -> Command {
+    /// `args` on `hosts` (node, slots), one rank per slot, with orterun's own `options` (e.g.
+    /// `--mca routed_radix 1`: each orted starts the next one, a tree spawn): the rsh agent
+    /// is the cluster's `nsrsh`, and Open MPI's TCP traffic stays on loopback
+    /// (`*_tcp_if_include lo`; the nodes' names resolve to 127.0.1.N, which orterun needs
+    /// to tell them from itself).
+    pub fn orterun(
+        &self,
+        options: &[&str],
+        hosts: &[(usize, u32)],
+        program: &Path,
+        args: &[&str],
+    ) -> Command {
         let list: Vec<String> = hosts.iter().map(|(n, s)| format!("node{n}:{s}")).collect();
         let ranks: u32 = hosts.iter().map(|(_, s)| s).sum();
         let mut c = Command::new("orterun");
@@ -420,6 +428,7 @@ impl Cluster {
             .args(["--mca", "oob_tcp_if_include", "lo"])
             .args(["--mca", "btl_tcp_if_include", "lo"])
             .args(["--mca", "btl", "self,vader,tcp"])
+            .args(options)
             .arg("--host")
             .arg(list.join(","))
             .arg("-n")
