@@ -10,7 +10,8 @@
 #       MPIR_MULTINODE=$(scripts/ci-multinode.sh up | tail -n1); export MPIR_MULTINODE
 #   Progress goes to stderr. Settings (environment):
 #       MPIR_MULTINODE_DIR        state directory, default ${TMPDIR:-/tmp}/mpir-rs-mn
-#       MPIR_MULTINODE_NODES      number of nodes N (2..64), default 4
+#       MPIR_MULTINODE_NODES      number of nodes N (2..254), default 4 (each node costs ~4 MB;
+#                                 for many nodes set MPIR_MULTINODE_SLURM=0: one slurmd per node)
 #       MPIR_MULTINODE_SLURM      1 (default): Slurm on node2..N; 0: no Slurm
 #       MPIR_MULTINODE_SLURM_PORT slurmctld's port, default 7817 (slurmd: +1; node i: +10+i),
 #                                 away from scripts/ci-slurm.sh's 6817/6818: both run in one CI run
@@ -63,7 +64,7 @@ MUNGE_DIR=$DIR/munge
 log() { printf 'ci-multinode: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
 
-[[ $N =~ ^[0-9]+$ ]] && [ "$N" -ge 2 ] && [ "$N" -le 64 ] || die "MPIR_MULTINODE_NODES=$N: want 2..64"
+[[ $N =~ ^[0-9]+$ ]] && [ "$N" -ge 2 ] && [ "$N" -le 254 ] || die "MPIR_MULTINODE_NODES=$N: want 2..254 (node I is 127.0.1.I)"
 [[ $CTLD_PORT =~ ^[0-9]+$ ]] || die "MPIR_MULTINODE_SLURM_PORT=$CTLD_PORT: not a port"
 
 # Field 22 of /proc/PID/stat: the start time (clock ticks since boot); empty if gone.
