@@ -58,14 +58,26 @@ struct Report {
     out: String,
 }
 
+/// One word for how a rank was handled.
+fn control_word(c: &RankControl) -> &'static str {
+    match c {
+        RankControl::NotAttached => "NotAttached",
+        RankControl::Remote => "Remote",
+        RankControl::Attached { .. } => "Attached",
+        RankControl::Refused { .. } => "Refused",
+        RankControl::Failed { .. } => "Failed",
+        _ => "Other",
+    }
+}
+
 fn report(job: &Job) {
     for r in job.ranks() {
         println!(
-            "MN rank {} host {} pid {} control {:?} local {}",
+            "MN rank {} host {} pid {} control {} local {}",
             r.rank,
             r.host.unwrap_or("?"),
             r.pid,
-            job.control(r.rank),
+            control_word(job.control(r.rank)),
             job.locality(r.rank).is_local()
         );
     }
@@ -350,7 +362,7 @@ fn open_mpi_tree_spawn_over_three_nodes_attach_from_node1() {
     );
 }
 
-/// Inside node1 (run by the test above): attach to orterun (its pid is the argument) and
+/// Inside node1 (run by the tests above): attach to orterun (its pid is the argument) and
 /// report the job. Nothing to do in a plain run.
 #[test]
 fn inside_node1_attach() {
@@ -364,6 +376,84 @@ fn inside_node1_attach() {
     assert!(job.attached_pids().is_empty(), "{:?}", job.control);
     for r in job.ranks() {
         assert_eq!(job.control(r.rank), &RankControl::Remote, "rank {}", r.rank);
+    }
+    report(&job);
+}
+
+/// A job with ranks on node1 too (orterun forks them there itself) and on node2/node3, a
+/// decoy in node1 with a remote rank's pid: held from node1, only node1's two ranks are
+/// attached (proven local), the remote ones and the decoy are never touched, and once
+/// released every process runs on.
+#[test]
+fn open_mpi_mixed_job_held_from_node1_takes_only_node1_ranks() {
+    let Some(cluster) = Cluster::from_env() else {
+        return;
+    };
+    let dir = scratch("mn-mixed");
+    let Some(program) = program(&dir) else {
+        return;
+    };
+    let (mut orterun, out) = start_job(&cluster, &dir, &program, &[], &[(1, 2), (2, 1), (3, 1)]);
+    wait_spawned(orterun.host_pid);
+    let ranks = printed(&out.text());
+    let hosts: Vec<&str> = ranks.iter().map(|(_, _, h)| h.as_str()).collect();
+    assert_eq!(hosts, ["node1", "node1", "node2", "node3"]);
+    let remote: Vec<Printed> = ranks.iter().filter(|r| r.2 != "node1").cloned().collect();
+    let trap = Trap::set(&cluster, &dir, &remote).unwrap();
+    let rep = inside_node1(
+        &cluster,
+        "inside_node1_hold",
+        &orterun.local_pid.to_string(),
+        &Command::new("true"),
+    );
+    let table: Vec<Printed> = rep.ranks.iter().map(|(p, _, _)| p.clone()).collect();
+    assert_eq!(table, ranks);
+    for ((rank, _, host), control, local) in &rep.ranks {
+        let want = if host == "node1" {
+            "Attached"
+        } else {
+            "Remote"
+        };
+        assert_eq!(control, want, "rank {rank} on {host}");
+        assert_eq!(*local, host == "node1", "rank {rank} on {host}");
+    }
+    assert_eq!(rep.attached, 2);
+    trap.check();
+    for (_, pid, host) in &ranks {
+        let node: usize = host.trim_start_matches("node").parse().unwrap();
+        cluster.assert_untouched(node, *pid);
+    }
+    mpir_target::testkit::assert_untouched(orterun.host_pid);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!orterun.has_exited(), "the job ended after the hold");
+    assert_eq!(printed(&out.text()), ranks);
+    orterun.stop();
+    drop(trap);
+    assert_job_gone(&cluster);
+}
+
+/// Inside node1 (run by the test above): attach to orterun holding the ranks (this node's
+/// only), check that they are stopped while held, release, report.
+#[test]
+fn inside_node1_hold() {
+    let Some(arg) = inner_test("inside_node1_hold") else {
+        return;
+    };
+    let pid: u32 = arg.parse().unwrap();
+    let mut acquired = live::attach(pid, options().with_hold(true)).unwrap();
+    let job = acquired.job().clone();
+    let held = job.attached_pids();
+    for &p in &held {
+        let state = status_field(p, "State:");
+        assert!(
+            state.starts_with('t') || state.starts_with('T'),
+            "held rank {p}: {state}"
+        );
+    }
+    acquired.release().unwrap();
+    drop(acquired);
+    for &p in &held {
+        assert_untouched(p);
     }
     report(&job);
 }
