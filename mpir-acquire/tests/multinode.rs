@@ -479,9 +479,7 @@ fn open_mpi_launch_from_node1_with_one_tool_daemon_per_node() {
     let Some(program) = program(&dir) else {
         return;
     };
-    let daemon = dir.join("tooldaemon.sh");
-    std::fs::write(&daemon, TOOL_DAEMON).unwrap();
-    run(Command::new("chmod").arg("755").arg(&daemon)).unwrap();
+    let daemon = tool_daemon(&dir);
     let cmd = cluster.orterun(&[], &[(2, 2), (3, 2)], &program, &[]);
     let mut fields = vec![daemon.display().to_string(), dir.display().to_string()];
     fields.push(cmd.get_program().to_string_lossy().into_owned());
@@ -502,9 +500,14 @@ fn open_mpi_launch_from_node1_with_one_tool_daemon_per_node() {
         assert_eq!(control, "Remote");
         assert!(!local);
     }
-    // Exactly one daemon per node with ranks, inside that node, started by its orted, seeing
-    // that node's ranks under the table's pids.
-    let mut daemons: Vec<String> = std::fs::read_dir(&*dir)
+    check_daemons(&dir, &ranks);
+    assert_job_gone(&cluster);
+}
+
+/// Exactly one daemon per node with ranks (node2, node3), inside that node, started by its
+/// orted, seeing that node's ranks under the table's pids.
+fn check_daemons(dir: &Path, ranks: &[Printed]) {
+    let mut daemons: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
         .filter(|n| n.starts_with("daemon.") && n.ends_with(".txt"))
@@ -546,7 +549,91 @@ fn open_mpi_launch_from_node1_with_one_tool_daemon_per_node() {
         nodes,
         BTreeSet::from(["node2".to_string(), "node3".to_string()])
     );
+}
+
+/// Writes the stand-in tool daemon into `dir`.
+fn tool_daemon(dir: &Path) -> PathBuf {
+    let daemon = dir.join("tooldaemon.sh");
+    std::fs::write(&daemon, TOOL_DAEMON).unwrap();
+    run(Command::new("chmod").arg("755").arg(&daemon)).unwrap();
+    daemon
+}
+
+/// Attach mode with the tool daemon extension (Open MPI 4: through the attach FIFO, the job
+/// running): one daemon per node with ranks, as in launch mode; the ranks are read as a
+/// running job's and left untouched.
+#[test]
+fn open_mpi_attach_from_node1_starts_one_tool_daemon_per_node() {
+    let Some(cluster) = Cluster::from_env() else {
+        return;
+    };
+    let dir = scratch("mn-attach-daemons");
+    let Some(program) = program(&dir) else {
+        return;
+    };
+    let daemon = tool_daemon(&dir);
+    let (mut orterun, out) = start_job(&cluster, &dir, &program, &[], &[(2, 2), (3, 2)]);
+    wait_spawned(orterun.host_pid);
+    let ranks = printed(&out.text());
+    let arg = [
+        orterun.local_pid.to_string(),
+        daemon.display().to_string(),
+        dir.display().to_string(),
+    ]
+    .join(&SEP.to_string());
+    let rep = inside_node1(
+        &cluster,
+        "inside_node1_attach_with_tool_daemons",
+        &arg,
+        &Command::new("true"),
+    );
+    check_table(
+        &cluster,
+        &rep,
+        &ranks,
+        &["node2", "node2", "node3", "node3"],
+    );
+    check_daemons(&dir, &ranks);
+    mpir_target::testkit::assert_untouched(orterun.host_pid);
+    assert!(!orterun.has_exited(), "the job ended after the attach");
+    assert_eq!(printed(&out.text()), ranks);
+    orterun.stop();
     assert_job_gone(&cluster);
+}
+
+/// Inside node1 (run by the test above): attach to orterun asking for tool daemons
+/// (argument: orterun's pid, the daemon, its output directory), wait for both daemons' files,
+/// report.
+#[test]
+fn inside_node1_attach_with_tool_daemons() {
+    let Some(arg) = inner_test("inside_node1_attach_with_tool_daemons") else {
+        return;
+    };
+    let mut f = arg.split(SEP);
+    let pid: u32 = f.next().unwrap().parse().unwrap();
+    let (daemon, dir) = (f.next().unwrap(), PathBuf::from(f.next().unwrap()));
+    let o = options().with_tool_daemon(ToolDaemon::new(
+        daemon,
+        [dir.display().to_string(), "two words".into()],
+    ));
+    let acquired = live::attach(pid, o).unwrap();
+    let job = acquired.job().clone();
+    drop(acquired);
+    assert!(job.attached_pids().is_empty(), "{:?}", job.control);
+    let files = || {
+        std::fs::read_dir(&dir)
+            .map(|d| {
+                d.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                    .filter(|n| n.starts_with("daemon.") && n.ends_with(".txt"))
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    assert!(
+        wait_for(30, || files() >= 2),
+        "the tool daemons did not start"
+    );
+    report(&job);
 }
 
 /// Inside node1 (run by the test above): launch orterun under the tool with the tool daemon
