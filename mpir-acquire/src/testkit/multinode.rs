@@ -161,12 +161,56 @@ impl Cluster {
             .is_file()
             .then(|| dir.join("etc-slurm/slurm.conf"));
         let lock = lock(&run.join("tests.lock"))?;
-        Ok(Cluster {
+        let cluster = Cluster {
             dir: dir.to_path_buf(),
             inits,
             slurm,
             _lock: std::sync::Arc::new(lock),
-        })
+        };
+        cluster.separate_front_end();
+        Ok(cluster)
+    }
+
+    /// Keeps node1's pids well above every other node's, so that node1's own processes
+    /// (launchers, the tool) do not take the pids of other nodes' ranks by chance: a test
+    /// places such collisions itself ([`Cluster::spawn_with_pid`]).
+    fn separate_front_end(&self) {
+        let others = (2..=self.nodes())
+            .filter_map(|n| self.last_pid(n))
+            .max()
+            .unwrap_or(0);
+        if self
+            .last_pid(1)
+            .is_some_and(|p| p < others.saturating_add(1000))
+        {
+            self.set_last_pid(1, others.saturating_add(10_000));
+        }
+    }
+
+    /// Node `node`'s last allocated pid (`/proc/sys/kernel/ns_last_pid` inside it).
+    pub fn last_pid(&self, node: usize) -> Option<u32> {
+        let out = self
+            .run_in(
+                node,
+                Command::new("cat").arg("/proc/sys/kernel/ns_last_pid"),
+            )
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .ok()?;
+        String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+    }
+
+    /// Makes `pid` node `node`'s last allocated pid: its next process gets the next free pid
+    /// after it. Whether that worked.
+    pub fn set_last_pid(&self, node: usize, pid: u32) -> bool {
+        let mut sh = Command::new("/bin/sh");
+        sh.arg("-c")
+            .arg(format!("echo {pid} > /proc/sys/kernel/ns_last_pid"));
+        self.run_in(node, &sh)
+            .stdin(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
     }
 
     /// The state directory.
@@ -284,20 +328,17 @@ impl Cluster {
             return None;
         }
         // The shell below must not get `local_pid` itself (it would, were it the node's next
-        // pid): first move the node's next pid far away.
-        let mut away = Command::new("/bin/sh");
-        away.arg("-c").arg(format!(
-            "echo {} > /proc/sys/kernel/ns_last_pid",
-            local_pid.saturating_add(1000)
-        ));
-        let moved = self
-            .run_in(node, &away)
-            .stdin(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !moved {
+        // pid): first move the node's next pid away; afterwards, back where it was.
+        let before = self.last_pid(node)?;
+        if !self.set_last_pid(node, before.max(local_pid).saturating_add(1000)) {
             return None;
         }
+        let placed = self.place_with_pid(node, local_pid, cmd);
+        self.set_last_pid(node, before);
+        placed
+    }
+
+    fn place_with_pid(&self, node: usize, local_pid: u32, cmd: &Command) -> Option<NodeChild> {
         // sh (inside the node) sets the next pid, then forks the program: `exec` in a
         // subshell keeps the forked pid. The sh waits for it, so `nsenter`'s child is the sh.
         let mut inner = Command::new("/bin/sh");
