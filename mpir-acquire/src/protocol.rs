@@ -191,6 +191,9 @@ pub struct Acquisition {
     /// Whether the job was spawned while we held the starter (so its ranks may wait at
     /// `MPIR_debug_gate` for us).
     spawned_here: bool,
+    /// Attach mode, the job already running: tool daemons asked for through the attach FIFO,
+    /// whose spawn event is theirs, not the job's (its ranks are read as a running job's).
+    daemons_for_running_job: bool,
     host_locality: Vec<Option<mpir_types::node::Locality>>,
     job: Option<Job>,
     /// A starter without MPIR symbols whose table was found by a search: never written into.
@@ -235,6 +238,7 @@ impl Acquisition {
             notes: Vec::new(),
             events: 0,
             spawned_here: false,
+            daemons_for_running_job: false,
             host_locality: Vec::new(),
             job: None,
             discovered: None,
@@ -367,6 +371,18 @@ impl Acquisition {
                     .map_err(AcquireError::target("attach: read MPIR_proctable_size"))?;
                 let state = self.read_debug_state(target);
                 if size > 0 {
+                    // Tool daemons for a running job: the starter launches them when its
+                    // attach FIFO is written, and raises a spawn event (Open MPI 4's orterun:
+                    // one per node with ranks, then MPIR_Breakpoint).
+                    if self.options.tool_daemon.is_some()
+                        && self.discovered.is_none()
+                        && self.attach_fifo(target)
+                    {
+                        self.daemons_for_running_job = true;
+                        self.phase = Phase::ToSpawn;
+                        self.actions.push_back(Action::Continue);
+                        return Ok(());
+                    }
                     return self.table_ready(target);
                 }
                 if self.discovered.is_some() {
@@ -536,7 +552,7 @@ impl Acquisition {
                     self.actions.push_back(Action::Continue);
                     return Ok(());
                 }
-                self.spawned_here = true;
+                self.spawned_here = !self.daemons_for_running_job;
                 self.table_ready(target)
             }
             DebugState::Aborting => {

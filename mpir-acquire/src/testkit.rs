@@ -1,11 +1,14 @@
 //! Helpers for test suites that run Slurm jobs (feature `testkit`): whether a Slurm cluster
 //! answers here (else skip, or fail under `MPIR_REQUIRE_PEERS=1`), and a guard that cancels
-//! the jobs a test started — even when the test fails. For tests only: these panic.
+//! the jobs a test started — even when the test fails; and [`multinode`], the simulated
+//! multi-node cluster of `scripts/ci-multinode.sh`. For tests only: these panic.
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use mpir_target::testkit::skip;
+
+pub mod multinode;
 
 /// Whether a Slurm cluster answers (`SLURM_CONF` names a file and `sinfo` lists an idle or
 /// allocated node within 10 s); otherwise skips the test with the reason (see

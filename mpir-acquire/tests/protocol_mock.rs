@@ -496,6 +496,83 @@ fn the_attach_fifo_is_written_after_being_debugged() {
     assert_eq!(written(&t), [symbols::BEING_DEBUGGED]);
 }
 
+/// Tool daemons for a job that already runs (Open MPI 4): with the table filled, the daemon
+/// is described, the attach FIFO written, and the starter's spawn event awaited — it is the
+/// daemons', so the ranks are then read as a running job's, none attached.
+#[test]
+fn tool_daemons_for_a_running_job_go_through_the_attach_fifo() {
+    let mut s = MockStarter::uniform(2, 2, "/opt/app/bin/solver", 1000);
+    s.flags.push((symbols::PARTIAL_ATTACH_OK.into(), 1));
+    let mut b = MockTarget::builder(DataModel::LP64);
+    s.place(&mut b);
+    b.char_array_variable(symbols::EXECUTABLE_PATH, 256, b"");
+    b.char_array_variable(symbols::SERVER_ARGUMENTS, 1024, b"");
+    b.char_array_variable(symbols::ATTACH_FIFO, 512, b"/tmp/mpir-fifo-7");
+    let t = b.build();
+    let bp = addr(&t, symbols::BREAKPOINT);
+    let daemon = ToolDaemon::new("/opt/tool/bin/toold", ["--port", "4000"]);
+    let mut acq = Acquisition::new(
+        9,
+        Mode::Attach,
+        here().with_hold(false).with_tool_daemon(daemon.clone()),
+    );
+    acq.handle(&t, Event::Attached);
+    assert_eq!(
+        drain(&mut acq),
+        [
+            Action::InsertBreakpoint { address: bp },
+            Action::WriteAttachFifo {
+                path: "/tmp/mpir-fifo-7".into()
+            },
+            Action::Continue
+        ]
+    );
+    assert_eq!(
+        written(&t),
+        [
+            symbols::EXECUTABLE_PATH,
+            symbols::SERVER_ARGUMENTS,
+            symbols::BEING_DEBUGGED
+        ]
+    );
+    acq.handle(
+        &t,
+        Event::Breakpoint {
+            tid: 9,
+            address: bp,
+        },
+    );
+    let acts = drain(&mut acq);
+    assert!(
+        !acts.iter().any(|a| matches!(a, Action::AttachRanks(_))),
+        "{acts:?}"
+    );
+    assert_eq!(acts.last(), Some(&Action::Finished), "{acts:?}");
+    let job = acq.take_job().unwrap();
+    assert!((0..2).all(|r| job.control(r) == &RankControl::NotAttached));
+
+    // Without a FIFO the filled table is read at once (the daemon written, never launched).
+    let mut b = MockTarget::builder(DataModel::LP64);
+    s.place(&mut b);
+    b.char_array_variable(symbols::EXECUTABLE_PATH, 256, b"");
+    b.char_array_variable(symbols::SERVER_ARGUMENTS, 1024, b"");
+    let t = b.build();
+    let mut acq = Acquisition::new(
+        9,
+        Mode::Attach,
+        here().with_hold(false).with_tool_daemon(daemon),
+    );
+    acq.handle(&t, Event::Attached);
+    let acts = drain(&mut acq);
+    assert!(
+        !acts
+            .iter()
+            .any(|a| matches!(a, Action::WriteAttachFifo { .. })),
+        "{acts:?}"
+    );
+    assert_eq!(acts.last(), Some(&Action::Finished), "{acts:?}");
+}
+
 #[test]
 fn timeouts_and_endless_null_events_end_with_errors_that_say_what_was_awaited() {
     let t = starter(0, DataModel::LP64, |s| s.debug_state = DebugState::Null);

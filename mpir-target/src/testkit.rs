@@ -223,18 +223,27 @@ pub struct Decoys {
 /// The decoy program's source (compiled at test time).
 const DECOY_SOURCE: &str = include_str!("testkit_decoy.c");
 
+/// Compiles the decoy program of [`Decoys`] into `dir` (`dir/decoy`), for a test that starts
+/// decoys elsewhere (in another PID namespace, under a chosen pid): run as `decoy LOG`, it
+/// prints `decoy pid P`, records in file `LOG` any tracer and any stop over 200 ms, and runs
+/// until its stdin closes (or 120 s). `None` (after a [`skip`]) without a C compiler.
+pub fn build_decoy(dir: &Path) -> Option<PathBuf> {
+    let src = dir.join("decoy.c");
+    let exe = dir.join("decoy");
+    std::fs::write(&src, DECOY_SOURCE).expect("write the decoy source");
+    if let Err(e) = run(Command::new("cc").args(["-O1", "-o"]).arg(&exe).arg(&src)) {
+        skip(&e);
+        return None;
+    }
+    Some(exe)
+}
+
 impl Decoys {
     /// Compiles the decoy program into `dir` and starts `n` of them; `None` (after a
     /// [`skip`]) without a C compiler.
     pub fn start(dir: &Path, n: usize) -> Option<Decoys> {
         use std::io::BufRead;
-        let src = dir.join("decoy.c");
-        let exe = dir.join("decoy");
-        std::fs::write(&src, DECOY_SOURCE).expect("write the decoy source");
-        if let Err(e) = run(Command::new("cc").args(["-O1", "-o"]).arg(&exe).arg(&src)) {
-            skip(&e);
-            return None;
-        }
+        let exe = build_decoy(dir)?;
         let mut children = Vec::new();
         let mut logs = Vec::new();
         for i in 0..n {

@@ -60,10 +60,11 @@ impl Acquisition {
         Ok(())
     }
 
-    /// Attach mode, table still empty: the attach FIFO extension, when the starter offers it.
-    pub(super) fn attach_fifo<T: Target + ?Sized>(&mut self, target: &T) {
+    /// Attach mode, table still empty (or tool daemons asked for a running job): the attach
+    /// FIFO extension, when the starter offers it. Whether the FIFO will be written.
+    pub(super) fn attach_fifo<T: Target + ?Sized>(&mut self, target: &T) -> bool {
         let Ok(Some(sym)) = target.symbol(symbols::ATTACH_FIFO) else {
-            return;
+            return false;
         };
         let cap = if sym.size == 0 { 512 } else { sym.size };
         match target.read_c_string(sym.address, cap.saturating_sub(1)) {
@@ -72,9 +73,13 @@ impl Acquisition {
                 self.notes
                     .push(Note::AttachFifoWritten { path: path.clone() });
                 self.actions.push_back(Action::WriteAttachFifo { path });
+                true
             }
-            Ok(_) => {}
-            Err(error) => self.notes.push(Note::AttachFifoUnreadable { error }),
+            Ok(_) => false,
+            Err(error) => {
+                self.notes.push(Note::AttachFifoUnreadable { error });
+                false
+            }
         }
     }
 
