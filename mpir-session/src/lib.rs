@@ -90,7 +90,7 @@ pub use error::{ReleaseProblem, SessionError, Unreadable, chain};
 pub use hold::{Held, HeldRank, ReleaseReport};
 pub use mpir_mqd::{Engine, EngineUsed, RankQueues, ReaderOptions};
 pub use options::SessionOptions;
-pub use queues::{Progress, QueueRead, RankError, RankRead};
+pub use queues::{MissingTypes, Progress, QueueRead, RankError, RankRead};
 pub use session::{CoreInfo, Mpi2ddJob, Session, StarterCore};
 pub use stacks::{FoldedStacks, SamplingSummary, StackOptions, StackSample, StacksRead, StopTime};
 

@@ -89,10 +89,80 @@ pub struct QueueRead {
     pub release: ReleaseReport,
 }
 
+/// Why no rank's queues could be read although the MPI keeps them: a native walker finds every
+/// symbol it reads them from, but the types to read them by are not there, and the MPI's
+/// message-queue DLL does not exist either (the PyPI Open MPI 5 wheel: stripped, no headers,
+/// and its `MPIR_dll_name` names a file it does not install). Giving the types (a types
+/// sidecar, debug information) makes the queues readable. See [`QueueRead::missing_types`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MissingTypes {
+    /// The walkers that found every symbol they read the queues from (e.g. `Open MPI ob1`).
+    pub walkers: Vec<String>,
+    /// The types not there, in words: `missing: a, b`, or the one only declared
+    /// (`ompi_communicator_t: only a declaration of ompi_communicator_t exists`).
+    pub types: String,
+    /// Why the MPI's DLL could not be used.
+    pub dll: String,
+}
+
+impl std::fmt::Display for MissingTypes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the MPI library keeps them")?;
+        if !self.walkers.is_empty() {
+            write!(f, " (the {} walker finds them)", self.walkers.join(", "))?;
+        }
+        write!(
+            f,
+            " but ships no debug information or headers for their types ({}) and no \
+             message-queue DLL ({})",
+            self.types, self.dll
+        )
+    }
+}
+
 impl QueueRead {
     /// Whether every rank was read.
     pub fn is_complete(&self) -> bool {
         self.ranks.iter().all(|r| r.queues.is_ok())
+    }
+
+    /// When no rank was read because the MPI keeps no message queue any engine reads
+    /// ([`MqdError::NotExported`]): that error.
+    pub fn not_exported(&self) -> Option<&MqdError> {
+        if self.ranks.iter().any(|r| r.queues.is_ok()) {
+            return None;
+        }
+        self.ranks.iter().find_map(|r| match &r.queues {
+            Err(RankError::NoReader(e @ MqdError::NotExported { .. })) => Some(e),
+            _ => None,
+        })
+    }
+
+    /// When no rank was read only because the MPI's types are missing and it has no DLL:
+    /// what is missing ([`MissingTypes`]), decided from the errors' kinds
+    /// ([`MqdError::NoEngine`] whose walkers lack only types, and whose DLL is
+    /// [`MqdError::NoDll`]), never from the MPI's name.
+    pub fn missing_types(&self) -> Option<MissingTypes> {
+        if self.ranks.iter().any(|r| r.queues.is_ok()) {
+            return None;
+        }
+        self.ranks.iter().find_map(|r| {
+            let Err(RankError::NoReader(MqdError::NoEngine { native, dll })) = &r.queues else {
+                return None;
+            };
+            let MqdError::NoDll { reason } = dll.as_ref() else {
+                return None;
+            };
+            if native.lacks_queue_symbols() {
+                return None;
+            }
+            Some(MissingTypes {
+                walkers: typed_walkers(native),
+                types: untyped(native)?,
+                dll: reason.to_string(),
+            })
+        })
     }
 
     /// Which ranks this one read covers (as [`Session::deadlock`]'s coverage with one
@@ -251,4 +321,40 @@ impl ReaderState {
             })
             .collect()
     }
+}
+
+/// The MPI's types a native walker could not get, in words: absent (`missing_types`), or only
+/// declared (a program compiled with `-g` against `mpi.h` describes `ompi_communicator_t` as an
+/// incomplete struct: a lookup that fails in the debug information of that type). `None` when
+/// the walker failed for another reason.
+fn untyped(native: &NativeError) -> Option<String> {
+    use mpir_target::TargetError;
+    use mpir_target::debuginfo::DebugInfoError;
+    match native {
+        NativeError::Lookup {
+            source: TargetError::DebugInfo(DebugInfoError::Type { name, reason, .. }),
+            ..
+        } => Some(format!("{name}: {reason}")),
+        e if !e.missing_types().is_empty() => {
+            Some(format!("missing: {}", e.missing_types().join(", ")))
+        }
+        _ => None,
+    }
+}
+
+/// The walkers that found every symbol they read queues from.
+fn typed_walkers(native: &NativeError) -> Vec<String> {
+    let NativeError::NotRecognised {
+        tried,
+        missing_symbols,
+        ..
+    } = native
+    else {
+        return Vec::new();
+    };
+    tried
+        .iter()
+        .filter(|(w, _)| !missing_symbols.iter().any(|(m, s)| m == w && !s.is_empty()))
+        .map(|(w, _)| w.clone())
+        .collect()
 }

@@ -188,91 +188,7 @@ pub(crate) fn read(session: &mut Session) -> anyhow::Result<QueueRead> {
     Ok(read)
 }
 
-/// Why no rank could be read when the MPI keeps no message queue at all
-/// ([`mpir_mqd::MqdError::NotExported`]).
-pub(crate) fn not_exported(read: &QueueRead) -> Option<&mpir_mqd::MqdError> {
-    if read.ranks.iter().any(|r| r.queues.is_ok()) {
-        return None;
-    }
-    read.ranks.iter().find_map(|r| match &r.queues {
-        Err(RankError::NoReader(e @ mpir_mqd::MqdError::NotExported { .. })) => Some(e),
-        _ => None,
-    })
-}
-
-/// Why no rank could be read when the MPI keeps its queues (a walker finds every symbol it
-/// reads them from) but ships neither the types to read them by nor a message-queue DLL that
-/// exists (the PyPI Open MPI 5 wheel: stripped, no headers, and its `MPIR_dll_name` names a
-/// file it does not install): one line saying so, with what is missing, decided from the
-/// errors' types ([`mpir_mqd::MqdError::NoEngine`] whose walkers lack only types, and whose
-/// DLL is [`mpir_mqd::MqdError::NoDll`]), never from the MPI's name.
-pub(crate) fn no_types_no_dll(read: &QueueRead) -> Option<String> {
-    if read.ranks.iter().any(|r| r.queues.is_ok()) {
-        return None;
-    }
-    read.ranks.iter().find_map(|r| {
-        let Err(RankError::NoReader(mpir_mqd::MqdError::NoEngine { native, dll })) = &r.queues
-        else {
-            return None;
-        };
-        let mpir_mqd::MqdError::NoDll { reason } = dll.as_ref() else {
-            return None;
-        };
-        if native.lacks_queue_symbols() {
-            return None;
-        }
-        let types = untyped(native)?;
-        Some(format!(
-            "no rank's message queues can be read: the MPI library keeps them{} but ships no \
-             debug information or headers for their types ({types}) and no message-queue DLL \
-             ({reason})",
-            typed_walkers(native)
-        ))
-    })
-}
-
-/// The MPI's types a native walker could not get, in words: absent (`missing_types`), or only
-/// declared (a program compiled with `-g` against `mpi.h` describes `ompi_communicator_t` as an
-/// incomplete struct: a lookup that fails in the debug information of that type). `None` when
-/// the walker failed for another reason.
-fn untyped(native: &mpir_mqd::native::NativeError) -> Option<String> {
-    use mpir_mqd::native::NativeError;
-    use mpir_target::TargetError;
-    use mpir_target::debuginfo::DebugInfoError;
-    match native {
-        NativeError::Lookup {
-            source: TargetError::DebugInfo(DebugInfoError::Type { name, reason, .. }),
-            ..
-        } => Some(format!("{name}: {reason}")),
-        e if !e.missing_types().is_empty() => {
-            Some(format!("missing: {}", e.missing_types().join(", ")))
-        }
-        _ => None,
-    }
-}
-
-/// " (the ob1 walker finds them)": the walkers that found every symbol they read queues from.
-fn typed_walkers(native: &mpir_mqd::native::NativeError) -> String {
-    let mpir_mqd::native::NativeError::NotRecognised {
-        tried,
-        missing_symbols,
-        ..
-    } = native
-    else {
-        return String::new();
-    };
-    let found: Vec<&str> = tried
-        .iter()
-        .filter(|(w, _)| !missing_symbols.iter().any(|(m, s)| m == w && !s.is_empty()))
-        .map(|(w, _)| w.as_str())
-        .collect();
-    match found.as_slice() {
-        [] => String::new(),
-        w => format!(" (the {} walker finds them)", w.join(", ")),
-    }
-}
-
-/// The hint of [`no_types_no_dll`]'s line.
+/// The hint of the line for [`mpir_session::QueueRead::missing_types`].
 pub(crate) const TYPES_HINT: &str = "give the MPI's types with --types (a types sidecar, or \
      debug information for the library from a --debug-dir or debuginfod) and its queues are \
      read";
@@ -315,7 +231,7 @@ pub(crate) fn run(args: &QueuesArgs) -> anyhow::Result<ExitCode> {
     let options = args.reader.options(&args.common)?.with_queue_stacks(false);
     let mut session = args.ranks.open(options)?;
     let read = read(&mut session)?;
-    if let Some(e) = not_exported(&read) {
+    if let Some(e) = read.not_exported() {
         // Not a failure to fix: the MPI keeps no queue to read. One line, every rank unread.
         if args.common.json {
             print_doc(&queues_doc(&read, args.reader.types_given()), true)?;
@@ -323,12 +239,14 @@ pub(crate) fn run(args: &QueuesArgs) -> anyhow::Result<ExitCode> {
         eprintln!("mpir: error: {e}; `mpir stacks` shows where its ranks wait");
         return Ok(ExitCode::from(PARTIAL));
     }
-    if let Some(line) = no_types_no_dll(&read) {
+    if let Some(missing) = read.missing_types() {
         // Nothing the tool can read without the MPI's types: one line, every rank unread.
         if args.common.json {
             print_doc(&queues_doc(&read, args.reader.types_given()), true)?;
         }
-        eprintln!("mpir: error: {line} (hint: {TYPES_HINT})");
+        eprintln!(
+            "mpir: error: no rank's message queues can be read: {missing} (hint: {TYPES_HINT})"
+        );
         return Ok(ExitCode::from(PARTIAL));
     }
     nothing_readable(&read)?;
