@@ -35,7 +35,7 @@ pub struct Rendezvous {
 }
 
 /// Our effective uid (the owner of `/proc/self`).
-fn our_uid() -> u32 {
+pub(crate) fn our_uid() -> u32 {
     std::fs::metadata("/proc/self").map_or(u32::MAX, |m| m.uid())
 }
 

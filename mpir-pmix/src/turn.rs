@@ -16,6 +16,7 @@
 //! be used, the turn is this process's only (the gap still holds within the process).
 
 use crate::PmixError;
+use crate::rendezvous::our_uid;
 use std::fs::File;
 use std::io::{Read, Seek, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -60,10 +61,6 @@ fn start_time(pid: u32) -> u64 {
             rest.split_whitespace().nth(19)?.parse().ok()
         })
         .unwrap_or(0)
-}
-
-fn our_uid() -> u32 {
-    std::fs::metadata("/proc/self").map_or(u32::MAX, |m| m.uid())
 }
 
 /// A directory of ours only, created when missing; `None` when it is not safe to use.

@@ -197,28 +197,18 @@ pub fn is_prrte_launcher(program: &std::ffi::OsStr) -> bool {
     dir.join("prterun").is_file() && !dir.join("orterun").exists()
 }
 
-/// Whether `pid` descends from `ancestor` (bounded walk up the parents).
-fn descends_from(pid: u32, ancestor: u32) -> bool {
-    let mut p = pid;
-    for _ in 0..64 {
-        match procfs::parent_of(p) {
-            Some(parent) if parent == ancestor => return true,
-            Some(parent) if parent > 1 => p = parent,
-            _ => return false,
-        }
-    }
-    false
-}
-
 /// `PMIX_PROC_STATE_CONNECTED`: the process has connected to its PMIx server.
 const STATE_CONNECTED: u8 = 6;
 
 /// Whether `pid` is in a job-control stop (state `T` in `/proc/PID/stat`).
 fn job_stopped(pid: i32) -> bool {
+    let Ok(pid) = u32::try_from(pid) else {
+        return false;
+    };
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
-        .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| rest.starts_with('T')))
-        .unwrap_or(false)
+        .and_then(|text| procfs::parse_stat(pid, &text).ok())
+        .is_some_and(|(_, state, _, _)| state == 'T')
 }
 
 /// The job's namespace and table: the first namespace (in the server's order) other than this
@@ -246,7 +236,8 @@ fn find_job(
                 let pid = u32::try_from(p.pid).unwrap_or(0);
                 pid == 0
                     || !std::path::Path::new(&format!("/proc/{pid}")).exists()
-                    || descends_from(pid, launcher)
+                    || procfs::parent_of(pid)
+                        .is_some_and(|pp| super::prove::parent_line_reaches(pp, launcher))
             });
             if procs.is_empty() || !ours {
                 continue;
@@ -430,16 +421,18 @@ fn exec_stopped(job: &Job, options: &AcquireOptions) -> Vec<(u32, u64)> {
         .filter(|r| job.locality(r.rank).is_local())
         .filter_map(|r| {
             let proven = prover.prove(r.rank, r.pid, r.executable).ok()?;
+            // The proof read the state: only a job-control stop ('T', not a tracer's 't') is
+            // worth the look at who traces it.
+            if proven.facts.state != 'T' {
+                return None;
+            }
             let pid = u32::try_from(r.pid).ok()?;
             let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-            let field = |k: &str| {
-                status
-                    .lines()
-                    .find_map(|l| l.strip_prefix(k).map(|v| v.trim().to_string()))
-            };
-            let stopped = field("State:").is_some_and(|s| s.starts_with('T'));
-            let untraced = field("TracerPid:").as_deref() == Some("0");
-            (stopped && untraced).then_some((pid, proven.facts.start_time))
+            let untraced = status
+                .lines()
+                .find_map(|l| l.strip_prefix("TracerPid:"))
+                .is_some_and(|v| v.trim() == "0");
+            untraced.then_some((pid, proven.facts.start_time))
         })
         .collect()
 }

@@ -101,20 +101,7 @@ impl Prover {
 
     /// Whether `facts` descends from the starter (bounded walk up the parents).
     fn descends_from_starter(&self, facts: &ProcessFacts) -> bool {
-        let mut pid = facts.ppid;
-        for _ in 0..MAX_ANCESTRY {
-            if pid == self.starter.pid {
-                return true;
-            }
-            if pid <= 1 {
-                return false;
-            }
-            match procfs::parent_of(pid) {
-                Some(p) => pid = p,
-                None => return false,
-            }
-        }
-        false
+        parent_line_reaches(facts.ppid, self.starter.pid)
     }
 
     /// Proves that `pid` (reported as rank `rank`'s, running `executable`) is that rank.
@@ -201,6 +188,25 @@ impl Prover {
             reported: executable.unwrap_or("?").to_string(),
         })
     }
+}
+
+/// Whether `ancestor` is `parent` or one of its ancestors (a bounded walk up the parents; init
+/// and unreadable processes end it).
+pub(crate) fn parent_line_reaches(parent: u32, ancestor: u32) -> bool {
+    let mut pid = parent;
+    for _ in 0..MAX_ANCESTRY {
+        if pid == ancestor {
+            return true;
+        }
+        if pid <= 1 {
+            return false;
+        }
+        match procfs::parent_of(pid) {
+            Some(p) => pid = p,
+            None => return false,
+        }
+    }
+    false
 }
 
 /// Whether `pid` still names the process proven with `facts` (same start time).

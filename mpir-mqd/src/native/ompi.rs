@@ -181,19 +181,15 @@ pub(crate) fn detect(target: &dyn Target) -> NativeResult<Detected<OmpiLayout>> 
         _ => None,
     };
     let comm = l.ty("ompi_communicator_t")?.and_then(|t| {
+        let name_is_pointer = t
+            .member("c_name")
+            .is_some_and(|m| m.kind == mpir_types::MemberKind::Pointer);
+        let pointer = [p];
+        let name_sizes: &[u64] = if name_is_pointer { &pointer } else { &[] };
         Some(CommLayout {
             span: t.byte_size,
-            name_is_pointer: t
-                .member("c_name")
-                .is_some_and(|m| m.kind == mpir_types::MemberKind::Pointer),
-            name: if t
-                .member("c_name")
-                .is_some_and(|m| m.kind == mpir_types::MemberKind::Pointer)
-            {
-                l.field(&t, "c_name", &[p])?
-            } else {
-                l.field(&t, "c_name", &[])?
-            },
+            name_is_pointer,
+            name: l.field(&t, "c_name", name_sizes)?,
             // Open MPI ≤ 4: the integer c_contextid, which ob1 sends as hdr_ctx. Open MPI 5:
             // c_contextid is an extended id (a structure) and ob1 sends the communicator's
             // index, c_index, instead.
