@@ -113,6 +113,36 @@ pub enum Refusal {
         /// The pid.
         pid: u32,
     },
+    /// Its environment names another rank (or another job) than the table: the launcher's
+    /// own variable (`OMPI_COMM_WORLD_RANK`, `PMI_RANK`, `PMIX_RANK`, `SLURM_JOB_ID`…)
+    /// disagrees. Checked by an agent on a rank's own node ([`crate::live::prove_on_node`]).
+    #[error("not this job's process: pid {pid} has {variable}={found}, the job says {expected}")]
+    OtherRank {
+        /// The pid.
+        pid: u32,
+        /// The variable.
+        variable: String,
+        /// Its value in the process's environment (`(unset)` when a required one is missing).
+        found: String,
+        /// What the table or the job says.
+        expected: String,
+    },
+    /// It started before the job did, by the wall clock (an agent on another node than the
+    /// starter compares wall-clock times, allowing for the nodes' clock skew).
+    #[error(
+        "not this job's process: pid {pid} started at {started_unix} (Unix time), before the \
+         job started at {job_started_unix} (less {skew_s} s of allowed clock skew)"
+    )]
+    StartedBeforeJob {
+        /// The pid.
+        pid: u32,
+        /// Its start, seconds since the Unix epoch.
+        started_unix: u64,
+        /// The job's (its starter's) start, seconds since the Unix epoch.
+        job_started_unix: u64,
+        /// The clock skew allowed between the nodes.
+        skew_s: u64,
+    },
 }
 
 #[cfg(test)]

@@ -49,7 +49,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{ArgAction, Parser, Subcommand};
-use cmd::{core as cores, deadlock, demo, job, queues, stacks};
+use cmd::{agent, core as cores, deadlock, demo, job, queues, stacks};
 use mpir_session::{SessionOptions, chain};
 
 /// The argument with which `mpir` runs as its own out-of-process MQD DLL helper.
@@ -143,6 +143,9 @@ enum Cmd {
     Stacks(stacks::StacksArgs),
     /// Run the bundled demo job (no MPI needed): job, queues and deadlock report.
     Demo(demo::DemoArgs),
+    /// Serve this node's ranks of a job to a front end over stdin/stdout: started by `mpir`
+    /// itself on a job's other nodes (through srun or --agent-launch), not by hand.
+    Agent(agent::AgentArgs),
     /// Print the completion script for a shell (e.g. `mpir completions bash >
     /// ~/.local/share/bash-completion/completions/mpir`).
     Completions {
@@ -296,6 +299,7 @@ pub fn main() -> ExitCode {
         Cmd::Deadlock(args) => deadlock::run(args),
         Cmd::Stacks(args) => stacks::run(args),
         Cmd::Demo(args) => demo::run(args),
+        Cmd::Agent(args) => agent::run(args),
         Cmd::Completions { shell } => return completions(*shell),
         Cmd::Man { subcommand } => return man(subcommand.as_deref()),
     };

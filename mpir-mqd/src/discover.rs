@@ -14,6 +14,8 @@ const MAX_NAME: u64 = 4096;
 const MAX_LOCATIONS: u64 = 64;
 
 /// Where a DLL path came from.
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum DllSource {

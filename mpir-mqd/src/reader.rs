@@ -61,6 +61,8 @@ enum DllPlace {
 }
 
 /// Where a [`QueueReader`]'s DLL runs.
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum DllHosting {
@@ -146,6 +148,8 @@ impl ReaderOptions {
 
 /// The engine a [`QueueReader`] uses. Its `Display` is the short name tools show
 /// (`native MPICH debug queues`, `dll /path/libtvmpich.so`).
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum EngineUsed {

@@ -98,7 +98,24 @@ impl Session {
         &mut self,
         samples: u32,
         interval: Duration,
+        progress: impl FnMut(Progress<'_>),
+    ) -> Result<DeadlockRead, SessionError> {
+        self.deadlock_across(samples, interval, progress, &mut NoRemote)
+    }
+
+    /// [`deadlock_with`](Session::deadlock_with) for a job with ranks on other nodes: in each
+    /// sample, `remote` starts the other nodes' reads before this node's ranks are held, and
+    /// puts their results into the sample's ranks once this node's are read (the agents of
+    /// `mpir-agent` do). The verdict covers every rank read in every sample, wherever it runs.
+    ///
+    /// # Errors
+    /// As [`deadlock`](Session::deadlock).
+    pub fn deadlock_across(
+        &mut self,
+        samples: u32,
+        interval: Duration,
         mut progress: impl FnMut(Progress<'_>),
+        remote: &mut dyn RemoteReads,
     ) -> Result<DeadlockRead, SessionError> {
         let samples = samples.max(1);
         let options = self.options.reader.clone();
@@ -110,8 +127,9 @@ impl Session {
             if i > 0 {
                 std::thread::sleep(interval);
             }
+            remote.start(i + 1);
             let held = self.hold()?;
-            let read = state.read_held(&held, &options, Some(&symbols), |done, total, rank| {
+            let mut read = state.read_held(&held, &options, Some(&symbols), |done, total, rank| {
                 progress(Progress {
                     sample: i + 1,
                     samples,
@@ -121,6 +139,7 @@ impl Session {
                 });
             });
             releases.push(held.release());
+            remote.finish(i + 1, &mut read);
             reads.push(read);
         }
         let (engine, fallback, printed) = state.finish();
@@ -181,6 +200,24 @@ impl Session {
             printed,
         })
     }
+}
+
+/// Reads of the ranks on other nodes, one per sample of a
+/// [`Session::deadlock_across`] (implemented by `mpir-agent`'s front end).
+pub trait RemoteReads {
+    /// Sample `sample` (1-based) is about to read this node's ranks: start the others.
+    fn start(&mut self, sample: u32);
+    /// Sample `sample`'s ranks, this node's read: put in the others' results (each remote
+    /// rank's entry is there, unreadable as remote, in the job's order).
+    fn finish(&mut self, sample: u32, ranks: &mut [RankRead]);
+}
+
+/// No other node.
+struct NoRemote;
+
+impl RemoteReads for NoRemote {
+    fn start(&mut self, _: u32) {}
+    fn finish(&mut self, _: u32, _: &mut [RankRead]) {}
 }
 
 /// The analysis input from one sample's read ranks (a rank with no known number is left out:

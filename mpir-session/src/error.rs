@@ -134,6 +134,50 @@ pub enum Unreadable {
     /// Stopped, but its memory, symbols or types could not be opened.
     #[error("opening its memory and images")]
     Open(#[source] TargetError),
+    /// On another node, and that node's agent (`mpir agent`, issue 21) did not read it:
+    /// nothing was done to it from this node.
+    #[error("on {host}: {failure}: {detail}")]
+    Agent {
+        /// The rank's host (the node whose agent was asked).
+        host: String,
+        /// What went wrong.
+        failure: AgentFailure,
+        /// The details, as one line.
+        detail: String,
+    },
+}
+
+/// Why a node's agent did not read a rank ([`Unreadable::Agent`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AgentFailure {
+    /// The agent could not be started there (no engine, the launcher refused, it exited
+    /// before its handshake).
+    NotStarted,
+    /// The agent started but the node cannot be reached any more (its connection broke).
+    Unreachable,
+    /// The agent did not answer in time.
+    TimedOut,
+    /// The agent refused the rank: its proof on its own node failed.
+    Refused,
+    /// The agent held the rank but reading it failed.
+    ReadFailed,
+    /// The agent answered something this front end cannot use (garbage, another rank's
+    /// answer, another protocol).
+    BadAnswer,
+}
+
+impl std::fmt::Display for AgentFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            AgentFailure::NotStarted => "its agent could not be started",
+            AgentFailure::Unreachable => "its agent cannot be reached",
+            AgentFailure::TimedOut => "its agent did not answer in time",
+            AgentFailure::Refused => "its agent refused it",
+            AgentFailure::ReadFailed => "its agent could not read it",
+            AgentFailure::BadAnswer => "its agent answered wrongly",
+        })
+    }
 }
 
 /// A problem met while letting the ranks go. The release goes on past each.

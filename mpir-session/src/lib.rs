@@ -85,14 +85,16 @@ mod queues;
 mod session;
 mod stacks;
 
-pub use deadlock::{Coverage, DeadlockRead, NotCovered};
-pub use error::{ReleaseProblem, SessionError, Unreadable, chain};
+pub use deadlock::{Coverage, DeadlockRead, NotCovered, RemoteReads};
+pub use error::{AgentFailure, ReleaseProblem, SessionError, Unreadable, chain};
 pub use hold::{Held, HeldRank, ReleaseReport};
 pub use mpir_mqd::{Engine, EngineUsed, RankQueues, ReaderOptions};
 pub use options::SessionOptions;
 pub use queues::{MissingTypes, Progress, QueueRead, RankError, RankRead};
 pub use session::{CoreInfo, Mpi2ddJob, Session, StarterCore};
-pub use stacks::{FoldedStacks, SamplingSummary, StackOptions, StackSample, StacksRead, StopTime};
+pub use stacks::{
+    FoldedStacks, RemoteSample, SamplingSummary, StackOptions, StackSample, StacksRead, StopTime,
+};
 
 /// Makes the program let go of every process it holds — breakpoints out, threads running,
 /// `MPIR_being_debugged` and the gates as the release leaves them — when it is told to stop

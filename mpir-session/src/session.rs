@@ -335,6 +335,61 @@ impl Session {
         Ok(Session::new(options, Source::Pids(pids)))
     }
 
+    /// One node's ranks of a job whose starter is elsewhere, as `mpir agent` serves them
+    /// (issue 21): each table entry whose host is this node is proven to be its rank from
+    /// this node's `/proc` against what the front end knows of the job
+    /// ([`mpir_acquire::live::prove_on_node`]: user, wall-clock start, executable, the
+    /// launcher's rank variables). Entries of other nodes, and refused ones, stay in the
+    /// session with their reason and are never touched; the proven ones are held by pid, each
+    /// only while its start time is the proof's.
+    ///
+    /// # Errors
+    /// [`SessionError::Empty`] when no entry is given.
+    pub fn node_ranks(
+        claims: &[mpir_acquire::live::RankClaim],
+        expect: &mpir_acquire::live::NodeExpectations,
+        options: SessionOptions,
+    ) -> Result<Session, SessionError> {
+        if claims.is_empty() {
+            return Err(SessionError::Empty("no rank given"));
+        }
+        let this = live::node_facts(options.acquire_options());
+        let proofs = mpir_acquire::live::prove_on_node(claims, expect, &this);
+        let selection = options.ranks.clone();
+        let mut pids = Vec::new();
+        let known: Vec<Known> = claims
+            .iter()
+            .zip(proofs)
+            .filter(|(c, _)| selection.as_ref().is_none_or(|s| s.contains(c.rank)))
+            .map(|(c, proof)| match proof {
+                Ok(p) => {
+                    pids.push(p.pid);
+                    Known {
+                        rank: Some(c.rank),
+                        pid: p.pid,
+                        image: p.image,
+                        state: Ok(p.start_time),
+                    }
+                }
+                Err(refusal) => Known {
+                    rank: Some(c.rank),
+                    pid: u32::try_from(c.pid).unwrap_or(0),
+                    image: c
+                        .executable
+                        .as_deref()
+                        .map_or_else(|| PathBuf::from("?"), PathBuf::from),
+                    state: Err(match refusal {
+                        mpir_acquire::Refusal::Remote { host } => Unreadable::Remote { host },
+                        other => Unreadable::Refused(other),
+                    }),
+                },
+            })
+            .collect();
+        let mut session = Session::new(options, Source::Pids(pids));
+        session.known = Some(known);
+        Ok(session)
+    }
+
     /// Core files: a starter's core gives the job (its process table), ranks' cores are read
     /// as the ranks (numbered from the starter core's table by pid when it is given, else from
     /// each rank's own `MPI_COMM_WORLD` once read). [`SessionOptions::with_exe`] names the
@@ -348,6 +403,18 @@ impl Session {
     ) -> Result<Session, SessionError> {
         let cores = open_cores(paths, &options)?;
         Ok(Session::new(options, Source::Cores(Box::new(cores))))
+    }
+
+    /// The ranks as the session knows them, without stopping anything: each one's rank (when
+    /// a table says), pid and why it is not read (`None`: it is held on the next hold). Empty
+    /// until the first hold of a starter or pids session; from the start for
+    /// [`Session::node_ranks`].
+    pub fn known_ranks(&self) -> Vec<(Option<u64>, u32, Option<&Unreadable>)> {
+        self.known
+            .iter()
+            .flatten()
+            .map(|k| (k.rank, k.pid, k.state.as_ref().err()))
+            .collect()
     }
 
     /// The options in force.

@@ -373,26 +373,7 @@ impl Session {
             samples.push(s);
             ControlFlow::Continue(())
         })?;
-        // "Did not move" compares each thread outside MPI: a rank blocked in an MPI call whose
-        // progress engine polls (its innermost frames differ at every sample) has not moved.
-        let tree_options = options.tree_options();
-        let unmoved = (samples.len() > 1).then(|| {
-            let trees: Vec<StackTree> = samples
-                .iter()
-                .map(|s| {
-                    let trimmed: Vec<RankStacks> = s
-                        .ranks
-                        .iter()
-                        .map(|r| {
-                            let threads = r.threads.iter().map(outside_mpi).collect();
-                            RankStacks::new(r.rank, r.pid, threads)
-                        })
-                        .collect();
-                    StackTree::build(&trimmed, &s.unreached, &tree_options)
-                })
-                .collect();
-            unmoved(&trees)
-        });
+        let unmoved = unmoved_of(&samples, options);
         Ok(StacksRead {
             samples,
             unmoved,
@@ -709,6 +690,115 @@ fn live_sample(
         stops,
         overran,
         tree,
+    }
+}
+
+/// "Did not move" over two samples or more: each thread compared outside MPI (a rank blocked
+/// in an MPI call whose progress engine polls — its innermost frames differ at every sample —
+/// has not moved).
+fn unmoved_of(samples: &[StackSample], options: &StackOptions) -> Option<RankSet> {
+    let tree_options = options.tree_options();
+    (samples.len() > 1).then(|| {
+        let trees: Vec<StackTree> = samples
+            .iter()
+            .map(|s| {
+                let trimmed: Vec<RankStacks> = s
+                    .ranks
+                    .iter()
+                    .map(|r| {
+                        let threads = r.threads.iter().map(outside_mpi).collect();
+                        RankStacks::new(r.rank, r.pid, threads)
+                    })
+                    .collect();
+                StackTree::build(&trimmed, &s.unreached, &tree_options)
+            })
+            .collect();
+        unmoved(&trees)
+    })
+}
+
+/// Another node's part of a stacks read — an agent's answer for the ranks on its node — to
+/// merge into this node's read with [`StacksRead::merge_remote`].
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct RemoteSample {
+    /// The stacks of every rank read there.
+    pub ranks: Vec<RankStacks>,
+    /// The ranks not read there, with the reason.
+    pub unreached: Vec<Unreached>,
+    /// How long each process was stopped there.
+    pub stops: Vec<StopTime>,
+    /// Ranks whose stop exceeded the maximum there.
+    pub overran: Vec<u64>,
+}
+
+impl RemoteSample {
+    /// A part with these ranks read and these not.
+    pub fn new(ranks: Vec<RankStacks>, unreached: Vec<Unreached>) -> Self {
+        RemoteSample {
+            ranks,
+            unreached,
+            stops: Vec::new(),
+            overran: Vec::new(),
+        }
+    }
+
+    /// With these stops.
+    pub fn with_stops(mut self, stops: Vec<StopTime>, overran: Vec<u64>) -> Self {
+        self.stops = stops;
+        self.overran = overran;
+        self
+    }
+}
+
+impl StopTime {
+    /// Process `pid` (rank `rank`) was stopped for `stopped_for`.
+    pub fn new(rank: u64, pid: u32, stopped_for: Duration) -> Self {
+        StopTime {
+            rank,
+            pid,
+            stopped_for,
+        }
+    }
+}
+
+impl StacksRead {
+    /// Merges other nodes' parts of the same samples (each part: one node's samples, in
+    /// order). A rank a part answers for — read or unreached, with the part's reason —
+    /// replaces what this read said of it (here, another node's rank is unreached as
+    /// remote); a part with fewer samples leaves the later ones as they were. Each sample's
+    /// tree is rebuilt from all its ranks with `options`, and `unmoved` is computed again.
+    pub fn merge_remote(&mut self, parts: &[Vec<RemoteSample>], options: &StackOptions) {
+        let tree_options = options.tree_options();
+        for (i, sample) in self.samples.iter_mut().enumerate() {
+            let here: Vec<&RemoteSample> = parts.iter().filter_map(|p| p.get(i)).collect();
+            if here.is_empty() {
+                continue;
+            }
+            let covered: std::collections::BTreeSet<u64> = here
+                .iter()
+                .flat_map(|p| {
+                    p.ranks
+                        .iter()
+                        .map(|r| r.rank)
+                        .chain(p.unreached.iter().map(|u| u.rank))
+                })
+                .collect();
+            sample.ranks.retain(|r| !covered.contains(&r.rank));
+            sample.unreached.retain(|u| !covered.contains(&u.rank));
+            for p in here {
+                sample.ranks.extend(p.ranks.iter().cloned());
+                sample.unreached.extend(p.unreached.iter().cloned());
+                sample.stops.extend(p.stops.iter().copied());
+                sample.overran.extend(p.overran.iter().copied());
+            }
+            sample.ranks.sort_by_key(|r| r.rank);
+            sample.unreached.sort_by_key(|u| u.rank);
+            sample.overran.sort_unstable();
+            sample.overran.dedup();
+            sample.tree = StackTree::build(&sample.ranks, &sample.unreached, &tree_options);
+        }
+        self.unmoved = unmoved_of(&self.samples, options);
     }
 }
 

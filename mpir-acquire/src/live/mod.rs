@@ -24,6 +24,7 @@ use mpir_target::live::tracer::{StopEvent, Tracer, TracerOptions};
 
 mod any;
 pub mod discover;
+pub mod node_prove;
 mod normalize;
 pub mod pmix;
 mod prove;
@@ -32,6 +33,9 @@ mod slurm;
 mod watch;
 
 pub use any::{AnyJob, attach_any};
+pub use node_prove::{
+    NodeExpectations, NodeRank, RankClaim, process_started_unix, prove_on_node, started_unix,
+};
 pub use normalize::{LocalRank, normalize};
 use release::{
     Release, arm_being_debugged, arm_gates, open_gate, release, settle_ranks, writes_gate,

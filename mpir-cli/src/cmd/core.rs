@@ -91,7 +91,7 @@ pub(crate) fn run(args: &CoreArgs) -> anyhow::Result<ExitCode> {
             why.join("; ")
         )
     };
-    let read = queues::read(&mut session)?;
+    let read = queues::read(&mut session, None)?;
     // Nothing could be read: say also why the cores are not a starter's.
     queues::nothing_readable(&read).map_err(|e| e.context(why_no_starter))?;
     let mut doc = queues_doc(&read, args.reader.types_given());

@@ -6,8 +6,10 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use mpir_agent::Agents;
 use mpir_session::{DeadlockRead, EngineUsed, RankError, Session};
 
+use crate::cmd::agent::{RemoteArgs, local_error, read_settings};
 use crate::cmd::queues::{self, RankArgs, ReaderArgs};
 use crate::render::deadlock::{CoverageOut, doc};
 use crate::render::queues::printed_notes;
@@ -34,21 +36,32 @@ pub(crate) struct DeadlockArgs {
     /// Print the wait-for graph in Graphviz DOT instead (`| dot -Tsvg > waits.svg`).
     #[arg(long, conflicts_with = "json")]
     pub(crate) dot: bool,
+    #[command(flatten)]
+    pub(crate) remote: RemoteArgs,
 }
 
 /// Runs the sampled analysis on `session`, with a progress bar.
 pub(crate) fn sample(
     session: &mut Session,
+    agents: Option<&mut Agents>,
     samples: u32,
     interval: Duration,
 ) -> anyhow::Result<DeadlockRead> {
     let bar = progress::bar(0, "reading queues");
-    let read = session.deadlock_with(samples, interval, |p| {
+    let progress = |p: mpir_session::Progress<'_>| {
         bar.set_length(u64::from(p.samples) * p.total as u64);
         bar.set_position(u64::from(p.sample - 1) * p.total as u64 + p.done as u64);
-    });
+    };
+    let read = match agents {
+        Some(a) => a
+            .deadlock(session, samples, interval, progress)
+            .map_err(local_error),
+        None => session
+            .deadlock_with(samples, interval, progress)
+            .map_err(anyhow::Error::from),
+    };
     bar.finish_and_clear();
-    Ok(read?)
+    read
 }
 
 /// What to do when ranks the session could stop were not read with the MPI's DLL and no
@@ -69,11 +82,19 @@ fn types_hint(read: &DeadlockRead, types_given: bool) -> Option<&'static str> {
 pub(crate) fn run(args: &DeadlockArgs) -> anyhow::Result<ExitCode> {
     let options = args.reader.options(&args.common)?;
     let mut session = args.ranks.open(options)?;
+    let settings = read_settings(
+        Some(&args.reader),
+        &args.common.debug_dirs,
+        Duration::from_secs(args.ranks.timeout),
+    );
+    let mut agents = args.remote.start(&session, settings)?;
     let read = sample(
         &mut session,
+        agents.as_mut(),
         args.samples,
         Duration::from_millis(args.interval_ms),
     )?;
+    drop(agents);
     drop(session);
     let types_given = args.reader.types_given();
     let coverage = CoverageOut::of(&read.coverage, types_given);

@@ -87,10 +87,10 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
             }
         }
         // Queues: one snapshot, ranks held while read.
-        let read = queues::read(&mut session)?;
+        let read = queues::read(&mut session, None)?;
         queues::nothing_readable(&read)?;
         // Deadlock: three samples, confirmed.
-        let sampled = deadlock::sample(&mut session, 3, Duration::from_millis(100))?;
+        let sampled = deadlock::sample(&mut session, None, 3, Duration::from_millis(100))?;
         Ok((read, sampled))
     })();
     // Stop the demo job whatever happened, and check that nothing is left.

@@ -1,6 +1,7 @@
 //! The subcommands: each parses its arguments, calls the library and hands the result to the
 //! renderers.
 
+pub(crate) mod agent;
 pub(crate) mod core;
 pub(crate) mod deadlock;
 pub(crate) mod demo;

@@ -7,9 +7,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use mpir_agent::Agents;
 use mpir_mqd::HelperOptions;
 use mpir_session::{QueueRead, RankError, ReaderOptions, Session, SessionOptions, chain};
 
+use crate::cmd::agent::{RemoteArgs, local_error, read_settings};
 use crate::render::queues::{print_doc, queues_doc};
 use crate::{Common, HELPER_ARG, progress, session_options};
 
@@ -171,10 +173,22 @@ pub(crate) struct QueuesArgs {
     pub(crate) ranks: RankArgs,
     #[command(flatten)]
     pub(crate) reader: ReaderArgs,
+    #[command(flatten)]
+    pub(crate) remote: RemoteArgs,
 }
 
-/// Reads the queues of the session's ranks, with a progress bar.
-pub(crate) fn read(session: &mut Session) -> anyhow::Result<QueueRead> {
+/// Reads the queues of the session's ranks (the other nodes' through `agents`), with a
+/// progress bar.
+pub(crate) fn read(
+    session: &mut Session,
+    agents: Option<&mut Agents>,
+) -> anyhow::Result<QueueRead> {
+    if let Some(agents) = agents {
+        let spin = progress::spinner("reading queues on every node");
+        let read = agents.queues(session);
+        spin.finish_and_clear();
+        return read.map_err(local_error);
+    }
     let bar = progress::bar(0, "reading queues");
     let read = session.queues_with(|p| {
         bar.set_length(p.total as u64);
@@ -230,7 +244,14 @@ pub(crate) fn run(args: &QueuesArgs) -> anyhow::Result<ExitCode> {
     // The queues document shows no stacks: no rank stays stopped for them.
     let options = args.reader.options(&args.common)?.with_queue_stacks(false);
     let mut session = args.ranks.open(options)?;
-    let read = read(&mut session)?;
+    let settings = read_settings(
+        Some(&args.reader),
+        &args.common.debug_dirs,
+        Duration::from_secs(args.ranks.timeout),
+    );
+    let mut agents = args.remote.start(&session, settings)?;
+    let read = read(&mut session, agents.as_mut())?;
+    drop(agents);
     if let Some(e) = read.not_exported() {
         // Not a failure to fix: the MPI keeps no queue to read. One line, every rank unread.
         if args.common.json {

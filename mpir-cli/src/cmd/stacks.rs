@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use mpir_session::{Session, StackOptions};
 
+use crate::cmd::agent::{RemoteArgs, local_error, read_settings};
 use crate::render::stacks::{StacksDoc, text};
 use crate::{Common, progress, session_options};
 
@@ -73,6 +74,8 @@ pub(crate) struct StacksArgs {
     /// Longest wait for the starter's acquisition and for each process to stop, in seconds.
     #[arg(long, default_value_t = 60)]
     pub(crate) timeout: u64,
+    #[command(flatten)]
+    pub(crate) remote: RemoteArgs,
 }
 
 pub(crate) fn run(args: &StacksArgs) -> anyhow::Result<ExitCode> {
@@ -105,9 +108,21 @@ pub(crate) fn run(args: &StacksArgs) -> anyhow::Result<ExitCode> {
         .with_interval(interval)
         .with_per_thread(args.threads)
         .with_fold_helpers(!args.helpers);
+    let settings = read_settings(
+        None,
+        &args.common.debug_dirs,
+        Duration::from_secs(args.timeout),
+    );
+    let mut agents = args.remote.start(&session, settings)?;
     let spin = progress::spinner("reading stacks");
-    let read = session.stacks(&stack_options)?;
+    let read = match agents.as_mut() {
+        Some(a) => a
+            .stacks(&mut session, &stack_options)
+            .map_err(local_error)?,
+        None => session.stacks(&stack_options)?,
+    };
     spin.finish_and_clear();
+    drop(agents);
     drop(session);
     if let Some(release) = &read.proof_release {
         for p in &release.problems {

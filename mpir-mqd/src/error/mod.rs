@@ -201,6 +201,13 @@ pub enum MqdError {
         /// The handle's value.
         handle: usize,
     },
+    /// An error another process read and passed on as text (an `mpir agent` on another
+    /// node, through `mpir-wire`): its whole chain, as it was shown there.
+    #[error("{message}")]
+    Relayed {
+        /// The error and its causes, as one line.
+        message: String,
+    },
 }
 
 /// What our callbacks met during a DLL call that failed.

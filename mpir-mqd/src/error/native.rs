@@ -9,6 +9,13 @@ use thiserror::Error;
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum NativeError {
+    /// A walker's error another process read and passed on as text (an `mpir agent` on
+    /// another node): its whole chain, as it was shown there.
+    #[error("{message}")]
+    Relayed {
+        /// The error and its causes, as one line.
+        message: String,
+    },
     /// No walker recognises the process: for each walker tried, the symbols and types it
     /// needs that the process lacks.
     #[error(

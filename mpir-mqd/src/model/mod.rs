@@ -9,6 +9,8 @@
 //! Ranks in `MPI_COMM_WORLD` ("global ranks") are `Option<u64>` throughout: `None` where the
 //! source does not know one, never a negative sentinel.
 
+#[cfg(feature = "serde")]
+mod relayed;
 mod wait;
 
 pub use wait::snapshot_of;
@@ -22,6 +24,8 @@ use crate::error::native::NativeError;
 
 /// One queue of one communicator.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 #[non_exhaustive]
 pub enum Queue {
     /// The source has no information about this queue (`mqs_no_information`).
@@ -33,6 +37,7 @@ pub enum Queue {
         /// Operations returned before the failure.
         partial: Vec<Operation>,
         /// The failure.
+        #[cfg_attr(feature = "serde", serde(with = "relayed::mqd"))]
         error: MqdError,
     },
 }
@@ -50,6 +55,8 @@ impl Queue {
 /// Who made a communicator: the application, the MPI library for itself, or neither (the
 /// predefined ones).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 #[non_exhaustive]
 pub enum CommOrigin {
     /// A predefined communicator (`MPI_COMM_WORLD`, `MPI_COMM_SELF`, `MPI_COMM_NULL`).
@@ -81,6 +88,7 @@ impl CommOrigin {
 
 /// A communicator and its three queues.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
 pub struct CommunicatorQueues {
     /// The communicator as the DLL (or a native walker) describes it.
@@ -138,6 +146,8 @@ impl CommunicatorQueues {
 
 /// What an otherwise good read of a rank could not see.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 #[non_exhaustive]
 pub enum ReadNote {
     /// An optional symbol, type or field was absent, or a part of the result could not be
@@ -151,6 +161,7 @@ pub enum ReadNote {
     /// communicators before the fault are in the result.
     CommunicatorsCutShort {
         /// Why.
+        #[cfg_attr(feature = "serde", serde(with = "relayed::native"))]
         error: NativeError,
     },
 }
@@ -176,6 +187,7 @@ impl fmt::Display for ReadNote {
 /// Everything read from one rank: its communicators with their queues, and what the read
 /// could not see.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
 pub struct RankQueues {
     /// Every communicator with its three queues.

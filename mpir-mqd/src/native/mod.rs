@@ -180,6 +180,8 @@ impl ProcessInfo {
 }
 
 /// Which layout a [`Walker`] reads.
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum WalkerKind {

@@ -1,0 +1,358 @@
+//! The agent: one per node, serving that node's ranks of a job to the front end over one
+//! `mpir-wire` connection. It never listens: it talks over the stdio its engine forwards
+//! ([`run_stdio`]) or a connection the caller made ([`serve`]).
+//!
+//! Read-only unless asked to hold: every read stops a rank only while it is read (the
+//! session's rules), [`Request::Hold`] keeps them stopped until [`Request::Release`], and
+//! the end of the connection — the front end said goodbye, exited, was killed, or its node
+//! went away — lets every rank go before the agent returns. It writes nothing to any rank.
+
+use std::time::Duration;
+
+use mpir_mqd::{Engine, HelperOptions, ReaderOptions};
+use mpir_session::{
+    QueueRead, RankError, Session, SessionOptions, StackOptions, StacksRead, Unreadable, chain,
+};
+use mpir_wire::{Connection, Hello, Message, MessageKind, Options, Transport, WireError};
+
+use crate::error::{AgentError, ProtocolError};
+use crate::protocol::{
+    Adopt, EngineChoice, Problem, ProblemKind, RankQueuesOut, RankStatus, ReadSettings, Reply,
+    Request, SampleOut, StacksAsk, StopOut,
+};
+
+/// How an agent runs.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct AgentConfig {
+    /// Its node's name, told to the front end (default: the host name).
+    pub node: String,
+    /// How long it waits for the front end's next request before it lets everything go and
+    /// exits (default 1 h).
+    pub idle_timeout: Duration,
+    /// The wire's bounds.
+    pub wire: Options,
+    /// How an MPI's message-queue DLL is hosted out of process (the program that hosts
+    /// it; default: `mpir-mqd`'s).
+    pub dll_helper: Option<HelperOptions>,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        AgentConfig {
+            node: mpir_target::live::node::this_node()
+                .display_name()
+                .to_string(),
+            idle_timeout: Duration::from_secs(3600),
+            wire: Options::default(),
+            dll_helper: None,
+        }
+    }
+}
+
+impl AgentConfig {
+    /// With this host for message-queue DLLs (e.g. this program run as the helper).
+    pub fn with_dll_helper(mut self, helper: HelperOptions) -> Self {
+        self.dll_helper = Some(helper);
+        self
+    }
+
+    /// With this idle timeout.
+    pub fn with_idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = timeout;
+        self
+    }
+}
+
+/// How serving ended (without an error).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Ended {
+    /// The front end said goodbye.
+    Bye,
+    /// The front end went away (its end of the connection closed).
+    FrontEndGone,
+    /// No request within the idle timeout.
+    Idle,
+}
+
+/// Serves the front end over stdin/stdout (the pipe an engine such as srun, hydra or ssh
+/// forwards): hello, then requests until the end. Standard output carries frames only: it
+/// is pointed at standard error once the pipe is taken, so nothing else printed can corrupt
+/// the stream.
+///
+/// # Errors
+/// [`AgentError`] when stdio cannot be set up, the handshake fails or the connection breaks
+/// mid-message; every rank is let go first.
+pub fn run_stdio(config: &AgentConfig) -> Result<Ended, AgentError> {
+    let pipe = mpir_wire::Pipe::stdio().map_err(|source| AgentError::Setup {
+        context: "taking stdin and stdout for the wire".into(),
+        source,
+    })?;
+    // From now on a stray print goes to stderr, not into the frames.
+    nix::unistd::dup2_stdout(std::io::stderr()).map_err(|e| AgentError::Setup {
+        context: "pointing stdout at stderr".into(),
+        source: e.into(),
+    })?;
+    let hello = Hello::new(config.node.clone(), std::process::id());
+    let (mut conn, _welcome) = Connection::agent(pipe, &hello, &config.wire)?;
+    serve(&mut conn, config)
+}
+
+/// Serves the front end over an established connection until the end (see [`Ended`]).
+///
+/// # Errors
+/// [`AgentError`] when the connection breaks mid-message or the front end sends frames this
+/// agent cannot decode; every rank is let go first.
+pub fn serve<T: Transport>(
+    conn: &mut Connection<T>,
+    config: &AgentConfig,
+) -> Result<Ended, AgentError> {
+    conn.set_silence_timeout(config.idle_timeout)?;
+    let mut session: Option<Session> = None;
+    loop {
+        let Some(msg) = next(conn)? else {
+            return Ok(Ended::FrontEndGone);
+        };
+        if msg.kind == MessageKind::Goodbye {
+            return Ok(Ended::Bye);
+        }
+        let id = msg.request;
+        let request = match Request::from_message(&msg) {
+            Ok(r) => r,
+            Err(e) => {
+                conn.send(&failed(&e).to_message(id))?;
+                continue;
+            }
+        };
+        let reply = match (request, session.as_mut()) {
+            (Request::Bye, _) => return Ok(Ended::Bye),
+            (Request::Adopt(adopt), None) => match adopt_ranks(&adopt, config) {
+                Ok((s, reply)) => {
+                    session = Some(s);
+                    reply
+                }
+                Err(reply) => reply,
+            },
+            (Request::Adopt(_), Some(_)) => failed(&ProtocolError::Order("adopted already")),
+            (_, None) => failed(&ProtocolError::Order("the first request must adopt ranks")),
+            (Request::Queues, Some(s)) => match s.queues() {
+                Ok(read) => queues_reply(&read),
+                Err(e) => failed(&e),
+            },
+            (Request::Stacks(ask), Some(s)) => match s.stacks(&stack_options(&ask)) {
+                Ok(read) => stacks_reply(&read),
+                Err(e) => failed(&e),
+            },
+            (Request::Release, Some(_)) => Reply::Released {
+                problems: Vec::new(),
+            },
+            (Request::Hold, Some(s)) => {
+                let held = match s.hold() {
+                    Ok(h) => h,
+                    Err(e) => {
+                        conn.send(&failed(&e).to_message(id))?;
+                        continue;
+                    }
+                };
+                let ranks = held
+                    .ranks()
+                    .iter()
+                    .map(|r| RankStatus {
+                        rank: r.rank.unwrap_or(u64::MAX),
+                        pid: r.pid,
+                        problem: r.unreadable().map(problem_of),
+                    })
+                    .collect();
+                conn.send(&Reply::Held { ranks }.to_message(id))?;
+                // Held until the front end says so, goes away, or is silent too long:
+                // dropping `held` on any way out lets the ranks go.
+                match while_held(conn)? {
+                    Some((release_id, end)) => {
+                        let report = held.release();
+                        if let Some(end) = end {
+                            return Ok(end);
+                        }
+                        Reply::Released {
+                            problems: report.problems.iter().map(|p| chain(p)).collect(),
+                        }
+                        .to_message(release_id)
+                    }
+                    None => return Ok(Ended::FrontEndGone),
+                };
+                continue;
+            }
+        };
+        conn.send(&reply.to_message(id))?;
+    }
+}
+
+/// While ranks are held: waits for [`Request::Release`] (its id), a goodbye or the end
+/// (`Some((_, Some(end)))`), answering anything else with a refusal.
+fn while_held<T: Transport>(
+    conn: &mut Connection<T>,
+) -> Result<Option<(mpir_wire::RequestId, Option<Ended>)>, AgentError> {
+    loop {
+        let Some(msg) = next(conn)? else {
+            return Ok(None);
+        };
+        if msg.kind == MessageKind::Goodbye {
+            return Ok(Some((msg.request, Some(Ended::Bye))));
+        }
+        match Request::from_message(&msg) {
+            Ok(Request::Release) => {
+                // The reply is sent by the caller once the ranks run.
+                return Ok(Some((msg.request, None)));
+            }
+            Ok(Request::Bye) => return Ok(Some((msg.request, Some(Ended::Bye)))),
+            Ok(_) => conn.send(
+                &failed(&ProtocolError::Order("ranks are held: only release or bye"))
+                    .to_message(msg.request),
+            )?,
+            Err(e) => conn.send(&failed(&e).to_message(msg.request))?,
+        }
+    }
+}
+
+/// The next message, or `None` when the front end has gone (its end closed) or stayed
+/// silent past the idle timeout.
+fn next<T: Transport>(conn: &mut Connection<T>) -> Result<Option<Message>, AgentError> {
+    match conn.recv() {
+        Ok(m) => Ok(Some(m)),
+        Err(WireError::Closed { .. } | WireError::Timeout { .. }) => Ok(None),
+        Err(WireError::Io { source, .. })
+            if matches!(
+                source.kind(),
+                std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn failed(e: &dyn std::error::Error) -> Reply {
+    Reply::Failed { error: chain(e) }
+}
+
+/// The session of the adopted ranks, and the reply saying how each stands.
+fn adopt_ranks(adopt: &Adopt, config: &AgentConfig) -> Result<(Session, Reply), Reply> {
+    let options = session_options(&adopt.read, config.dll_helper.clone());
+    let session =
+        Session::node_ranks(&adopt.ranks, &adopt.expect, options).map_err(|e| failed(&e))?;
+    let ranks = session
+        .known_ranks()
+        .into_iter()
+        .map(|(rank, pid, why)| RankStatus {
+            rank: rank.unwrap_or(u64::MAX),
+            pid,
+            problem: why.map(problem_of),
+        })
+        .collect();
+    Ok((
+        session,
+        Reply::Adopted {
+            node: config.node.clone(),
+            ranks,
+        },
+    ))
+}
+
+/// The session's options from the front end's settings (and this agent's DLL host).
+pub fn session_options(read: &ReadSettings, dll_helper: Option<HelperOptions>) -> SessionOptions {
+    let engine = match read.engine {
+        EngineChoice::Auto => Engine::Auto,
+        EngineChoice::Dll => Engine::Dll,
+        EngineChoice::Native => Engine::Native,
+    };
+    let mut reader = ReaderOptions::default().with_engine(engine);
+    if let Some(h) = dll_helper {
+        reader = reader.with_helper(h);
+    }
+    if let Some(dll) = &read.dll {
+        reader = reader.with_dll(dll);
+    }
+    let mut options = SessionOptions::default()
+        .with_reader_options(reader)
+        .with_allow_other_users(read.allow_other_users);
+    for t in &read.types {
+        options = options.with_types_sidecar(t);
+    }
+    for d in &read.debug_dirs {
+        options = options.with_debug_dir(d);
+    }
+    if read.timeout_ms > 0 {
+        options = options.with_timeout(Duration::from_millis(read.timeout_ms));
+    }
+    options
+}
+
+fn problem_of(why: &Unreadable) -> Problem {
+    let kind = match why {
+        Unreadable::Remote { .. } => ProblemKind::Remote,
+        Unreadable::Refused(_) | Unreadable::NoPid { .. } | Unreadable::NoSuchProcess { .. } => {
+            ProblemKind::Refused
+        }
+        _ => ProblemKind::NotStopped,
+    };
+    Problem::new(kind, chain(why))
+}
+
+fn queues_reply(read: &QueueRead) -> Reply {
+    let ranks = read
+        .ranks
+        .iter()
+        .map(|r| {
+            let (queues, problem) = match &r.queues {
+                Ok(q) => (Some(q.clone()), None),
+                Err(RankError::Unreadable(why)) => (None, Some(problem_of(why))),
+                Err(e) => (None, Some(Problem::new(ProblemKind::ReadFailed, chain(e)))),
+            };
+            RankQueuesOut {
+                rank: r.rank.unwrap_or(u64::MAX),
+                pid: r.pid,
+                queues,
+                problem,
+                stacks: r.stacks.clone(),
+            }
+        })
+        .collect();
+    Reply::Queues {
+        engine: read.engine.clone(),
+        ranks,
+        release: read.release.problems.iter().map(|p| chain(p)).collect(),
+    }
+}
+
+/// The session's stack options from a request (the tree's options are the front end's: it
+/// builds the merged tree).
+pub fn stack_options(ask: &StacksAsk) -> StackOptions {
+    StackOptions::default()
+        .with_samples(ask.samples.clamp(1, 1000))
+        .with_interval(Duration::from_millis(ask.interval_ms.min(3_600_000)))
+        .with_max_stop(ask.max_stop_us.map(Duration::from_micros))
+}
+
+fn stacks_reply(read: &StacksRead) -> Reply {
+    Reply::Stacks {
+        samples: read
+            .samples
+            .iter()
+            .map(|s| SampleOut {
+                ranks: s.ranks.clone(),
+                unreached: s.unreached.clone(),
+                stops: s
+                    .stops
+                    .iter()
+                    .map(|t| StopOut {
+                        rank: t.rank,
+                        pid: t.pid,
+                        stopped_us: u64::try_from(t.stopped_for.as_micros()).unwrap_or(u64::MAX),
+                    })
+                    .collect(),
+                overran: s.overran.clone(),
+            })
+            .collect(),
+    }
+}

@@ -1,0 +1,108 @@
+//! Errors of the agent and of the front end.
+
+use mpir_wire::{ContentKind, MessageKind, WireError};
+use thiserror::Error;
+
+/// A message that is not what the protocol says comes next.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum ProtocolError {
+    /// Another kind of message.
+    #[error("expected a {expected:?} message, got a {got:?}")]
+    Unexpected {
+        /// What the protocol expects.
+        expected: MessageKind,
+        /// What came.
+        got: MessageKind,
+    },
+    /// Not JSON content.
+    #[error("expected JSON content, got {got:?}")]
+    Content {
+        /// What came.
+        got: ContentKind,
+    },
+    /// JSON that is not a request or reply of this protocol.
+    #[error("a {len}-byte payload that is no message of this protocol: {reason}")]
+    Payload {
+        /// serde_json's reason (with line and column).
+        reason: String,
+        /// The payload's size.
+        len: usize,
+    },
+    /// A reply to another request than the one asked.
+    #[error("a reply to request {got}, while request {expected} was asked")]
+    OtherRequest {
+        /// The request asked.
+        expected: u64,
+        /// The one answered.
+        got: u64,
+    },
+    /// A reply of another kind than the request asks for.
+    #[error("a {got} reply to a {asked} request")]
+    WrongReply {
+        /// The request.
+        asked: &'static str,
+        /// The reply's kind.
+        got: &'static str,
+    },
+    /// An answer for a rank the agent was not given.
+    #[error("an answer for rank {rank}, which this agent was not given")]
+    ForeignRank {
+        /// The rank.
+        rank: u64,
+    },
+    /// The first request was not [`crate::Request::Adopt`], or it came twice.
+    #[error("{0}")]
+    Order(&'static str),
+}
+
+/// Why an agent stopped serving.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum AgentError {
+    /// The connection to the front end failed (or the handshake).
+    #[error("the connection to the front end")]
+    Wire(#[from] WireError),
+    /// The front end sent something this agent cannot use.
+    #[error("the front end broke the protocol")]
+    Protocol(#[from] ProtocolError),
+    /// Setting up stdio or the agent's own process.
+    #[error("{context}")]
+    Setup {
+        /// What was being done.
+        context: String,
+        /// Why it failed.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Why the front end could not use the agents as a whole (per-node trouble is per rank, in
+/// the results: [`mpir_session::Unreadable::Agent`]).
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum FrontEndError {
+    /// No engine can start agents for this job, and none was given.
+    #[error("no way to start agents on the job's other nodes: {reason}")]
+    NoEngine {
+        /// Why (what was detected).
+        reason: String,
+    },
+    /// The agent launch template is unusable.
+    #[error("agent launch template {template:?}: {reason}")]
+    Template {
+        /// The template.
+        template: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The local part of a read failed.
+    #[error("reading this node's ranks")]
+    Session(#[source] Box<mpir_session::SessionError>),
+}
+
+impl From<mpir_session::SessionError> for FrontEndError {
+    fn from(e: mpir_session::SessionError) -> Self {
+        FrontEndError::Session(Box::new(e))
+    }
+}

@@ -1,0 +1,189 @@
+//! How the front end starts one agent per node: through an engine the job already trusts,
+//! never a launcher of our own. Each agent's stdin/stdout is the pipe the engine forwards;
+//! its argv carries no secret.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use mpir_acquire::Job;
+use mpir_acquire::quirks::Launcher;
+
+use crate::error::FrontEndError;
+
+/// Which engine starts the agents.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Launch {
+    /// Decided from the job: a Slurm step (`srun`) → [`Launch::Slurm`]; otherwise no engine
+    /// is known to forward an agent's stdio, and [`Launch::Template`] must be given.
+    Auto,
+    /// Slurm: one step beside the job's, on one node, per agent:
+    /// `srun --jobid=J --overlap --nodes=1 --ntasks=1 --nodelist=HOST --unbuffered --quiet
+    /// AGENT…` (Slurm authenticates it with munge and forwards its stdio).
+    Slurm {
+        /// The Slurm job id.
+        job_id: u64,
+    },
+    /// A command per node from a template: `{host}` is the node, `{agent}` the agent's
+    /// command (several words); words are split on white space, no shell is involved
+    /// (`ssh {host} {agent}`, `pdsh -N -w {host} {agent}`, the simulated cluster's
+    /// `nsrsh {host} {agent}`). The command must forward the agent's stdin and stdout.
+    Template(String),
+}
+
+impl Launch {
+    /// The engine for `job`: `self`, or for [`Launch::Auto`] the one the job's starter says.
+    ///
+    /// # Errors
+    /// [`FrontEndError::NoEngine`] when nothing in the job says how to reach its nodes.
+    pub fn resolve(&self, job: &Job) -> Result<Launch, FrontEndError> {
+        match self {
+            Launch::Auto => match (job.starter.launcher, job.starter.job_id) {
+                (Some(Launcher::Slurm), Some(job_id)) => Ok(Launch::Slurm { job_id }),
+                (Some(Launcher::Slurm), None) => Err(FrontEndError::NoEngine {
+                    reason: "the srun does not say its Slurm job id (SLURM_JOB_ID)".into(),
+                }),
+                (launcher, _) => Err(FrontEndError::NoEngine {
+                    reason: format!(
+                        "the starter is {}, whose own daemons do not forward an agent's \
+                         standard I/O; give a command that does (--agent-launch \
+                         'ssh {{host}} {{agent}}')",
+                        launcher.map_or_else(|| "not a known launcher".into(), |l| l.to_string())
+                    ),
+                }),
+            },
+            other => Ok(other.clone()),
+        }
+    }
+
+    /// Checks a template: it names `{host}` and `{agent}` (as whole words or inside one).
+    ///
+    /// # Errors
+    /// [`FrontEndError::Template`] saying what is missing.
+    pub fn check(&self) -> Result<(), FrontEndError> {
+        if let Launch::Template(t) = self {
+            let bad = |reason: &str| FrontEndError::Template {
+                template: t.clone(),
+                reason: reason.into(),
+            };
+            if t.split_whitespace().next().is_none() {
+                return Err(bad("it is empty"));
+            }
+            if !t.contains("{host}") {
+                return Err(bad("it does not name {host}"));
+            }
+            if !t.split_whitespace().any(|w| w == "{agent}") {
+                return Err(bad("it does not have {agent} as a word of its own"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The command that starts `agent` (its program and arguments) on `host`, stdin and
+    /// stdout piped, stderr inherited (an agent's diagnostics reach the user).
+    ///
+    /// # Errors
+    /// [`FrontEndError::Template`] for an unusable template; [`FrontEndError::NoEngine`]
+    /// for [`Launch::Auto`] (resolve it first).
+    pub fn command(&self, host: &str, agent: &[OsString]) -> Result<Command, FrontEndError> {
+        self.check()?;
+        let mut argv: Vec<OsString> = Vec::new();
+        match self {
+            Launch::Auto => {
+                return Err(FrontEndError::NoEngine {
+                    reason: "the engine was not resolved from the job".into(),
+                });
+            }
+            Launch::Slurm { job_id } => {
+                argv.push("srun".into());
+                for a in [
+                    format!("--jobid={job_id}"),
+                    "--overlap".into(),
+                    "--nodes=1".into(),
+                    "--ntasks=1".into(),
+                    format!("--nodelist={host}"),
+                    "--unbuffered".into(),
+                    "--quiet".into(),
+                ] {
+                    argv.push(a.into());
+                }
+                argv.extend(agent.iter().cloned());
+            }
+            Launch::Template(t) => {
+                for w in t.split_whitespace() {
+                    if w == "{agent}" {
+                        argv.extend(agent.iter().cloned());
+                    } else {
+                        argv.push(w.replace("{host}", host).into());
+                    }
+                }
+            }
+        }
+        let mut c = Command::new(&argv[0]);
+        c.args(&argv[1..])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        Ok(c)
+    }
+}
+
+/// The agent's command: this program's own executable (one binary on a shared file system is
+/// the expected setup) with `agent`.
+pub fn default_agent_command() -> Vec<OsString> {
+    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("mpir"));
+    vec![exe.into_os_string(), "agent".into()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(c: &Command) -> Vec<String> {
+        std::iter::once(c.get_program())
+            .chain(c.get_args())
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn templates_expand_host_and_agent_without_a_shell() {
+        let agent: Vec<OsString> = vec!["/shared/mpir".into(), "agent".into()];
+        let c = Launch::Template("ssh -o BatchMode=yes {host} {agent}".into())
+            .command("node7", &agent)
+            .unwrap();
+        assert_eq!(
+            words(&c),
+            [
+                "ssh",
+                "-o",
+                "BatchMode=yes",
+                "node7",
+                "/shared/mpir",
+                "agent"
+            ]
+        );
+        let c = Launch::Template("pdsh -N -w {host} {agent}".into())
+            .command("n[1]; rm -rf /", &agent)
+            .unwrap();
+        // A host is one word, whatever it holds: no shell splits or runs it.
+        assert_eq!(words(&c)[3], "n[1]; rm -rf /");
+        for (t, why) in [
+            ("", "empty"),
+            ("ssh {agent}", "{host}"),
+            ("ssh {host} x{agent}", "{agent}"),
+        ] {
+            let e = Launch::Template(t.into()).command("n", &agent).unwrap_err();
+            assert!(e.to_string().contains(why), "{t}: {e}");
+        }
+        let s = Launch::Slurm { job_id: 42 }
+            .command("node3", &agent)
+            .unwrap();
+        let w = words(&s);
+        assert_eq!(w[0], "srun");
+        assert!(w.contains(&"--jobid=42".to_string()) && w.contains(&"--nodelist=node3".into()));
+        assert!(w.contains(&"--overlap".to_string()));
+        assert_eq!(&w[w.len() - 2..], ["/shared/mpir", "agent"]);
+    }
+}

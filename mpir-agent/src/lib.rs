@@ -1,0 +1,66 @@
+//! # mpir-agent
+//!
+//! Ranks on other nodes (issue 21). A job's ranks on this node are read by an
+//! [`mpir_session::Session`]; every other node's ranks are read by an **agent** on that node
+//! — `mpir agent`, the same binary, or [`run_stdio`] / [`serve`] in any program — started
+//! through an engine the job already trusts (Slurm's `srun`, or a command such as `ssh`
+//! given as a template: [`Launch`]), never a launcher of ours, and never listening on a port.
+//!
+//! - **The agent** ([`serve`]) adopts the table's entries for its node, proves each one from
+//!   its own `/proc` ([`mpir_acquire::live::prove_on_node`]: the node, the job's user and
+//!   start, the executable, the launcher's rank variables) and serves queues, stacks, hold
+//!   and release for the proven ones, with the session's rules: a rank is stopped only while
+//!   it is read, nothing is written, and everything is let go when the front end says
+//!   goodbye, goes away or stays silent past the idle timeout.
+//! - **The front end** ([`Agents`]) starts the agents, sends each request to all of them
+//!   before reading this node's ranks, and merges the answers into the session's own
+//!   results: a multi-node job gives the same [`mpir_session::QueueRead`] and
+//!   [`mpir_session::StacksRead`] as a one-node job, with each rank an agent could not read
+//!   marked [`mpir_session::Unreadable::Agent`] (the node, the failure, the details).
+//! - **The protocol** ([`Request`], [`Reply`]) is JSON in `mpir-wire` messages: framed,
+//!   versioned, bounded, over the pipe the engine forwards (the engine authenticated it).
+//!
+//! ```no_run
+//! use mpir_agent::{Agents, FrontEndOptions, Launch};
+//! use mpir_session::{Session, SessionOptions, StackOptions};
+//!
+//! let mut session = Session::attach(4242, SessionOptions::default())?;
+//! // srun jobs are detected; anything else says how to reach a node.
+//! let options = FrontEndOptions::default().with_launch(Launch::Template("ssh {host} {agent}".into()));
+//! let mut agents = Agents::start(&session, options)?;
+//! let stacks = agents.stacks(&mut session, &StackOptions::default())?;
+//! print!("{}", stacks.tree().to_text());
+//! agents.shutdown();
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! ## Design notes
+//!
+//! - *Symbolised where the process is.* An agent unwinds and names its ranks' frames with its
+//!   own session's caches (each file parsed once per agent, each build-id's CFI and symbols
+//!   once); the front end only merges. With one binary per job, that is one parse per node,
+//!   the smallest that still reads each node's own files (a node's libraries may differ).
+//! - *The front end never trusts an answer's ranks*: an answer for a rank the agent was not
+//!   given cuts that agent off; its ranks become [`mpir_session::AgentFailure::BadAnswer`].
+//! - *Every wait is bounded*: starting ([`FrontEndOptions::start_timeout`]), each request
+//!   ([`FrontEndOptions::request_timeout`], one deadline for all nodes), the agent's idle
+//!   wait ([`AgentConfig::idle_timeout`]).
+
+#![cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod agent;
+mod error;
+mod front;
+mod launch;
+mod protocol;
+
+pub use agent::{AgentConfig, Ended, run_stdio, serve, session_options, stack_options};
+pub use error::{AgentError, FrontEndError, ProtocolError};
+pub use front::{Agents, FrontEndOptions, NodeState};
+pub use launch::{Launch, default_agent_command};
+pub use protocol::{
+    Adopt, EngineChoice, Problem, ProblemKind, RankQueuesOut, RankStatus, ReadSettings, Reply,
+    Request, SampleOut, StacksAsk, StopOut,
+};

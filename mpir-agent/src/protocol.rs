@@ -1,0 +1,364 @@
+//! What the front end asks an agent and what the agent answers: JSON payloads
+//! ([`ContentKind::Json`]) in `mpir-wire` messages, one reply per request, paired by the
+//! request id. One definition for both sides; every field an agent sends is checked by the
+//! front end before use (which ranks it answers for, sizes by the wire's limits).
+
+use std::path::PathBuf;
+
+use mpir_acquire::live::{NodeExpectations, RankClaim};
+use mpir_mqd::RankQueues;
+use mpir_types::stacks::{RankStacks, ThreadStack, Unreached};
+use mpir_wire::{ContentKind, Message, MessageKind, RequestId};
+use serde::{Deserialize, Serialize};
+
+use crate::error::ProtocolError;
+
+/// A request to an agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Request {
+    /// The ranks this agent serves: the table's entries for its node, what the job is known
+    /// by, how to read. Answered with [`Reply::Adopted`]. Must come first, once.
+    Adopt(Adopt),
+    /// Every adopted rank's message queues (each held only while read). [`Reply::Queues`].
+    Queues,
+    /// Every adopted rank's stacks. [`Reply::Stacks`].
+    Stacks(StacksAsk),
+    /// Hold every adopted rank stopped until [`Request::Release`] (or until the front end
+    /// goes away). [`Reply::Held`].
+    Hold,
+    /// Let held ranks run. [`Reply::Released`].
+    Release,
+    /// Let everything go and exit. No reply.
+    Bye,
+}
+
+/// The ranks an agent serves, and how.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Adopt {
+    /// The table's entries whose host is the agent's node (others are refused as remote).
+    pub ranks: Vec<RankClaim>,
+    /// What each rank must agree with.
+    pub expect: NodeExpectations,
+    /// How to read queues.
+    pub read: ReadSettings,
+}
+
+impl Adopt {
+    /// Adopt `ranks`, proven against `expect`, read with `read`.
+    pub fn new(ranks: Vec<RankClaim>, expect: NodeExpectations, read: ReadSettings) -> Self {
+        Adopt {
+            ranks,
+            expect,
+            read,
+        }
+    }
+}
+
+/// Which queue engine an agent uses (as [`mpir_mqd::Engine`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum EngineChoice {
+    /// The library's choice.
+    #[default]
+    Auto,
+    /// The MPI's message-queue DLL.
+    Dll,
+    /// The native walkers.
+    Native,
+}
+
+/// How an agent reads: the same settings the front end's own session uses, with paths as
+/// the agent's node sees them (one installation on a shared file system is the expected
+/// setup).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ReadSettings {
+    /// The queue engine.
+    pub engine: EngineChoice,
+    /// A message-queue DLL to use.
+    pub dll: Option<PathBuf>,
+    /// Types sidecars.
+    pub types: Vec<PathBuf>,
+    /// Directories of separate debug files.
+    pub debug_dirs: Vec<PathBuf>,
+    /// The bound of each stop, in milliseconds (0: the library's default).
+    pub timeout_ms: u64,
+    /// Ranks of other users may be read (a privileged tool that said so).
+    pub allow_other_users: bool,
+}
+
+/// A stacks request's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct StacksAsk {
+    /// Samples to take (at least 1).
+    pub samples: u32,
+    /// Between samples, in milliseconds.
+    pub interval_ms: u64,
+    /// Longest acceptable stop of one process, in microseconds.
+    pub max_stop_us: Option<u64>,
+}
+
+impl StacksAsk {
+    /// `samples` samples `interval_ms` apart.
+    pub fn new(samples: u32, interval_ms: u64, max_stop_us: Option<u64>) -> Self {
+        StacksAsk {
+            samples,
+            interval_ms,
+            max_stop_us,
+        }
+    }
+}
+
+/// An agent's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "reply", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Reply {
+    /// The adopted ranks and how each stands.
+    Adopted {
+        /// The agent's node (its host name).
+        node: String,
+        /// One per entry of the request, in order.
+        ranks: Vec<RankStatus>,
+    },
+    /// Every adopted rank's queues.
+    Queues {
+        /// The engine used, when one could be set up.
+        engine: Option<mpir_mqd::EngineUsed>,
+        /// One per adopted rank.
+        ranks: Vec<RankQueuesOut>,
+        /// Problems letting the ranks go (none: all running again).
+        release: Vec<String>,
+    },
+    /// Every sample of every adopted rank's stacks.
+    Stacks {
+        /// In order.
+        samples: Vec<SampleOut>,
+    },
+    /// The ranks are held.
+    Held {
+        /// One per adopted rank.
+        ranks: Vec<RankStatus>,
+    },
+    /// The ranks run again.
+    Released {
+        /// Problems letting them go (none: all running again).
+        problems: Vec<String>,
+    },
+    /// The request failed as a whole.
+    Failed {
+        /// Why, as one line.
+        error: String,
+    },
+}
+
+/// Why an agent did not read a rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ProblemKind {
+    /// Not on the agent's node: not touched.
+    Remote,
+    /// Not proven to be the rank: not touched.
+    Refused,
+    /// Proven, but it could not be stopped or opened, or it exited.
+    NotStopped,
+    /// Held, but reading it failed.
+    ReadFailed,
+}
+
+/// A rank an agent did not read, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Problem {
+    /// The kind.
+    pub kind: ProblemKind,
+    /// The reason, as one line.
+    pub message: String,
+}
+
+impl Problem {
+    /// A problem of `kind`.
+    pub fn new(kind: ProblemKind, message: impl Into<String>) -> Self {
+        Problem {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+/// How one adopted rank stands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct RankStatus {
+    /// The rank.
+    pub rank: u64,
+    /// Its pid on the agent's node.
+    pub pid: u32,
+    /// Why it is not served, if it is not.
+    pub problem: Option<Problem>,
+}
+
+/// One rank's queues as an agent read them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct RankQueuesOut {
+    /// The rank.
+    pub rank: u64,
+    /// Its pid on the agent's node.
+    pub pid: u32,
+    /// The queues, or `None` with a `problem`.
+    pub queues: Option<RankQueues>,
+    /// Why not.
+    pub problem: Option<Problem>,
+    /// Every thread's stack, read while the rank was held for its queues.
+    pub stacks: Option<Vec<ThreadStack>>,
+}
+
+/// One process's stop, as an agent measured it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct StopOut {
+    /// The rank.
+    pub rank: u64,
+    /// Its pid on the agent's node.
+    pub pid: u32,
+    /// Microseconds stopped.
+    pub stopped_us: u64,
+}
+
+/// One sample of an agent's ranks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct SampleOut {
+    /// The stacks of every rank read.
+    pub ranks: Vec<RankStacks>,
+    /// The ranks not read, with the reason.
+    pub unreached: Vec<Unreached>,
+    /// How long each process was stopped.
+    pub stops: Vec<StopOut>,
+    /// Ranks whose stop exceeded the asked maximum.
+    pub overran: Vec<u64>,
+}
+
+impl Request {
+    /// As a request message with `id`.
+    pub fn to_message(&self, id: RequestId) -> Message {
+        Message::new(MessageKind::Request, ContentKind::Json, to_json(self)).with_request(id)
+    }
+
+    /// From a request message.
+    ///
+    /// # Errors
+    /// [`ProtocolError`] for another kind of message or content, or a payload that is not a
+    /// request.
+    pub fn from_message(message: &Message) -> Result<Request, ProtocolError> {
+        from_json(message, MessageKind::Request)
+    }
+}
+
+impl Reply {
+    /// As the reply to request `id`.
+    pub fn to_message(&self, id: RequestId) -> Message {
+        Message::new(MessageKind::Reply, ContentKind::Json, to_json(self)).with_request(id)
+    }
+
+    /// From a reply message.
+    ///
+    /// # Errors
+    /// [`ProtocolError`] for another kind of message or content, or a payload that is not a
+    /// reply.
+    pub fn from_message(message: &Message) -> Result<Reply, ProtocolError> {
+        from_json(message, MessageKind::Reply)
+    }
+}
+
+fn to_json<T: Serialize>(value: &T) -> Vec<u8> {
+    // Our own types serialise to JSON without failing (no maps with non-string keys, no
+    // non-finite floats).
+    serde_json::to_vec(value).unwrap_or_else(|e| {
+        format!(r#"{{"reply":"failed","error":"cannot encode: {e}"}}"#).into_bytes()
+    })
+}
+
+fn from_json<T: for<'de> Deserialize<'de>>(
+    message: &Message,
+    kind: MessageKind,
+) -> Result<T, ProtocolError> {
+    if message.kind != kind {
+        return Err(ProtocolError::Unexpected {
+            expected: kind,
+            got: message.kind,
+        });
+    }
+    if message.content != ContentKind::Json {
+        return Err(ProtocolError::Content {
+            got: message.content,
+        });
+    }
+    serde_json::from_slice(&message.payload).map_err(|e| ProtocolError::Payload {
+        reason: e.to_string(),
+        len: message.payload.len(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_and_replies_round_trip_and_garbage_is_a_typed_error() {
+        let adopt = Request::Adopt(Adopt::new(
+            vec![RankClaim::new(3, 4242, "node2", Some("/shared/app".into()))],
+            NodeExpectations::new(1000).with_job_env("SLURM_JOB_ID", "9"),
+            ReadSettings::default(),
+        ));
+        let m = adopt.to_message(RequestId(7));
+        assert_eq!(m.request, RequestId(7));
+        assert_eq!(Request::from_message(&m).unwrap(), adopt);
+        let stacks = Request::Stacks(StacksAsk::new(2, 100, Some(5000)));
+        assert_eq!(
+            Request::from_message(&stacks.to_message(RequestId(8))).unwrap(),
+            stacks
+        );
+
+        let reply = Reply::Adopted {
+            node: "node2".into(),
+            ranks: vec![RankStatus {
+                rank: 3,
+                pid: 4242,
+                problem: Some(Problem::new(ProblemKind::Refused, "runs /bin/sh")),
+            }],
+        };
+        let m = reply.to_message(RequestId(7));
+        assert_eq!(Reply::from_message(&m).unwrap(), reply);
+        // A reply where a request belongs, garbage, binary content: errors naming why.
+        assert!(matches!(
+            Request::from_message(&m),
+            Err(ProtocolError::Unexpected { .. })
+        ));
+        let junk = Message::new(
+            MessageKind::Reply,
+            ContentKind::Json,
+            b"{\"reply\":7".to_vec(),
+        );
+        assert!(matches!(
+            Reply::from_message(&junk),
+            Err(ProtocolError::Payload { len: 10, .. })
+        ));
+        let bin = Message::new(MessageKind::Reply, ContentKind::Binary, vec![1, 2]);
+        assert!(matches!(
+            Reply::from_message(&bin),
+            Err(ProtocolError::Content { .. })
+        ));
+        // Deep nesting stops at serde_json's recursion limit instead of the stack.
+        let deep = "[".repeat(100_000);
+        let deep = Message::new(MessageKind::Reply, ContentKind::Json, deep.into_bytes());
+        assert!(Reply::from_message(&deep).is_err());
+    }
+}
