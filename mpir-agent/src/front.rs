@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
-use std::process::{Child, ChildStdin, ChildStdout};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use mpir_acquire::live::{NodeExpectations, RankClaim, process_started_unix};
@@ -27,6 +27,7 @@ use mpir_types::node::ThisNode;
 use mpir_types::stacks::{Unreached, UnreachedReason};
 use mpir_wire::{
     Connection, ContentKind, Gate, Message, MessageKind, NodeId, Options, Pipe, RequestId,
+    Transport,
 };
 
 use crate::error::{FrontEndError, ProtocolError};
@@ -99,7 +100,8 @@ impl FrontEndOptions {
     }
 }
 
-type AgentLink = Connection<Pipe<ChildStdout, ChildStdin>>;
+/// An agent's connection, whatever carries it (a pipe its engine forwards, TLS).
+type AgentLink = Connection<Box<dyn Transport + Send>>;
 
 /// Why a node's agent is out.
 #[derive(Debug, Clone)]
@@ -264,7 +266,9 @@ impl Agents {
                             // Parked as a pipe until the handshake below.
                             agents.nodes.push(node);
                             let i = agents.nodes.len() - 1;
-                            pipes.push((i, Pipe::new(stdout, stdin)));
+                            let pipe: Box<dyn Transport + Send> =
+                                Box::new(Pipe::new(stdout, stdin));
+                            pipes.push((i, pipe));
                             continue;
                         }
                         Err(e) => {
@@ -307,7 +311,7 @@ impl Agents {
 
     fn handshake_all(
         &mut self,
-        pipes: Vec<(usize, Pipe<ChildStdout, ChildStdin>)>,
+        pipes: Vec<(usize, Box<dyn Transport + Send>)>,
         expect: &NodeExpectations,
     ) {
         let deadline = Instant::now() + self.options.start_timeout;

@@ -27,6 +27,18 @@ pub trait Transport: Read + Write {
     }
 }
 
+/// A boxed transport is one: a front end keeps agents reached by different carriers (pipes,
+/// TLS) side by side as `Connection<Box<dyn Transport + Send>>`.
+impl<T: Transport + ?Sized> Transport for Box<T> {
+    fn set_timeout(&mut self, timeout: Duration) -> io::Result<()> {
+        (**self).set_timeout(timeout)
+    }
+
+    fn close(&mut self) -> io::Result<()> {
+        (**self).close()
+    }
+}
+
 /// `Some(timeout)`, at least a millisecond (a zero timeout means "none" to the socket API).
 fn socket_timeout(timeout: Duration) -> Option<Duration> {
     Some(timeout.max(Duration::from_millis(1)))
