@@ -57,6 +57,24 @@ impl AgentConfig {
         self
     }
 
+    /// For node `name`, as the job's table names it: refused unless this machine's facts
+    /// say the name is this node (its host names, `/etc/hosts` aliases, interface
+    /// addresses), so that an agent started on the wrong node never serves there.
+    ///
+    /// # Errors
+    /// [`AgentError::WrongNode`] naming both.
+    pub fn for_node(mut self, name: &str) -> Result<Self, AgentError> {
+        let here = mpir_target::live::node::this_node();
+        if !here.classify(Some(name)).is_local() {
+            return Err(AgentError::WrongNode {
+                asked: name.to_string(),
+                here: here.display_name().to_string(),
+            });
+        }
+        self.node = name.to_string();
+        Ok(self)
+    }
+
     /// With this idle timeout.
     pub fn with_idle_timeout(mut self, timeout: Duration) -> Self {
         self.idle_timeout = timeout;

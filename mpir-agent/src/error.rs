@@ -66,6 +66,14 @@ pub enum AgentError {
     /// The front end sent something this agent cannot use.
     #[error("the front end broke the protocol")]
     Protocol(#[from] ProtocolError),
+    /// The agent was started for another node than the one it runs on.
+    #[error("this agent was started for node {asked}, but runs on {here}")]
+    WrongNode {
+        /// The node named.
+        asked: String,
+        /// This node's name.
+        here: String,
+    },
     /// Setting up stdio or the agent's own process.
     #[error("{context}")]
     Setup {

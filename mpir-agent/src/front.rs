@@ -23,7 +23,6 @@ use mpir_session::{
     AgentFailure, DeadlockRead, QueueRead, RankError, RankRead, RemoteSample, Session,
     StackOptions, StacksRead, StopTime, Unreadable,
 };
-use mpir_types::node::ThisNode;
 use mpir_types::stacks::{Unreached, UnreachedReason};
 use mpir_wire::{
     Connection, ContentKind, Gate, Message, MessageKind, NodeId, Options, Pipe, RequestId,
@@ -249,7 +248,9 @@ impl Agents {
                 statuses: Vec::new(),
                 engine: None,
             };
-            match launch.command(&node.host, &agents.options.agent) {
+            let mut agent = agents.options.agent.clone();
+            agent.extend(["--node".into(), node.host.clone().into()]);
+            match launch.command(&node.host, &agent) {
                 Ok(mut cmd) => {
                     // Its own process group: a Ctrl-C at the terminal reaches this program,
                     // which ends the agents by closing their pipes (srun would take a
@@ -323,8 +324,7 @@ impl Agents {
             let id = NodeId(u32::try_from(i + 1).unwrap_or(u32::MAX));
             match Connection::front_end(pipe, &Gate::Engine(id), &wire) {
                 Ok(accepted) => {
-                    let here = ThisNode::new().with_name(&accepted.hello.node);
-                    if !here.classify(Some(&node.host)).is_local() {
+                    if accepted.hello.node != node.host {
                         node.failed(Down::new(
                             AgentFailure::BadAnswer,
                             format!(

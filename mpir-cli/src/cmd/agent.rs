@@ -20,15 +20,22 @@ pub(crate) struct AgentArgs {
     /// front end.
     #[arg(long = "idle-timeout", value_name = "SECONDS", default_value_t = 3600)]
     pub(crate) idle_timeout: u64,
+    /// The node this agent serves, as the job's table names it (the front end passes it);
+    /// the agent refuses to start on any other node.
+    #[arg(long, value_name = "HOST")]
+    pub(crate) node: Option<String>,
 }
 
 /// `mpir agent`: started by `mpir` itself on another node (through srun or
 /// `--agent-launch`), it speaks only the wire protocol on stdin/stdout.
 pub(crate) fn run(args: &AgentArgs) -> anyhow::Result<ExitCode> {
     let me = std::env::current_exe()?;
-    let config = AgentConfig::default()
+    let mut config = AgentConfig::default()
         .with_idle_timeout(Duration::from_secs(args.idle_timeout))
         .with_dll_helper(HelperOptions::default().with_program_args(me, [HELPER_ARG]));
+    if let Some(node) = &args.node {
+        config = config.for_node(node)?;
+    }
     let ended = mpir_agent::run_stdio(&config)?;
     tracing::info!(?ended, "agent done");
     Ok(ExitCode::SUCCESS)
