@@ -11,14 +11,20 @@ use std::time::Duration;
 
 use mpir_mqd::{Engine, HelperOptions, ReaderOptions};
 use mpir_session::{
-    QueueRead, RankError, Session, SessionOptions, StackOptions, StacksRead, Unreadable, chain,
+    AgentFailure, QueueRead, RankError, Session, SessionOptions, StackOptions, StacksRead,
+    Unreadable, chain,
 };
-use mpir_wire::{Connection, Hello, Message, MessageKind, Options, Transport, WireError};
+use mpir_types::stacks::{Unreached, UnreachedReason};
+use mpir_wire::{
+    Connection, Hello, Message, MessageKind, Options, RequestId, Transport, WireError,
+};
 
 use crate::error::{AgentError, ProtocolError};
+use crate::fleet::{Down, Fleet};
+use crate::merge;
 use crate::protocol::{
-    Adopt, EngineChoice, Problem, ProblemKind, RankQueuesOut, RankStatus, ReadSettings, Reply,
-    Request, SampleOut, StacksAsk, StopOut,
+    Adopt, EngineChoice, FailureKind, Plan, Problem, ProblemKind, RankQueuesOut, RankStatus,
+    ReadSettings, Reply, Request, SampleOut, StacksAsk, StopOut,
 };
 
 /// How an agent runs.
@@ -127,7 +133,7 @@ pub fn serve<T: Transport>(
     config: &AgentConfig,
 ) -> Result<Ended, AgentError> {
     conn.set_silence_timeout(config.idle_timeout)?;
-    let mut session: Option<Session> = None;
+    let mut node: Option<Adopted> = None;
     loop {
         let Some(msg) = next(conn)? else {
             return Ok(Ended::FrontEndGone);
@@ -143,65 +149,262 @@ pub fn serve<T: Transport>(
                 continue;
             }
         };
-        let reply = match (request, session.as_mut()) {
+        let reply = match (request, node.as_mut()) {
             (Request::Bye, _) => return Ok(Ended::Bye),
-            (Request::Adopt(adopt), None) => match adopt_ranks(&adopt, config) {
-                Ok((s, reply)) => {
-                    session = Some(s);
+            (Request::Adopt(adopt), None) => match Adopted::new(&adopt, config) {
+                Ok((n, reply)) => {
+                    node = Some(n);
                     reply
                 }
                 Err(reply) => reply,
             },
             (Request::Adopt(_), Some(_)) => failed(&ProtocolError::Order("adopted already")),
             (_, None) => failed(&ProtocolError::Order("the first request must adopt ranks")),
-            (Request::Queues, Some(s)) => match s.queues() {
-                Ok(read) => queues_reply(&read),
-                Err(e) => failed(&e),
-            },
-            (Request::Stacks(ask), Some(s)) => match s.stacks(&stack_options(&ask)) {
-                Ok(read) => stacks_reply(&read),
-                Err(e) => failed(&e),
-            },
+            (Request::Queues, Some(n)) => n.queues(),
+            (Request::Stacks(ask), Some(n)) => n.stacks(&ask),
             (Request::Release, Some(_)) => Reply::Released {
                 problems: Vec::new(),
             },
-            (Request::Hold, Some(s)) => {
-                let held = match s.hold() {
-                    Ok(h) => h,
-                    Err(e) => {
-                        conn.send(&failed(&e).to_message(id))?;
-                        continue;
-                    }
-                };
-                let ranks = held
-                    .ranks()
-                    .iter()
-                    .map(|r| RankStatus {
-                        rank: r.rank.unwrap_or(u64::MAX),
-                        pid: r.pid,
-                        problem: r.unreadable().map(problem_of),
-                    })
-                    .collect();
-                conn.send(&Reply::Held { ranks }.to_message(id))?;
-                // Held until the front end says so, goes away, or is silent too long:
-                // dropping `held` on any way out lets the ranks go.
-                match while_held(conn)? {
-                    Some((release_id, end)) => {
-                        let report = held.release();
-                        if let Some(end) = end {
-                            return Ok(end);
-                        }
-                        Reply::Released {
-                            problems: report.problems.iter().map(|p| chain(p)).collect(),
-                        }
-                        .to_message(release_id)
-                    }
-                    None => return Ok(Ended::FrontEndGone),
-                };
-                continue;
-            }
+            (Request::Hold, Some(n)) => match n.hold_until_release(conn, id)? {
+                Some(end) => return Ok(end),
+                None => continue,
+            },
         };
         conn.send(&reply.to_message(id))?;
+    }
+}
+
+/// An agent's ranks: its own node's (a session) and its subtree's (the agents it started).
+struct Adopted {
+    session: Session,
+    own: Vec<mpir_acquire::live::RankClaim>,
+    children: Option<(Fleet, Plan)>,
+}
+
+impl Adopted {
+    /// Proves the node's ranks, starts the subtree's agents; the reply says how every rank
+    /// stands.
+    fn new(adopt: &Adopt, config: &AgentConfig) -> Result<(Adopted, Reply), Reply> {
+        // The subtree's agents first: they start while this node's ranks are proven.
+        let children = adopt
+            .plan
+            .as_ref()
+            .filter(|_| !adopt.subtree.is_empty())
+            .map(|plan| (Fleet::start(adopt.subtree.clone(), plan), plan.clone()));
+        let options = session_options(&adopt.read, config.dll_helper.clone());
+        let mut ranks: Vec<RankStatus> = Vec::new();
+        // Every node of a table has ranks: an adoption without any is not one.
+        let session =
+            Session::node_ranks(&adopt.ranks, &adopt.expect, options).map_err(|e| failed(&e))?;
+        ranks.extend(
+            session
+                .known_ranks()
+                .into_iter()
+                .map(|(rank, pid, why)| RankStatus {
+                    rank: rank.unwrap_or(u64::MAX),
+                    pid,
+                    problem: why.map(problem_of),
+                }),
+        );
+        if let Some((fleet, _)) = &children {
+            for m in &fleet.members {
+                match m.out() {
+                    None => ranks.extend(m.statuses.iter().cloned()),
+                    Some(d) => ranks.extend(m.ranks.iter().map(|c| RankStatus {
+                        rank: c.rank,
+                        pid: u32::try_from(c.pid).unwrap_or(0),
+                        problem: Some(Problem::agent(d.failure.into(), m.reason_for(c, d).1)),
+                    })),
+                }
+            }
+        }
+        let reply = Reply::Adopted {
+            node: config.node.clone(),
+            ranks,
+        };
+        Ok((
+            Adopted {
+                session,
+                own: adopt.ranks.clone(),
+                children,
+            },
+            reply,
+        ))
+    }
+
+    /// The subtree's request sent, with the bound of its answers.
+    fn ask_children(
+        &mut self,
+        request: &Request,
+        extra: Duration,
+    ) -> Option<(RequestId, Duration)> {
+        let (fleet, plan) = self.children.as_mut()?;
+        let id = fleet.send_all(request);
+        Some((id, Duration::from_millis(plan.request_timeout_ms) + extra))
+    }
+
+    fn queues(&mut self) -> Reply {
+        let asked = self.ask_children(&Request::Queues, Duration::ZERO);
+        let (mut engine, mut ranks, mut release) = match self.session.queues() {
+            Ok(read) => match queues_reply(&read) {
+                Reply::Queues {
+                    engine,
+                    ranks,
+                    release,
+                } => (engine, ranks, release),
+                _ => unreachable!("queues_reply answers queues"),
+            },
+            Err(e) => {
+                let why = chain(&e);
+                let ranks = self
+                    .own
+                    .iter()
+                    .map(|c| RankQueuesOut {
+                        rank: c.rank,
+                        pid: u32::try_from(c.pid).unwrap_or(0),
+                        queues: None,
+                        problem: Some(Problem::new(ProblemKind::ReadFailed, why.clone())),
+                        stacks: None,
+                    })
+                    .collect();
+                (None, ranks, Vec::new())
+            }
+        };
+        if let (Some((id, timeout)), Some((fleet, _))) = (asked, self.children.as_mut()) {
+            let replies = fleet.collect(id, timeout);
+            for (reply, m) in replies.into_iter().zip(fleet.members.iter_mut()) {
+                if let Ok(Reply::Queues { release: r, .. }) = &reply {
+                    release.extend(r.iter().cloned());
+                }
+                let outcome = merge::queue_outcome(reply, m);
+                if engine.is_none() {
+                    engine.clone_from(&m.engine);
+                }
+                ranks.extend(merge::wire_queues(m, outcome));
+            }
+        }
+        Reply::Queues {
+            engine,
+            ranks,
+            release,
+        }
+    }
+
+    fn stacks(&mut self, ask: &StacksAsk) -> Reply {
+        let sampling = Duration::from_millis(ask.interval_ms.min(3_600_000))
+            .saturating_mul(ask.samples.saturating_sub(1));
+        let asked = self.ask_children(&Request::Stacks(*ask), sampling);
+        let mut samples = match self.session.stacks(&stack_options(ask)) {
+            Ok(read) => match stacks_reply(&read) {
+                Reply::Stacks { samples } => samples,
+                _ => unreachable!("stacks_reply answers stacks"),
+            },
+            Err(e) => {
+                let why = UnreachedReason::Other(chain(&e));
+                let unreached: Vec<Unreached> = self
+                    .own
+                    .iter()
+                    .map(|c| Unreached::new(c.rank, why.clone()))
+                    .collect();
+                (0..ask.samples.max(1))
+                    .map(|_| SampleOut {
+                        ranks: Vec::new(),
+                        unreached: unreached.clone(),
+                        stops: Vec::new(),
+                        overran: Vec::new(),
+                    })
+                    .collect()
+            }
+        };
+        if let (Some((id, timeout)), Some((fleet, _))) = (asked, self.children.as_mut()) {
+            let replies = fleet.collect(id, timeout);
+            for (reply, m) in replies.into_iter().zip(fleet.members.iter_mut()) {
+                let outcome = merge::stacks_outcome(reply, m);
+                merge::wire_stacks(&mut samples, m, outcome);
+            }
+        }
+        Reply::Stacks { samples }
+    }
+
+    /// Holds every rank (the subtree's too) until the front end releases them, says goodbye
+    /// or goes away; `Some(end)` when serving is over.
+    fn hold_until_release<T: Transport>(
+        &mut self,
+        conn: &mut Connection<T>,
+        id: RequestId,
+    ) -> Result<Option<Ended>, AgentError> {
+        let asked = self.ask_children(&Request::Hold, Duration::ZERO);
+        let held = match self.session.hold() {
+            Ok(h) => h,
+            Err(e) => {
+                if let (Some((cid, timeout)), Some((fleet, _))) = (asked, self.children.as_mut()) {
+                    let _ = fleet.collect(cid, timeout);
+                    let rid = fleet.send_all(&Request::Release);
+                    let _ = fleet.collect(rid, timeout);
+                }
+                conn.send(&failed(&e).to_message(id))?;
+                return Ok(None);
+            }
+        };
+        let mut ranks: Vec<RankStatus> = held
+            .ranks()
+            .iter()
+            .map(|r| RankStatus {
+                rank: r.rank.unwrap_or(u64::MAX),
+                pid: r.pid,
+                problem: r.unreadable().map(problem_of),
+            })
+            .collect();
+        if let (Some((cid, timeout)), Some((fleet, _))) = (asked, self.children.as_mut()) {
+            let replies = fleet.collect(cid, timeout);
+            for (reply, m) in replies.into_iter().zip(fleet.members.iter()) {
+                match reply {
+                    Ok(Reply::Held { ranks: r }) => ranks.extend(r),
+                    Ok(Reply::Failed { error }) => {
+                        ranks.extend(m.ranks.iter().map(|c| RankStatus {
+                            rank: c.rank,
+                            pid: u32::try_from(c.pid).unwrap_or(0),
+                            problem: Some(Problem::agent(FailureKind::ReadFailed, error.clone())),
+                        }))
+                    }
+                    other => {
+                        let d = match other {
+                            Err(d) => d,
+                            _ => Down::new(AgentFailure::BadAnswer, "not an answer to hold"),
+                        };
+                        ranks.extend(m.ranks.iter().map(|c| RankStatus {
+                            rank: c.rank,
+                            pid: u32::try_from(c.pid).unwrap_or(0),
+                            problem: Some(Problem::agent(d.failure.into(), m.reason_for(c, &d).1)),
+                        }));
+                    }
+                }
+            }
+        }
+        conn.send(&Reply::Held { ranks }.to_message(id))?;
+        // Held until the front end says so, goes away, or is silent too long: dropping
+        // `held` on any way out lets the ranks go; the subtree is released with them.
+        let outcome = while_held(conn)?;
+        let report = held.release();
+        let mut problems: Vec<String> = report.problems.iter().map(|p| chain(p)).collect();
+        if let Some((fleet, plan)) = self.children.as_mut() {
+            let rid = fleet.send_all(&Request::Release);
+            for reply in fleet.collect(rid, Duration::from_millis(plan.request_timeout_ms)) {
+                match reply {
+                    Ok(Reply::Released { problems: p }) => problems.extend(p),
+                    Ok(_) => problems.push("a subtree agent answered release wrongly".into()),
+                    Err(d) => problems.push(format!("a subtree agent: {}", d.detail)),
+                }
+            }
+        }
+        match outcome {
+            Some((release_id, None)) => {
+                conn.send(&Reply::Released { problems }.to_message(release_id))?;
+                Ok(None)
+            }
+            Some((_, Some(end))) => Ok(Some(end)),
+            None => Ok(Some(Ended::FrontEndGone)),
+        }
     }
 }
 
@@ -252,29 +455,6 @@ fn next<T: Transport>(conn: &mut Connection<T>) -> Result<Option<Message>, Agent
 
 fn failed(e: &dyn std::error::Error) -> Reply {
     Reply::Failed { error: chain(e) }
-}
-
-/// The session of the adopted ranks, and the reply saying how each stands.
-fn adopt_ranks(adopt: &Adopt, config: &AgentConfig) -> Result<(Session, Reply), Reply> {
-    let options = session_options(&adopt.read, config.dll_helper.clone());
-    let session =
-        Session::node_ranks(&adopt.ranks, &adopt.expect, options).map_err(|e| failed(&e))?;
-    let ranks = session
-        .known_ranks()
-        .into_iter()
-        .map(|(rank, pid, why)| RankStatus {
-            rank: rank.unwrap_or(u64::MAX),
-            pid,
-            problem: why.map(problem_of),
-        })
-        .collect();
-    Ok((
-        session,
-        Reply::Adopted {
-            node: config.node.clone(),
-            ranks,
-        },
-    ))
 }
 
 /// The session's options from the front end's settings (and this agent's DLL host).

@@ -12,7 +12,8 @@ use mpir_acquire::quirks::Launcher;
 use crate::error::FrontEndError;
 
 /// Which engine starts the agents.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Launch {
     /// Decided from the job: a Slurm step (`srun`) → [`Launch::Slurm`]; otherwise no engine

@@ -52,8 +52,10 @@
 
 mod agent;
 mod error;
+mod fleet;
 mod front;
 mod launch;
+mod merge;
 mod protocol;
 
 pub use agent::{AgentConfig, Ended, run_stdio, serve, session_options, stack_options};
@@ -61,6 +63,6 @@ pub use error::{AgentError, FrontEndError, ProtocolError};
 pub use front::{Agents, FrontEndOptions, NodeState};
 pub use launch::{Launch, default_agent_command};
 pub use protocol::{
-    Adopt, EngineChoice, Problem, ProblemKind, RankQueuesOut, RankStatus, ReadSettings, Reply,
-    Request, SampleOut, StacksAsk, StopOut,
+    Adopt, EngineChoice, FailureKind, HostClaims, Plan, Problem, ProblemKind, RankQueuesOut,
+    RankStatus, ReadSettings, Reply, Request, SampleOut, StacksAsk, StopOut,
 };

@@ -7,11 +7,13 @@ use std::path::PathBuf;
 
 use mpir_acquire::live::{NodeExpectations, RankClaim};
 use mpir_mqd::RankQueues;
+use mpir_session::AgentFailure;
 use mpir_types::stacks::{RankStacks, ThreadStack, Unreached};
 use mpir_wire::{ContentKind, Message, MessageKind, RequestId};
 use serde::{Deserialize, Serialize};
 
 use crate::error::ProtocolError;
+use crate::launch::Launch;
 
 /// A request to an agent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -20,7 +22,7 @@ use crate::error::ProtocolError;
 pub enum Request {
     /// The ranks this agent serves: the table's entries for its node, what the job is known
     /// by, how to read. Answered with [`Reply::Adopted`]. Must come first, once.
-    Adopt(Adopt),
+    Adopt(Box<Adopt>),
     /// Every adopted rank's message queues (each held only while read). [`Reply::Queues`].
     Queues,
     /// Every adopted rank's stacks. [`Reply::Stacks`].
@@ -44,17 +46,71 @@ pub struct Adopt {
     pub expect: NodeExpectations,
     /// How to read queues.
     pub read: ReadSettings,
+    /// Nodes this agent starts agents on and answers for, in a tree (empty: none).
+    pub subtree: Vec<HostClaims>,
+    /// How to start and bound the subtree's agents (with a non-empty `subtree`).
+    pub plan: Option<Plan>,
 }
 
 impl Adopt {
-    /// Adopt `ranks`, proven against `expect`, read with `read`.
+    /// Adopt `ranks`, proven against `expect`, read with `read`; no subtree.
     pub fn new(ranks: Vec<RankClaim>, expect: NodeExpectations, read: ReadSettings) -> Self {
         Adopt {
             ranks,
             expect,
             read,
+            subtree: Vec::new(),
+            plan: None,
         }
     }
+
+    /// With a subtree: this agent starts agents on `subtree`'s nodes as `plan` says and
+    /// answers for their ranks too.
+    pub fn with_subtree(mut self, subtree: Vec<HostClaims>, plan: Plan) -> Self {
+        self.subtree = subtree;
+        self.plan = Some(plan);
+        self
+    }
+}
+
+/// One node's entries of the table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct HostClaims {
+    /// The node, as the table names it.
+    pub host: String,
+    /// Its ranks.
+    pub ranks: Vec<RankClaim>,
+}
+
+impl HostClaims {
+    /// `ranks` on `host`.
+    pub fn new(host: impl Into<String>, ranks: Vec<RankClaim>) -> Self {
+        HostClaims {
+            host: host.into(),
+            ranks,
+        }
+    }
+}
+
+/// How agents are started and bounded, handed down the tree.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Plan {
+    /// The engine (resolved: never [`Launch::Auto`]).
+    pub launch: Launch,
+    /// The agent's command (program and arguments; `--node HOST` is added per node).
+    pub agent: Vec<String>,
+    /// Most agents one agent (or the front end) starts and talks to; more nodes form a tree.
+    pub fanout: u32,
+    /// Every agent of a subtree must have started within this, in milliseconds.
+    pub start_timeout_ms: u64,
+    /// Every agent of a subtree must answer within this, in milliseconds (plus sampling).
+    pub request_timeout_ms: u64,
+    /// What ranks must agree with.
+    pub expect: NodeExpectations,
+    /// How to read.
+    pub read: ReadSettings,
 }
 
 /// Which queue engine an agent uses (as [`mpir_mqd::Engine`]).
@@ -170,6 +226,53 @@ pub enum ProblemKind {
     NotStopped,
     /// Held, but reading it failed.
     ReadFailed,
+    /// On a node of the agent's subtree, whose agent failed ([`Problem::failure`]).
+    Agent,
+}
+
+/// Why an agent of a subtree did not serve (as [`AgentFailure`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum FailureKind {
+    /// See [`AgentFailure::NotStarted`].
+    NotStarted,
+    /// See [`AgentFailure::Unreachable`].
+    Unreachable,
+    /// See [`AgentFailure::TimedOut`].
+    TimedOut,
+    /// See [`AgentFailure::Refused`].
+    Refused,
+    /// See [`AgentFailure::ReadFailed`].
+    ReadFailed,
+    /// See [`AgentFailure::BadAnswer`].
+    BadAnswer,
+}
+
+impl From<AgentFailure> for FailureKind {
+    fn from(f: AgentFailure) -> Self {
+        match f {
+            AgentFailure::NotStarted => FailureKind::NotStarted,
+            AgentFailure::Unreachable => FailureKind::Unreachable,
+            AgentFailure::TimedOut => FailureKind::TimedOut,
+            AgentFailure::Refused => FailureKind::Refused,
+            AgentFailure::ReadFailed => FailureKind::ReadFailed,
+            _ => FailureKind::BadAnswer,
+        }
+    }
+}
+
+impl From<FailureKind> for AgentFailure {
+    fn from(f: FailureKind) -> Self {
+        match f {
+            FailureKind::NotStarted => AgentFailure::NotStarted,
+            FailureKind::Unreachable => AgentFailure::Unreachable,
+            FailureKind::TimedOut => AgentFailure::TimedOut,
+            FailureKind::Refused => AgentFailure::Refused,
+            FailureKind::ReadFailed => AgentFailure::ReadFailed,
+            FailureKind::BadAnswer => AgentFailure::BadAnswer,
+        }
+    }
 }
 
 /// A rank an agent did not read, and why.
@@ -180,6 +283,8 @@ pub struct Problem {
     pub kind: ProblemKind,
     /// The reason, as one line.
     pub message: String,
+    /// With [`ProblemKind::Agent`]: how that agent failed.
+    pub failure: Option<FailureKind>,
 }
 
 impl Problem {
@@ -188,6 +293,16 @@ impl Problem {
         Problem {
             kind,
             message: message.into(),
+            failure: None,
+        }
+    }
+
+    /// A subtree agent's failure.
+    pub fn agent(failure: FailureKind, message: impl Into<String>) -> Self {
+        Problem {
+            kind: ProblemKind::Agent,
+            message: message.into(),
+            failure: Some(failure),
         }
     }
 }
@@ -313,11 +428,11 @@ mod tests {
 
     #[test]
     fn requests_and_replies_round_trip_and_garbage_is_a_typed_error() {
-        let adopt = Request::Adopt(Adopt::new(
+        let adopt = Request::Adopt(Box::new(Adopt::new(
             vec![RankClaim::new(3, 4242, "node2", Some("/shared/app".into()))],
             NodeExpectations::new(1000).with_job_env("SLURM_JOB_ID", "9"),
             ReadSettings::default(),
-        ));
+        )));
         let m = adopt.to_message(RequestId(7));
         assert_eq!(m.request, RequestId(7));
         assert_eq!(Request::from_message(&m).unwrap(), adopt);

@@ -54,6 +54,11 @@ pub(crate) struct RemoteArgs {
     /// shared file system).
     #[arg(long = "agent-path", value_name = "PATH")]
     pub(crate) agent_path: Option<PathBuf>,
+    /// Most agents one program starts and talks to: past that many nodes the agents form a
+    /// tree, each starting the agents of its share of the nodes.
+    #[arg(long = "agent-fanout", value_name = "N", default_value_t = 32,
+          value_parser = clap::value_parser!(u32).range(2..=1024))]
+    pub(crate) agent_fanout: u32,
     /// Read the ranks on this node only; start no agent.
     #[arg(long = "no-agents", conflicts_with = "agent_launch")]
     pub(crate) no_agents: bool,
@@ -81,6 +86,7 @@ impl RemoteArgs {
         let options = FrontEndOptions::default()
             .with_launch(launch)
             .with_agent(agent)
+            .with_fanout(self.agent_fanout)
             .with_read(read);
         let spin = crate::progress::spinner("starting agents on the job's other nodes");
         let started = Agents::start(session, options);

@@ -1,0 +1,487 @@
+//! A set of agents one program talks to: the front end's, or a parent agent's for its
+//! subtree. Each member is one agent's link, answering for its own node's ranks and for
+//! those of the subtree it started.
+//!
+//! A member is started through the [`Plan`]'s engine with its stdio as the link, or given
+//! already connected (engines whose agents connect out). Requests go to every member before
+//! any answer is awaited; the answers are awaited with one deadline for all. A member that
+//! fails, hangs, sends garbage or answers for a rank it was not given is cut off: its
+//! launcher is killed (which ends the agent: its stdin closes) and every rank it answered for
+//! gets the reason.
+
+use std::collections::HashSet;
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+use mpir_acquire::live::RankClaim;
+use mpir_session::AgentFailure;
+use mpir_wire::{
+    Connection, ContentKind, Gate, Message, MessageKind, NodeId, Options, Pipe, RequestId,
+    Transport,
+};
+
+use crate::error::ProtocolError;
+use crate::protocol::{Adopt, HostClaims, Plan, RankStatus, Reply, Request};
+
+/// An agent's connection, whatever carries it (a pipe its engine forwards, TLS).
+pub(crate) type AgentLink = Connection<Box<dyn Transport + Send>>;
+
+/// Why a member is out.
+#[derive(Debug, Clone)]
+pub(crate) struct Down {
+    pub(crate) failure: AgentFailure,
+    pub(crate) detail: String,
+}
+
+impl Down {
+    pub(crate) fn new(failure: AgentFailure, detail: impl Into<String>) -> Down {
+        Down {
+            failure,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// One agent and what it answers for.
+pub(crate) struct Member {
+    /// Its node.
+    pub(crate) host: String,
+    /// Every rank it answers for, its own node's first, with each rank's host.
+    pub(crate) ranks: Vec<RankClaim>,
+    /// The nodes of its subtree (its own excluded).
+    pub(crate) subtree: Vec<String>,
+    child: Option<Child>,
+    link: Result<AgentLink, Down>,
+    /// How each rank stood when adopted.
+    pub(crate) statuses: Vec<RankStatus>,
+    /// The engine it reported in its last queue read.
+    pub(crate) engine: Option<mpir_mqd::EngineUsed>,
+}
+
+impl Member {
+    fn new(root: HostClaims, subtree: &[HostClaims]) -> Member {
+        let mut ranks = root.ranks;
+        ranks.extend(subtree.iter().flat_map(|h| h.ranks.iter().cloned()));
+        Member {
+            host: root.host,
+            ranks,
+            subtree: subtree.iter().map(|h| h.host.clone()).collect(),
+            child: None,
+            link: Err(Down::new(AgentFailure::NotStarted, "not started")),
+            statuses: Vec::new(),
+            engine: None,
+        }
+    }
+
+    /// Cuts the agent off for `down` (the first reason stays).
+    pub(crate) fn down(&mut self, down: Down) {
+        if self.link.is_ok() {
+            self.failed(down);
+        }
+    }
+
+    /// Records `down` whatever came before (a start that failed), and ends the agent.
+    fn failed(&mut self, down: Down) {
+        if let Some(c) = self.child.as_mut() {
+            // Its launcher (srun, ssh…) killed: the agent's stdin closes and it lets go.
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        self.child = None;
+        self.link = Err(down);
+    }
+
+    /// Why it is out, if it is.
+    pub(crate) fn out(&self) -> Option<&Down> {
+        self.link.as_ref().err()
+    }
+
+    /// The ranks it answers for.
+    pub(crate) fn rank_set(&self) -> HashSet<u64> {
+        self.ranks.iter().map(|c| c.rank).collect()
+    }
+
+    /// What a failure of this agent means for rank `claim`: the rank's node, and the
+    /// details (through which agent, when the rank is in its subtree).
+    pub(crate) fn reason_for(&self, claim: &RankClaim, down: &Down) -> (String, String) {
+        if claim.host == self.host {
+            (claim.host.clone(), down.detail.clone())
+        } else {
+            (
+                claim.host.clone(),
+                format!("through {}'s agent: {}", self.host, down.detail),
+            )
+        }
+    }
+}
+
+/// Splits `hosts` into at most `fanout` groups of consecutive nodes: each group's first node
+/// is started directly, and its agent starts the rest (recursively, by the same rule).
+pub(crate) fn tree_groups(
+    mut hosts: Vec<HostClaims>,
+    fanout: usize,
+) -> Vec<(HostClaims, Vec<HostClaims>)> {
+    let fanout = fanout.max(2);
+    if hosts.len() <= fanout {
+        return hosts.into_iter().map(|h| (h, Vec::new())).collect();
+    }
+    let n = hosts.len();
+    let mut groups = Vec::with_capacity(fanout);
+    let mut rest = hosts.split_off(0);
+    for g in 0..fanout {
+        // Sizes differ by at most one.
+        let size = n / fanout + usize::from(g < n % fanout);
+        let tail = rest.split_off(size.min(rest.len()));
+        let mut group = std::mem::replace(&mut rest, tail);
+        if group.is_empty() {
+            break;
+        }
+        let root = group.remove(0);
+        groups.push((root, group));
+    }
+    groups
+}
+
+/// The set of agents.
+pub(crate) struct Fleet {
+    pub(crate) members: Vec<Member>,
+    next: u64,
+}
+
+impl Fleet {
+    /// No agent.
+    pub(crate) fn empty() -> Fleet {
+        Fleet {
+            members: Vec::new(),
+            next: 1,
+        }
+    }
+
+    /// Starts agents for `hosts` as `plan` says (a tree past `plan.fanout` nodes), each
+    /// adopting its node's ranks and its subtree. Never fails as a whole: a member that
+    /// cannot start is out, with the reason.
+    pub(crate) fn start(hosts: Vec<HostClaims>, plan: &Plan) -> Fleet {
+        let mut fleet = Fleet::empty();
+        let deadline = Instant::now() + Duration::from_millis(plan.start_timeout_ms);
+        let groups = tree_groups(hosts, usize::try_from(plan.fanout).unwrap_or(usize::MAX));
+        // Every agent started first, so that they start at the same time.
+        let mut pipes = Vec::new();
+        let mut adopts = Vec::new();
+        for (root, subtree) in groups {
+            let mut adopt = Adopt::new(root.ranks.clone(), plan.expect.clone(), plan.read.clone());
+            if !subtree.is_empty() {
+                adopt = adopt.with_subtree(subtree.clone(), child_plan(plan));
+            }
+            let mut member = Member::new(root, &subtree);
+            let mut agent: Vec<OsString> = plan.agent.iter().map(OsString::from).collect();
+            agent.extend(["--node".into(), member.host.clone().into()]);
+            match plan.launch.command(&member.host, &agent) {
+                Ok(mut cmd) => {
+                    // Its own process group: a Ctrl-C at the terminal reaches this program,
+                    // which ends the agents by closing their pipes (srun would take a first
+                    // SIGINT as a request for status).
+                    cmd.process_group(0);
+                    match cmd.spawn() {
+                        Ok(mut child) => {
+                            if let (Some(stdout), Some(stdin)) =
+                                (child.stdout.take(), child.stdin.take())
+                            {
+                                let pipe: Box<dyn Transport + Send> =
+                                    Box::new(Pipe::new(stdout, stdin));
+                                pipes.push((fleet.members.len(), pipe));
+                            }
+                            member.child = Some(child);
+                        }
+                        Err(e) => {
+                            member.link = Err(Down::new(
+                                AgentFailure::NotStarted,
+                                format!("{}: {e}", cmd.get_program().to_string_lossy()),
+                            ));
+                        }
+                    }
+                }
+                Err(e) => member.link = Err(Down::new(AgentFailure::NotStarted, e.to_string())),
+            }
+            fleet.members.push(member);
+            adopts.push(adopt);
+        }
+        for (i, pipe) in pipes {
+            fleet.handshake(i, pipe, deadline);
+        }
+        fleet.adopt(adopts, deadline);
+        fleet
+    }
+
+    #[allow(
+        dead_code,
+        reason = "the ORTE tool-daemon engine's (agents that connect out)"
+    )]
+    /// Members whose agents are connected already (engines whose agents connect out), each
+    /// adopting its node's ranks. `links` pairs each node with its link or why it has none.
+    pub(crate) fn connected(
+        links: Vec<(HostClaims, Result<AgentLink, Down>)>,
+        plan: &Plan,
+    ) -> Fleet {
+        let mut fleet = Fleet::empty();
+        let deadline = Instant::now() + Duration::from_millis(plan.start_timeout_ms);
+        let mut adopts = Vec::new();
+        for (host, link) in links {
+            adopts.push(Adopt::new(
+                host.ranks.clone(),
+                plan.expect.clone(),
+                plan.read.clone(),
+            ));
+            let mut m = Member::new(host, &[]);
+            m.link = link;
+            fleet.members.push(m);
+        }
+        fleet.adopt(adopts, deadline);
+        fleet
+    }
+
+    fn handshake(&mut self, i: usize, pipe: Box<dyn Transport + Send>, deadline: Instant) {
+        let member = &mut self.members[i];
+        let left = deadline.saturating_duration_since(Instant::now());
+        let wire = Options::default().with_handshake_timeout(left.max(Duration::from_millis(1)));
+        let id = NodeId(u32::try_from(i + 1).unwrap_or(u32::MAX));
+        match Connection::front_end(pipe, &Gate::Engine(id), &wire) {
+            Ok(accepted) if accepted.hello.node != member.host => {
+                member.failed(Down::new(
+                    AgentFailure::BadAnswer,
+                    format!(
+                        "the agent started says it serves {}, not {}: check the agent launch \
+                         command",
+                        accepted.hello.node, member.host
+                    ),
+                ));
+            }
+            Ok(accepted) => member.link = Ok(accepted.connection),
+            Err(e) => {
+                // A launcher that failed has usually exited by now: its status says more
+                // than the closed pipe (waited for briefly).
+                let mut status = String::new();
+                if let Some(c) = member.child.as_mut() {
+                    for _ in 0..25 {
+                        if let Ok(Some(s)) = c.try_wait() {
+                            status = format!(" (its launcher exited: {s})");
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                }
+                let failure = match &e {
+                    mpir_wire::WireError::Timeout { .. } => AgentFailure::TimedOut,
+                    mpir_wire::WireError::Closed { .. } | mpir_wire::WireError::Io { .. } => {
+                        AgentFailure::NotStarted
+                    }
+                    _ => AgentFailure::BadAnswer,
+                };
+                member.failed(Down::new(
+                    failure,
+                    format!("{}{status}", mpir_session::chain(&e)),
+                ));
+            }
+        }
+    }
+
+    /// Sends each member its adoption, then checks each answer: it must list exactly the
+    /// ranks asked, in order.
+    fn adopt(&mut self, adopts: Vec<Adopt>, deadline: Instant) {
+        let id = self.fresh_id();
+        for (m, adopt) in self.members.iter_mut().zip(adopts) {
+            send(m, &Request::Adopt(Box::new(adopt)).to_message(id));
+        }
+        for i in 0..self.members.len() {
+            match self.receive(i, id, deadline) {
+                Ok(Reply::Adopted { ranks, .. }) => {
+                    let m = &mut self.members[i];
+                    let asked: Vec<u64> = m.ranks.iter().map(|c| c.rank).collect();
+                    let answered: Vec<u64> = ranks.iter().map(|r| r.rank).collect();
+                    if answered == asked {
+                        m.statuses = ranks;
+                    } else {
+                        m.down(Down::new(
+                            AgentFailure::BadAnswer,
+                            format!("it adopted ranks {answered:?}, asked {asked:?}"),
+                        ));
+                    }
+                }
+                Ok(Reply::Failed { error }) => {
+                    self.members[i].down(Down::new(AgentFailure::ReadFailed, error));
+                }
+                Ok(_) => self.members[i].down(Down::new(
+                    AgentFailure::BadAnswer,
+                    ProtocolError::WrongReply {
+                        asked: "adopt",
+                        got: "another",
+                    }
+                    .to_string(),
+                )),
+                Err(down) => self.members[i].down(down),
+            }
+        }
+    }
+
+    fn fresh_id(&mut self) -> RequestId {
+        self.next += 1;
+        RequestId(self.next)
+    }
+
+    /// Sends `request` to every member that serves; returns its id.
+    pub(crate) fn send_all(&mut self, request: &Request) -> RequestId {
+        let id = self.fresh_id();
+        let message = request.to_message(id);
+        for m in &mut self.members {
+            send(m, &message);
+        }
+        id
+    }
+
+    /// Member `i`'s reply to `id`, by `deadline`; a member that fails is cut off.
+    fn receive(&mut self, i: usize, id: RequestId, deadline: Instant) -> Result<Reply, Down> {
+        let m = &mut self.members[i];
+        let link = match m.link.as_mut() {
+            Ok(l) => l,
+            Err(d) => return Err(d.clone()),
+        };
+        let left = deadline.saturating_duration_since(Instant::now());
+        let got = link
+            .set_silence_timeout(left.max(Duration::from_millis(1)))
+            .and_then(|()| link.recv());
+        let result = match got {
+            Ok(msg) if msg.request != id => Err(Down::new(
+                AgentFailure::BadAnswer,
+                ProtocolError::OtherRequest {
+                    expected: id.0,
+                    got: msg.request.0,
+                }
+                .to_string(),
+            )),
+            Ok(msg) => Reply::from_message(&msg)
+                .map_err(|e| Down::new(AgentFailure::BadAnswer, e.to_string())),
+            Err(e @ mpir_wire::WireError::Timeout { .. }) => {
+                Err(Down::new(AgentFailure::TimedOut, mpir_session::chain(&e)))
+            }
+            Err(e @ (mpir_wire::WireError::Closed { .. } | mpir_wire::WireError::Io { .. })) => {
+                Err(Down::new(
+                    AgentFailure::Unreachable,
+                    mpir_session::chain(&e),
+                ))
+            }
+            Err(e) => Err(Down::new(AgentFailure::BadAnswer, mpir_session::chain(&e))),
+        };
+        if let Err(d) = &result {
+            m.down(d.clone());
+        }
+        result
+    }
+
+    /// Every member's reply to `id`, by one deadline for all.
+    pub(crate) fn collect(&mut self, id: RequestId, timeout: Duration) -> Vec<Result<Reply, Down>> {
+        let deadline = Instant::now() + timeout;
+        (0..self.members.len())
+            .map(|i| self.receive(i, id, deadline))
+            .collect()
+    }
+
+    /// Says goodbye to every member and waits (bounded, 5 s in all) for their launchers to
+    /// end; kills what is left.
+    pub(crate) fn close(&mut self) {
+        let bye = Message::new(MessageKind::Goodbye, ContentKind::Empty, Vec::new());
+        for m in &mut self.members {
+            if let Ok(link) = m.link.as_mut() {
+                let _ = link.set_silence_timeout(Duration::from_millis(500));
+                let _ = link.send(&bye);
+            }
+            // Closing our ends: an agent that missed the goodbye sees its stdin end.
+            m.link = Err(Down::new(AgentFailure::Unreachable, "closed"));
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        for m in &mut self.members {
+            if let Some(mut c) = m.child.take() {
+                loop {
+                    match c.try_wait() {
+                        Ok(Some(_)) => break,
+                        Ok(None) if Instant::now() < deadline => {
+                            std::thread::sleep(Duration::from_millis(20));
+                        }
+                        _ => {
+                            let _ = c.kill();
+                            let _ = c.wait();
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// The plan a subtree's root gets: the same, its bounds shortened so that it answers its
+/// parent in time (5 s less per level, at least 5 s).
+fn child_plan(plan: &Plan) -> Plan {
+    let shorter = |ms: u64| ms.saturating_sub(5_000).max(5_000);
+    let mut p = plan.clone();
+    p.start_timeout_ms = shorter(plan.start_timeout_ms);
+    p.request_timeout_ms = shorter(plan.request_timeout_ms);
+    p
+}
+
+fn send(m: &mut Member, message: &Message) {
+    if let Ok(link) = m.link.as_mut() {
+        let _ = link.set_silence_timeout(Duration::from_secs(10));
+        if let Err(e) = link.send(message) {
+            m.down(Down::new(
+                AgentFailure::Unreachable,
+                mpir_session::chain(&e),
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hosts(n: usize) -> Vec<HostClaims> {
+        (0..n)
+            .map(|i| {
+                HostClaims::new(
+                    format!("n{i}"),
+                    vec![RankClaim::new(i as u64, 100, format!("n{i}"), None)],
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn nodes_past_the_fanout_form_groups_of_near_equal_size_covering_every_node() {
+        assert_eq!(tree_groups(hosts(3), 4).len(), 3);
+        assert!(tree_groups(hosts(3), 4).iter().all(|(_, s)| s.is_empty()));
+        for (n, k) in [(5, 4), (256, 16), (257, 16), (1000, 32), (33, 32)] {
+            let groups = tree_groups(hosts(n), k);
+            assert_eq!(groups.len(), k, "{n} nodes, fanout {k}");
+            let sizes: Vec<usize> = groups.iter().map(|(_, s)| s.len() + 1).collect();
+            let (lo, hi) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
+            assert!(hi - lo <= 1, "{sizes:?}");
+            // Every node once, in order.
+            let order: Vec<String> = groups
+                .iter()
+                .flat_map(|(r, s)| std::iter::once(&r.host).chain(s.iter().map(|h| &h.host)))
+                .cloned()
+                .collect();
+            let want: Vec<String> = (0..n).map(|i| format!("n{i}")).collect();
+            assert_eq!(order, want);
+        }
+        // A fanout under 2 would make a chain: 2 is the least.
+        assert_eq!(tree_groups(hosts(5), 0).len(), 2);
+    }
+}
