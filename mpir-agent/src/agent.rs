@@ -98,6 +98,9 @@ pub enum Ended {
     FrontEndGone,
     /// No request within the idle timeout.
     Idle,
+    /// A tool-daemon agent found no token for its node: the front end expects no agent
+    /// there (a node without selected ranks), so it never connected.
+    NotExpected,
 }
 
 /// Serves the front end over stdin/stdout (the pipe an engine such as srun, hydra or ssh

@@ -74,6 +74,13 @@ pub enum AgentError {
         /// This node's name.
         here: String,
     },
+    /// This node's token (a tool-daemon agent's) is unsafe or unreadable.
+    #[error("taking this node's token")]
+    Token {
+        /// Why.
+        #[source]
+        source: mpir_wire::TokenError,
+    },
     /// Setting up stdio or the agent's own process.
     #[error("{context}")]
     Setup {
@@ -103,6 +110,15 @@ pub enum FrontEndError {
         template: String,
         /// What is wrong.
         reason: String,
+    },
+    /// Setting up the tool-daemon engine (the listener, its certificate, the tokens).
+    #[error("starting agents as tool daemons: {context}")]
+    ToolDaemons {
+        /// The step.
+        context: String,
+        /// Why it failed.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// The local part of a read failed.
     #[error("reading this node's ranks")]

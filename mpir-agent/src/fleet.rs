@@ -26,7 +26,7 @@ use crate::error::ProtocolError;
 use crate::protocol::{Adopt, HostClaims, Plan, RankStatus, Reply, Request};
 
 /// An agent's connection, whatever carries it (a pipe its engine forwards, TLS).
-pub(crate) type AgentLink = Connection<Box<dyn Transport + Send>>;
+pub type AgentLink = Connection<Box<dyn Transport + Send>>;
 
 /// Why a member is out.
 #[derive(Debug, Clone)]
@@ -214,10 +214,6 @@ impl Fleet {
         fleet
     }
 
-    #[allow(
-        dead_code,
-        reason = "the ORTE tool-daemon engine's (agents that connect out)"
-    )]
     /// Members whose agents are connected already (engines whose agents connect out), each
     /// adopting its node's ranks. `links` pairs each node with its link or why it has none.
     pub(crate) fn connected(

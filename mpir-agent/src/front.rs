@@ -48,6 +48,12 @@ pub struct FrontEndOptions {
     /// many nodes, agents form a tree — each of the front end's agents starts the agents of
     /// its share of the nodes and answers for them.
     pub fanout: u32,
+    /// Where agents that connect out (ORTE's tool daemons) connect: default, the first
+    /// address this node's name resolves to (port 0: an ephemeral one).
+    pub listen: Option<std::net::SocketAddr>,
+    /// Where the private directory of such agents' token files is made: a directory the
+    /// nodes share (default `~/.mpir/agent-tokens`).
+    pub token_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for FrontEndOptions {
@@ -60,6 +66,8 @@ impl Default for FrontEndOptions {
             request_timeout: Duration::from_secs(120),
             clock_skew: Duration::from_secs(120),
             fanout: 32,
+            listen: None,
+            token_dir: None,
         }
     }
 }
@@ -92,6 +100,18 @@ impl FrontEndOptions {
     /// With this fanout (at least 2).
     pub fn with_fanout(mut self, fanout: u32) -> Self {
         self.fanout = fanout.max(2);
+        self
+    }
+
+    /// With this address for agents that connect out.
+    pub fn with_listen(mut self, listen: std::net::SocketAddr) -> Self {
+        self.listen = Some(listen);
+        self
+    }
+
+    /// With this parent directory of token files.
+    pub fn with_token_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.token_dir = Some(dir.into());
         self
     }
 
@@ -138,11 +158,14 @@ impl Agents {
     /// Starts an agent on every other node of `session`'s job that has selected ranks, each
     /// adopting that node's ranks. A job with no rank elsewhere starts nothing. A node whose
     /// agent cannot start is recorded (its ranks will say so); it does not fail the others.
+    /// For Open MPI 4 ([`Launch::OrteToolDaemons`]) the session's hold on the starter, if it
+    /// still has one from its acquisition, is let go first (see [`crate::Rendezvous`]).
     ///
     /// # Errors
     /// [`FrontEndError::NoEngine`] when the job has ranks elsewhere and no engine is known
-    /// to reach them; [`FrontEndError::Template`] for a bad template.
-    pub fn start(session: &Session, options: FrontEndOptions) -> Result<Agents, FrontEndError> {
+    /// to reach them; [`FrontEndError::Template`] for a bad template;
+    /// [`FrontEndError::ToolDaemons`] when tool daemons cannot be set up.
+    pub fn start(session: &mut Session, options: FrontEndOptions) -> Result<Agents, FrontEndError> {
         let mut agents = Agents {
             fleet: Fleet::empty(),
             options,
@@ -157,7 +180,10 @@ impl Agents {
         let launch = agents.options.launch.resolve(job)?;
         launch.check()?;
         let plan = agents.plan(job, launch);
-        agents.fleet = Fleet::start(hosts, &plan);
+        agents.fleet = match plan.launch {
+            Launch::OrteToolDaemons => crate::orte::start(session, hosts, &plan, &agents.options)?,
+            _ => Fleet::start(hosts, &plan),
+        };
         Ok(agents)
     }
 

@@ -31,6 +31,9 @@ pub enum Launch {
     /// (`ssh {host} {agent}`, `pdsh -N -w {host} {agent}`, the simulated cluster's
     /// `nsrsh {host} {agent}`). The command must forward the agent's stdin and stdout.
     Template(String),
+    /// Open MPI 4's `orterun` starts the agents itself as MPIR tool daemons (one per node),
+    /// and they connect back over TLS (see [`crate::Rendezvous`]). Flat: no tree.
+    OrteToolDaemons,
 }
 
 impl Launch {
@@ -42,6 +45,7 @@ impl Launch {
         match self {
             Launch::Auto => match (job.starter.launcher, job.starter.job_id) {
                 (Some(Launcher::Slurm), Some(job_id)) => Ok(Launch::Slurm { job_id }),
+                (Some(Launcher::OpenMpi), _) => Ok(Launch::OrteToolDaemons),
                 (Some(Launcher::Slurm), None) => Err(FrontEndError::NoEngine {
                     reason: "the srun does not say its Slurm job id (SLURM_JOB_ID)".into(),
                 }),
@@ -94,6 +98,11 @@ impl Launch {
             Launch::Auto => {
                 return Err(FrontEndError::NoEngine {
                     reason: "the engine was not resolved from the job".into(),
+                });
+            }
+            Launch::OrteToolDaemons => {
+                return Err(FrontEndError::NoEngine {
+                    reason: "orterun starts its tool daemons itself: no command per node".into(),
                 });
             }
             Launch::Slurm { job_id } => {

@@ -3,8 +3,9 @@
 //! Ranks on other nodes (issue 21). A job's ranks on this node are read by an
 //! [`mpir_session::Session`]; every other node's ranks are read by an **agent** on that node
 //! — `mpir agent`, the same binary, or [`run_stdio`] / [`serve`] in any program — started
-//! through an engine the job already trusts (Slurm's `srun`, or a command such as `ssh`
-//! given as a template: [`Launch`]), never a launcher of ours, and never listening on a port.
+//! through an engine the job already trusts (Slurm's `srun`, Open MPI 4's `orterun` through
+//! its MPIR tool daemons, or a command such as `ssh` given as a template: [`Launch`]), never
+//! a launcher of ours, and never listening on a port.
 //!
 //! - **The agent** ([`serve`]) adopts the table's entries for its node, proves each one from
 //!   its own `/proc` ([`mpir_acquire::live::prove_on_node`]: the node, the job's user and
@@ -18,7 +19,10 @@
 //!   [`mpir_session::StacksRead`] as a one-node job, with each rank an agent could not read
 //!   marked [`mpir_session::Unreadable::Agent`] (the node, the failure, the details).
 //! - **The protocol** ([`Request`], [`Reply`]) is JSON in `mpir-wire` messages: framed,
-//!   versioned, bounded, over the pipe the engine forwards (the engine authenticated it).
+//!   versioned, bounded, over the pipe the engine forwards (the engine authenticated it), or,
+//!   for `orterun`'s tool daemons whose output no pipe brings back, over TLS to the front
+//!   end, pinned by fingerprint, each agent proving itself with a one-time token
+//!   ([`Rendezvous`], [`run_tls`]; flat, no tree).
 //!
 //! ```no_run
 //! use mpir_agent::{Agents, FrontEndOptions, Launch};
@@ -27,7 +31,7 @@
 //! let mut session = Session::attach(4242, SessionOptions::default())?;
 //! // srun jobs are detected; anything else says how to reach a node.
 //! let options = FrontEndOptions::default().with_launch(Launch::Template("ssh {host} {agent}".into()));
-//! let mut agents = Agents::start(&session, options)?;
+//! let mut agents = Agents::start(&mut session, options)?;
 //! let stacks = agents.stacks(&mut session, &StackOptions::default())?;
 //! print!("{}", stacks.tree().to_text());
 //! agents.shutdown();
@@ -56,12 +60,16 @@ mod fleet;
 mod front;
 mod launch;
 mod merge;
+mod orte;
 mod protocol;
 
 pub use agent::{AgentConfig, Ended, run_stdio, serve, session_options, stack_options};
 pub use error::{AgentError, FrontEndError, ProtocolError};
+pub use fleet::AgentLink;
 pub use front::{Agents, FrontEndOptions, NodeState};
 pub use launch::{Launch, default_agent_command};
+pub use mpir_wire::{Fingerprint, RefusalCounts};
+pub use orte::{MAX_HANDSHAKES, Rendezvous, TlsTarget, run_tls, token_file_name};
 pub use protocol::{
     Adopt, EngineChoice, FailureKind, HostClaims, Plan, Problem, ProblemKind, RankQueuesOut,
     RankStatus, ReadSettings, Reply, Request, SampleOut, StacksAsk, StopOut,

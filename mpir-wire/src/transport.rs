@@ -492,6 +492,24 @@ impl<T: Transport> Connection<T> {
     pub fn get_mut(&mut self) -> &mut T {
         &mut self.transport
     }
+
+    /// The same connection (its state, buffered bytes and limits kept) with its transport
+    /// boxed: connections of different carriers (a pipe, a [`crate::TlsStream`] from
+    /// [`crate::TlsListener::accept`]) side by side in one collection.
+    pub fn boxed<'a>(self) -> Connection<Box<dyn Transport + Send + 'a>>
+    where
+        T: Send + 'a,
+    {
+        Connection {
+            transport: Box::new(self.transport),
+            decoder: self.decoder,
+            peer_limits: self.peer_limits,
+            silence: self.silence,
+            rx: self.rx,
+            rx_start: self.rx_start,
+            rx_end: self.rx_end,
+        }
+    }
 }
 
 /// A peer's `u64` limit as a `usize` (saturating on narrow targets).

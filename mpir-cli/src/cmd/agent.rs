@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use mpir_agent::{AgentConfig, Agents, EngineChoice, FrontEndOptions, Launch, ReadSettings};
+use mpir_agent::{
+    AgentConfig, Agents, EngineChoice, FrontEndOptions, Launch, ReadSettings, TlsTarget,
+};
 use mpir_mqd::HelperOptions;
 use mpir_session::{Session, chain};
 
@@ -24,6 +26,18 @@ pub(crate) struct AgentArgs {
     /// the agent refuses to start on any other node.
     #[arg(long, value_name = "HOST")]
     pub(crate) node: Option<String>,
+    /// Connect out to the front end at this address over TLS instead of serving over
+    /// stdin/stdout (how Open MPI's orterun starts agents as its tool daemons).
+    #[arg(long, value_name = "ADDR", requires_all = ["fingerprint", "token_dir"])]
+    pub(crate) connect: Option<std::net::SocketAddr>,
+    /// With --connect: the front end's certificate, pinned (`sha256:` and 64 hex digits).
+    #[arg(long, value_name = "FINGERPRINT", requires = "connect")]
+    pub(crate) fingerprint: Option<mpir_agent::Fingerprint>,
+    /// With --connect: the private directory holding this node's one-time token
+    /// (`<node>.token`, read once and deleted). No token there: the front end expects no
+    /// agent on this node, and the agent exits at once.
+    #[arg(long = "token-dir", value_name = "DIR", requires = "connect")]
+    pub(crate) token_dir: Option<PathBuf>,
 }
 
 /// `mpir agent`: started by `mpir` itself on another node (through srun or
@@ -36,7 +50,12 @@ pub(crate) fn run(args: &AgentArgs) -> anyhow::Result<ExitCode> {
     if let Some(node) = &args.node {
         config = config.for_node(node)?;
     }
-    let ended = mpir_agent::run_stdio(&config)?;
+    let ended = match (&args.connect, &args.fingerprint, &args.token_dir) {
+        (Some(addr), Some(pin), Some(dir)) => {
+            mpir_agent::run_tls(&TlsTarget::new(*addr, *pin, dir.clone()), &config)?
+        }
+        _ => mpir_agent::run_stdio(&config)?,
+    };
     tracing::info!(?ended, "agent done");
     Ok(ExitCode::SUCCESS)
 }
@@ -59,6 +78,15 @@ pub(crate) struct RemoteArgs {
     #[arg(long = "agent-fanout", value_name = "N", default_value_t = 32,
           value_parser = clap::value_parser!(u32).range(2..=1024))]
     pub(crate) agent_fanout: u32,
+    /// Where agents that connect back (Open MPI 4's tool daemons) connect: an address of
+    /// this node the other nodes reach, with or without a port (default: the first address
+    /// this node's name resolves to, an ephemeral port).
+    #[arg(long = "agent-listen", value_name = "ADDR", value_parser = parse_listen)]
+    pub(crate) agent_listen: Option<std::net::SocketAddr>,
+    /// Where the private directory of those agents' one-time token files is made: a
+    /// directory this node and the job's nodes share (default `~/.mpir/agent-tokens`).
+    #[arg(long = "agent-token-dir", value_name = "DIR")]
+    pub(crate) agent_token_dir: Option<PathBuf>,
     /// Read the ranks on this node only; start no agent.
     #[arg(long = "no-agents", conflicts_with = "agent_launch")]
     pub(crate) no_agents: bool,
@@ -69,7 +97,7 @@ impl RemoteArgs {
     /// `None` otherwise (with a warning when ranks are left unread for want of a way).
     pub(crate) fn start(
         &self,
-        session: &Session,
+        session: &mut Session,
         read: ReadSettings,
     ) -> anyhow::Result<Option<Agents>> {
         if self.no_agents {
@@ -83,11 +111,17 @@ impl RemoteArgs {
             Some(p) => vec![p.clone().into_os_string(), "agent".into()],
             None => mpir_agent::default_agent_command(),
         };
-        let options = FrontEndOptions::default()
+        let mut options = FrontEndOptions::default()
             .with_launch(launch)
             .with_agent(agent)
             .with_fanout(self.agent_fanout)
             .with_read(read);
+        if let Some(a) = self.agent_listen {
+            options = options.with_listen(a);
+        }
+        if let Some(d) = &self.agent_token_dir {
+            options = options.with_token_dir(d.clone());
+        }
         let spin = crate::progress::spinner("starting agents on the job's other nodes");
         let started = Agents::start(session, options);
         spin.finish_and_clear();
@@ -112,6 +146,17 @@ impl RemoteArgs {
         }
         Ok(Some(agents))
     }
+}
+
+/// An `--agent-listen` address: `IP:PORT`, or an IP alone (an ephemeral port).
+fn parse_listen(s: &str) -> Result<std::net::SocketAddr, String> {
+    s.parse::<std::net::SocketAddr>()
+        .or_else(|_| {
+            s.trim_matches(|c| c == '[' || c == ']')
+                .parse::<std::net::IpAddr>()
+                .map(|ip| std::net::SocketAddr::new(ip, 0))
+        })
+        .map_err(|_| format!("{s:?} is not an IP address (with or without a port)"))
 }
 
 /// The agents' read settings from the reader's and the common arguments.

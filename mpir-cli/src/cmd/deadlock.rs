@@ -87,7 +87,7 @@ pub(crate) fn run(args: &DeadlockArgs) -> anyhow::Result<ExitCode> {
         &args.common.debug_dirs,
         Duration::from_secs(args.ranks.timeout),
     );
-    let mut agents = args.remote.start(&session, settings)?;
+    let mut agents = args.remote.start(&mut session, settings)?;
     let read = sample(
         &mut session,
         agents.as_mut(),

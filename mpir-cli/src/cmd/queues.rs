@@ -249,7 +249,7 @@ pub(crate) fn run(args: &QueuesArgs) -> anyhow::Result<ExitCode> {
         &args.common.debug_dirs,
         Duration::from_secs(args.ranks.timeout),
     );
-    let mut agents = args.remote.start(&session, settings)?;
+    let mut agents = args.remote.start(&mut session, settings)?;
     let read = read(&mut session, agents.as_mut())?;
     drop(agents);
     if let Some(e) = read.not_exported() {

@@ -113,7 +113,7 @@ pub(crate) fn run(args: &StacksArgs) -> anyhow::Result<ExitCode> {
         &args.common.debug_dirs,
         Duration::from_secs(args.timeout),
     );
-    let mut agents = args.remote.start(&session, settings)?;
+    let mut agents = args.remote.start(&mut session, settings)?;
     let spin = progress::spinner("reading stacks");
     let read = match agents.as_mut() {
         Some(a) => a

@@ -1,0 +1,541 @@
+//! Open MPI 4 (ORTE): agents started by `orterun` itself as MPIR tool daemons, connecting
+//! back to the front end over TLS.
+//!
+//! `orterun` honours the MPIR tool-daemon extension (`MPIR_executable_path`,
+//! `MPIR_server_arguments`) on a running job through its attach FIFO: it starts **one daemon
+//! per node that has ranks**, a child of that node's `orted`, inside that node. Its daemons'
+//! standard output goes to `orterun`'s own output, so no pipe reaches the front end: the
+//! agent connects out instead.
+//!
+//! # How a front end starts them ([`Rendezvous`], used by [`crate::Agents::start`])
+//!
+//! 1. **Listen** on an address the nodes can reach: [`crate::FrontEndOptions::listen`]
+//!    (`mpir --agent-listen ADDR`), else the first address this node's name resolves to (an
+//!    address that is not a loopback one first). The port is ephemeral; the socket is closed
+//!    as soon as every expected agent is in or the start timeout has passed.
+//! 2. **Identity**: an ephemeral TLS certificate ([`ServerIdentity::generate`]); its SHA-256
+//!    fingerprint goes into the daemons' arguments (public: it grants nothing).
+//! 3. **Tokens**: one one-time token per node that has selected ranks ([`TokenBook`]), each
+//!    in its own file `<node>.token` (0600) in a new private directory (0700) made inside
+//!    [`crate::FrontEndOptions::token_dir`] (default `~/.mpir/agent-tokens`: a home the
+//!    nodes share), removed once the agents are in. No secret is on any command line.
+//! 4. **Let go of `orterun`**: a session made with `with_hold_from_acquisition` keeps the
+//!    starter traced until its first hold, and a second tracer cannot attach. So the session
+//!    acquires first (the job's nodes are known from its table), then, when one of this
+//!    process's threads traces the starter, a hold is taken and released at once (the
+//!    session's later holds stop ranks by pid and never attach to the starter again).
+//! 5. **Ask for the daemons**: a second acquisition of the running job with
+//!    [`mpir_acquire::AcquireOptions::with_tool_daemon`]: `mpir agent --connect ADDR
+//!    --fingerprint sha256:… --token-dir DIR` (attach FIFO, byte 0x01, the spawn event),
+//!    while the connections are accepted on other threads — each TLS handshake on a thread
+//!    of its own, at most [`MAX_HANDSHAKES`] at once, each bounded by the wire's handshake
+//!    timeout.
+//! 6. **Match** each agent to its node by its hello: the token book admits a hello only with
+//!    the token issued for the node the hello names, once, so every admitted agent is the
+//!    one of a node of the job. Missing, foreign (another node's), reused and expired
+//!    tokens are refused, counted ([`Rendezvous::refusals`]) and do not disturb the others.
+//!    The links go to the fleet, which sends each its adoption as for any other engine.
+//!
+//! ORTE agents are **flat**: `orterun` starts every daemon itself, so the front end holds one
+//! connection per node whatever [`crate::FrontEndOptions::fanout`] says (no tree).
+//!
+//! # The agent ([`run_tls`], `mpir agent --connect`)
+//!
+//! It takes its token from `DIR/<its node>.token` ([`Token::take_file`]: read once, deleted;
+//! the name this node goes by first, then any file in `DIR` named after one of this node's
+//! names or addresses). A node the front end expects no agent on (a node without selected
+//! ranks, such as `orterun`'s own) has no file: the agent says so in one line on standard
+//! error and ends ([`Ended::NotExpected`]). Otherwise it connects, pins the certificate,
+//! proves itself with the token and serves as any agent (idle timeout, front end gone).
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use mpir_acquire::ToolDaemon;
+use mpir_session::{AgentFailure, Session, chain};
+use mpir_wire::{
+    Connection, Fingerprint, Gate, Hello, Options, RefusalCounts, ServerIdentity, TlsListener,
+    TlsStream, Token, TokenBook, TokenError,
+};
+
+use crate::agent::{AgentConfig, Ended, serve};
+use crate::error::{AgentError, FrontEndError};
+use crate::fleet::{AgentLink, Down, Fleet};
+use crate::front::FrontEndOptions;
+use crate::protocol::{HostClaims, Plan};
+
+/// Most TLS handshakes the front end runs at once (each on a thread of its own).
+pub const MAX_HANDSHAKES: usize = 32;
+
+/// Where an agent started as a tool daemon connects and finds its token: the arguments of
+/// `mpir agent --connect ADDR --fingerprint F --token-dir DIR`.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct TlsTarget {
+    /// The front end's address.
+    pub connect: SocketAddr,
+    /// The front end's certificate, pinned.
+    pub fingerprint: Fingerprint,
+    /// The directory holding `<node>.token`.
+    pub token_dir: PathBuf,
+}
+
+impl TlsTarget {
+    /// The front end at `connect`, certificate `fingerprint`, tokens in `token_dir`.
+    pub fn new(connect: SocketAddr, fingerprint: Fingerprint, token_dir: PathBuf) -> TlsTarget {
+        TlsTarget {
+            connect,
+            fingerprint,
+            token_dir,
+        }
+    }
+}
+
+/// The token file's name for `node` (as [`Token::write_file`] names it).
+pub fn token_file_name(node: &str) -> String {
+    let safe: String = node
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("{}.token", safe.trim_start_matches('.'))
+}
+
+/// This node's token file in `dir`: the one named after `node`, else one named after any of
+/// this node's names or addresses (at most 65,536 entries looked at). `None` when there is
+/// none (or no such directory).
+fn find_token(dir: &Path, node: &str) -> Option<(String, PathBuf)> {
+    let exact = dir.join(token_file_name(node));
+    if exact.is_file() {
+        return Some((node.to_string(), exact));
+    }
+    let here = mpir_target::live::node::this_node();
+    std::fs::read_dir(dir)
+        .ok()?
+        .take(65_536)
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter_map(|n| Some(n.strip_suffix(".token")?.to_string()))
+        .find(|name| here.classify(Some(name)).is_local())
+        .map(|name| {
+            let path = dir.join(token_file_name(&name));
+            (name, path)
+        })
+}
+
+/// The agent of a tool-daemon engine: takes its token, connects out to the front end over
+/// TLS pinned to its fingerprint, says hello with the token and serves (see [`serve`]).
+/// [`Ended::NotExpected`] (after one line on standard error) when `target.token_dir` holds
+/// no token for this node: the front end expects no agent here.
+///
+/// # Errors
+/// [`AgentError::Token`] when the token file is unsafe or unreadable; [`AgentError::Wire`]
+/// when the connection, TLS (a certificate other than the pinned one:
+/// [`mpir_wire::WireError::FingerprintMismatch`], nothing sent), or the handshake (the front
+/// end refused the token) fails.
+pub fn run_tls(target: &TlsTarget, config: &AgentConfig) -> Result<Ended, AgentError> {
+    let Some((node, path)) = find_token(&target.token_dir, &config.node) else {
+        eprintln!(
+            "mpir agent: no token for node {} in {}: the front end expects no agent here",
+            config.node,
+            target.token_dir.display()
+        );
+        return Ok(Ended::NotExpected);
+    };
+    let token = match Token::take_file(&path) {
+        Ok(t) => t,
+        // Gone since it was seen: another agent of this node took it.
+        Err(TokenError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!("mpir agent: node {node}'s token was taken by another agent");
+            return Ok(Ended::NotExpected);
+        }
+        Err(source) => return Err(AgentError::Token { source }),
+    };
+    let tls = TlsStream::connect(target.connect, &target.fingerprint, &config.wire)?;
+    let hello = Hello::new(node.clone(), std::process::id()).with_token(token);
+    let (mut conn, _welcome) = Connection::agent(tls, &hello, &config.wire)?;
+    let config = AgentConfig {
+        node,
+        ..config.clone()
+    };
+    serve(&mut conn, &config)
+}
+
+/// The address agents connect to by default: the first address this node's name resolves
+/// to, one that is not a loopback address first.
+fn default_listen() -> Result<SocketAddr, FrontEndError> {
+    let here = mpir_target::live::node::this_node();
+    let name = here.display_name().to_string();
+    let addrs: Vec<SocketAddr> = (name.as_str(), 0)
+        .to_socket_addrs()
+        .map_err(|e| FrontEndError::ToolDaemons {
+            context: format!(
+                "resolving this node's name {name} for the agents to connect to (give an \
+                 address with --agent-listen)"
+            ),
+            source: Box::new(e),
+        })?
+        .collect();
+    let not_loopback = |a: &&SocketAddr| match a.ip() {
+        // 127.0.0.1 and ::1 never reach another node; 127.0.1.1 (Debian's name for an
+        // unconfigured host) is taken only when nothing else is there.
+        IpAddr::V4(v4) => !v4.is_loopback(),
+        IpAddr::V6(v6) => !v6.is_loopback(),
+    };
+    addrs
+        .iter()
+        .find(not_loopback)
+        .or_else(|| addrs.first())
+        .copied()
+        .ok_or_else(|| FrontEndError::ToolDaemons {
+            context: format!("this node's name {name} resolves to no address"),
+            source: "give an address with --agent-listen".into(),
+        })
+}
+
+/// A private directory of token files, removed (with whatever is left in it) when dropped.
+#[derive(Debug)]
+struct TokenDir(PathBuf);
+
+impl TokenDir {
+    /// A new directory (0700) inside `parent` (made 0700 when it does not exist).
+    fn create(parent: &Path) -> Result<TokenDir, FrontEndError> {
+        let err = |context: String, e: std::io::Error| FrontEndError::ToolDaemons {
+            context,
+            source: Box::new(e),
+        };
+        if !parent.exists() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(parent)
+                .map_err(|e| err(format!("making {}", parent.display()), e))?;
+        }
+        let mut random = [0u8; 8];
+        let t = Token::generate().map_err(|e| FrontEndError::ToolDaemons {
+            context: "naming the token directory".into(),
+            source: Box::new(e),
+        })?;
+        random.copy_from_slice(&t.to_hex().as_bytes()[..8]);
+        let name = format!(
+            "{}-{}",
+            std::process::id(),
+            String::from_utf8_lossy(&random)
+        );
+        let dir = parent.join(name);
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| err(format!("making {}", dir.display()), e))?;
+        // The umask may have taken bits away, never added: 0700 exactly.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| err(format!("setting {}'s mode", dir.display()), e))?;
+        Ok(TokenDir(dir))
+    }
+}
+
+impl Drop for TokenDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The front end's side of a tool-daemon engine: a TLS listener, an ephemeral identity, a
+/// token per expected node in a private directory, and the agents' arguments. Dropping it
+/// closes the socket and removes the token directory.
+#[derive(Debug)]
+pub struct Rendezvous {
+    listener: TlsListener,
+    book: TokenBook,
+    dir: TokenDir,
+    address: SocketAddr,
+    expected: Vec<String>,
+}
+
+impl Rendezvous {
+    /// Listens on `listen` (port 0: an ephemeral one), and issues a token for each of
+    /// `nodes`, valid for `lifetime`, in a new private directory inside `token_parent`.
+    ///
+    /// # Errors
+    /// [`FrontEndError::ToolDaemons`] saying which step failed.
+    pub fn open(
+        listen: SocketAddr,
+        token_parent: &Path,
+        nodes: &[String],
+        lifetime: Duration,
+    ) -> Result<Rendezvous, FrontEndError> {
+        let wire = |context: &str, e: mpir_wire::WireError| FrontEndError::ToolDaemons {
+            context: context.to_string(),
+            source: Box::new(e),
+        };
+        let identity = ServerIdentity::generate().map_err(|e| wire("making a certificate", e))?;
+        let listener = TlsListener::bind(listen, &identity)
+            .map_err(|e| wire(&format!("listening on {listen} for the agents"), e))?;
+        let address = listener
+            .local_addr()
+            .map_err(|e| FrontEndError::ToolDaemons {
+                context: "the listening address".into(),
+                source: Box::new(e),
+            })?;
+        let dir = TokenDir::create(token_parent)?;
+        let book = TokenBook::new(lifetime);
+        let token = |node: &str, e: TokenError| FrontEndError::ToolDaemons {
+            context: format!("node {node}'s token"),
+            source: Box::new(e),
+        };
+        for node in nodes {
+            let issued = book.issue(node).map_err(|e| token(node, e))?;
+            issued
+                .token
+                .write_file(&dir.0, node)
+                .map_err(|e| token(node, e))?;
+        }
+        Ok(Rendezvous {
+            listener,
+            book,
+            dir,
+            address,
+            expected: nodes.to_vec(),
+        })
+    }
+
+    /// The address agents connect to.
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// The certificate's fingerprint.
+    pub fn fingerprint(&self) -> Fingerprint {
+        self.listener.fingerprint()
+    }
+
+    /// The token directory.
+    pub fn token_dir(&self) -> &Path {
+        &self.dir.0
+    }
+
+    /// The arguments that follow `mpir agent` for a daemon: `--connect ADDR --fingerprint
+    /// sha256:… --token-dir DIR` (nothing secret).
+    pub fn agent_arguments(&self) -> Vec<String> {
+        vec![
+            "--connect".into(),
+            self.address.to_string(),
+            "--fingerprint".into(),
+            self.fingerprint().to_string(),
+            "--token-dir".into(),
+            self.dir.0.display().to_string(),
+        ]
+    }
+
+    /// The hellos refused so far, by reason.
+    pub fn refusals(&self) -> RefusalCounts {
+        self.book.refusals()
+    }
+
+    /// Accepts agents until every expected node's is in, `deadline` passes or `give_up`
+    /// is set; each TLS handshake on a thread of its own (at most [`MAX_HANDSHAKES`] at
+    /// once). Returns each admitted agent's link by node; refused ones are counted.
+    pub fn accept(
+        &self,
+        deadline: Instant,
+        wire: &Options,
+        give_up: &AtomicBool,
+    ) -> HashMap<String, AgentLink> {
+        let mut links: HashMap<String, AgentLink> = HashMap::new();
+        let (tx, rx) = mpsc::channel::<Option<(String, AgentLink)>>();
+        std::thread::scope(|scope| {
+            let mut in_flight = 0usize;
+            let take = |r: Option<(String, AgentLink)>,
+                        links: &mut HashMap<String, AgentLink>,
+                        in_flight: &mut usize| {
+                *in_flight -= 1;
+                if let Some((node, link)) = r {
+                    links.insert(node, link);
+                }
+            };
+            while links.len() < self.expected.len()
+                && Instant::now() < deadline
+                && !give_up.load(Ordering::Relaxed)
+            {
+                while let Ok(r) = rx.try_recv() {
+                    take(r, &mut links, &mut in_flight);
+                }
+                if in_flight >= MAX_HANDSHAKES {
+                    if let Ok(r) = rx.recv_timeout(Duration::from_millis(100)) {
+                        take(r, &mut links, &mut in_flight);
+                    }
+                    continue;
+                }
+                let left = deadline.saturating_duration_since(Instant::now());
+                let Ok(tcp) = self
+                    .listener
+                    .accept_tcp(left.min(Duration::from_millis(100)))
+                else {
+                    continue;
+                };
+                in_flight += 1;
+                let tx = tx.clone();
+                let gate = Gate::Tokens(&self.book);
+                let wire = wire.with_handshake_timeout(
+                    wire.handshake_timeout
+                        .min(deadline.saturating_duration_since(Instant::now()))
+                        .max(Duration::from_millis(100)),
+                );
+                scope.spawn(move || {
+                    let r = self
+                        .listener
+                        .establish(tcp, &gate, &wire)
+                        .ok()
+                        .map(|a| (a.hello.node, a.connection.boxed()));
+                    let _ = tx.send(r);
+                });
+            }
+            // The handshakes under way end within their bound.
+            drop(tx);
+            while in_flight > 0 {
+                match rx.recv() {
+                    Ok(r) => take(r, &mut links, &mut in_flight),
+                    Err(_) => break,
+                }
+            }
+        });
+        links
+    }
+}
+
+/// Whether one of this process's threads traces `pid` (the session's acquisition held).
+fn traced_by_us(pid: u32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("TracerPid:"))
+        .and_then(|t| t.trim().parse::<u32>().ok())
+        .is_some_and(|t| t != 0 && Path::new(&format!("/proc/self/task/{t}")).exists())
+}
+
+/// The default parent of token directories: `~/.mpir/agent-tokens`.
+fn default_token_parent() -> PathBuf {
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    home.join(".mpir").join("agent-tokens")
+}
+
+/// Starts the agents of `hosts` as `orterun`'s tool daemons (see the module docs) and
+/// returns them adopted. A node whose agent does not come is out, with the reason.
+///
+/// # Errors
+/// [`FrontEndError::ToolDaemons`] when the listener, identity or tokens cannot be set up;
+/// [`FrontEndError::Session`] when the session's hold on the starter cannot be let go.
+pub(crate) fn start(
+    session: &mut Session,
+    hosts: Vec<HostClaims>,
+    plan: &Plan,
+    options: &FrontEndOptions,
+) -> Result<Fleet, FrontEndError> {
+    let Some(starter) = session.job().map(|j| j.starter.pid) else {
+        return Ok(Fleet::empty());
+    };
+    let listen = match options.listen {
+        Some(a) => a,
+        None => default_listen()?,
+    };
+    let parent = options
+        .token_dir
+        .clone()
+        .unwrap_or_else(default_token_parent);
+    let nodes: Vec<String> = hosts.iter().map(|h| h.host.clone()).collect();
+    let start_timeout = options.start_timeout;
+    let rendezvous = Rendezvous::open(listen, &parent, &nodes, start_timeout)?;
+    let Some((program, args)) = plan.agent.split_first() else {
+        return Err(FrontEndError::NoEngine {
+            reason: "no agent command".into(),
+        });
+    };
+    let mut arguments = args.to_vec();
+    arguments.extend(rendezvous.agent_arguments());
+    let daemon = ToolDaemon::new(program.clone(), arguments);
+    if traced_by_us(starter) {
+        // The session's acquisition still holds the starter: let it go (a hold and its
+        // release), so that the daemons can be asked for.
+        drop(session.hold()?);
+    }
+    let acquire = session
+        .options()
+        .acquire_options()
+        .clone()
+        .with_hold(false)
+        .with_timeout(start_timeout)
+        .with_tool_daemon(daemon);
+    let deadline = Instant::now() + start_timeout;
+    let give_up = AtomicBool::new(false);
+    let wire = Options::default();
+    let (asked, mut links) = std::thread::scope(|scope| {
+        let asking = scope.spawn(|| {
+            let r = mpir_acquire::live::attach(starter, acquire).map(drop);
+            if r.is_err() {
+                give_up.store(true, Ordering::Relaxed);
+            }
+            r
+        });
+        let links = rendezvous.accept(deadline, &wire, &give_up);
+        (asking.join(), links)
+    });
+    let address = rendezvous.address();
+    let dir = rendezvous.token_dir().display().to_string();
+    // The socket closed and the tokens left removed.
+    drop(rendezvous);
+    let why = match asked {
+        Ok(Ok(())) => format!(
+            "orterun was asked for a tool daemon on every node, and none from this node \
+             connected to {address} within {}s (is {address} reachable from the node? \
+             --agent-listen; is {dir} on a file system the node shares? --agent-token-dir)",
+            start_timeout.as_secs()
+        ),
+        Ok(Err(e)) => format!("orterun did not start the tool daemons: {}", chain(&e)),
+        Err(_) => "asking orterun for tool daemons panicked".into(),
+    };
+    let links = hosts
+        .into_iter()
+        .map(|h| {
+            let link = links
+                .remove(&h.host)
+                .ok_or_else(|| Down::new(AgentFailure::NotStarted, why.clone()));
+            (h, link)
+        })
+        .collect();
+    Ok(Fleet::connected(links, plan))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_file_names_match_the_wire_crates() {
+        let parent = std::env::temp_dir().join(format!("mpir-orte-{}", std::process::id()));
+        let dir = TokenDir::create(&parent).unwrap();
+        for node in ["node2", "n[1]; rm", ".hidden", "a.b-c_d"] {
+            let t = Token::generate().unwrap();
+            let path = t.write_file(&dir.0, node).unwrap();
+            assert_eq!(path, dir.0.join(token_file_name(node)), "{node}");
+        }
+        let mode = std::fs::metadata(&dir.0).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        let kept = dir.0.clone();
+        drop(dir);
+        assert!(!kept.exists(), "the token directory is removed");
+        let _ = std::fs::remove_dir_all(&parent);
+    }
+}

@@ -1,0 +1,251 @@
+//! Open MPI 4's own engine on the simulated multi-node cluster (`scripts/ci-multinode.sh`,
+//! `$MPIR_MULTINODE`): `orterun`, inside node1, runs a job on node2 and node3; `mpir stacks`
+//! and `mpir queues`, inside node1 with no `--agent-launch`, have `orterun` start `mpir
+//! agent` on each node as its MPIR tool daemons, which connect back over TLS (pinned
+//! certificate, one-time tokens) and read their node's ranks. Every rank is read; no agent
+//! is left on any node, no rank or `orterun` is left traced or stopped, no token file is
+//! left, and the job's output is the ranks' own.
+
+#![cfg(all(target_os = "linux", target_arch = "x86_64"))]
+
+mod common;
+
+use std::io::BufRead;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+
+use common::{json_doc, mpir};
+use mpir_acquire::testkit::multinode::{Cluster, NodeChild};
+use mpir_target::testkit::{have, run, scratch, skip, wait_for};
+
+/// Every rank exchanges a token with its neighbours, prints "rank R pid P on HOST", then
+/// blocks in `MPI_Recv` from a neighbour with tag 42, which nobody sends.
+const DEADLOCK_C: &str = r#"
+#include <mpi.h>
+#include <stdio.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    int rank, size, buf[4], tok, in = -1;
+    char host[64];
+    alarm(300);
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    gethostname(host, sizeof host);
+    tok = rank;
+    MPI_Sendrecv(&tok, 1, MPI_INT, (rank + size - 1) % size, 1, &in, 1, MPI_INT,
+                 (rank + 1) % size, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    printf("rank %d pid %d on %s\n", rank, (int)getpid(), host);
+    fflush(stdout);
+    MPI_Recv(buf, 4, MPI_INT, (rank + 1) % size, 42, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Finalize();
+    return 0;
+}
+"#;
+
+/// A rank as it printed itself: (rank, node-local pid, host).
+type Printed = (u64, u32, String);
+
+fn printed(out: &str) -> Vec<Printed> {
+    let mut v: Vec<Printed> = out
+        .lines()
+        .filter_map(|l| match l.split_whitespace().collect::<Vec<_>>()[..] {
+            ["rank", r, "pid", p, "on", h] => Some((r.parse().ok()?, p.parse().ok()?, h.into())),
+            _ => None,
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// orterun in node1 with ranks 0,1 on node2 and 2,3 on node3, its output collected.
+struct Job {
+    orterun: NodeChild,
+    out: Arc<Mutex<String>>,
+    ranks: Vec<Printed>,
+}
+
+impl Job {
+    fn start(cluster: &Cluster, dir: &Path) -> Option<Job> {
+        if !have("orterun") || !have("mpicc.openmpi") {
+            skip("Open MPI (orterun, mpicc.openmpi) is not installed");
+            return None;
+        }
+        let src = dir.join("mn_deadlock.c");
+        let exe = dir.join("mn_deadlock");
+        std::fs::write(&src, DEADLOCK_C).unwrap();
+        run(Command::new("mpicc.openmpi")
+            .arg("-g")
+            .arg(&src)
+            .arg("-o")
+            .arg(&exe))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let mut cmd = cluster.orterun(&[], &[(2, 2), (3, 2)], &exe, &[]);
+        cmd.current_dir(dir);
+        let mut wrapped = cluster.run_in(1, &cmd);
+        wrapped
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut orterun = cluster.spawn(1, wrapped);
+        let out = Arc::new(Mutex::new(String::new()));
+        let stdout = orterun.child().stdout.take().unwrap();
+        let o = Arc::clone(&out);
+        std::thread::spawn(move || {
+            for l in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                let mut s = o.lock().unwrap();
+                s.push_str(&l);
+                s.push('\n');
+            }
+        });
+        let text = || out.lock().unwrap().clone();
+        assert!(
+            wait_for(60, || printed(&text()).len() == 4),
+            "the job did not start: {}",
+            text()
+        );
+        let ranks = printed(&text());
+        Some(Job {
+            orterun,
+            out,
+            ranks,
+        })
+    }
+
+    /// No agent left on any node; every rank and orterun untraced, not stopped, running;
+    /// the job's output is its ranks' lines and nothing else (the daemons' standard output
+    /// is orterun's: an agent that printed there would show).
+    fn assert_clean(&mut self, cluster: &Cluster) {
+        let agents = || -> Vec<(usize, u32, String)> {
+            (1..=3)
+                .flat_map(|n| {
+                    cluster
+                        .processes(n)
+                        .into_iter()
+                        .filter(|p| p.comm == "mpir")
+                        .map(move |p| (n, p.local_pid, p.comm))
+                })
+                .collect()
+        };
+        assert!(
+            wait_for(15, || agents().is_empty()),
+            "agents left: {:?}",
+            agents()
+        );
+        for (rank, pid, host) in &self.ranks {
+            let node: usize = host.trim_start_matches("node").parse().unwrap();
+            assert!(
+                cluster.host_pid(node, *pid).is_some(),
+                "rank {rank} is gone"
+            );
+            cluster.assert_untouched(node, *pid);
+        }
+        mpir_target::testkit::assert_untouched(self.orterun.host_pid);
+        assert!(!self.orterun.has_exited(), "orterun ended");
+        let out = self.out.lock().unwrap().clone();
+        assert_eq!(printed(&out), self.ranks);
+        assert_eq!(out.lines().count(), self.ranks.len(), "job output:\n{out}");
+    }
+}
+
+/// `mpir ARGS` inside node1, bounded.
+fn mpir_in_node1(cluster: &Cluster, args: &[&str]) -> Output {
+    let mut c = Command::new("timeout");
+    c.args(["-s", "KILL", "180"])
+        .arg(mpir().get_program())
+        .args(args);
+    cluster.run_in(1, &c).stdin(Stdio::null()).output().unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn stacks_and_queues_inside_node1_read_every_rank_through_orterun_tool_daemons() {
+    let Some(cluster) = Cluster::from_env() else {
+        return;
+    };
+    let Some(types) = std::env::var_os("MPIR_OMPI_TYPES_SIDECAR") else {
+        skip("MPIR_OMPI_TYPES_SIDECAR is not set (Open MPI's types, for queues)");
+        return;
+    };
+    let dir = scratch("cli-mn-orte");
+    let Some(mut job) = Job::start(&cluster, &dir) else {
+        return;
+    };
+    let starter = job.orterun.local_pid.to_string();
+
+    // Stacks, every default: orterun is detected, its daemons are the agents.
+    let started = std::time::Instant::now();
+    let o = mpir_in_node1(&cluster, &["stacks", "--starter", &starter, "--json"]);
+    eprintln!("mpir stacks: {:.2?}", started.elapsed());
+    assert!(o.status.success(), "{}", text(&o));
+    let doc = json_doc(&o);
+    assert_eq!(doc["coverage"]["ranks"], 4, "{doc:#}");
+    assert_eq!(doc["coverage"]["read"], 4, "{}", text(&o));
+    assert_eq!(doc["coverage"]["complete"], true, "{doc:#}");
+    assert_eq!(doc["unreached"].as_array().unwrap().len(), 0, "{doc:#}");
+    // Every rank's stack reaches main and the receive it waits in.
+    let nodes = doc["nodes"].as_array().unwrap();
+    for f in ["main", "MPI_Recv"] {
+        assert!(
+            nodes.iter().any(|n| {
+                n["function"].as_str().is_some_and(|s| s.contains(f)) && n["ranks"] == "0-3"
+            }),
+            "no {f} frame for ranks 0-3: {doc:#}"
+        );
+    }
+    assert!(
+        !String::from_utf8_lossy(&o.stderr).contains("warning"),
+        "{}",
+        text(&o)
+    );
+    job.assert_clean(&cluster);
+
+    // Queues, the token directory chosen: every rank's pending receive (tag 42) is read
+    // by its node's agent; the directory is left empty.
+    let tokens = dir.join("tokens");
+    let o = mpir_in_node1(
+        &cluster,
+        &[
+            "queues",
+            "--starter",
+            &starter,
+            "--types",
+            &types.to_string_lossy(),
+            "--agent-token-dir",
+            &tokens.to_string_lossy(),
+            "--json",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let doc = json_doc(&o);
+    let ranks = doc["ranks"].as_array().unwrap();
+    let got: Vec<u64> = ranks.iter().map(|r| r["rank"].as_u64().unwrap()).collect();
+    assert_eq!(got, [0, 1, 2, 3], "{doc:#}");
+    for (r, (rank, pid, _)) in ranks.iter().zip(&job.ranks) {
+        assert_eq!(r["rank"], *rank);
+        assert_eq!(r["pid"], *pid, "{r:#}");
+        assert!(r["error"].is_null(), "rank {rank}: {r:#}");
+        assert!(
+            r.to_string().contains("\"tag\":42"),
+            "rank {rank}'s receive with tag 42 is missing: {r:#}"
+        );
+    }
+    let left: Vec<_> = std::fs::read_dir(&tokens)
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "token directories left: {left:?}");
+    job.assert_clean(&cluster);
+    job.orterun.stop();
+}
