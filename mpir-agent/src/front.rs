@@ -144,6 +144,8 @@ pub struct NodeState {
 pub struct Agents {
     fleet: Fleet,
     options: FrontEndOptions,
+    /// Open MPI 4: the request for tool daemons, joined once the agents are gone.
+    asking: Option<crate::orte::Asking>,
 }
 
 impl std::fmt::Debug for Agents {
@@ -169,6 +171,7 @@ impl Agents {
         let mut agents = Agents {
             fleet: Fleet::empty(),
             options,
+            asking: None,
         };
         let Some(job) = session.job() else {
             return Ok(agents);
@@ -181,7 +184,11 @@ impl Agents {
         launch.check()?;
         let plan = agents.plan(job, launch);
         agents.fleet = match plan.launch {
-            Launch::OrteToolDaemons => crate::orte::start(session, hosts, &plan, &agents.options)?,
+            Launch::OrteToolDaemons => {
+                let (fleet, asking) = crate::orte::start(session, hosts, &plan, &agents.options)?;
+                agents.asking = Some(asking);
+                fleet
+            }
             _ => Fleet::start(hosts, &plan),
         };
         Ok(agents)
@@ -348,6 +355,7 @@ impl Agents {
     /// end; kills what is left. Dropping the agents does the same.
     pub fn shutdown(mut self) {
         self.fleet.close();
+        self.asking = None;
     }
 }
 

@@ -69,7 +69,7 @@ pub use fleet::AgentLink;
 pub use front::{Agents, FrontEndOptions, NodeState};
 pub use launch::{Launch, default_agent_command};
 pub use mpir_wire::{Fingerprint, RefusalCounts};
-pub use orte::{MAX_HANDSHAKES, Rendezvous, TlsTarget, run_tls, token_file_name};
+pub use orte::{ASK_TIMEOUT, MAX_HANDSHAKES, Rendezvous, TlsTarget, run_tls, token_file_name};
 pub use protocol::{
     Adopt, EngineChoice, FailureKind, HostClaims, Plan, Problem, ProblemKind, RankQueuesOut,
     RankStatus, ReadSettings, Reply, Request, SampleOut, StacksAsk, StopOut,

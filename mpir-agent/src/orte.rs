@@ -29,7 +29,9 @@
 //!    --fingerprint sha256:… --token-dir DIR` (attach FIFO, byte 0x01, the spawn event),
 //!    while the connections are accepted on other threads — each TLS handshake on a thread
 //!    of its own, at most [`MAX_HANDSHAKES`] at once, each bounded by the wire's handshake
-//!    timeout.
+//!    timeout. The spawn event is awaited [`ASK_TIMEOUT`] at most: `orterun` raises it for
+//!    its first daemon job only (`mpir_breakpoint_fired` in ORTE), and starts later ones
+//!    without it.
 //! 6. **Match** each agent to its node by its hello: the token book admits a hello only with
 //!    the token issued for the node the hello names, once, so every admitted agent is the
 //!    one of a node of the job. Missing, foreign (another node's), reused and expired
@@ -52,6 +54,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -71,6 +74,12 @@ use crate::protocol::{HostClaims, Plan};
 
 /// Most TLS handshakes the front end runs at once (each on a thread of its own).
 pub const MAX_HANDSHAKES: usize = 32;
+
+/// How long the request for daemons waits for `orterun`'s spawn event. Open MPI 4 raises it
+/// (`MPIR_Breakpoint`) for the first daemon job of an `orterun`'s life only: a later request
+/// (a second `mpir` run on the same job) starts the daemons without it, so the wait is kept
+/// short, and its end is no failure — the agents connecting are what counts.
+pub const ASK_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Where an agent started as a tool daemon connects and finds its token: the arguments of
 /// `mpir agent --connect ADDR --fingerprint F --token-dir DIR`.
@@ -433,7 +442,8 @@ fn default_token_parent() -> PathBuf {
 }
 
 /// Starts the agents of `hosts` as `orterun`'s tool daemons (see the module docs) and
-/// returns them adopted. A node whose agent does not come is out, with the reason.
+/// returns them adopted, with the request for daemons (to join). A node whose agent does not
+/// come is out, with the reason.
 ///
 /// # Errors
 /// [`FrontEndError::ToolDaemons`] when the listener, identity or tokens cannot be set up;
@@ -443,9 +453,9 @@ pub(crate) fn start(
     hosts: Vec<HostClaims>,
     plan: &Plan,
     options: &FrontEndOptions,
-) -> Result<Fleet, FrontEndError> {
+) -> Result<(Fleet, Asking), FrontEndError> {
     let Some(starter) = session.job().map(|j| j.starter.pid) else {
-        return Ok(Fleet::empty());
+        return Ok((Fleet::empty(), Asking(None)));
     };
     let listen = match options.listen {
         Some(a) => a,
@@ -476,35 +486,58 @@ pub(crate) fn start(
         .acquire_options()
         .clone()
         .with_hold(false)
-        .with_timeout(start_timeout)
+        .with_timeout(ASK_TIMEOUT.min(start_timeout))
         .with_tool_daemon(daemon);
     let deadline = Instant::now() + start_timeout;
-    let give_up = AtomicBool::new(false);
-    let wire = Options::default();
-    let (asked, mut links) = std::thread::scope(|scope| {
-        let asking = scope.spawn(|| {
+    let give_up = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel();
+    let flag = Arc::clone(&give_up);
+    let handle = std::thread::Builder::new()
+        .name("mpir-orte-ask".into())
+        .spawn(move || {
             let r = mpir_acquire::live::attach(starter, acquire).map(drop);
-            if r.is_err() {
-                give_up.store(true, Ordering::Relaxed);
+            // No spawn event in time is no proof that no daemon comes (orterun raises it
+            // once in its life: a later request starts daemons without it): only another
+            // failure ends the wait for agents.
+            if r.as_ref()
+                .is_err_and(|e| !matches!(e, mpir_acquire::AcquireError::Timeout { .. }))
+            {
+                flag.store(true, Ordering::Relaxed);
             }
-            r
-        });
-        let links = rendezvous.accept(deadline, &wire, &give_up);
-        (asking.join(), links)
-    });
+            let _ = tx.send(r);
+        })
+        .map_err(|e| FrontEndError::ToolDaemons {
+            context: "starting the thread that asks orterun for daemons".into(),
+            source: Box::new(e),
+        })?;
+    let asking = Asking(Some(handle));
+    let mut links = rendezvous.accept(deadline, &Options::default(), &give_up);
     let address = rendezvous.address();
     let dir = rendezvous.token_dir().display().to_string();
     // The socket closed and the tokens left removed.
     drop(rendezvous);
+    let missing = links.len() < hosts.len();
+    // With every agent in, the request may still be waiting for a spawn event that will not
+    // come: it ends on its own (joined when the agents are dropped).
+    let asked = if missing {
+        rx.recv_timeout(ASK_TIMEOUT + Duration::from_secs(5)).ok()
+    } else {
+        rx.try_recv().ok()
+    };
     let why = match asked {
-        Ok(Ok(())) => format!(
+        Some(Ok(())) | None => format!(
             "orterun was asked for a tool daemon on every node, and none from this node \
              connected to {address} within {}s (is {address} reachable from the node? \
              --agent-listen; is {dir} on a file system the node shares? --agent-token-dir)",
             start_timeout.as_secs()
         ),
-        Ok(Err(e)) => format!("orterun did not start the tool daemons: {}", chain(&e)),
-        Err(_) => "asking orterun for tool daemons panicked".into(),
+        Some(Err(e @ mpir_acquire::AcquireError::Timeout { .. })) => format!(
+            "orterun was asked for a tool daemon on every node ({}), and none from this \
+             node connected to {address} within {}s",
+            chain(&e),
+            start_timeout.as_secs()
+        ),
+        Some(Err(e)) => format!("orterun did not start the tool daemons: {}", chain(&e)),
     };
     let links = hosts
         .into_iter()
@@ -515,7 +548,20 @@ pub(crate) fn start(
             (h, link)
         })
         .collect();
-    Ok(Fleet::connected(links, plan))
+    Ok((Fleet::connected(links, plan), asking))
+}
+
+/// The request for daemons, possibly still waiting (bounded by [`ASK_TIMEOUT`]) for
+/// `orterun`'s spawn event while the agents already serve; joined when dropped, so that
+/// `orterun` is let go before this program ends.
+pub(crate) struct Asking(Option<std::thread::JoinHandle<()>>);
+
+impl Drop for Asking {
+    fn drop(&mut self) {
+        if let Some(h) = self.0.take() {
+            let _ = h.join();
+        }
+    }
 }
 
 #[cfg(test)]

@@ -215,6 +215,7 @@ fn stacks_and_queues_inside_node1_read_every_rank_through_orterun_tool_daemons()
     // Queues, the token directory chosen: every rank's pending receive (tag 42) is read
     // by its node's agent; the directory is left empty.
     let tokens = dir.join("tokens");
+    let started = std::time::Instant::now();
     let o = mpir_in_node1(
         &cluster,
         &[
@@ -228,6 +229,7 @@ fn stacks_and_queues_inside_node1_read_every_rank_through_orterun_tool_daemons()
             "--json",
         ],
     );
+    eprintln!("mpir queues: {:.2?}", started.elapsed());
     assert!(o.status.success(), "{}", text(&o));
     let doc = json_doc(&o);
     let ranks = doc["ranks"].as_array().unwrap();
