@@ -460,6 +460,29 @@ fn the_tool_daemon_extension_writes_bounded_arrays_or_nothing() {
         "the daemon is described before MPIR_being_debugged tells the starter to look"
     );
 
+    // A shorter list than the one written before clears that one's tail (Open MPI 4 reads
+    // the whole array, NUL by NUL, and would run the daemon with the tail as arguments).
+    let mut s = MockStarter::uniform(0, 1, "x", 1);
+    s.debug_state = DebugState::Null;
+    let mut b = MockTarget::builder(DataModel::LP64);
+    s.place(&mut b);
+    b.char_array_variable(symbols::EXECUTABLE_PATH, 512, b"");
+    b.char_array_variable(symbols::SERVER_ARGUMENTS, 1024, b"");
+    let t = b.build();
+    t.write(
+        addr(&t, symbols::SERVER_ARGUMENTS),
+        b"--token-dir\0/a/much/longer/path/from/before\0\0",
+    )
+    .unwrap();
+    let mut acq = Acquisition::new(2, Mode::Attach, here().with_tool_daemon(daemon.clone()));
+    acq.handle(&t, Event::Attached);
+    drain(&mut acq);
+    let args = t
+        .read_vec(addr(&t, symbols::SERVER_ARGUMENTS), 1024)
+        .unwrap();
+    assert_eq!(&args[..13], b"--port\x004000\0\0");
+    assert!(args[13..].iter().all(|&b| b == 0), "{args:?}");
+
     // The path does not fit a 16-byte array: refused, nothing written.
     let t = make(16);
     let mut acq = Acquisition::new(2, Mode::Attach, here().with_tool_daemon(daemon));

@@ -173,7 +173,23 @@ pub fn serve<T: Transport>(
                 None => continue,
             },
         };
-        conn.send(&reply.to_message(id))?;
+        match conn.send(&reply.to_message(id)) {
+            // Gone while this request was served (killed, say): nobody to answer.
+            Err(e) if front_end_gone(&e) => return Ok(Ended::FrontEndGone),
+            r => r?,
+        }
+    }
+}
+
+/// Whether `e` says the front end's end of the connection is closed.
+fn front_end_gone(e: &WireError) -> bool {
+    match e {
+        WireError::Closed { .. } => true,
+        WireError::Io { source, .. } => matches!(
+            source.kind(),
+            std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+        ),
+        _ => false,
     }
 }
 

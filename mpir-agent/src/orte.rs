@@ -31,7 +31,9 @@
 //!    of its own, at most [`MAX_HANDSHAKES`] at once, each bounded by the wire's handshake
 //!    timeout. The spawn event is awaited [`ASK_TIMEOUT`] at most: `orterun` raises it for
 //!    its first daemon job only (`mpir_breakpoint_fired` in ORTE), and starts later ones
-//!    without it.
+//!    without it. A request that ends without it and without any daemon showing is made
+//!    again (`orterun` ignores a request it reads once the tool has let go, as
+//!    `MPIR_being_debugged` is 0 again), until the start timeout.
 //! 6. **Match** each agent to its node by its hello: the token book admits a hello only with
 //!    the token issued for the node the hello names, once, so every admitted agent is the
 //!    one of a node of the job. Missing, foreign (another node's), reused and expired
@@ -492,10 +494,12 @@ pub(crate) fn start(
     let give_up = Arc::new(AtomicBool::new(false));
     let (tx, rx) = mpsc::channel();
     let flag = Arc::clone(&give_up);
+    let token_dir = rendezvous.token_dir().to_path_buf();
+    let expected = nodes.len();
     let handle = std::thread::Builder::new()
         .name("mpir-orte-ask".into())
         .spawn(move || {
-            let r = mpir_acquire::live::attach(starter, acquire).map(drop);
+            let r = ask(starter, &acquire, deadline, &token_dir, expected);
             // No spawn event in time is no proof that no daemon comes (orterun raises it
             // once in its life: a later request starts daemons without it): only another
             // failure ends the wait for agents.
@@ -549,6 +553,38 @@ pub(crate) fn start(
         })
         .collect();
     Ok((Fleet::connected(links, plan), asking))
+}
+
+/// Asks `orterun` for the daemons until it has started them. A request `orterun` reads
+/// while no tool is attached is a false alarm to it (it checks `MPIR_being_debugged`, which
+/// the request sets only while attached), and a request after its first daemon job raises
+/// no spawn event: so a request that ends without the event is made again, until its
+/// daemons show — one of them has taken its token file — or `deadline`. A repeated request
+/// may start a second daemon per node: those find no token and end at once.
+fn ask(
+    starter: u32,
+    acquire: &mpir_acquire::AcquireOptions,
+    deadline: Instant,
+    token_dir: &Path,
+    expected: usize,
+) -> Result<(), mpir_acquire::AcquireError> {
+    let started =
+        || std::fs::read_dir(token_dir).map_or(true, |d| d.take(expected + 1).count() < expected);
+    loop {
+        let r = mpir_acquire::live::attach(starter, acquire.clone()).map(drop);
+        let timed_out = matches!(r, Err(mpir_acquire::AcquireError::Timeout { .. }));
+        if !timed_out || Instant::now() + ASK_TIMEOUT >= deadline {
+            return r;
+        }
+        // Daemons start within moments of the request being read.
+        let settle = Instant::now() + Duration::from_secs(2);
+        while !started() && Instant::now() < settle {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        if started() {
+            return r;
+        }
+    }
 }
 
 /// The request for daemons, possibly still waiting (bounded by [`ASK_TIMEOUT`]) for

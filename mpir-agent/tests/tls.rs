@@ -250,3 +250,40 @@ fn an_agent_without_a_token_file_exits_quietly() {
     drop(rendezvous);
     let _ = std::fs::remove_dir_all(&parent);
 }
+
+#[test]
+fn an_agent_whose_front_end_vanishes_ends_on_its_own() {
+    let parent = scratch("gone");
+    let rendezvous = Rendezvous::open(
+        "127.0.0.1:0".parse().unwrap(),
+        &parent,
+        &["node-a".to_string()],
+        Duration::from_secs(60),
+    )
+    .unwrap();
+    let target = TlsTarget::new(
+        rendezvous.address(),
+        rendezvous.fingerprint(),
+        rendezvous.token_dir().to_path_buf(),
+    );
+    let agent = std::thread::spawn(move || run_tls(&target, &config("node-a")));
+    let links = rendezvous.accept(
+        Instant::now() + Duration::from_secs(20),
+        &Options::default(),
+        &AtomicBool::new(false),
+    );
+    assert_eq!(links.len(), 1);
+    // The front end's socket closes without a goodbye or TLS's closing notice (as when it
+    // is killed): the agent, idle for 30 s otherwise, ends at once.
+    let gone = Instant::now();
+    drop(links);
+    drop(rendezvous);
+    let ended = agent.join().unwrap();
+    assert!(
+        gone.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        gone.elapsed()
+    );
+    assert_eq!(ended.unwrap(), Ended::FrontEndGone);
+    let _ = std::fs::remove_dir_all(&parent);
+}

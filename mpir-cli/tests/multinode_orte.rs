@@ -64,6 +64,8 @@ struct Job {
     orterun: NodeChild,
     out: Arc<Mutex<String>>,
     ranks: Vec<Printed>,
+    /// orterun's standard error (the agents' too).
+    err: std::path::PathBuf,
 }
 
 impl Job {
@@ -84,10 +86,12 @@ impl Job {
         let mut cmd = cluster.orterun(&[], &[(2, 2), (3, 2)], &exe, &[]);
         cmd.current_dir(dir);
         let mut wrapped = cluster.run_in(1, &cmd);
+        // orterun's standard error carries the agents' (their notes, their failures).
         wrapped
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null());
+            .stderr(std::fs::File::create(dir.join("orterun.err")).unwrap());
+        let err = dir.join("orterun.err");
         let mut orterun = cluster.spawn(1, wrapped);
         let out = Arc::new(Mutex::new(String::new()));
         let stdout = orterun.child().stdout.take().unwrap();
@@ -113,6 +117,7 @@ impl Job {
             orterun,
             out,
             ranks,
+            err,
         })
     }
 
@@ -132,7 +137,7 @@ impl Job {
                 .collect()
         };
         assert!(
-            wait_for(15, || agents().is_empty()),
+            wait_for(60, || agents().is_empty()),
             "agents left: {:?}",
             agents()
         );
@@ -149,6 +154,10 @@ impl Job {
         let out = self.out.lock().unwrap().clone();
         assert_eq!(printed(&out), self.ranks);
         assert_eq!(out.lines().count(), self.ranks.len(), "job output:\n{out}");
+        // Every agent started with the arguments it was given and ended well (a daemon's
+        // errors reach orterun's standard error).
+        let err = std::fs::read_to_string(&self.err).unwrap_or_default();
+        assert!(!err.contains("error"), "orterun's standard error:\n{err}");
     }
 }
 
@@ -249,5 +258,54 @@ fn stacks_and_queues_inside_node1_read_every_rank_through_orterun_tool_daemons()
         .unwrap_or_default();
     assert!(left.is_empty(), "token directories left: {left:?}");
     job.assert_clean(&cluster);
+
+    // The front end killed (SIGKILL) while its agents sample (100 samples 300 ms apart):
+    // each agent ends on its own once its request is done (it cannot answer), letting
+    // every rank go.
+    let mut c = Command::new(mpir().get_program());
+    c.args([
+        "stacks",
+        "--starter",
+        &starter,
+        "--samples",
+        "100",
+        "--interval",
+        "300",
+    ]);
+    let mut wrapped = cluster.run_in(1, &c);
+    let log = dir.join("killed-front-end.log");
+    wrapped
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap());
+    let mut front = cluster.spawn(1, wrapped);
+    let agents_on = |n: usize| cluster.processes(n).iter().any(|p| p.comm == "mpir");
+    assert!(
+        wait_for(120, || agents_on(2) && agents_on(3)),
+        "no agent started on node2 and node3: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    // Past the request for daemons (its wait for orterun's spawn event), into the samples.
+    std::thread::sleep(mpir_agent::ASK_TIMEOUT + std::time::Duration::from_secs(1));
+    let (front_ran, on2, on3) = (!front.has_exited(), agents_on(2), agents_on(3));
+    assert!(
+        front_ran && on2 && on3,
+        "ended before the kill: front end running {front_ran}, agents on node2 {on2}, on \
+         node3 {on3}: {}\nagents: {}",
+        std::fs::read_to_string(&log).unwrap_or_default(),
+        std::fs::read_to_string(dir.join("orterun.err")).unwrap_or_default()
+    );
+    let killed = std::time::Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(front.host_pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    job.assert_clean(&cluster);
+    eprintln!(
+        "agents gone {:.2?} after the front end was killed",
+        killed.elapsed()
+    );
+    drop(front);
     job.orterun.stop();
 }

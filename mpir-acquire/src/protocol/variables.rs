@@ -50,7 +50,14 @@ impl Acquisition {
         )?;
         // Encode both before writing either: nothing is written if one cannot be.
         let path = daemon::executable_path(executable, path_size)?;
-        let args = daemon::server_arguments(arguments, args_size)?;
+        let mut args = daemon::server_arguments(arguments, args_size)?;
+        // The rest of the array zeroed (up to 64 KiB): Open MPI 4 splits the whole array at
+        // its NULs (build_debugger_args), so a list shorter than one written before would
+        // end with that one's tail as extra arguments.
+        let whole = usize::try_from(args_size.min(64 << 10)).unwrap_or(0);
+        if args.len() < whole {
+            args.resize(whole, 0);
+        }
         target
             .write(path_at, &path)
             .map_err(AcquireError::target("write MPIR_executable_path"))?;
