@@ -41,7 +41,8 @@ pub(crate) struct AgentArgs {
 }
 
 /// `mpir agent`: started by `mpir` itself on another node (through srun or
-/// `--agent-launch`), it speaks only the wire protocol on stdin/stdout.
+/// `--agent-launch`), it speaks only the wire protocol on stdin/stdout; started by orterun as
+/// a tool daemon (`--connect`), it connects back to the front end over TLS.
 pub(crate) fn run(args: &AgentArgs) -> anyhow::Result<ExitCode> {
     let me = std::env::current_exe()?;
     let mut config = AgentConfig::default()
@@ -66,7 +67,9 @@ pub(crate) struct RemoteArgs {
     /// How to start `mpir agent` on each other node of the job: a command with `{host}` and
     /// `{agent}` that forwards the agent's stdin and stdout, run without a shell (e.g.
     /// `ssh {host} {agent}`). By default a Slurm job's agents are started with srun, in a
-    /// step beside the job's; other jobs are read on this node only.
+    /// step beside the job's, and an Open MPI 4 job's by its orterun as MPIR tool daemons
+    /// (they connect back over TLS: --agent-listen, --agent-token-dir); other jobs are read
+    /// on this node only.
     #[arg(long = "agent-launch", value_name = "TEMPLATE")]
     pub(crate) agent_launch: Option<String>,
     /// The `mpir` program on the other nodes (default: this one's path: one binary on a
