@@ -387,11 +387,17 @@ impl Rendezvous {
                     continue;
                 }
                 let left = deadline.saturating_duration_since(Instant::now());
-                let Ok(tcp) = self
+                let tcp = match self
                     .listener
                     .accept_tcp(left.min(Duration::from_millis(100)))
-                else {
-                    continue;
+                {
+                    Ok(tcp) => tcp,
+                    Err(mpir_wire::WireError::Timeout { .. }) => continue,
+                    // Out of descriptors, say: no busy loop while it lasts.
+                    Err(_) => {
+                        std::thread::sleep(Duration::from_millis(50));
+                        continue;
+                    }
                 };
                 in_flight += 1;
                 let tx = tx.clone();

@@ -191,3 +191,20 @@ pub(crate) fn local_error(e: mpir_agent::FrontEndError) -> anyhow::Error {
         other => anyhow::Error::from(other),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::parse_listen;
+
+    #[test]
+    fn listen_addresses_take_an_ip_with_or_without_a_port() {
+        assert_eq!(parse_listen("10.1.2.3").unwrap().to_string(), "10.1.2.3:0");
+        assert_eq!(
+            parse_listen("10.1.2.3:4000").unwrap().to_string(),
+            "10.1.2.3:4000"
+        );
+        assert_eq!(parse_listen("[::1]").unwrap().to_string(), "[::1]:0");
+        assert_eq!(parse_listen("::1").unwrap().to_string(), "[::1]:0");
+        assert!(parse_listen("node1").unwrap_err().contains("node1"));
+    }
+}
