@@ -59,7 +59,7 @@ fn printed(out: &str) -> Vec<Printed> {
     v
 }
 
-/// orterun in node1 with ranks 0,1 on node2 and 2,3 on node3, its output collected.
+/// orterun in node1 with ranks on the given nodes (node, slots), its output collected.
 struct Job {
     orterun: NodeChild,
     out: Arc<Mutex<String>>,
@@ -69,7 +69,7 @@ struct Job {
 }
 
 impl Job {
-    fn start(cluster: &Cluster, dir: &Path) -> Option<Job> {
+    fn start(cluster: &Cluster, dir: &Path, hosts: &[(usize, u32)]) -> Option<Job> {
         if !have("orterun") || !have("mpicc.openmpi") {
             skip("Open MPI (orterun, mpicc.openmpi) is not installed");
             return None;
@@ -83,7 +83,8 @@ impl Job {
             .arg("-o")
             .arg(&exe))
         .unwrap_or_else(|e| panic!("{e}"));
-        let mut cmd = cluster.orterun(&[], &[(2, 2), (3, 2)], &exe, &[]);
+        let mut cmd = cluster.orterun(&[], hosts, &exe, &[]);
+        let n: u32 = hosts.iter().map(|(_, slots)| slots).sum();
         cmd.current_dir(dir);
         let mut wrapped = cluster.run_in(1, &cmd);
         // orterun's standard error carries the agents' (their notes, their failures).
@@ -108,7 +109,7 @@ impl Job {
         });
         let text = || out.lock().unwrap().clone();
         assert!(
-            wait_for(60, || printed(&text()).len() == 4),
+            wait_for(60, || printed(&text()).len() == n as usize),
             "the job did not start: {}",
             text()
         );
@@ -189,7 +190,7 @@ fn stacks_and_queues_inside_node1_read_every_rank_through_orterun_tool_daemons()
         return;
     };
     let dir = scratch("cli-mn-orte");
-    let Some(mut job) = Job::start(&cluster, &dir) else {
+    let Some(mut job) = Job::start(&cluster, &dir, &[(2, 2), (3, 2)]) else {
         return;
     };
     let starter = job.orterun.local_pid.to_string();
@@ -307,5 +308,47 @@ fn stacks_and_queues_inside_node1_read_every_rank_through_orterun_tool_daemons()
         killed.elapsed()
     );
     drop(front);
+    job.orterun.stop();
+}
+
+/// A job with a rank on node1 too (orterun's own node, the front end's): that rank is read
+/// by the front end itself (held and let go of first, so that orterun can be asked for
+/// daemons), the others by agents; the daemon orterun starts on node1 finds no token there
+/// and ends at once, saying so.
+#[test]
+fn a_rank_on_the_front_ends_node_is_read_here_and_its_daemon_ends_quietly() {
+    let Some(cluster) = Cluster::from_env() else {
+        return;
+    };
+    let dir = scratch("cli-mn-orte-mixed");
+    let Some(mut job) = Job::start(&cluster, &dir, &[(1, 1), (2, 1), (3, 1)]) else {
+        return;
+    };
+    let starter = job.orterun.local_pid.to_string();
+    let o = mpir_in_node1(&cluster, &["stacks", "--starter", &starter, "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let doc = json_doc(&o);
+    assert_eq!(doc["coverage"]["ranks"], 3, "{doc:#}");
+    assert_eq!(doc["coverage"]["read"], 3, "{}", text(&o));
+    assert!(
+        doc["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n["function"] == "main" && n["ranks"] == "0-2"),
+        "{doc:#}"
+    );
+    // Its note reaches orterun's standard error through ORTE's forwarding.
+    let err_has_note = || {
+        std::fs::read_to_string(&job.err)
+            .unwrap_or_default()
+            .contains("no token for node node1")
+    };
+    assert!(
+        wait_for(30, err_has_note),
+        "node1's daemon: {}",
+        std::fs::read_to_string(&job.err).unwrap_or_default()
+    );
+    job.assert_clean(&cluster);
     job.orterun.stop();
 }
