@@ -18,7 +18,9 @@
 //! 3. **Tokens**: one one-time token per node that has selected ranks ([`TokenBook`]), each
 //!    in its own file `<node>.token` (0600) in a new private directory (0700) made inside
 //!    [`crate::FrontEndOptions::token_dir`] (default `~/.mpir/agent-tokens`: a home the
-//!    nodes share), removed once the agents are in. No secret is on any command line.
+//!    nodes share), named `<this node>-<pid>-<random>`, removed once the agents are in or the
+//!    start timeout passed. One left by a front end killed meanwhile is removed by the next
+//!    front end of the same node (its pid no longer runs). No secret is on any command line.
 //! 4. **Let go of `orterun`**: a session made with `with_hold_from_acquisition` keeps the
 //!    starter traced until its first hold, and a second tracer cannot attach. So the session
 //!    acquires first (the job's nodes are known from its table), then, when one of this
@@ -231,17 +233,14 @@ impl TokenDir {
                 .create(parent)
                 .map_err(|e| err(format!("making {}", parent.display()), e))?;
         }
-        let mut random = [0u8; 8];
         let t = Token::generate().map_err(|e| FrontEndError::ToolDaemons {
             context: "naming the token directory".into(),
             source: Box::new(e),
         })?;
-        random.copy_from_slice(&t.to_hex().as_bytes()[..8]);
-        let name = format!(
-            "{}-{}",
-            std::process::id(),
-            String::from_utf8_lossy(&random)
-        );
+        let host = token_file_name(mpir_target::live::node::this_node().display_name());
+        let host = host.trim_end_matches(".token");
+        sweep(parent, host);
+        let name = format!("{host}-{}-{}", std::process::id(), &t.to_hex()[..8]);
         let dir = parent.join(name);
         std::fs::DirBuilder::new()
             .mode(0o700)
@@ -251,6 +250,37 @@ impl TokenDir {
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
             .map_err(|e| err(format!("setting {}'s mode", dir.display()), e))?;
         Ok(TokenDir(dir))
+    }
+}
+
+/// Removes the token directories in `parent` that front ends of this node (`host`) left
+/// when they were killed: named `<host>-<pid>-<random>`, their pid no longer running here
+/// (a home shared by many nodes holds other nodes' too, whose pids mean nothing here; at
+/// most 4,096 entries looked at).
+fn sweep(parent: &Path, host: &str) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for e in entries.take(4096).filter_map(Result::ok) {
+        let name = e.file_name();
+        let Some(rest) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(host)?.strip_prefix('-'))
+        else {
+            continue;
+        };
+        // Exactly `<pid>-<8 hex digits>` (a longer host name that starts with this one's
+        // and a dash gives another shape).
+        let Some(pid) = rest
+            .split_once('-')
+            .filter(|(_, r)| r.len() == 8 && r.bytes().all(|b| b.is_ascii_hexdigit()))
+            .and_then(|(p, _)| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != 0 && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
     }
 }
 
@@ -624,6 +654,34 @@ mod tests {
         let kept = dir.0.clone();
         drop(dir);
         assert!(!kept.exists(), "the token directory is removed");
+        let _ = std::fs::remove_dir_all(&parent);
+    }
+
+    #[test]
+    fn token_directories_of_killed_front_ends_of_this_node_are_swept() {
+        let parent = std::env::temp_dir().join(format!("mpir-orte-sweep-{}", std::process::id()));
+        std::fs::create_dir_all(&parent).unwrap();
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        let dead = gone.id();
+        gone.wait().unwrap();
+        let host = token_file_name(mpir_target::live::node::this_node().display_name());
+        let host = host.trim_end_matches(".token").to_string();
+        let stale = parent.join(format!("{host}-{dead}-0badc0de"));
+        let alive = parent.join(format!("{host}-{}-600dc0de", std::process::id()));
+        let other = parent.join(format!("{host}x-{dead}-0badc0de"));
+        // Node "<host>-<n>"'s directory (n: a pid this node does not run).
+        let longer = parent.join(format!("{host}-{dead}-{dead}-0badc0de"));
+        let unrelated = parent.join("notes");
+        for d in [&stale, &alive, &other, &unrelated, &longer] {
+            std::fs::create_dir(d).unwrap();
+            std::fs::write(d.join("node2.token"), "x").unwrap();
+        }
+        let fresh = TokenDir::create(&parent).unwrap();
+        assert!(!stale.exists(), "a dead front end's tokens were left");
+        for d in [&alive, &other, &unrelated, &longer, &fresh.0] {
+            assert!(d.exists(), "{} was swept", d.display());
+        }
+        drop(fresh);
         let _ = std::fs::remove_dir_all(&parent);
     }
 }

@@ -263,6 +263,7 @@ fn stacks_and_queues_inside_node1_read_every_rank_through_orterun_tool_daemons()
     // The front end killed (SIGKILL) while its agents sample (100 samples 300 ms apart):
     // each agent ends on its own once its request is done (it cannot answer), letting
     // every rank go.
+    let killed_tokens = dir.join("tokens-killed");
     let mut c = Command::new(mpir().get_program());
     c.args([
         "stacks",
@@ -272,6 +273,8 @@ fn stacks_and_queues_inside_node1_read_every_rank_through_orterun_tool_daemons()
         "100",
         "--interval",
         "300",
+        "--agent-token-dir",
+        &killed_tokens.to_string_lossy(),
     ]);
     let mut wrapped = cluster.run_in(1, &c);
     let log = dir.join("killed-front-end.log");
@@ -308,6 +311,30 @@ fn stacks_and_queues_inside_node1_read_every_rank_through_orterun_tool_daemons()
         killed.elapsed()
     );
     drop(front);
+    // Its token directory went as soon as its agents were in, before the kill.
+    let dirs = || -> usize {
+        std::fs::read_dir(&killed_tokens).map_or(0, |d| d.filter_map(Result::ok).count())
+    };
+    assert_eq!(dirs(), 0, "the killed front end's token directory");
+    // One left by a front end of node1 killed while its agents were starting (pid 999999,
+    // which node1 does not run) is removed by the next front end of node1.
+    let stale = killed_tokens.join("node1-999999-0badc0de");
+    std::fs::create_dir(&stale).unwrap();
+    std::fs::write(stale.join("node2.token"), "0".repeat(64)).unwrap();
+    assert_eq!(dirs(), 1);
+    let o = mpir_in_node1(
+        &cluster,
+        &[
+            "stacks",
+            "--starter",
+            &starter,
+            "--agent-token-dir",
+            &killed_tokens.to_string_lossy(),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(dirs(), 0, "a dead front end's token directory was left");
+    job.assert_clean(&cluster);
     job.orterun.stop();
 }
 
