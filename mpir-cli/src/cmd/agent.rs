@@ -59,6 +59,11 @@ pub(crate) struct RemoteArgs {
     #[arg(long = "agent-fanout", value_name = "N", default_value_t = 32,
           value_parser = clap::value_parser!(u32).range(2..=1024))]
     pub(crate) agent_fanout: u32,
+    /// Longest wait, in seconds, for every agent to start, and for every agent's answer to
+    /// a request (plus the time its samples take).
+    #[arg(long = "agent-timeout", value_name = "SECONDS", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub(crate) agent_timeout: u64,
     /// Read the ranks on this node only; start no agent.
     #[arg(long = "no-agents", conflicts_with = "agent_launch")]
     pub(crate) no_agents: bool,
@@ -87,6 +92,8 @@ impl RemoteArgs {
             .with_launch(launch)
             .with_agent(agent)
             .with_fanout(self.agent_fanout)
+            .with_start_timeout(Duration::from_secs(self.agent_timeout))
+            .with_request_timeout(Duration::from_secs(self.agent_timeout))
             .with_read(read);
         let spin = crate::progress::spinner("starting agents on the job's other nodes");
         let started = Agents::start(session, options);
@@ -106,6 +113,7 @@ impl RemoteArgs {
             return Ok(None);
         }
         for n in agents.states() {
+            tracing::info!(host = %n.host, subtree = ?n.subtree, ranks = n.ranks.len(), "agent");
             if let Some((failure, detail)) = &n.down {
                 eprintln!("mpir: warning: {}: {failure}: {detail}", n.host);
             }
