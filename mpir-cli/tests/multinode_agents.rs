@@ -374,3 +374,150 @@ fn a_front_end_killed_with_sigkill_leaves_no_agent_and_every_rank_running() {
     );
     job.assert_untouched(&cluster);
 }
+
+/// A Slurm job (srun in node1, two ranks on each of node2 and node3), cancelled on drop.
+struct SlurmJob {
+    srun: mpir_acquire::testkit::multinode::NodeChild,
+    out: std::sync::Arc<std::sync::Mutex<String>>,
+    name: String,
+    conf: std::path::PathBuf,
+}
+
+impl SlurmJob {
+    fn start(cluster: &Cluster, dir: &Path) -> Option<SlurmJob> {
+        let conf = cluster.slurm_conf()?.to_path_buf();
+        let exe = common::mn::build_deadlock(dir)?;
+        let name = format!("mpir-agents-{}", std::process::id());
+        let mut cmd = cluster.srun(&[
+            &format!("--job-name={name}"),
+            "-N",
+            "2",
+            "--nodelist=node2,node3",
+            "--ntasks-per-node=2",
+            "--mpi=pmix",
+            &exe.to_string_lossy(),
+        ])?;
+        cmd.current_dir(dir);
+        let mut wrapped = cluster.run_in(1, &cmd);
+        wrapped
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut srun = cluster.spawn(1, wrapped);
+        let out = common::mn::gather(srun.child().stdout.take().unwrap());
+        let job = SlurmJob {
+            srun,
+            out,
+            name,
+            conf,
+        };
+        assert!(
+            wait_for(90, || job.ranks().len() == 4),
+            "the Slurm job did not start: {}",
+            job.out.lock().unwrap()
+        );
+        Some(job)
+    }
+
+    fn ranks(&self) -> Vec<common::mn::Printed> {
+        common::mn::printed(&self.out.lock().unwrap())
+    }
+
+    /// `squeue` (on the host) with `args` for this job.
+    fn squeue(&self, args: &[&str]) -> String {
+        let o = Command::new("timeout")
+            .args(["-s", "KILL", "20", "squeue", "-h"])
+            .args(args)
+            .env("SLURM_CONF", &self.conf)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    fn id(&self) -> String {
+        self.squeue(&["-o", "%i", "-n", &self.name])
+            .trim()
+            .to_string()
+    }
+}
+
+impl Drop for SlurmJob {
+    fn drop(&mut self) {
+        let _ = Command::new("timeout")
+            .args(["-s", "KILL", "20", "scancel"])
+            .arg(format!("--name={}", self.name))
+            .env("SLURM_CONF", &self.conf)
+            .status();
+        self.srun.stop();
+    }
+}
+
+#[test]
+fn a_slurm_jobs_agents_run_in_a_step_beside_it_and_read_every_rank() {
+    let Some(cluster) = Cluster::from_env() else {
+        return;
+    };
+    let dir = scratch("cli-mn-agents-slurm");
+    let Some(job) = SlurmJob::start(&cluster, &dir) else {
+        return;
+    };
+    let id = job.id();
+    assert!(!id.is_empty(), "no job id");
+    let Some(types) = std::env::var("MPIR_OMPI_TYPES_SIDECAR")
+        .ok()
+        .filter(|t| Path::new(t).is_file())
+    else {
+        mpir_target::testkit::skip("no Open MPI types sidecar (MPIR_OMPI_TYPES_SIDECAR)");
+        return;
+    };
+    // No template: the job is srun's, so the agents are started with srun, in a step of
+    // their own beside the job's, one task per node.
+    let o = mpir_in_node1(&cluster, &["stacks", "--json", "--slurm-job", &id]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let doc = json_doc(&o);
+    assert_eq!(doc["coverage"]["read"], 4, "{doc:#}");
+    let stops = doc["stops"][0].as_array().unwrap();
+    for (rank, pid, _) in job.ranks() {
+        assert!(
+            stops.iter().any(|s| s["rank"] == rank && s["pid"] == pid),
+            "rank {rank} (pid {pid}): {stops:?}"
+        );
+    }
+    let o = mpir_in_node1(
+        &cluster,
+        &["deadlock", "--json", "--types", &types, "--slurm-job", &id],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let doc = json_doc(&o);
+    assert_eq!(
+        doc["cycles"][0]["ranks"],
+        serde_json::json!([0, 1, 2, 3]),
+        "{doc:#}"
+    );
+    // The agents' steps are over; only the job's own step runs, its ranks untouched.
+    let steps = || job.squeue(&["-s", "-o", "%i", "-j", &id]);
+    assert!(
+        wait_for(20, || steps().lines().count() == 1),
+        "steps left: {}",
+        steps()
+    );
+    for node in [2, 3] {
+        assert!(
+            wait_for(15, || !cluster
+                .processes(node)
+                .iter()
+                .any(|p| p.comm == "mpir")),
+            "an agent is left on node{node}"
+        );
+    }
+    for (_, pid, host) in job.ranks() {
+        let node: usize = host.trim_start_matches("node").parse().unwrap();
+        cluster.assert_untouched(node, pid);
+    }
+    assert_eq!(job.ranks().len(), 4, "the job's output changed");
+}

@@ -51,6 +51,41 @@ pub fn printed(out: &str) -> Vec<Printed> {
     v
 }
 
+/// [`DEADLOCK_C`] built with Open MPI's `mpicc` in `dir` (`None` after a skip without it).
+pub fn build_deadlock(dir: &Path) -> Option<PathBuf> {
+    if !have("mpicc.openmpi") {
+        skip("Open MPI (mpicc.openmpi) is not installed");
+        return None;
+    }
+    let src = dir.join("mn_deadlock.c");
+    let exe = dir.join("mn_deadlock");
+    std::fs::write(&src, DEADLOCK_C).unwrap();
+    run(Command::new("mpicc.openmpi")
+        .arg("-g")
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe))
+    .unwrap_or_else(|e| panic!("{e}"));
+    Some(exe)
+}
+
+/// Lines of a child's stdout, gathered by a thread.
+pub fn gather(stdout: std::process::ChildStdout) -> Arc<Mutex<String>> {
+    let out = Arc::new(Mutex::new(String::new()));
+    let o = Arc::clone(&out);
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let mut s = o.lock().unwrap();
+            s.push_str(&l);
+            s.push('\n');
+        }
+    });
+    out
+}
+
 /// The running job: orterun in node1, ranks on other nodes (`hosts`: (node, ranks)); a decoy
 /// in node1 with the pid of one of them.
 pub struct Job {
@@ -64,19 +99,11 @@ pub struct Job {
 
 impl Job {
     pub fn start(cluster: &Cluster, dir: &Path, hosts: &[(usize, u32)]) -> Option<Job> {
-        if !have("orterun") || !have("mpicc.openmpi") {
-            skip("Open MPI (orterun, mpicc.openmpi) is not installed");
+        if !have("orterun") {
+            skip("Open MPI (orterun) is not installed");
             return None;
         }
-        let src = dir.join("mn_deadlock.c");
-        let exe = dir.join("mn_deadlock");
-        std::fs::write(&src, DEADLOCK_C).unwrap();
-        run(Command::new("mpicc.openmpi")
-            .arg("-g")
-            .arg(&src)
-            .arg("-o")
-            .arg(&exe))
-        .unwrap_or_else(|e| panic!("{e}"));
+        let exe = build_deadlock(dir)?;
         let decoy = build_decoy(dir)?;
         let mut cmd = cluster.orterun(&[], hosts, &exe, &[]);
         let total: u32 = hosts.iter().map(|(_, n)| n).sum();
@@ -87,19 +114,7 @@ impl Job {
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
         let mut orterun = cluster.spawn(1, wrapped);
-        let out = Arc::new(Mutex::new(String::new()));
-        let stdout = orterun.child().stdout.take().unwrap();
-        let o = Arc::clone(&out);
-        std::thread::spawn(move || {
-            for l in std::io::BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-            {
-                let mut s = o.lock().unwrap();
-                s.push_str(&l);
-                s.push('\n');
-            }
-        });
+        let out = gather(orterun.child().stdout.take().unwrap());
         let text = || out.lock().unwrap().clone();
         assert!(
             wait_for(60, || printed(&text()).len() == total as usize),
