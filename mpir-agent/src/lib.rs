@@ -52,6 +52,8 @@
 
 mod agent;
 mod error;
+#[cfg(test)]
+mod fault_tests;
 mod fleet;
 mod front;
 mod launch;
