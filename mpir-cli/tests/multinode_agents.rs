@@ -323,7 +323,7 @@ fn a_node_whose_agent_cannot_start_is_named_and_the_others_are_read() {
 }
 
 #[test]
-fn a_front_end_killed_with_sigkill_leaves_no_agent_and_every_rank_running() {
+fn a_front_end_killed_or_terminated_leaves_no_agent_and_every_rank_running() {
     let Some(cluster) = Cluster::from_env() else {
         return;
     };
@@ -333,46 +333,48 @@ fn a_front_end_killed_with_sigkill_leaves_no_agent_and_every_rank_running() {
     };
     let starter = job.orterun.local_pid.to_string();
     let launch = template(&cluster);
-    // A long sampling: the agents are up and sampling when the front end dies.
-    let mut c = Command::new(common::mpir().get_program());
-    c.args([
-        "stacks",
-        "--samples",
-        "100",
-        "--interval",
-        "200",
-        "--starter",
-    ])
-    .arg(&starter)
-    .arg("--agent-launch")
-    .arg(&launch);
-    let mut wrapped = cluster.run_in(1, &c);
-    wrapped
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let mut front = cluster.spawn(1, wrapped);
-    let agents_up = || {
-        [2, 3]
-            .iter()
-            .all(|&n| cluster.processes(n).iter().any(|p| p.comm == "mpir"))
-    };
-    assert!(wait_for(60, agents_up), "the agents did not start");
-    std::thread::sleep(Duration::from_millis(500));
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(front.host_pid as i32),
+    for signal in [
         nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
-    let killed = Instant::now();
-    front.wait_timeout(Duration::from_secs(10));
-    // The agents see their link end, let go and exit, on their own, promptly.
-    assert_no_agent_left(&cluster, &job);
-    eprintln!(
-        "agents gone {:?} after the front end's SIGKILL",
-        killed.elapsed()
-    );
-    job.assert_untouched(&cluster);
+        nix::sys::signal::Signal::SIGTERM,
+    ] {
+        // A long sampling: the agents are up and sampling when the front end is ended.
+        let mut c = Command::new(common::mpir().get_program());
+        c.args([
+            "stacks",
+            "--samples",
+            "100",
+            "--interval",
+            "200",
+            "--starter",
+        ])
+        .arg(&starter)
+        .arg("--agent-launch")
+        .arg(&launch);
+        let mut wrapped = cluster.run_in(1, &c);
+        wrapped
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let mut front = cluster.spawn(1, wrapped);
+        let agents_up = || {
+            [2, 3]
+                .iter()
+                .all(|&n| cluster.processes(n).iter().any(|p| p.comm == "mpir"))
+        };
+        assert!(wait_for(60, agents_up), "the agents did not start");
+        std::thread::sleep(Duration::from_millis(500));
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(front.host_pid as i32), signal).unwrap();
+        let ended = Instant::now();
+        front.wait_timeout(Duration::from_secs(20));
+        assert!(front.has_exited(), "the front end did not end on {signal}");
+        // The agents see their link end, let go and exit, on their own, promptly.
+        assert_no_agent_left(&cluster, &job);
+        eprintln!(
+            "agents gone {:?} after the front end's {signal}",
+            ended.elapsed()
+        );
+        job.assert_untouched(&cluster);
+    }
 }
 
 /// A Slurm job (srun in node1, two ranks on each of node2 and node3), cancelled on drop.
