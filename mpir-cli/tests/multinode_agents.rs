@@ -98,6 +98,30 @@ fn agents_read_every_remote_rank_on_its_own_node() {
         return;
     };
 
+    // attach --verify: each node's agent proves its ranks (nothing stopped).
+    let o = mpir_in_node1(
+        &cluster,
+        &[
+            "attach",
+            "--json",
+            "--verify",
+            "--agent-launch",
+            &launch,
+            &starter,
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let doc = json_doc(&o);
+    assert!(
+        doc["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n == "4 of 4 ranks on 2 other nodes proven on their nodes by agents"),
+        "{doc:#}"
+    );
+    job.assert_untouched(&cluster);
+
     // Stacks: every rank, from its own node, blocked in MPI_Recv under main.
     let o = mpir_in_node1(
         &cluster,

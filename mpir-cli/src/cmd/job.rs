@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use mpir_session::Session;
 
+use crate::cmd::agent::{RemoteArgs, read_settings};
 use crate::render::job::{job_out, mpi2dd_job_out, print};
 use crate::{Common, session_options};
 
@@ -60,6 +61,7 @@ pub(crate) fn attach(
     timeout: u64,
     pid: Option<u32>,
     slurm_job: Option<mpir_acquire::slurm::StepId>,
+    verify: Option<&RemoteArgs>,
 ) -> anyhow::Result<ExitCode> {
     let options = session_options(common).with_timeout(Duration::from_secs(timeout));
     let session = match (pid, slurm_job) {
@@ -76,6 +78,16 @@ pub(crate) fn attach(
                 out.notes
                     .extend(m.mismatches.iter().map(|m| format!("MPIR vs MPI2DD: {m}")));
             }
+            if let Some(remote) = verify {
+                let settings =
+                    read_settings(None, &common.debug_dirs, Duration::from_secs(timeout));
+                match remote.start(&session, settings)? {
+                    Some(agents) => out.notes.extend(verified_notes(&agents)),
+                    None => out
+                        .notes
+                        .push("no rank on another node was verified (no agent started)".into()),
+                }
+            }
             print(&out, common.json)?;
         }
         (None, Some(m)) => {
@@ -84,4 +96,38 @@ pub(crate) fn attach(
         (None, None) => anyhow::bail!("nothing acquired"),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What the agents said of their nodes' ranks: one line for the proven ones, one per rank
+/// that was not.
+fn verified_notes(agents: &mpir_agent::Agents) -> Vec<String> {
+    let states = agents.states();
+    let mut notes = Vec::new();
+    let (mut proven, mut total) = (0usize, 0usize);
+    for n in &states {
+        total += n.ranks.len();
+        match &n.down {
+            Some((failure, detail)) => notes.push(format!(
+                "ranks of {} not verified: {failure}: {detail}",
+                std::iter::once(n.host.as_str())
+                    .chain(n.subtree.iter().map(String::as_str))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+            None => {
+                proven += n.ranks.len() - n.refused.len();
+                for (rank, why) in &n.refused {
+                    notes.push(format!(
+                        "rank {rank} not verified by its node's agent: {why}"
+                    ));
+                }
+            }
+        }
+    }
+    let nodes: usize = states.iter().map(|n| 1 + n.subtree.len()).sum();
+    notes.insert(
+        0,
+        format!("{proven} of {total} ranks on {nodes} other nodes proven on their nodes by agents"),
+    );
+    notes
 }
