@@ -547,3 +547,89 @@ fn a_slurm_jobs_agents_run_in_a_step_beside_it_and_read_every_rank() {
     }
     assert_eq!(job.ranks().len(), 4, "the job's output changed");
 }
+
+#[test]
+fn a_hydra_jobs_agents_are_a_second_hydra_job_reaching_nodes_as_the_first() {
+    let Some(cluster) = Cluster::from_env() else {
+        return;
+    };
+    if !mpir_target::testkit::have("mpicc.mpich") || !mpir_target::testkit::have("mpiexec.hydra") {
+        mpir_target::testkit::skip("MPICH (mpicc.mpich, mpiexec.hydra) is not installed");
+        return;
+    }
+    // Debian's hydra is stripped: its symbols come from the rebuilt debug file.
+    let Some(debug) = std::env::var("MPIR_HYDRA_DEBUG_DIR")
+        .ok()
+        .filter(|d| Path::new(d).is_dir())
+    else {
+        mpir_target::testkit::skip(
+            "no hydra debug file (MPIR_HYDRA_DEBUG_DIR, scripts/hydra-debug-symbols.sh)",
+        );
+        return;
+    };
+    let dir = scratch("cli-mn-agents-hydra");
+    let src = dir.join("ring.c");
+    let exe = dir.join("ring_mpich");
+    std::fs::write(&src, common::mn::DEADLOCK_C).unwrap();
+    mpir_target::testkit::run(
+        Command::new("mpicc.mpich")
+            .arg("-g")
+            .arg(&src)
+            .arg("-o")
+            .arg(&exe),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    // hydra in node1 reaches node2 and node3 through the cluster's ssh; UCX over TCP only
+    // (its shared-memory transports cannot cross the nodes' PID namespaces).
+    let mut hydra = Command::new("mpiexec.hydra");
+    hydra
+        .args(["-launcher", "ssh", "-launcher-exec"])
+        .arg(cluster.nsrsh())
+        .args(["-hosts", "node2,node3", "-n", "4"])
+        .arg(&exe)
+        .env("UCX_TLS", "tcp,self")
+        .env("UCX_NET_DEVICES", "lo")
+        .current_dir(&dir);
+    let mut wrapped = cluster.run_in(1, &hydra);
+    wrapped
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut starter = cluster.spawn(1, wrapped);
+    let out = common::mn::gather(starter.child().stdout.take().unwrap());
+    let ranks = || common::mn::printed(&out.lock().unwrap());
+    assert!(
+        wait_for(90, || ranks().len() == 4),
+        "the hydra job did not start: {}",
+        out.lock().unwrap()
+    );
+    // No template: the job's own mpiexec starts the agents, one hydra job per node.
+    let pid = starter.local_pid.to_string();
+    let o = mpir_in_node1(
+        &cluster,
+        &["stacks", "--json", "--debug-dir", &debug, "--starter", &pid],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let doc = json_doc(&o);
+    assert_eq!(doc["coverage"]["read"], 4, "{doc:#}");
+    let stops = doc["stops"][0].as_array().unwrap();
+    for (rank, pid, host) in ranks() {
+        assert!(
+            stops.iter().any(|s| s["rank"] == rank && s["pid"] == pid),
+            "rank {rank} (pid {pid} on {host}): {stops:?}"
+        );
+        let node: usize = host.trim_start_matches("node").parse().unwrap();
+        cluster.assert_untouched(node, pid);
+    }
+    for node in 1..=cluster.nodes() {
+        assert!(
+            wait_for(15, || !cluster
+                .processes(node)
+                .iter()
+                .any(|p| p.comm == "mpir")),
+            "an agent is left on node{node}"
+        );
+    }
+    assert_eq!(ranks().len(), 4, "the job's output changed");
+    starter.stop();
+}
