@@ -121,9 +121,53 @@ pub fn run_stdio(config: &AgentConfig) -> Result<Ended, AgentError> {
         context: "pointing stdout at stderr".into(),
         source: e.into(),
     })?;
+    watch_front_end()?;
     let hello = Hello::new(config.node.clone(), std::process::id());
     let (mut conn, _welcome) = Connection::agent(pipe, &hello, &config.wire)?;
     serve(&mut conn, config)
+}
+
+/// Ends this agent as soon as its front end's end of the pipe closes, even in the middle of
+/// a long request (a sampling of many seconds): a thread waits for the pipe's hang-up (a poll
+/// for no event: it never consumes the requests), then lets go of every process this agent
+/// holds and exits. Its own subtree's agents see their pipes close in turn.
+fn watch_front_end() -> Result<(), AgentError> {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd;
+    let stdin = std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .map_err(|source| AgentError::Setup {
+            context: "watching stdin".into(),
+            source,
+        })?;
+    std::thread::Builder::new()
+        .name("front-end-watch".into())
+        .spawn(move || {
+            loop {
+                let mut fds = [PollFd::new(stdin.as_fd(), PollFlags::empty())];
+                match poll(&mut fds, PollTimeout::NONE) {
+                    Ok(_) => {
+                        let gone = fds[0].revents().is_some_and(|r| {
+                            r.intersects(
+                                PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL,
+                            )
+                        });
+                        if gone {
+                            mpir_session::release_everything();
+                            std::process::exit(0);
+                        }
+                    }
+                    Err(nix::errno::Errno::EINTR) => {}
+                    Err(_) => return,
+                }
+            }
+        })
+        .map_err(|source| AgentError::Setup {
+            context: "starting the front-end watch".into(),
+            source,
+        })?;
+    Ok(())
 }
 
 /// Serves the front end over an established connection until the end (see [`Ended`]).

@@ -56,6 +56,8 @@
 
 mod agent;
 mod error;
+#[cfg(test)]
+mod fault_tests;
 mod fleet;
 mod front;
 mod launch;

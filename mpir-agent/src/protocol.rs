@@ -476,4 +476,35 @@ mod tests {
         let deep = Message::new(MessageKind::Reply, ContentKind::Json, deep.into_bytes());
         assert!(Reply::from_message(&deep).is_err());
     }
+
+    proptest::proptest! {
+        /// Whatever bytes an agent or a front end sends as a payload, decoding is a value or
+        /// a typed error, never a panic; and every reply the front end can receive decodes
+        /// back to itself after any single byte is flipped, or fails typed.
+        #[test]
+        fn any_payload_decodes_or_is_refused(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..2048)) {
+            let m = Message::new(MessageKind::Reply, ContentKind::Json, bytes.clone());
+            let _ = Reply::from_message(&m);
+            let m = Message::new(MessageKind::Request, ContentKind::Json, bytes);
+            let _ = Request::from_message(&m);
+        }
+
+        #[test]
+        fn a_corrupted_reply_is_refused_or_decoded(at in 0usize..4096, to in proptest::num::u8::ANY) {
+            let reply = Reply::Stacks {
+                samples: vec![SampleOut {
+                    ranks: Vec::new(),
+                    unreached: vec![Unreached::new(3, mpir_types::stacks::UnreachedReason::Exited)],
+                    stops: vec![StopOut { rank: 3, pid: 9, stopped_us: 12 }],
+                    overran: vec![3],
+                }],
+            };
+            let mut m = reply.to_message(RequestId(1));
+            if !m.payload.is_empty() {
+                let i = at % m.payload.len();
+                m.payload[i] = to;
+            }
+            let _ = Reply::from_message(&m);
+        }
+    }
 }

@@ -130,6 +130,13 @@ enum Cmd {
         /// The starter's pid.
         #[arg(required_unless_present = "slurm_job")]
         pid: Option<u32>,
+        /// Also have each other node's agent prove that node's ranks (started as `queues`
+        /// starts them; nothing is stopped): the notes say how many were proven and why any
+        /// was not.
+        #[arg(long)]
+        verify: bool,
+        #[command(flatten)]
+        remote: agent::RemoteArgs,
     },
     /// The same reports from core files: a starter's core gives the job, ranks' cores their
     /// message queues.
@@ -293,7 +300,9 @@ pub fn main() -> ExitCode {
             timeout,
             slurm_job,
             pid,
-        } => job::attach(common, *timeout, *pid, *slurm_job),
+            verify,
+            remote,
+        } => job::attach(common, *timeout, *pid, *slurm_job, verify.then_some(remote)),
         Cmd::Core(args) => cores::run(args),
         Cmd::Queues(args) => queues::run(args),
         Cmd::Deadlock(args) => deadlock::run(args),

@@ -34,7 +34,8 @@ mod watch;
 
 pub use any::{AnyJob, attach_any};
 pub use node_prove::{
-    NodeExpectations, NodeRank, RankClaim, process_started_unix, prove_on_node, started_unix,
+    NodeExpectations, NodeRank, RankClaim, environment, process_started_unix, prove_on_node,
+    started_unix,
 };
 pub use normalize::{LocalRank, normalize};
 use release::{

@@ -279,8 +279,9 @@ fn check_environment(pid: u32, rank: u64, expect: &NodeExpectations) -> Result<(
     Ok(())
 }
 
-/// `NAME=value` pairs of `/proc/PID/environ` (bounded; invalid UTF-8 replaced).
-fn environment(pid: u32) -> Result<Vec<(String, String)>, String> {
+/// `NAME=value` pairs of `/proc/PID/environ` (bounded to 1 MiB; invalid UTF-8 replaced), or
+/// why it cannot be read.
+pub fn environment(pid: u32) -> Result<Vec<(String, String)>, String> {
     use std::io::Read;
     let path = format!("/proc/{pid}/environ");
     let f = std::fs::File::open(&path).map_err(|e| format!("{path}: {e}"))?;

@@ -90,6 +90,11 @@ pub(crate) struct RemoteArgs {
     /// directory this node and the job's nodes share (default `~/.mpir/agent-tokens`).
     #[arg(long = "agent-token-dir", value_name = "DIR")]
     pub(crate) agent_token_dir: Option<PathBuf>,
+    /// Longest wait, in seconds, for every agent to start, and for every agent's answer to
+    /// a request (plus the time its samples take).
+    #[arg(long = "agent-timeout", value_name = "SECONDS", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub(crate) agent_timeout: u64,
     /// Read the ranks on this node only; start no agent.
     #[arg(long = "no-agents", conflicts_with = "agent_launch")]
     pub(crate) no_agents: bool,
@@ -118,6 +123,8 @@ impl RemoteArgs {
             .with_launch(launch)
             .with_agent(agent)
             .with_fanout(self.agent_fanout)
+            .with_start_timeout(Duration::from_secs(self.agent_timeout))
+            .with_request_timeout(Duration::from_secs(self.agent_timeout))
             .with_read(read);
         if let Some(a) = self.agent_listen {
             options = options.with_listen(a);
@@ -143,6 +150,7 @@ impl RemoteArgs {
             return Ok(None);
         }
         for n in agents.states() {
+            tracing::info!(host = %n.host, subtree = ?n.subtree, ranks = n.ranks.len(), "agent");
             if let Some((failure, detail)) = &n.down {
                 eprintln!("mpir: warning: {}: {failure}: {detail}", n.host);
             }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use mpir_session::Session;
 
+use crate::cmd::agent::{RemoteArgs, read_settings};
 use crate::render::job::{job_out, mpi2dd_job_out, print};
 use crate::{Common, session_options};
 
@@ -60,12 +61,24 @@ pub(crate) fn attach(
     timeout: u64,
     pid: Option<u32>,
     slurm_job: Option<mpir_acquire::slurm::StepId>,
+    verify: Option<&RemoteArgs>,
 ) -> anyhow::Result<ExitCode> {
     let options = session_options(common).with_timeout(Duration::from_secs(timeout));
-    let session = match (pid, slurm_job) {
+    let mut session = match (pid, slurm_job) {
         (Some(pid), _) => Session::attach(pid, options)?,
         (None, Some(step)) => Session::attach_slurm(step, options)?,
         (None, None) => anyhow::bail!("no starter pid or Slurm job given"),
+    };
+    // Agents first: they may need the session's acquisition let go (Open MPI 4's daemons).
+    let verified = match verify {
+        Some(remote) if session.job().is_some() => {
+            let settings = read_settings(None, &common.debug_dirs, Duration::from_secs(timeout));
+            Some(match remote.start(&mut session, settings)? {
+                Some(agents) => verified_notes(&agents),
+                None => vec!["no rank on another node was verified (no agent started)".into()],
+            })
+        }
+        _ => None,
     };
     let pid = session.job().map_or(pid.unwrap_or(0), |j| j.starter.pid);
     match (session.job(), session.mpi2dd()) {
@@ -76,6 +89,7 @@ pub(crate) fn attach(
                 out.notes
                     .extend(m.mismatches.iter().map(|m| format!("MPIR vs MPI2DD: {m}")));
             }
+            out.notes.extend(verified.into_iter().flatten());
             print(&out, common.json)?;
         }
         (None, Some(m)) => {
@@ -84,4 +98,38 @@ pub(crate) fn attach(
         (None, None) => anyhow::bail!("nothing acquired"),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What the agents said of their nodes' ranks: one line for the proven ones, one per rank
+/// that was not.
+fn verified_notes(agents: &mpir_agent::Agents) -> Vec<String> {
+    let states = agents.states();
+    let mut notes = Vec::new();
+    let (mut proven, mut total) = (0usize, 0usize);
+    for n in &states {
+        total += n.ranks.len();
+        match &n.down {
+            Some((failure, detail)) => notes.push(format!(
+                "ranks of {} not verified: {failure}: {detail}",
+                std::iter::once(n.host.as_str())
+                    .chain(n.subtree.iter().map(String::as_str))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+            None => {
+                proven += n.ranks.len() - n.refused.len();
+                for (rank, why) in &n.refused {
+                    notes.push(format!(
+                        "rank {rank} not verified by its node's agent: {why}"
+                    ));
+                }
+            }
+        }
+    }
+    let nodes: usize = states.iter().map(|n| 1 + n.subtree.len()).sum();
+    notes.insert(
+        0,
+        format!("{proven} of {total} ranks on {nodes} other nodes proven on their nodes by agents"),
+    );
+    notes
 }

@@ -2,6 +2,8 @@
 //! a guard for a running MPI job.
 #![allow(dead_code, unreachable_pub)] // each test file uses part of it
 
+pub mod mn;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;

@@ -31,9 +31,13 @@
 //! 7. Attach to a running 64-rank Open MPI 5 job through PMIx, table only: `mpir-pmix` in
 //!    process against a C PMIx tool doing the same query (`benches/pmix/ptable.c`).
 //!
+//! 8. Ranks on other nodes (issue 21) on the simulated cluster: agents started and every
+//!    node's first answer, one stacks request through agents against the same request read
+//!    directly, `mpir stacks` end to end, and gdb per rank on its node.
+//!
 //! `--quick` takes fewer samples and skips the 1M tables; `--no-gdb` skips gdb; `--only
-//! NAME` (`proctable`, `attach64`, `launch`, `attach-e2e`, `stacks`, `srun`, `pmix`) runs one
-//! section.
+//! NAME` (`proctable`, `attach64`, `launch`, `attach-e2e`, `stacks`, `srun`, `pmix`,
+//! `agents`) runs one section.
 //! Medians.
 
 use std::process::Stdio;
@@ -48,6 +52,7 @@ use mpir_target::debuginfo::DebugOptions;
 use mpir_target::live::LiveTarget;
 use mpir_target::proctable::{ReadOptions, read_proctable};
 
+mod agents;
 mod pmix;
 mod srun;
 mod stacks;
@@ -421,6 +426,11 @@ fn launch_overhead(cfg: &Config, dir: &std::path::Path) {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().is_some_and(|a| a == "--agents-inner") {
+        // Run by the `agents` section inside the simulated cluster's node1.
+        agents::inner(&args[1..]);
+        return;
+    }
     let quick = args.iter().any(|a| a == "--quick");
     let cfg = Config {
         runs: if quick { 3 } else { 7 },
@@ -441,6 +451,7 @@ fn main() {
         "stacks",
         "srun",
         "pmix",
+        "agents",
     ];
     if let Some(o) = only.as_deref().filter(|o| !sections.contains(o)) {
         eprintln!("compare: unknown section {o:?} (use one of {sections:?})");
@@ -486,6 +497,9 @@ fn main() {
     }
     if run("pmix") {
         pmix::pmix_attach(&cfg, &dir.0);
+    }
+    if run("agents") {
+        agents::agents(&cfg, &dir.0);
     }
     println!("Whole run: {:.0} s.", start.elapsed().as_secs_f64());
 }

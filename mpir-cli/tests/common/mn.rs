@@ -1,0 +1,171 @@
+//! A job across the simulated cluster's nodes (`scripts/ci-multinode.sh`): orterun in node1,
+//! ranks on other nodes that deadlock in a ring, a decoy in node1 with a rank's pid.
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+
+use mpir_acquire::testkit::multinode::{Cluster, NodeChild};
+use mpir_target::testkit::{build_decoy, have, run, skip, wait_for};
+
+use super::mpir;
+
+/// Every rank exchanges a token with its neighbours, prints "rank R pid P on HOST", then
+/// blocks in `MPI_Recv` from a neighbour with a tag nobody sends (a deadlock across nodes).
+pub const DEADLOCK_C: &str = r#"
+#include <mpi.h>
+#include <stdio.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    int rank, size, buf[4], tok, in = -1;
+    char host[64];
+    alarm(300);
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    gethostname(host, sizeof host);
+    tok = rank;
+    MPI_Sendrecv(&tok, 1, MPI_INT, (rank + size - 1) % size, 1, &in, 1, MPI_INT,
+                 (rank + 1) % size, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    printf("rank %d pid %d on %s\n", rank, (int)getpid(), host);
+    fflush(stdout);
+    MPI_Recv(buf, 4, MPI_INT, (rank + 1) % size, 42, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Finalize();
+    return 0;
+}
+"#;
+
+/// A rank as it printed itself: (rank, node-local pid, host).
+pub type Printed = (u64, u32, String);
+
+pub fn printed(out: &str) -> Vec<Printed> {
+    let mut v: Vec<Printed> = out
+        .lines()
+        .filter_map(|l| match l.split_whitespace().collect::<Vec<_>>()[..] {
+            ["rank", r, "pid", p, "on", h] => Some((r.parse().ok()?, p.parse().ok()?, h.into())),
+            _ => None,
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// [`DEADLOCK_C`] built with Open MPI's `mpicc` in `dir` (`None` after a skip without it).
+pub fn build_deadlock(dir: &Path) -> Option<PathBuf> {
+    if !have("mpicc.openmpi") {
+        skip("Open MPI (mpicc.openmpi) is not installed");
+        return None;
+    }
+    let src = dir.join("mn_deadlock.c");
+    let exe = dir.join("mn_deadlock");
+    std::fs::write(&src, DEADLOCK_C).unwrap();
+    run(Command::new("mpicc.openmpi")
+        .arg("-g")
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe))
+    .unwrap_or_else(|e| panic!("{e}"));
+    Some(exe)
+}
+
+/// Lines of a child's stdout, gathered by a thread.
+pub fn gather(stdout: std::process::ChildStdout) -> Arc<Mutex<String>> {
+    let out = Arc::new(Mutex::new(String::new()));
+    let o = Arc::clone(&out);
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let mut s = o.lock().unwrap();
+            s.push_str(&l);
+            s.push('\n');
+        }
+    });
+    out
+}
+
+/// The running job: orterun in node1, ranks on other nodes (`hosts`: (node, ranks)); a decoy
+/// in node1 with the pid of one of them.
+pub struct Job {
+    pub orterun: NodeChild,
+    pub out: Arc<Mutex<String>>,
+    pub ranks: Vec<Printed>,
+    pub decoy: NodeChild,
+    pub decoy_log: PathBuf,
+    pub exe: PathBuf,
+}
+
+impl Job {
+    pub fn start(cluster: &Cluster, dir: &Path, hosts: &[(usize, u32)]) -> Option<Job> {
+        if !have("orterun") {
+            skip("Open MPI (orterun) is not installed");
+            return None;
+        }
+        let exe = build_deadlock(dir)?;
+        let decoy = build_decoy(dir)?;
+        let mut cmd = cluster.orterun(&[], hosts, &exe, &[]);
+        let total: u32 = hosts.iter().map(|(_, n)| n).sum();
+        cmd.current_dir(dir);
+        let mut wrapped = cluster.run_in(1, &cmd);
+        wrapped
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut orterun = cluster.spawn(1, wrapped);
+        let out = gather(orterun.child().stdout.take().unwrap());
+        let text = || out.lock().unwrap().clone();
+        assert!(
+            wait_for(60, || printed(&text()).len() == total as usize),
+            "the job did not start: {}",
+            text()
+        );
+        let ranks = printed(&text());
+        let decoy_log = dir.join("decoy.log");
+        let decoy = ranks
+            .iter()
+            .find_map(|(_, pid, _)| {
+                let mut d = Command::new(&decoy);
+                d.arg(&decoy_log);
+                cluster.spawn_with_pid(1, *pid, &d)
+            })
+            .unwrap_or_else(|| panic!("no rank pid of {ranks:?} free in node1"));
+        Some(Job {
+            orterun,
+            out,
+            ranks,
+            decoy,
+            decoy_log,
+            exe,
+        })
+    }
+
+    /// Nothing was touched: the ranks on their nodes, orterun, the colliding decoy (never
+    /// traced or stopped, still running); the job runs on with its output unchanged.
+    pub fn assert_untouched(&mut self, cluster: &Cluster) {
+        for (rank, pid, host) in &self.ranks {
+            let node: usize = host.trim_start_matches("node").parse().unwrap();
+            assert!(
+                cluster.host_pid(node, *pid).is_some(),
+                "rank {rank} is gone"
+            );
+            cluster.assert_untouched(node, *pid);
+        }
+        mpir_target::testkit::assert_untouched(self.orterun.host_pid);
+        let touched = std::fs::read_to_string(&self.decoy_log).unwrap_or_default();
+        assert!(touched.is_empty(), "node1's decoy was touched: {touched}");
+        mpir_target::testkit::assert_untouched(self.decoy.host_pid);
+        assert!(!self.decoy.has_exited() && !self.orterun.has_exited());
+        assert_eq!(printed(&self.out.lock().unwrap()), self.ranks);
+    }
+}
+
+/// `mpir ARGS` inside node1, bounded.
+pub fn mpir_in_node1(cluster: &Cluster, args: &[&str]) -> Output {
+    let mut c = Command::new("timeout");
+    c.args(["-s", "KILL", "180"])
+        .arg(mpir().get_program())
+        .args(args);
+    cluster.run_in(1, &c).stdin(Stdio::null()).output().unwrap()
+}
