@@ -155,8 +155,24 @@ impl TreeSeen {
 struct Run {
     out: Output,
     tree: TreeSeen,
+    first_up: Option<Duration>,
     all_up: Option<Duration>,
     took: Duration,
+}
+
+impl Run {
+    /// Its times (from the command's start) and the tree seen.
+    fn print(&self, what: &str) {
+        println!(
+            "{what}: first agent alive after {:.1?}, all {HOSTS} after {:.1?}, mpir done (answer \
+             printed, agents said goodbye) after {:.1?}; {} agents started by the front end, {} by agents",
+            self.first_up.unwrap_or_default(),
+            self.all_up.unwrap_or_default(),
+            self.took,
+            self.tree.by_front_end,
+            self.tree.by_agents
+        );
+    }
 }
 
 /// `mpir ARGS` inside node1 (bounded), watched from the host every 100 ms.
@@ -178,6 +194,7 @@ fn mpir_in_node1(cluster: &Cluster, args: &[&str]) -> Run {
         let _ = tx.send(child.wait_with_output());
     });
     let mut tree = TreeSeen::default();
+    let mut first_up = None;
     let mut all_up = None;
     let out = loop {
         if let Ok(out) = rx.recv_timeout(Duration::from_millis(100)) {
@@ -192,6 +209,9 @@ fn mpir_in_node1(cluster: &Cluster, args: &[&str]) -> Run {
             continue;
         };
         let seen = TreeSeen::of(&procs, front_end);
+        if !seen.agents.is_empty() && first_up.is_none() {
+            first_up = Some(started.elapsed());
+        }
         if seen.agents.len() >= HOSTS && all_up.is_none() {
             all_up = Some(started.elapsed());
         }
@@ -202,6 +222,7 @@ fn mpir_in_node1(cluster: &Cluster, args: &[&str]) -> Run {
     Run {
         out,
         tree,
+        first_up,
         all_up,
         took: started.elapsed(),
     }
@@ -460,11 +481,7 @@ fn agents_on_256_hosts_answer_stacks_and_queues_through_a_tree() {
     // Stacks: every rank in the merged tree, under the fixture's call chain.
     let stacks = mpir_in_node1(cluster, &args("stacks"));
     let stderr = String::from_utf8_lossy(&stacks.out.stderr);
-    println!(
-        "stacks: every agent alive after {:.1?}, answered in {:.1?}",
-        stacks.all_up.unwrap_or_default(),
-        stacks.took
-    );
+    stacks.print("stacks");
     assert_eq!(stacks.out.status.code(), Some(0), "mpir stacks: {stderr}");
     let doc = common::json_doc(&stacks.out);
     common::validate(&doc);
@@ -491,11 +508,7 @@ fn agents_on_256_hosts_answer_stacks_and_queues_through_a_tree() {
     // read), none for want of its agent.
     let queues = mpir_in_node1(cluster, &args("queues"));
     let stderr = String::from_utf8_lossy(&queues.out.stderr);
-    println!(
-        "queues: every agent alive after {:.1?}, answered in {:.1?}",
-        queues.all_up.unwrap_or_default(),
-        queues.took
-    );
+    queues.print("queues");
     let doc = common::json_doc(&queues.out);
     common::validate(&doc);
     let read = doc["ranks"].as_array().unwrap();
