@@ -49,7 +49,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::mpir;
-use mpir_acquire::testkit::multinode::{Cluster, OwnCluster};
+use mpir_acquire::testkit::multinode::{Cluster, NodeChild, OwnCluster};
 use mpir_target::testkit::{have, run, scratch, skip, wait_for};
 
 /// Nodes of the cluster: node1 (the front end) and 32 nodes with ranks.
@@ -267,16 +267,16 @@ struct Rank {
 /// Starts one fake rank per host of node2..N (rank numbers: hosts by alias index, nodes
 /// interleaved), each with `OMPI_COMM_WORLD_RANK`, detached from the test (the node's init
 /// reaps them); the nodes' starters run at the same time.
-fn start_ranks(cluster: &Cluster, exe: &Path) -> Vec<Rank> {
+fn start_ranks(cluster: &Cluster, exe: &Path, per_node: usize) -> Vec<Rank> {
     let names: Vec<Vec<String>> = (2..=cluster.nodes())
         .map(|n| cluster.host_names(n))
         .collect();
     assert!(
-        names.iter().all(|n| n.len() == NAMES),
-        "each node should answer to {NAMES} names: {names:?}"
+        names.iter().all(|n| n.len() == per_node),
+        "each node should answer to {per_node} names: {names:?}"
     );
     let mut planned: Vec<(usize, usize, String)> = Vec::new();
-    for a in 0..NAMES {
+    for a in 0..per_node {
         for (i, n) in names.iter().enumerate() {
             planned.push((planned.len(), i + 2, n[a].clone()));
         }
@@ -418,6 +418,46 @@ fn assert_clean(cluster: &Cluster, what: &str, ranks: &[Rank]) {
     }
 }
 
+/// The starter in node1 (first: it waits for its table), then one rank per host of
+/// node2..N, then the table: the starter and the ranks.
+fn start_job(
+    cluster: &Cluster,
+    dir: &Path,
+    starter_exe: &Path,
+    rank_exe: &Path,
+    per_node: usize,
+) -> (NodeChild, Vec<Rank>) {
+    let table = dir.join("table");
+    let mut cmd = Command::new(starter_exe);
+    cmd.arg(&table);
+    let mut wrapped = cluster.run_in(1, &cmd);
+    wrapped
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    let mut starter = cluster.spawn(1, wrapped);
+    let t = Instant::now();
+    let ranks = start_ranks(cluster, rank_exe, per_node);
+    println!("{} ranks started in {:.1?}", ranks.len(), t.elapsed());
+    let text: String = ranks
+        .iter()
+        .map(|r| format!("{} {} {}\n", r.host, r.pid, rank_exe.display()))
+        .collect();
+    let tmp = dir.join("table.tmp");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, &table).unwrap();
+    let mut line = String::new();
+    BufReader::new(starter.child().stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(
+        line.trim(),
+        format!("table {}", ranks.len()),
+        "the starter said {line:?}"
+    );
+    (starter, ranks)
+}
+
 #[test]
 fn agents_on_256_hosts_answer_stacks_and_queues_through_a_tree() {
     let whole = Instant::now();
@@ -439,36 +479,7 @@ fn agents_on_256_hosts_answer_stacks_and_queues_through_a_tree() {
         t.elapsed()
     );
 
-    // The starter first (it waits for its table), then the ranks, then the table.
-    let table = dir.join("table");
-    let mut cmd = Command::new(&starter_exe);
-    cmd.arg(&table);
-    let mut wrapped = cluster.run_in(1, &cmd);
-    wrapped
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
-    let mut starter = cluster.spawn(1, wrapped);
-    let t = Instant::now();
-    let ranks = start_ranks(cluster, &rank_exe);
-    println!("{} ranks started in {:.1?}", ranks.len(), t.elapsed());
-    let text: String = ranks
-        .iter()
-        .map(|r| format!("{} {} {}\n", r.host, r.pid, rank_exe.display()))
-        .collect();
-    let tmp = dir.join("table.tmp");
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::rename(&tmp, &table).unwrap();
-    let mut line = String::new();
-    BufReader::new(starter.child().stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert_eq!(
-        line.trim(),
-        format!("table {HOSTS}"),
-        "the starter said {line:?}"
-    );
-
+    let (mut starter, ranks) = start_job(cluster, &dir, &starter_exe, &rank_exe, NAMES);
     let starter_pid = starter.local_pid.to_string();
     let launch = format!("{} {{host}} {{agent}}", cluster.nsrsh().display());
     let fanout = FANOUT.to_string();
@@ -543,4 +554,64 @@ fn agents_on_256_hosts_answer_stacks_and_queues_through_a_tree() {
 
     starter.stop();
     println!("whole test: {:.1?}", whole.elapsed());
+}
+
+/// One agent whose start is slow (its launcher waits 12 s, as an ssh to a loaded node may)
+/// keeps no other agent waiting: the others are welcomed and adopted at once, not after it
+/// (an agent waits 10 s for its welcome: the front end used to greet its agents one after
+/// the other, and every agent after a slow one gave up). A cluster of its own: node2..4,
+/// one rank each, no tree.
+#[test]
+fn a_slow_agent_start_keeps_no_other_agent_waiting() {
+    let dir = scratch("cli-mn-slow-start");
+    let Some((starter_exe, rank_exe)) = compile(&dir) else {
+        return;
+    };
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/ci-multinode.sh");
+    let state = std::env::temp_dir().join("mpir-rs-mn-slow-start");
+    let Some(own) = OwnCluster::up(&script, &state, 4, 1) else {
+        return;
+    };
+    let cluster = own.cluster();
+    let (mut starter, ranks) = start_job(cluster, &dir, &starter_exe, &rank_exe, 1);
+    assert_eq!(ranks[0].host, "node2", "{ranks:?}");
+    // node2's agent (the first) starts 12 s late; the others at once.
+    let launcher = dir.join("slow-launch.sh");
+    std::fs::write(
+        &launcher,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = node2 ] && sleep 12\nexec {} \"$@\"\n",
+            cluster.nsrsh().display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &launcher,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let starter_pid = starter.local_pid.to_string();
+    let launch = format!("{} {{host}} {{agent}}", launcher.display());
+    let run = mpir_in_node1(
+        cluster,
+        &[
+            "stacks",
+            "--starter",
+            &starter_pid,
+            "--agent-launch",
+            &launch,
+            "--json",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&run.out.stderr);
+    assert_eq!(run.out.status.code(), Some(0), "mpir stacks: {stderr}");
+    let doc = common::json_doc(&run.out);
+    assert_eq!(doc["coverage"]["read"], ranks.len(), "{stderr}");
+    assert_eq!(doc["unreached"], serde_json::json!([]), "{stderr}");
+    assert!(
+        run.took >= Duration::from_secs(12),
+        "node2's start was not slow"
+    );
+    assert_clean(cluster, "slow start", &ranks);
+    starter.stop();
 }
