@@ -13,6 +13,10 @@
 #       MPIR_MULTINODE_NODES      number of nodes N (2..254), default 4 (each node costs ~4 MB;
 #                                 for many nodes set MPIR_MULTINODE_SLURM=0: one slurmd per node)
 #       MPIR_MULTINODE_SLURM      1 (default): Slurm on node2..N; 0: no Slurm
+#       MPIR_MULTINODE_ALIASES    host names per node M (1..64), default 1: node I also answers
+#                                 to nodeIa1..nodeIa<M-1>, aliases on its /etc/hosts line (the
+#                                 line that names a node's host name lists what the node is; one
+#                                 agent per name: many "hosts" for the price of one node)
 #       MPIR_MULTINODE_SLURM_PORT slurmctld's port, default 7817 (slurmd: +1; node i: +10+i),
 #                                 away from scripts/ci-slurm.sh's 6817/6818: both run in one CI run
 #
@@ -56,15 +60,18 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 DIR=$(realpath -m "${MPIR_MULTINODE_DIR:-${TMPDIR:-/tmp}/mpir-rs-mn}")
 N=${MPIR_MULTINODE_NODES:-4}
 WANT_SLURM=${MPIR_MULTINODE_SLURM:-1}
+ALIASES=${MPIR_MULTINODE_ALIASES:-1}
 CTLD_PORT=${MPIR_MULTINODE_SLURM_PORT:-7817}
 RUN=$DIR/run
 CONF=$DIR/etc-slurm/slurm.conf
 MUNGE_DIR=$DIR/munge
+PYTHON=$(readlink -f /usr/bin/python3 2>/dev/null || echo /usr/bin/python3)
 
 log() { printf 'ci-multinode: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
 
 [[ $N =~ ^[0-9]+$ ]] && [ "$N" -ge 2 ] && [ "$N" -le 254 ] || die "MPIR_MULTINODE_NODES=$N: want 2..254 (node I is 127.0.1.I)"
+[[ $ALIASES =~ ^[0-9]+$ ]] && [ "$ALIASES" -ge 1 ] && [ "$ALIASES" -le 64 ] || die "MPIR_MULTINODE_ALIASES=$ALIASES: want 1..64"
 [[ $CTLD_PORT =~ ^[0-9]+$ ]] || die "MPIR_MULTINODE_SLURM_PORT=$CTLD_PORT: not a port"
 
 # Field 22 of /proc/PID/stat: the start time (clock ticks since boot); empty if gone.
@@ -153,7 +160,7 @@ healthy() {
     return $ok
 }
 
-config_line() { echo "nodes=$N slurm=$(have_slurm && echo "$CTLD_PORT" || echo no)"; }
+config_line() { echo "nodes=$N slurm=$(have_slurm && echo "$CTLD_PORT" || echo no)$([ "$ALIASES" = 1 ] || echo " aliases=$ALIASES")"; }
 
 down() {
     [ -d "$RUN" ] || return 0
@@ -180,7 +187,10 @@ start_node() {
     c=""
     for t in $(seq 50); do
         c=$(tr -dc '0-9' <"/proc/$u/task/$u/children" 2>/dev/null || true)
-        [ -n "$c" ] && grep -q node_init "/proc/$c/cmdline" 2>/dev/null && break
+        # The init once the shell has exec'd it (the shell's own command line names
+        # node_init.py too, before it has set the host name).
+        [ -n "$c" ] && [ "$(readlink "/proc/$c/exe" 2>/dev/null)" = "$PYTHON" ] &&
+            grep -q node_init "/proc/$c/cmdline" 2>/dev/null && break
         c=""
         sleep 0.1
     done
@@ -274,9 +284,13 @@ up() {
     mkdir -p "$RUN" "$DIR/bin" "$DIR/log" "$DIR/out"
     chmod 0755 "$DIR"
     install -m 0755 "$HERE/multinode/node_init.py" "$HERE/multinode/nsshd.py" "$HERE/multinode/nsrsh" "$DIR/bin/"
-    local i
-    { grep -v -E '[[:space:]]node[0-9]+$' /etc/hosts || true
-      for i in $(seq "$N"); do echo "127.0.1.$i node$i"; done; } >"$DIR/hosts"
+    local i a
+    { grep -v -E '[[:space:]]node[0-9]+([[:space:]]|$)' /etc/hosts || true
+      for i in $(seq "$N"); do
+          printf '127.0.1.%s node%s' "$i" "$i"
+          for a in $(seq $((ALIASES - 1))); do printf ' node%sa%s' "$i" "$a"; done
+          echo
+      done; } >"$DIR/hosts"
     rm -rf "$DIR/etc-slurm" "$DIR/slurm"
     if have_slurm; then
         # The nodes see this directory on /etc/slurm: the host's own files, plus our slurm.conf.

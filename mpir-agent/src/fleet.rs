@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use mpir_acquire::live::RankClaim;
 use mpir_session::AgentFailure;
 use mpir_wire::{
-    Connection, ContentKind, Gate, Message, MessageKind, NodeId, Options, Pipe, RequestId,
-    Transport,
+    Accepted, Connection, ContentKind, Gate, Message, MessageKind, NodeId, Options, Pipe,
+    RequestId, Transport, WireError,
 };
 
 use crate::error::ProtocolError;
@@ -207,10 +207,31 @@ impl Fleet {
             fleet.members.push(member);
             adopts.push(adopt);
         }
-        for (i, pipe) in pipes {
-            fleet.handshake(i, pipe, deadline);
+        // Every handshake at once, each followed by its adoption: an agent waits for its
+        // welcome only as long as the wire's handshake timeout, so one whose launcher hangs
+        // must keep neither the others' welcome nor their adoption waiting.
+        let id = fleet.fresh_id();
+        let mut adopts: Vec<Option<Adopt>> = adopts.into_iter().map(Some).collect();
+        let handshakes: Vec<_> = std::thread::scope(|s| {
+            let running: Vec<_> = pipes
+                .into_iter()
+                .filter_map(|(i, pipe)| {
+                    let adopt = adopts.get_mut(i)?.take()?;
+                    let host = fleet.members[i].host.clone();
+                    Some(s.spawn(move || {
+                        (i, handshake_and_adopt(i, pipe, &host, adopt, id, deadline))
+                    }))
+                })
+                .collect();
+            running
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect()
+        });
+        for (i, result) in handshakes {
+            fleet.accept(i, result);
         }
-        fleet.adopt(adopts, deadline);
+        fleet.adopted(id, deadline);
         fleet
     }
 
@@ -237,12 +258,10 @@ impl Fleet {
         fleet
     }
 
-    fn handshake(&mut self, i: usize, pipe: Box<dyn Transport + Send>, deadline: Instant) {
+    /// Member `i`'s handshake's outcome: its link, or why it has none.
+    fn accept(&mut self, i: usize, result: Result<Accepted<AgentTransport>, WireError>) {
         let member = &mut self.members[i];
-        let left = deadline.saturating_duration_since(Instant::now());
-        let wire = Options::default().with_handshake_timeout(left.max(Duration::from_millis(1)));
-        let id = NodeId(u32::try_from(i + 1).unwrap_or(u32::MAX));
-        match Connection::front_end(pipe, &Gate::Engine(id), &wire) {
+        match result {
             Ok(accepted) if accepted.hello.node != member.host => {
                 member.failed(Down::new(
                     AgentFailure::BadAnswer,
@@ -286,9 +305,16 @@ impl Fleet {
     /// ranks asked, in order.
     fn adopt(&mut self, adopts: Vec<Adopt>, deadline: Instant) {
         let id = self.fresh_id();
-        for (m, adopt) in self.members.iter_mut().zip(adopts) {
+        for (m, mut adopt) in self.members.iter_mut().zip(adopts) {
+            clamp_subtree(&mut adopt, deadline);
             send(m, &Request::Adopt(Box::new(adopt)).to_message(id));
         }
+        self.adopted(id, deadline);
+    }
+
+    /// Checks each member's answer to adoption request `id`: it must list exactly the ranks
+    /// asked, in order.
+    fn adopted(&mut self, id: RequestId, deadline: Instant) {
         for i in 0..self.members.len() {
             match self.receive(i, id, deadline) {
                 Ok(Reply::Adopted { ranks, .. }) => {
@@ -421,10 +447,57 @@ impl Drop for Fleet {
     }
 }
 
+/// How much sooner a subtree's agents must have answered their parent than the parent its
+/// own parent.
+const LEVEL_MARGIN: Duration = Duration::from_secs(5);
+
+/// An agent's carrier.
+type AgentTransport = Box<dyn Transport + Send>;
+
+/// A subtree's root must answer by `deadline`: its own agents get what is left of it now
+/// (less the margin), not a bound counted from when it receives `adopt` — starting the roots
+/// took time already.
+fn clamp_subtree(adopt: &mut Adopt, deadline: Instant) {
+    let left = deadline.saturating_duration_since(Instant::now());
+    let budget = u64::try_from(left.saturating_sub(LEVEL_MARGIN).as_millis())
+        .unwrap_or(u64::MAX)
+        .max(1);
+    if let Some(plan) = adopt.plan.as_mut() {
+        plan.start_timeout_ms = plan.start_timeout_ms.min(budget);
+    }
+}
+
+/// The front end's side of member `i`'s handshake over `pipe` by `deadline`, then its
+/// adoption request `id` (sent only to an agent that says it serves `host`).
+fn handshake_and_adopt(
+    i: usize,
+    pipe: AgentTransport,
+    host: &str,
+    mut adopt: Adopt,
+    id: RequestId,
+    deadline: Instant,
+) -> Result<Accepted<AgentTransport>, WireError> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    let wire = Options::default().with_handshake_timeout(left.max(Duration::from_millis(1)));
+    let node = NodeId(u32::try_from(i + 1).unwrap_or(u32::MAX));
+    let mut accepted = Connection::front_end(pipe, &Gate::Engine(node), &wire)?;
+    if accepted.hello.node == host {
+        clamp_subtree(&mut adopt, deadline);
+        accepted
+            .connection
+            .set_silence_timeout(Duration::from_secs(10))?;
+        accepted
+            .connection
+            .send(&Request::Adopt(Box::new(adopt)).to_message(id))?;
+    }
+    Ok(accepted)
+}
+
 /// The plan a subtree's root gets: the same, its bounds shortened so that it answers its
 /// parent in time (5 s less per level, at least 5 s).
 fn child_plan(plan: &Plan) -> Plan {
-    let shorter = |ms: u64| ms.saturating_sub(5_000).max(5_000);
+    let margin = u64::try_from(LEVEL_MARGIN.as_millis()).unwrap_or(u64::MAX);
+    let shorter = |ms: u64| ms.saturating_sub(margin).max(5_000);
     let mut p = plan.clone();
     p.start_timeout_ms = shorter(plan.start_timeout_ms);
     p.request_timeout_ms = shorter(plan.request_timeout_ms);

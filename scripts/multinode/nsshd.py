@@ -11,8 +11,9 @@
 #   client -> "SIG <n>\n": that signal to the remote process group
 #   client EOF (nsrsh died): SIGHUP to the remote process group, like sshd
 #   server -> "EXIT <code>\n" (128+signal if killed) or "ERR <text>\n"
-# A node is found through STATE_DIR/run/<host>.pid ("<host pid> <start time>"), and used only
-# while that process still has that start time (a recycled pid is never entered).
+# A node is found through STATE_DIR/run/<node>.pid ("<host pid> <start time>"), and used only
+# while that process still has that start time (a recycled pid is never entered); a host name
+# that is an alias (STATE_DIR/hosts: on the line of nodeI) reaches nodeI.
 # Log: one line per connection and exit on stdout (ci-multinode.sh sends it to run/nsshd.log).
 import json
 import os
@@ -38,9 +39,29 @@ def start_time(pid):
         return f.read().rsplit(")", 1)[1].split()[19]  # field 22: start time in clock ticks
 
 
+def is_node(name):
+    return name.startswith("node") and name[4:].isdigit()
+
+
+def node_of(name):
+    """The node (nodeI) that answers to host name `name`: itself, or the node named on the
+    line of the cluster's hosts file that lists `name` as an alias (MPIR_MULTINODE_ALIASES)."""
+    if is_node(name):
+        return name
+    try:
+        with open(os.path.join(STATE, "hosts")) as f:
+            for line in f:
+                names = line.split("#")[0].split()[1:]
+                if name in names:
+                    return next((n for n in names if is_node(n)), None)
+    except OSError:
+        pass
+    return None
+
+
 def node_pid(host):
-    name = host.split("@")[-1].split(".")[0]  # user@node2.cluster -> node2
-    if not name.replace("node", "", 1).isdigit():
+    name = node_of(host.split("@")[-1].split(".")[0])  # user@node2.cluster -> node2
+    if name is None:
         return None
     try:
         with open(os.path.join(STATE, "run", name + ".pid")) as f:
@@ -121,7 +142,7 @@ def main():
     old = os.umask(0o077)
     s.bind(SOCK)
     os.umask(old)
-    s.listen(64)
+    s.listen(512)  # a tree of agents connects hundreds at once
 
     def stop(*_):
         try:

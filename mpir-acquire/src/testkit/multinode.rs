@@ -241,6 +241,26 @@ impl Cluster {
         self.inits[node - 1]
     }
 
+    /// Every host name node `node` answers to, its own first (`node3`, then its aliases
+    /// `node3a1`… when the cluster was brought up with `MPIR_MULTINODE_ALIASES`): the names on
+    /// its line of the cluster's hosts file, which each node sees as `/etc/hosts`.
+    ///
+    /// # Panics
+    /// When the hosts file cannot be read.
+    pub fn host_names(&self, node: usize) -> Vec<String> {
+        let path = self.dir.join("hosts");
+        let hosts =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let own = Cluster::name(node);
+        hosts
+            .lines()
+            .map(|l| l.split('#').next().unwrap_or_default())
+            .map(|l| l.split_whitespace().skip(1).collect::<Vec<_>>())
+            .find(|names| names.first() == Some(&own.as_str()))
+            .map(|names| names.into_iter().map(str::to_string).collect())
+            .unwrap_or_else(|| vec![own])
+    }
+
     /// The ssh stand-in, for Open MPI's `--mca plm_rsh_agent` (usable inside any node).
     pub fn nsrsh(&self) -> PathBuf {
         self.dir.join("bin/nsrsh")
@@ -510,6 +530,97 @@ impl Cluster {
         c.args([test, "--exact", "--nocapture", "--test-threads=1"])
             .env(INNER_ENV, format!("{test}={arg}"));
         self.run_in(node, &c)
+    }
+}
+
+/// A cluster of its own that a test brings up with `scripts/ci-multinode.sh` in a state
+/// directory of its own (beside the CI cluster, which it leaves alone) and takes down when
+/// dropped: for a shape the CI cluster does not have (many nodes, many host names per node).
+/// One test process at a time has a given directory (a lock on `DIR.lock` beside it, waited
+/// for up to 10 min, held until the cluster is down).
+#[derive(Debug)]
+pub struct OwnCluster {
+    cluster: Option<Cluster>,
+    script: PathBuf,
+    env: Vec<(&'static str, String)>,
+    _lock: TestLock,
+}
+
+impl OwnCluster {
+    /// Brings up `nodes` nodes without Slurm, each answering to `aliases` host names
+    /// ([`Cluster::host_names`]), in state directory `dir`: whatever ran there before is
+    /// taken down first (a cluster of a test that died), and all of it when this is dropped.
+    /// `script` is `scripts/ci-multinode.sh`. `None` (after a [`skip`], a failure under
+    /// `MPIR_REQUIRE_PEERS=1`) when this machine cannot run it (not root, no `unshare`).
+    ///
+    /// # Panics
+    /// When the script fails on a machine that can run it.
+    pub fn up(script: &Path, dir: &Path, nodes: usize, aliases: usize) -> Option<OwnCluster> {
+        if !nix::unistd::geteuid().is_root() {
+            skip("a simulated cluster needs root (PID, UTS and mount namespaces)");
+            return None;
+        }
+        if !mpir_target::testkit::have("unshare") || !mpir_target::testkit::have("nsenter") {
+            skip("util-linux's unshare and nsenter are not installed");
+            return None;
+        }
+        let mut lock_file = dir.as_os_str().to_owned();
+        lock_file.push(".lock");
+        let lock = lock(Path::new(&lock_file)).unwrap_or_else(|e| panic!("{e}"));
+        let mut own = OwnCluster {
+            cluster: None,
+            script: script.to_path_buf(),
+            env: vec![
+                ("MPIR_MULTINODE_DIR", dir.display().to_string()),
+                ("MPIR_MULTINODE_NODES", nodes.to_string()),
+                ("MPIR_MULTINODE_ALIASES", aliases.to_string()),
+                ("MPIR_MULTINODE_SLURM", "0".into()),
+            ],
+            _lock: lock,
+        };
+        // Nothing of a run that died is reused: its nodes may hold its ranks.
+        let _ = own.script("down").stdin(Stdio::null()).output();
+        let out = own
+            .script("up")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("{}: {e}", script.display()));
+        assert!(
+            out.status.success(),
+            "{} up: {}",
+            script.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let cluster = Cluster::open(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        own.cluster = Some(cluster);
+        Some(own)
+    }
+
+    fn script(&self, verb: &str) -> Command {
+        let mut c = Command::new("bash");
+        c.arg(&self.script).arg(verb).envs(self.env.iter().cloned());
+        c
+    }
+
+    /// The cluster.
+    ///
+    /// # Panics
+    /// Never once [`OwnCluster::up`] has returned it.
+    pub fn cluster(&self) -> &Cluster {
+        self.cluster.as_ref().expect("brought up")
+    }
+}
+
+impl Drop for OwnCluster {
+    fn drop(&mut self) {
+        // The lock goes with the cluster: nobody else uses this state directory.
+        self.cluster = None;
+        let _ = self
+            .script("down")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
     }
 }
 
