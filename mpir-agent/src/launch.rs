@@ -311,6 +311,14 @@ mod tests {
             .stdin(Stdio::null())
             .spawn()
             .unwrap();
+        // Once it has exec'd (before that, /proc shows the test's own command line).
+        let cmdline = format!("/proc/{}/cmdline", p.id());
+        for _ in 0..500 {
+            if std::fs::read(&cmdline).is_ok_and(|c| c.windows(9).any(|w| w == b"-launcher")) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         let launch = hydra_of(p.id()).unwrap();
         let Launch::Hydra {
             mpiexec,

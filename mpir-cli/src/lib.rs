@@ -150,8 +150,9 @@ enum Cmd {
     Stacks(stacks::StacksArgs),
     /// Run the bundled demo job (no MPI needed): job, queues and deadlock report.
     Demo(demo::DemoArgs),
-    /// Serve this node's ranks of a job to a front end over stdin/stdout: started by `mpir`
-    /// itself on a job's other nodes (through srun or --agent-launch), not by hand.
+    /// Serve this node's ranks of a job to a front end (over stdin/stdout, or over TLS with
+    /// --connect): started by `mpir` itself on a job's other nodes (through srun, hydra,
+    /// orterun or --agent-launch), not by hand.
     Agent(agent::AgentArgs),
     /// Print the completion script for a shell (e.g. `mpir completions bash >
     /// ~/.local/share/bash-completion/completions/mpir`).
