@@ -111,17 +111,7 @@ impl TlsTarget {
 
 /// The token file's name for `node` (as [`Token::write_file`] names it).
 pub fn token_file_name(node: &str) -> String {
-    let safe: String = node
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    format!("{}.token", safe.trim_start_matches('.'))
+    Token::file_name(node)
 }
 
 /// This node's token file in `dir`: the one named after `node`, else one named after any of

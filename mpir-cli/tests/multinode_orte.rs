@@ -10,165 +10,53 @@
 
 mod common;
 
-use std::io::BufRead;
-use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::sync::{Arc, Mutex};
 
+use common::mn::{Job, mpir_in_node1, printed};
 use common::{json_doc, mpir};
-use mpir_acquire::testkit::multinode::{Cluster, NodeChild};
-use mpir_target::testkit::{have, run, scratch, skip, wait_for};
+use mpir_acquire::testkit::multinode::Cluster;
+use mpir_target::testkit::{scratch, skip, wait_for};
 
-/// Every rank exchanges a token with its neighbours, prints "rank R pid P on HOST", then
-/// blocks in `MPI_Recv` from a neighbour with tag 42, which nobody sends.
-const DEADLOCK_C: &str = r#"
-#include <mpi.h>
-#include <stdio.h>
-#include <unistd.h>
-int main(int argc, char **argv) {
-    int rank, size, buf[4], tok, in = -1;
-    char host[64];
-    alarm(300);
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    gethostname(host, sizeof host);
-    tok = rank;
-    MPI_Sendrecv(&tok, 1, MPI_INT, (rank + size - 1) % size, 1, &in, 1, MPI_INT,
-                 (rank + 1) % size, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    printf("rank %d pid %d on %s\n", rank, (int)getpid(), host);
-    fflush(stdout);
-    MPI_Recv(buf, 4, MPI_INT, (rank + 1) % size, 42, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    MPI_Finalize();
-    return 0;
-}
-"#;
-
-/// A rank as it printed itself: (rank, node-local pid, host).
-type Printed = (u64, u32, String);
-
-fn printed(out: &str) -> Vec<Printed> {
-    let mut v: Vec<Printed> = out
-        .lines()
-        .filter_map(|l| match l.split_whitespace().collect::<Vec<_>>()[..] {
-            ["rank", r, "pid", p, "on", h] => Some((r.parse().ok()?, p.parse().ok()?, h.into())),
-            _ => None,
-        })
-        .collect();
-    v.sort();
-    v
-}
-
-/// orterun in node1 with ranks on the given nodes (node, slots), its output collected.
-struct Job {
-    orterun: NodeChild,
-    out: Arc<Mutex<String>>,
-    ranks: Vec<Printed>,
-    /// orterun's standard error (the agents' too).
-    err: std::path::PathBuf,
-}
-
-impl Job {
-    fn start(cluster: &Cluster, dir: &Path, hosts: &[(usize, u32)]) -> Option<Job> {
-        if !have("orterun") || !have("mpicc.openmpi") {
-            skip("Open MPI (orterun, mpicc.openmpi) is not installed");
-            return None;
-        }
-        let src = dir.join("mn_deadlock.c");
-        let exe = dir.join("mn_deadlock");
-        std::fs::write(&src, DEADLOCK_C).unwrap();
-        run(Command::new("mpicc.openmpi")
-            .arg("-g")
-            .arg(&src)
-            .arg("-o")
-            .arg(&exe))
-        .unwrap_or_else(|e| panic!("{e}"));
-        let mut cmd = cluster.orterun(&[], hosts, &exe, &[]);
-        let n: u32 = hosts.iter().map(|(_, slots)| slots).sum();
-        cmd.current_dir(dir);
-        let mut wrapped = cluster.run_in(1, &cmd);
-        // orterun's standard error carries the agents' (their notes, their failures).
-        wrapped
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(dir.join("orterun.err")).unwrap());
-        let err = dir.join("orterun.err");
-        let mut orterun = cluster.spawn(1, wrapped);
-        let out = Arc::new(Mutex::new(String::new()));
-        let stdout = orterun.child().stdout.take().unwrap();
-        let o = Arc::clone(&out);
-        std::thread::spawn(move || {
-            for l in std::io::BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-            {
-                let mut s = o.lock().unwrap();
-                s.push_str(&l);
-                s.push('\n');
-            }
-        });
-        let text = || out.lock().unwrap().clone();
+/// No agent left on any node; every rank and orterun untraced, not stopped, running; the
+/// job's output is its ranks' lines and nothing else (the daemons' standard output is
+/// orterun's: an agent that printed there would show).
+fn assert_clean(job: &mut Job, cluster: &Cluster) {
+    let agents = || -> Vec<(usize, u32, String)> {
+        (1..=3)
+            .flat_map(|n| {
+                cluster
+                    .processes(n)
+                    .into_iter()
+                    .filter(|p| p.comm == "mpir")
+                    .map(move |p| (n, p.local_pid, p.comm))
+            })
+            .collect()
+    };
+    assert!(
+        wait_for(60, || agents().is_empty()),
+        "agents left: {:?}",
+        agents()
+    );
+    for (rank, pid, host) in &job.ranks {
+        let node: usize = host.trim_start_matches("node").parse().unwrap();
         assert!(
-            wait_for(60, || printed(&text()).len() == n as usize),
-            "the job did not start: {}",
-            text()
+            cluster.host_pid(node, *pid).is_some(),
+            "rank {rank} is gone"
         );
-        let ranks = printed(&text());
-        Some(Job {
-            orterun,
-            out,
-            ranks,
-            err,
-        })
+        cluster.assert_untouched(node, *pid);
     }
-
-    /// No agent left on any node; every rank and orterun untraced, not stopped, running;
-    /// the job's output is its ranks' lines and nothing else (the daemons' standard output
-    /// is orterun's: an agent that printed there would show).
-    fn assert_clean(&mut self, cluster: &Cluster) {
-        let agents = || -> Vec<(usize, u32, String)> {
-            (1..=3)
-                .flat_map(|n| {
-                    cluster
-                        .processes(n)
-                        .into_iter()
-                        .filter(|p| p.comm == "mpir")
-                        .map(move |p| (n, p.local_pid, p.comm))
-                })
-                .collect()
-        };
-        assert!(
-            wait_for(60, || agents().is_empty()),
-            "agents left: {:?}",
-            agents()
-        );
-        for (rank, pid, host) in &self.ranks {
-            let node: usize = host.trim_start_matches("node").parse().unwrap();
-            assert!(
-                cluster.host_pid(node, *pid).is_some(),
-                "rank {rank} is gone"
-            );
-            cluster.assert_untouched(node, *pid);
-        }
-        mpir_target::testkit::assert_untouched(self.orterun.host_pid);
-        assert!(!self.orterun.has_exited(), "orterun ended");
-        let out = self.out.lock().unwrap().clone();
-        assert_eq!(printed(&out), self.ranks);
-        assert_eq!(out.lines().count(), self.ranks.len(), "job output:\n{out}");
-        // Every agent started with the arguments it was given and ended well (a daemon's
-        // errors reach orterun's standard error).
-        let err = std::fs::read_to_string(&self.err).unwrap_or_default();
-        assert!(!err.contains("error"), "orterun's standard error:\n{err}");
-    }
-}
-
-/// `mpir ARGS` inside node1, bounded.
-fn mpir_in_node1(cluster: &Cluster, args: &[&str]) -> Output {
-    let mut c = Command::new("timeout");
-    c.args(["-s", "KILL", "180"])
-        .arg(mpir().get_program())
-        .args(args);
-    cluster.run_in(1, &c).stdin(Stdio::null()).output().unwrap()
+    mpir_target::testkit::assert_untouched(job.orterun.host_pid);
+    assert!(!job.orterun.has_exited(), "orterun ended");
+    let out = job.out.lock().unwrap().clone();
+    assert_eq!(printed(&out), job.ranks);
+    assert_eq!(out.lines().count(), job.ranks.len(), "job output:\n{out}");
+    // Every agent started with the arguments it was given and ended well (a daemon's
+    // errors reach orterun's standard error).
+    let err = std::fs::read_to_string(&job.err).unwrap_or_default();
+    assert!(!err.contains("error"), "orterun's standard error:\n{err}");
+    // node1's process given a rank's pid was never touched.
+    let touched = std::fs::read_to_string(&job.decoy_log).unwrap_or_default();
+    assert!(touched.is_empty(), "node1's decoy was touched: {touched}");
 }
 
 fn text(o: &Output) -> String {
@@ -220,7 +108,7 @@ fn stacks_and_queues_inside_node1_read_every_rank_through_orterun_tool_daemons()
         "{}",
         text(&o)
     );
-    job.assert_clean(&cluster);
+    assert_clean(&mut job, &cluster);
 
     // Queues, the token directory chosen: every rank's pending receive (tag 42) is read
     // by its node's agent; the directory is left empty.
@@ -258,7 +146,7 @@ fn stacks_and_queues_inside_node1_read_every_rank_through_orterun_tool_daemons()
         .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
         .unwrap_or_default();
     assert!(left.is_empty(), "token directories left: {left:?}");
-    job.assert_clean(&cluster);
+    assert_clean(&mut job, &cluster);
 
     // The front end killed (SIGKILL) while its agents sample (100 samples 300 ms apart):
     // each agent ends on its own once its request is done (it cannot answer), letting
@@ -305,7 +193,7 @@ fn stacks_and_queues_inside_node1_read_every_rank_through_orterun_tool_daemons()
         nix::sys::signal::Signal::SIGKILL,
     )
     .unwrap();
-    job.assert_clean(&cluster);
+    assert_clean(&mut job, &cluster);
     eprintln!(
         "agents gone {:.2?} after the front end was killed",
         killed.elapsed()
@@ -334,7 +222,7 @@ fn stacks_and_queues_inside_node1_read_every_rank_through_orterun_tool_daemons()
     );
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(dirs(), 0, "a dead front end's token directory was left");
-    job.assert_clean(&cluster);
+    assert_clean(&mut job, &cluster);
     job.orterun.stop();
 }
 
@@ -376,6 +264,6 @@ fn a_rank_on_the_front_ends_node_is_read_here_and_its_daemon_ends_quietly() {
         "node1's daemon: {}",
         std::fs::read_to_string(&job.err).unwrap_or_default()
     );
-    job.assert_clean(&cluster);
+    assert_clean(&mut job, &cluster);
     job.orterun.stop();
 }

@@ -132,12 +132,9 @@ impl Token {
         Token::from_hex(&value)
     }
 
-    /// Writes the token into a new file `dir/<name>.token` of mode 0600 and returns its path.
-    /// `dir` must be a directory of this user's only (owned by the effective user, no group or
-    /// other permissions, not a symbolic link); the file must not exist yet (never follows or
-    /// reuses a planted file).
-    pub fn write_file(&self, dir: &Path, name: &str) -> Result<PathBuf, TokenError> {
-        check_private_dir(dir)?;
+    /// The name of the token file for `name` ([`Token::write_file`]): `<name>.token`, every
+    /// character but ASCII letters, digits, `-`, `_` and `.` replaced by `_`, no leading dot.
+    pub fn file_name(name: &str) -> String {
         let safe: String = name
             .chars()
             .map(|c| {
@@ -148,7 +145,16 @@ impl Token {
                 }
             })
             .collect();
-        let path = dir.join(format!("{}.token", safe.trim_start_matches('.')));
+        format!("{}.token", safe.trim_start_matches('.'))
+    }
+
+    /// Writes the token into a new file `dir/<name>.token` of mode 0600 and returns its path.
+    /// `dir` must be a directory of this user's only (owned by the effective user, no group or
+    /// other permissions, not a symbolic link); the file must not exist yet (never follows or
+    /// reuses a planted file).
+    pub fn write_file(&self, dir: &Path, name: &str) -> Result<PathBuf, TokenError> {
+        check_private_dir(dir)?;
+        let path = dir.join(Token::file_name(name));
         let io = |source| TokenError::Io {
             path: path.clone(),
             source,

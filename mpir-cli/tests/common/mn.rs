@@ -95,6 +95,8 @@ pub struct Job {
     pub decoy: NodeChild,
     pub decoy_log: PathBuf,
     pub exe: PathBuf,
+    /// orterun's standard error (its daemons' too: the agents' notes and failures).
+    pub err: PathBuf,
 }
 
 impl Job {
@@ -109,10 +111,11 @@ impl Job {
         let total: u32 = hosts.iter().map(|(_, n)| n).sum();
         cmd.current_dir(dir);
         let mut wrapped = cluster.run_in(1, &cmd);
+        let err = dir.join("orterun.err");
         wrapped
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null());
+            .stderr(std::fs::File::create(&err).unwrap());
         let mut orterun = cluster.spawn(1, wrapped);
         let out = gather(orterun.child().stdout.take().unwrap());
         let text = || out.lock().unwrap().clone();
@@ -138,6 +141,7 @@ impl Job {
             decoy,
             decoy_log,
             exe,
+            err,
         })
     }
 
