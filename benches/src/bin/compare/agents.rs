@@ -197,6 +197,7 @@ pub(crate) fn agents(cfg: &Config, dir: &Path) {
         println!("The {n}-rank job on node1 did not start: not measured.\n");
         return;
     };
+    eprintln!("compare: agents: both jobs up ({n} ranks each)");
     let mpir = crate::mpir_binary();
     let nsrsh = mn.join("bin/nsrsh");
     let template = format!("{} {{host}} {{agent}}", nsrsh.display());
@@ -216,6 +217,7 @@ pub(crate) fn agents(cfg: &Config, dir: &Path) {
         .output()
         .expect("run the inner front end");
     let text = String::from_utf8_lossy(&o.stdout);
+    eprintln!("compare: agents: library timings done");
     let value = |key: &str| -> Option<f64> {
         text.lines()
             .find_map(|l| l.strip_prefix(key)?.trim().parse().ok())
@@ -238,7 +240,9 @@ pub(crate) fn agents(cfg: &Config, dir: &Path) {
         })
     };
     let e2e_local = e2e(local.starter, false);
+    eprintln!("compare: agents: mpir stacks, {n} ranks here, done");
     let e2e_agents = e2e(remote.starter, true);
+    eprintln!("compare: agents: mpir stacks through agents done");
 
     // gdb on each rank's node through the same ssh, one after the other.
     let gdb = (cfg.gdb && mpir_benches::have("gdb")).then(|| {
@@ -329,6 +333,7 @@ pub(crate) fn inner(args: &[String]) {
         .collect();
     firsts.sort_by(f64::total_cmp);
     println!("first {}", firsts[firsts.len() / 2]);
+    eprintln!("compare: agents (node1): first answers timed");
     let mut s = Session::attach(remote, SessionOptions::default()).expect("attach");
     let mut a = Agents::start(&mut s, options()).expect("agents");
     let _ = a.stacks(&mut s, &stacks).expect("warm");
