@@ -536,7 +536,8 @@ pub fn session_options(read: &ReadSettings, dll_helper: Option<HelperOptions>) -
     }
     let mut options = SessionOptions::default()
         .with_reader_options(reader)
-        .with_allow_other_users(read.allow_other_users);
+        .with_allow_other_users(read.allow_other_users)
+        .with_queue_stacks(!read.queues_without_stacks);
     for t in &read.types {
         options = options.with_types_sidecar(t);
     }

@@ -145,6 +145,10 @@ pub struct ReadSettings {
     pub timeout_ms: u64,
     /// Ranks of other users may be read (a privileged tool that said so).
     pub allow_other_users: bool,
+    /// Queue reads leave the stacks out (the front end shows none: `mpir queues`); a
+    /// deadlock search keeps them (it joins each wait to the call it is blocked in).
+    #[serde(default)]
+    pub queues_without_stacks: bool,
 }
 
 /// A stacks request's settings.

@@ -207,6 +207,11 @@ fn agents_read_every_remote_rank_on_its_own_node() {
         serde_json::json!([0, 1, 2, 3]),
         "{doc:#}"
     );
+    // Each wait joined to the call its rank is blocked in: the agents read every rank's
+    // stacks with its queues for the deadlock search (not for `queues`, which shows none).
+    for link in doc["cycles"][0]["chain"].as_array().unwrap() {
+        assert_eq!(link["blocked_in"]["call"], "MPI_Recv", "{link}");
+    }
     job.assert_untouched(&cluster);
     assert_no_agent_left(&cluster, &job);
 }

@@ -244,11 +244,13 @@ pub(crate) fn run(args: &QueuesArgs) -> anyhow::Result<ExitCode> {
     // The queues document shows no stacks: no rank stays stopped for them.
     let options = args.reader.options(&args.common)?.with_queue_stacks(false);
     let mut session = args.ranks.open(options)?;
-    let settings = read_settings(
+    let mut settings = read_settings(
         Some(&args.reader),
         &args.common.debug_dirs,
         Duration::from_secs(args.ranks.timeout),
     );
+    // As this node's session: the queues document shows no stacks.
+    settings.queues_without_stacks = true;
     let mut agents = args.remote.start(&mut session, settings)?;
     let read = read(&mut session, agents.as_mut())?;
     drop(agents);
