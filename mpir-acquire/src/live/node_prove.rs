@@ -163,31 +163,7 @@ fn prove_one(
     me: u32,
     seen: &mut HashMap<u32, u64>,
 ) -> Result<NodeRank, Refusal> {
-    let pid = u32::try_from(c.pid)
-        .ok()
-        .filter(|&p| p > 0)
-        .ok_or(Refusal::InvalidPid { pid: c.pid })?;
-    if pid == 1 {
-        return Err(Refusal::Reserved { pid, what: "init" });
-    }
-    if pid == me {
-        return Err(Refusal::Reserved {
-            pid,
-            what: "this tool",
-        });
-    }
-    if let Some(&first) = seen.get(&pid) {
-        return Err(Refusal::Duplicate { pid, first });
-    }
-    seen.insert(pid, c.rank);
-    let facts = ProcessFacts::read(pid).map_err(|e| Refusal::NoProcess {
-        reason: e.to_string(),
-    })?;
-    if facts.is_gone() {
-        return Err(Refusal::NoProcess {
-            reason: format!("pid {pid} has exited"),
-        });
-    }
+    let (pid, facts) = super::prove::admit(c.rank, c.pid, me, seen)?;
     if facts.uid != expect.uid && !expect.allow_other_users {
         return Err(Refusal::OtherUser {
             pid,

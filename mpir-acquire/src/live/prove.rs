@@ -111,31 +111,7 @@ impl Prover {
         pid: i64,
         executable: Option<&str>,
     ) -> Result<ProvenRank, Refusal> {
-        let pid = u32::try_from(pid)
-            .ok()
-            .filter(|&p| p > 0)
-            .ok_or(Refusal::InvalidPid { pid })?;
-        if pid == 1 {
-            return Err(Refusal::Reserved { pid, what: "init" });
-        }
-        if pid == self.tool {
-            return Err(Refusal::Reserved {
-                pid,
-                what: "this tool",
-            });
-        }
-        if let Some(&first) = self.seen.get(&pid) {
-            return Err(Refusal::Duplicate { pid, first });
-        }
-        self.seen.insert(pid, rank);
-        let facts = ProcessFacts::read(pid).map_err(|e| Refusal::NoProcess {
-            reason: e.to_string(),
-        })?;
-        if facts.is_gone() {
-            return Err(Refusal::NoProcess {
-                reason: format!("pid {pid} has exited"),
-            });
-        }
+        let (pid, facts) = admit(rank, pid, self.tool, &mut self.seen)?;
         if facts.uid != self.starter.uid && !self.allow_other_users {
             return Err(Refusal::OtherUser {
                 pid,
@@ -188,6 +164,43 @@ impl Prover {
             reported: executable.unwrap_or("?").to_string(),
         })
     }
+}
+
+/// The checks every proof starts with (the starter's prover and an agent's,
+/// [`super::node_prove`]): a valid pid, not init nor this tool, not named by an earlier rank
+/// (`seen`: pid → first rank), a process that is alive. Its pid and facts.
+pub(crate) fn admit(
+    rank: u64,
+    pid: i64,
+    tool: u32,
+    seen: &mut HashMap<u32, u64>,
+) -> Result<(u32, ProcessFacts), Refusal> {
+    let pid = u32::try_from(pid)
+        .ok()
+        .filter(|&p| p > 0)
+        .ok_or(Refusal::InvalidPid { pid })?;
+    if pid == 1 {
+        return Err(Refusal::Reserved { pid, what: "init" });
+    }
+    if pid == tool {
+        return Err(Refusal::Reserved {
+            pid,
+            what: "this tool",
+        });
+    }
+    if let Some(&first) = seen.get(&pid) {
+        return Err(Refusal::Duplicate { pid, first });
+    }
+    seen.insert(pid, rank);
+    let facts = ProcessFacts::read(pid).map_err(|e| Refusal::NoProcess {
+        reason: e.to_string(),
+    })?;
+    if facts.is_gone() {
+        return Err(Refusal::NoProcess {
+            reason: format!("pid {pid} has exited"),
+        });
+    }
+    Ok((pid, facts))
 }
 
 /// Whether `ancestor` is `parent` or one of its ancestors (a bounded walk up the parents; init
