@@ -21,7 +21,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use mpir_acquire::testkit::multinode::{Cluster, NodeChild, inner_test};
+use mpir_acquire::testkit::multinode::{
+    Cluster, NodeChild, StartFailure, inner_test, start_job as start_with_retry,
+};
 use mpir_acquire::{AcquireOptions, Job, RankControl, ToolDaemon, live};
 use support::*;
 
@@ -192,7 +194,8 @@ fn assert_job_gone(cluster: &Cluster) {
     );
 }
 
-/// orterun inside node1, ranks 0,1 on node2 and 2,3 on node3, until all four printed.
+/// orterun inside node1, ranks 0,1 on node2 and 2,3 on node3, until all four printed (a
+/// start the MPI stack itself lost gets one more try: [`start_with_retry`]).
 fn start_job(
     cluster: &Cluster,
     dir: &Path,
@@ -202,23 +205,34 @@ fn start_job(
 ) -> (NodeChild, Output) {
     let n: u32 = hosts.iter().map(|(_, slots)| slots).sum();
     let n = n as usize;
-    let mut cmd = cluster.orterun(options, hosts, program, &[]);
-    cmd.current_dir(dir);
-    let mut wrapped = cluster.run_in(1, &cmd);
-    let err = std::fs::File::create(dir.join("orterun.err")).unwrap();
-    wrapped
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(err);
-    let mut orterun = cluster.spawn(1, wrapped);
-    let out = Output::of(orterun.child());
-    assert!(
-        wait_for(60, || printed(&out.text()).len() == n),
-        "the job did not start: {}\n{}",
-        out.text(),
-        std::fs::read_to_string(dir.join("orterun.err")).unwrap_or_default()
-    );
-    (orterun, out)
+    start_with_retry("the orterun job", || {
+        let mut cmd = cluster.orterun(options, hosts, program, &[]);
+        cmd.current_dir(dir);
+        let mut wrapped = cluster.run_in(1, &cmd);
+        let err = std::fs::File::create(dir.join("orterun.err")).unwrap();
+        wrapped
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(err);
+        let mut orterun = cluster.spawn(1, wrapped);
+        let out = Output::of(orterun.child());
+        if wait_for(60, || {
+            printed(&out.text()).len() == n || orterun.has_exited()
+        }) && printed(&out.text()).len() == n
+        {
+            return Ok((orterun, out));
+        }
+        let why = format!(
+            "{}\n{}",
+            out.text(),
+            std::fs::read_to_string(dir.join("orterun.err")).unwrap_or_default()
+        );
+        Err(if orterun.has_exited() {
+            StartFailure::Ended(why)
+        } else {
+            StartFailure::Stuck(why)
+        })
+    })
 }
 
 /// The trap: a process in node1 (a decoy that records any tracer or stop) whose pid is a
@@ -719,13 +733,35 @@ impl ClusterJobs {
     }
 }
 
-impl Drop for ClusterJobs {
-    fn drop(&mut self) {
+impl ClusterJobs {
+    /// Cancels the jobs of this name and waits (up to 30 s) until `squeue` lists none, so
+    /// that a new job of the name is the only one [`ClusterJobs::job_id`] finds.
+    fn cancel_and_wait(&self) {
+        self.cancel();
+        let listed = || {
+            Command::new("timeout")
+                .args(["-s", "KILL", "20", "squeue", "-h", "-o", "%i", "-n"])
+                .arg(&self.name)
+                .env("SLURM_CONF", &self.conf)
+                .output()
+                .map(|o| !o.stdout.trim_ascii().is_empty())
+                .unwrap_or(false)
+        };
+        wait_for(30, || !listed());
+    }
+
+    fn cancel(&self) {
         let _ = Command::new("timeout")
             .args(["-s", "KILL", "20", "scancel"])
             .arg(format!("--name={}", self.name))
             .env("SLURM_CONF", &self.conf)
             .status();
+    }
+}
+
+impl Drop for ClusterJobs {
+    fn drop(&mut self) {
+        self.cancel();
     }
 }
 
@@ -743,7 +779,8 @@ fn srun_args(jobs: &ClusterJobs, program: &Path) -> Vec<String> {
 
 const SIX: [&str; 6] = ["node2", "node2", "node3", "node3", "node4", "node4"];
 
-/// srun inside node1 (no slurmd there), its tasks on node2..4, until all six printed.
+/// srun inside node1 (no slurmd there), its tasks on node2..4, until all six printed (a
+/// start the MPI stack itself lost gets one more try: [`start_with_retry`]).
 fn start_srun(
     cluster: &Cluster,
     dir: &Path,
@@ -752,23 +789,37 @@ fn start_srun(
 ) -> Option<(NodeChild, Output)> {
     let args = srun_args(jobs, program);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let mut cmd = cluster.srun(&args)?;
-    cmd.current_dir(dir);
-    let mut wrapped = cluster.run_in(1, &cmd);
-    let err = std::fs::File::create(dir.join("srun.err")).unwrap();
-    wrapped
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(err);
-    let mut srun = cluster.spawn(1, wrapped);
-    let out = Output::of(srun.child());
-    assert!(
-        wait_for(90, || printed(&out.text()).len() == 6),
-        "the job did not start: {}\n{}",
-        out.text(),
-        std::fs::read_to_string(dir.join("srun.err")).unwrap_or_default()
-    );
-    Some((srun, out))
+    cluster.srun(&args)?; // None: the cluster runs no Slurm (skipped there)
+    Some(start_with_retry("the srun job", || {
+        let mut cmd = cluster.srun(&args).expect("srun was found above");
+        cmd.current_dir(dir);
+        let mut wrapped = cluster.run_in(1, &cmd);
+        let err = std::fs::File::create(dir.join("srun.err")).unwrap();
+        wrapped
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(err);
+        let mut srun = cluster.spawn(1, wrapped);
+        let out = Output::of(srun.child());
+        let up = wait_for(90, || printed(&out.text()).len() == 6 || srun.has_exited())
+            && printed(&out.text()).len() == 6;
+        if up {
+            return Ok((srun, out));
+        }
+        let why = format!(
+            "{}\n{}",
+            out.text(),
+            std::fs::read_to_string(dir.join("srun.err")).unwrap_or_default()
+        );
+        let ended = srun.has_exited();
+        drop(srun);
+        jobs.cancel_and_wait();
+        Err(if ended {
+            StartFailure::Ended(why)
+        } else {
+            StartFailure::Stuck(why)
+        })
+    }))
 }
 
 #[test]

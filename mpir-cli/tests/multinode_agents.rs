@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use common::json_doc;
 use common::mn::{Job, mpir_in_node1};
-use mpir_acquire::testkit::multinode::Cluster;
+use mpir_acquire::testkit::multinode::{Cluster, StartFailure, start_job};
 use mpir_target::testkit::{scratch, wait_for};
 
 /// The template that starts an agent on `{host}` through the cluster's ssh.
@@ -415,39 +415,57 @@ struct SlurmJob {
 }
 
 impl SlurmJob {
+    /// The job, up (a start the MPI stack itself lost gets one more try, under a new name:
+    /// [`start_job`]).
     fn start(cluster: &Cluster, dir: &Path) -> Option<SlurmJob> {
         let conf = cluster.slurm_conf()?.to_path_buf();
         let exe = common::mn::build_deadlock(dir)?;
-        let name = format!("mpir-agents-{}", std::process::id());
-        let mut cmd = cluster.srun(&[
-            &format!("--job-name={name}"),
-            "-N",
-            "2",
-            "--nodelist=node2,node3",
-            "--ntasks-per-node=2",
-            "--mpi=pmix",
-            &exe.to_string_lossy(),
-        ])?;
-        cmd.current_dir(dir);
-        let mut wrapped = cluster.run_in(1, &cmd);
-        wrapped
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        let mut srun = cluster.spawn(1, wrapped);
-        let out = common::mn::gather(srun.child().stdout.take().unwrap());
-        let job = SlurmJob {
-            srun,
-            out,
-            name,
-            conf,
-        };
-        assert!(
-            wait_for(90, || job.ranks().len() == 4),
-            "the Slurm job did not start: {}",
-            job.out.lock().unwrap()
-        );
-        Some(job)
+        let mut tries = 0;
+        Some(start_job("the Slurm job", || {
+            tries += 1;
+            let name = format!("mpir-agents-{}-{tries}", std::process::id());
+            let mut cmd = cluster
+                .srun(&[
+                    &format!("--job-name={name}"),
+                    "-N",
+                    "2",
+                    "--nodelist=node2,node3",
+                    "--ntasks-per-node=2",
+                    "--mpi=pmix",
+                    &exe.to_string_lossy(),
+                ])
+                .expect("the cluster runs Slurm (slurm_conf)");
+            cmd.current_dir(dir);
+            let mut wrapped = cluster.run_in(1, &cmd);
+            let err = dir.join(format!("srun-{tries}.err"));
+            wrapped
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(std::fs::File::create(&err).unwrap());
+            let mut srun = cluster.spawn(1, wrapped);
+            let out = common::mn::gather(srun.child().stdout.take().unwrap());
+            let mut job = SlurmJob {
+                srun,
+                out,
+                name,
+                conf: conf.clone(),
+            };
+            if wait_for(90, || job.ranks().len() == 4 || job.srun.has_exited())
+                && job.ranks().len() == 4
+            {
+                return Ok(job);
+            }
+            let why = format!(
+                "{}\n{}",
+                job.out.lock().unwrap(),
+                std::fs::read_to_string(&err).unwrap_or_default()
+            );
+            Err(if job.srun.has_exited() {
+                StartFailure::Ended(why)
+            } else {
+                StartFailure::Stuck(why)
+            })
+        }))
     }
 
     fn ranks(&self) -> Vec<common::mn::Printed> {

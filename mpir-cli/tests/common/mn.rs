@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 
-use mpir_acquire::testkit::multinode::{Cluster, NodeChild};
+use mpir_acquire::testkit::multinode::{Cluster, NodeChild, StartFailure, start_job};
 use mpir_target::testkit::{build_decoy, have, run, skip, wait_for};
 
 use super::mpir;
@@ -107,23 +107,37 @@ impl Job {
         }
         let exe = build_deadlock(dir)?;
         let decoy = build_decoy(dir)?;
-        let mut cmd = cluster.orterun(&[], hosts, &exe, &[]);
         let total: u32 = hosts.iter().map(|(_, n)| n).sum();
-        cmd.current_dir(dir);
-        let mut wrapped = cluster.run_in(1, &cmd);
         let err = dir.join("orterun.err");
-        wrapped
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&err).unwrap());
-        let mut orterun = cluster.spawn(1, wrapped);
-        let out = gather(orterun.child().stdout.take().unwrap());
+        // A start the MPI stack itself lost gets one more try (`start_job`).
+        let (orterun, out) = start_job("the orterun job", || {
+            let mut cmd = cluster.orterun(&[], hosts, &exe, &[]);
+            cmd.current_dir(dir);
+            let mut wrapped = cluster.run_in(1, &cmd);
+            wrapped
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(std::fs::File::create(&err).unwrap());
+            let mut orterun = cluster.spawn(1, wrapped);
+            let out = gather(orterun.child().stdout.take().unwrap());
+            let count = || printed(&out.lock().unwrap()).len();
+            if wait_for(60, || count() == total as usize || orterun.has_exited())
+                && count() == total as usize
+            {
+                return Ok((orterun, out));
+            }
+            let why = format!(
+                "{}\n{}",
+                out.lock().unwrap(),
+                std::fs::read_to_string(&err).unwrap_or_default()
+            );
+            Err(if orterun.has_exited() {
+                StartFailure::Ended(why)
+            } else {
+                StartFailure::Stuck(why)
+            })
+        });
         let text = || out.lock().unwrap().clone();
-        assert!(
-            wait_for(60, || printed(&text()).len() == total as usize),
-            "the job did not start: {}",
-            text()
-        );
         let ranks = printed(&text());
         let decoy_log = dir.join("decoy.log");
         let decoy = ranks
