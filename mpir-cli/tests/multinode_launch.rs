@@ -27,7 +27,10 @@ use mpir_target::testkit::{scratch, wait_for};
 /// `mpir launch` running inside node1: its stdout (the JSON document), its stderr file (the
 /// job's own output goes there with `--json`).
 struct Launched {
+    /// `timeout`, whose child is `mpir`.
     mpir: NodeChild,
+    /// `mpir`'s pid inside node1.
+    front: u32,
     out: Arc<Mutex<String>>,
     err: std::path::PathBuf,
 }
@@ -57,7 +60,24 @@ impl Launched {
             .stderr(std::fs::File::create(&err).unwrap());
         let mut mpir = cluster.spawn(1, wrapped);
         let out = gather(mpir.child().stdout.take().unwrap());
-        Launched { mpir, out, err }
+        let front = || {
+            cluster
+                .processes(1)
+                .into_iter()
+                .find(|p| p.comm == "mpir" && p.local_ppid == mpir.local_pid)
+                .map(|p| p.local_pid)
+        };
+        assert!(
+            wait_for(10, || front().is_some()),
+            "mpir did not start in node1"
+        );
+        let front = front().unwrap();
+        Launched {
+            mpir,
+            front,
+            out,
+            err,
+        }
     }
 
     fn stderr(&self) -> String {
@@ -138,9 +158,7 @@ fn check_running(cluster: &Cluster, launched: &Launched, doc: &serde_json::Value
             cluster
                 .processes(node)
                 .into_iter()
-                .filter(|p| {
-                    p.comm == "mpir" && (node != 1 || p.local_pid != launched.mpir.local_pid)
-                })
+                .filter(|p| p.comm == "mpir" && (node != 1 || p.local_pid != launched.front))
                 .map(|p| (p.local_pid, p.comm))
                 .collect::<Vec<_>>()
         };
@@ -159,7 +177,7 @@ fn end_job(cluster: &Cluster, launched: &mut Launched, comm: &str, ranks: &[Prin
     let starter = cluster
         .processes(1)
         .into_iter()
-        .find(|p| p.comm == comm && p.local_ppid == launched.mpir.local_pid)
+        .find(|p| p.comm == comm && p.local_ppid == launched.front)
         .unwrap_or_else(|| panic!("no {comm} under mpir in node1"));
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(i32::try_from(starter.host_pid).unwrap()),
