@@ -127,6 +127,7 @@ fn check_running(cluster: &Cluster, launched: &Launched, doc: &serde_json::Value
         .iter()
         .filter_map(|n| n.as_str())
         .collect();
+    eprintln!("mpir launch --verify: notes {notes:?}");
     assert!(
         notes.contains(&"4 of 4 ranks on 2 other nodes proven on their nodes by agents"),
         "{doc:#}\nstderr:\n{}",
