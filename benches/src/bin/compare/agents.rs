@@ -1,5 +1,7 @@
 //! Ranks on other nodes (issue 21), on the simulated cluster of `scripts/ci-multinode.sh`
-//! (`$MPIR_MULTINODE`): a 24-rank Open MPI ring deadlock on node2..node4 (8 ranks each) read
+//! (`$MPIR_MULTINODE`): a 24-rank Open MPI job on node2..node4 (8 ranks each; every rank
+//! waits for a receive nobody matches, in a sleeping `MPI_Test` loop: Open MPI's blocking
+//! `MPI_Recv` spins, and two such jobs would starve the two cores) read
 //! from node1 through agents started by the cluster's ssh (`nsrsh`), against the same job
 //! shape with its 24 ranks on node1 (read directly), and against gdb run on each rank's node
 //! through the same ssh, one per rank (what a user without a tool does).
@@ -37,7 +39,15 @@ int main(int argc, char **argv) {
     gethostname(host, sizeof host);
     printf("rank %d pid %d on %s\n", rank, (int)getpid(), host);
     fflush(stdout);
-    MPI_Recv(buf, 4, MPI_INT, (rank + 1) % size, 42, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    /* A receive nobody matches, waited for in a sleeping loop: Open MPI's blocking
+       MPI_Recv spins, and 48 spinning ranks on two cores starve everything else. */
+    MPI_Request req;
+    int done = 0;
+    MPI_Irecv(buf, 4, MPI_INT, (rank + 1) % size, 42, MPI_COMM_WORLD, &req);
+    while (!done) {
+        MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        usleep(50000);
+    }
     MPI_Finalize();
     return 0;
 }
@@ -160,7 +170,7 @@ fn start_job(init: u32, mn: &Path, exe: &Path, hosts: &str, n: usize) -> Option<
         ranks,
         starter,
     };
-    // Every rank in its MPI_Recv.
+    // Every rank in its waiting loop.
     std::thread::sleep(Duration::from_millis(500));
     (job.ranks.len() == n).then_some(job)
 }
@@ -192,6 +202,8 @@ pub(crate) fn agents(cfg: &Config, dir: &Path) {
         println!("No Open MPI (mpicc.openmpi): not measured.\n");
         return;
     }
+    // Built before the jobs start (their ranks are 48 processes on this machine).
+    let mpir = crate::mpir_binary();
     let n = PER_NODE * NODES.len();
     let hosts: Vec<String> = NODES
         .iter()
@@ -206,7 +218,6 @@ pub(crate) fn agents(cfg: &Config, dir: &Path) {
         return;
     };
     eprintln!("compare: agents: both jobs up ({n} ranks each)");
-    let mpir = crate::mpir_binary();
     let nsrsh = mn.join("bin/nsrsh");
     let template = format!("{} {{host}} {{agent}}", nsrsh.display());
 
@@ -267,7 +278,8 @@ pub(crate) fn agents(cfg: &Config, dir: &Path) {
                         "-p",
                         &pid.to_string(),
                         "-ex",
-                        "thread apply all bt",
+                        // ssh (and nsrsh) hand the words to a shell on the node: quoted.
+                        "'thread apply all bt'",
                     ])
                     .stdin(Stdio::null())
                     .output()
@@ -277,11 +289,34 @@ pub(crate) fn agents(cfg: &Config, dir: &Path) {
             }
         })
     });
+    // The floor of an agent's start: the engine alone, `nsrsh HOST true` on every node at
+    // once (from node1, as the front end starts them).
+    let floor = median(cfg.runs, || {
+        let mut children: Vec<_> = NODES
+            .iter()
+            .map(|i| {
+                let mut c = Command::new(&nsrsh);
+                c.arg(format!("node{i}")).arg("true");
+                in_node1(init, 60, &mut c)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .spawn()
+                    .expect("nsrsh")
+            })
+            .collect();
+        for c in &mut children {
+            assert!(c.wait().expect("wait").success(), "nsrsh true");
+        }
+    });
     let ms = |s: Option<f64>| s.map_or_else(|| "—".into(), |s| format!("{:.1} ms", s * 1e3));
     println!(
         "| what | {n} ranks on node1 (this node, read directly) | {n} ranks on node2..4 (3 agents) | gdb per rank on its node (via the same ssh) |"
     );
     println!("|---|---|---|---|");
+    println!(
+        "| floor: the engine alone, `nsrsh HOST true` on the 3 nodes at once | — | {} | — |",
+        ms(Some(floor))
+    );
     println!(
         "| agents started + every node's first stacks answer (library) | — | {} | — |",
         ms(value("first"))
