@@ -114,8 +114,9 @@ pub fn token_file_name(node: &str) -> String {
     Token::file_name(node)
 }
 
-/// This node's token file in `dir`: the one named after `node`, else one named after any of
-/// this node's names or addresses (at most 65,536 entries looked at). `None` when there is
+/// This node's token file in `dir`: the one named after `node`, else the one named after
+/// `PMIX_HOSTNAME` (set by PRRTE for its tool daemons) when it names this node, else one named
+/// after any of this node's names or addresses (at most 65,536 entries looked at). `None` when there is
 /// none (or no such directory).
 fn find_token(dir: &Path, node: &str) -> Option<(String, PathBuf)> {
     let exact = dir.join(token_file_name(node));
@@ -123,6 +124,17 @@ fn find_token(dir: &Path, node: &str) -> Option<(String, PathBuf)> {
         return Some((node.to_string(), exact));
     }
     let here = mpir_target::live::node::this_node();
+    // A PMIx tool daemon (Open MPI 5): the name PRRTE knows this node by, when this node's
+    // facts agree that it is this node.
+    if let Ok(name) = std::env::var("PMIX_HOSTNAME")
+        && !name.is_empty()
+        && here.classify(Some(&name)).is_local()
+    {
+        let path = dir.join(token_file_name(&name));
+        if path.is_file() {
+            return Some((name, path));
+        }
+    }
     std::fs::read_dir(dir)
         .ok()?
         .take(65_536)
@@ -175,7 +187,7 @@ pub fn run_tls(target: &TlsTarget, config: &AgentConfig) -> Result<Ended, AgentE
 
 /// The address agents connect to by default: the first address this node's name resolves
 /// to, one that is not a loopback address first.
-fn default_listen() -> Result<SocketAddr, FrontEndError> {
+pub(crate) fn default_listen() -> Result<SocketAddr, FrontEndError> {
     let here = mpir_target::live::node::this_node();
     let name = here.display_name().to_string();
     let addrs: Vec<SocketAddr> = (name.as_str(), 0)
@@ -462,7 +474,7 @@ fn traced_by_us(pid: u32) -> bool {
 }
 
 /// The default parent of token directories: `~/.mpir/agent-tokens`.
-fn default_token_parent() -> PathBuf {
+pub(crate) fn default_token_parent() -> PathBuf {
     let home = std::env::var_os("HOME")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/tmp"));
