@@ -30,6 +30,10 @@ struct Job {
     ranks: Vec<Printed>,
     decoy: NodeChild,
     decoy_log: PathBuf,
+    /// The same decoy program under an ordinary pid of node1, which nothing names: its
+    /// stalls are the machine's (a loaded VM stalls every process for seconds, measured).
+    _control: NodeChild,
+    control_log: PathBuf,
     /// `prterun`'s standard error (its daemons' too: the agents' notes and failures).
     err: PathBuf,
 }
@@ -39,7 +43,7 @@ impl Job {
         let src = dir.join("mn_deadlock.c");
         std::fs::write(&src, DEADLOCK_C).unwrap();
         let exe = wheel.program(&src, dir, "mn_deadlock")?;
-        let decoy = build_decoy(dir)?;
+        let decoy_exe = build_decoy(dir)?;
         let total: usize = hosts.iter().map(|(_, n)| *n as usize).sum();
         let err = dir.join("prterun.err");
         // A start the MPI stack itself lost gets one more try (`start_job`).
@@ -73,17 +77,26 @@ impl Job {
         let decoy = ranks
             .iter()
             .find_map(|(_, pid, _)| {
-                let mut d = Command::new(&decoy);
+                let mut d = Command::new(&decoy_exe);
                 d.arg(&decoy_log);
                 cluster.spawn_with_pid(1, *pid, &d)
             })
             .unwrap_or_else(|| panic!("no rank pid of {ranks:?} free in node1"));
+        let control_log = dir.join("control.log");
+        let mut c = cluster.run_in(1, Command::new(&decoy_exe).arg(&control_log));
+        // It runs until its standard input closes: the pipe `nsenter` keeps.
+        c.stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let control = cluster.spawn(1, c);
         Some(Job {
             prterun,
             out,
             ranks,
             decoy,
             decoy_log,
+            _control: control,
+            control_log,
             err,
         })
     }
@@ -135,9 +148,46 @@ fn assert_clean(job: &mut Job, cluster: &Cluster) {
     let err = std::fs::read_to_string(&job.err).unwrap_or_default();
     assert!(!err.contains("error"), "prterun's standard error:\n{err}");
     let touched = std::fs::read_to_string(&job.decoy_log).unwrap_or_default();
-    assert!(touched.is_empty(), "node1's decoy was touched: {touched}");
+    let control = std::fs::read_to_string(&job.control_log).unwrap_or_default();
+    let unexplained = unexplained(&touched, &control);
+    assert!(
+        unexplained.is_empty(),
+        "node1's decoy was touched: {unexplained:?}\n(its log:\n{touched}; the control \
+         decoy's:\n{control})"
+    );
     mpir_target::testkit::assert_untouched(job.decoy.host_pid);
     assert!(!job.decoy.has_exited(), "node1's decoy ended");
+}
+
+/// The lines of a decoy's log that say it was touched: every "traced by" line, and every
+/// "stopped for N ms" line that the control decoy's log does not match with a stall of its
+/// own of about the same length (within 10 %, or 100 ms): a stall of the whole machine.
+fn unexplained(log: &str, control: &str) -> Vec<String> {
+    let stall = |l: &str| -> Option<u64> {
+        l.strip_prefix("stopped for ")?
+            .strip_suffix(" ms")?
+            .parse()
+            .ok()
+    };
+    let stalls: Vec<u64> = control.lines().filter_map(stall).collect();
+    log.lines()
+        .filter(|l| match stall(l) {
+            Some(n) => !stalls.iter().any(|&c| c.abs_diff(n) <= (n / 10).max(100)),
+            None => !l.trim().is_empty(),
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn a_decoys_stall_is_the_machines_only_when_the_control_decoy_stalled_alike() {
+    let control = "stopped for 4023 ms\nstopped for 1879 ms\n";
+    let log = "stopped for 4011 ms\nstopped for 1880 ms\nstopped for 900 ms\ntraced by 12\n";
+    assert_eq!(
+        unexplained(log, control),
+        ["stopped for 900 ms", "traced by 12"]
+    );
+    assert!(unexplained("", "").is_empty());
 }
 
 fn text(o: &Output) -> String {
@@ -243,11 +293,15 @@ fn stacks_and_queues_inside_node1_read_every_rank_through_prrte_tool_daemons() {
             .is_ok_and(|d| d.filter_map(Result::ok).count() == 0)),
         "token directories left while the agents serve"
     );
-    // Killed (SIGKILL) mid-sampling: each agent ends on its own (its TLS link is gone),
-    // letting every rank go.
+    // Killed (SIGKILL) mid-sampling (past the adoption, into the 30 s of samples): each
+    // agent ends on its own once its request is done (it cannot answer), letting every rank
+    // go; PRRTE does not end its tool daemons when the tool that asked for them goes.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let still = agents(&cluster).iter().filter(|a| a.0 != 1).count();
     assert!(
-        !front.has_exited(),
-        "{}",
+        !front.has_exited() && still == 2,
+        "ended before the kill: {:?}\n{}",
+        agents(&cluster),
         std::fs::read_to_string(&log).unwrap_or_default()
     );
     let killed = std::time::Instant::now();
@@ -303,6 +357,49 @@ fn stacks_and_queues_inside_node1_read_every_rank_through_prrte_tool_daemons() {
         .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
         .unwrap_or_default();
     assert!(left.is_empty(), "token directories left: {left:?}");
+    assert_clean(&mut job, &cluster);
+    job.prterun.stop();
+}
+
+/// A job with a rank on node1 too (`prterun`'s own node, the front end's): that rank is read
+/// by the front end itself, the others by agents; the tool daemon PRRTE starts on node1
+/// finds no token there and ends at once, saying so.
+#[test]
+fn a_rank_on_the_front_ends_node_is_read_here_and_its_daemon_ends_quietly() {
+    let Some(cluster) = Cluster::from_env() else {
+        return;
+    };
+    let Some(wheel) = Wheel::find(&OMPI5_WHEEL) else {
+        return;
+    };
+    let dir = scratch("cli-mn-ompi5-mixed");
+    let Some(mut job) = Job::start(&cluster, &wheel, &dir, &[(1, 1), (2, 1), (3, 1)]) else {
+        return;
+    };
+    let starter = job.prterun.local_pid.to_string();
+    let o = mpir_in_node1(&cluster, &["stacks", "--starter", &starter, "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let doc = json_doc(&o);
+    assert_eq!(doc["coverage"]["ranks"], 3, "{doc:#}");
+    assert_eq!(doc["coverage"]["read"], 3, "{}", text(&o));
+    assert!(
+        doc["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n["function"] == "main" && n["ranks"] == "0-2"),
+        "{doc:#}"
+    );
+    // node1's daemon's note reaches the front end's standard error (PRRTE forwards its tool
+    // daemons' output to the tool), or prterun's.
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    let noted = || {
+        stderr.contains("no token for node node1")
+            || std::fs::read_to_string(&job.err)
+                .unwrap_or_default()
+                .contains("no token for node node1")
+    };
+    assert!(wait_for(30, noted), "node1's daemon: {}", text(&o));
     assert_clean(&mut job, &cluster);
     job.prterun.stop();
 }
