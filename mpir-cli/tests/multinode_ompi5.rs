@@ -5,7 +5,7 @@
 //! inside node1 with no `--agent-launch`, acquire the job through PMIx and have its PMIx
 //! server start `mpir agent` on each node as PMIx tool daemons (children of that node's
 //! `prted`), which connect back over TLS (pinned certificate, one-time tokens) and read
-//! their node's ranks. Every rank is read; no agent is left on any node, no rank or `prterun`
+//! their node's ranks (stacks, queues, the deadlock across nodes). Every rank is read; no agent is left on any node, no rank or `prterun`
 //! is left traced or stopped, no token file is left, a process of node1 given a rank's pid is
 //! never touched, and the job's output is the ranks' own.
 
@@ -357,6 +357,32 @@ fn stacks_and_queues_inside_node1_read_every_rank_through_prrte_tool_daemons() {
         .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
         .unwrap_or_default();
     assert!(left.is_empty(), "token directories left: {left:?}");
+    assert_clean(&mut job, &cluster);
+
+    // The deadlock across nodes: one cycle of the four ranks, each wait joined to the call
+    // its rank is blocked in (read by the agents with its queues).
+    let o = mpir_in_node1(
+        &cluster,
+        &[
+            "deadlock",
+            "--json",
+            "--types",
+            &types.to_string_lossy(),
+            "--starter",
+            &starter,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    let doc = json_doc(&o);
+    assert_eq!(doc["coverage"]["complete"], true, "{doc:#}");
+    assert_eq!(
+        doc["cycles"][0]["ranks"],
+        serde_json::json!([0, 1, 2, 3]),
+        "{doc:#}"
+    );
+    for link in doc["cycles"][0]["chain"].as_array().unwrap() {
+        assert_eq!(link["blocked_in"]["call"], "MPI_Recv", "{link}");
+    }
     assert_clean(&mut job, &cluster);
     job.prterun.stop();
 }
