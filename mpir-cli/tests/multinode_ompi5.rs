@@ -1,13 +1,13 @@
 //! Open MPI 5's own engine on the simulated multi-node cluster (`scripts/ci-multinode.sh`,
 //! `$MPIR_MULTINODE`): the PyPI wheel's `mpirun` (PRRTE's `prterun`, no MPIR at all;
 //! `$MPIR_OMPI5_PREFIX`, `scripts/ci-ompi5.sh`), inside node1, runs a job on node2 and node3
-//! (its `prted`s started through the cluster's `nsrsh`); `mpir stacks` and `mpir queues`,
-//! inside node1 with no `--agent-launch`, acquire the job through PMIx and have its PMIx
-//! server start `mpir agent` on each node as PMIx tool daemons (children of that node's
-//! `prted`), which connect back over TLS (pinned certificate, one-time tokens) and read
-//! their node's ranks (stacks, queues, the deadlock across nodes). Every rank is read; no agent is left on any node, no rank or `prterun`
-//! is left traced or stopped, no token file is left, a process of node1 given a rank's pid is
-//! never touched, and the job's output is the ranks' own.
+//! (its `prted`s started through the cluster's `nsrsh`); `mpir stacks`, `mpir queues` and
+//! `mpir deadlock`, inside node1 with no `--agent-launch`, acquire the job through PMIx and
+//! have its PMIx server start `mpir agent` on each node as PMIx tool daemons (children of
+//! that node's `prted`), which connect back over TLS (pinned certificate, one-time tokens)
+//! and read their node's ranks. Every rank is read; no agent is left on any node, no rank or
+//! `prterun` is left traced or stopped, no token file is left, a process of node1 given a
+//! rank's pid is never touched, and the job's output is the ranks' own.
 
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
