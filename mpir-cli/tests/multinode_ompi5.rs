@@ -36,6 +36,8 @@ struct Job {
     control_log: PathBuf,
     /// `prterun`'s standard error (its daemons' too: the agents' notes and failures).
     err: PathBuf,
+    /// How much of it a test has looked at already (expected complaints).
+    err_seen: usize,
 }
 
 impl Job {
@@ -98,6 +100,7 @@ impl Job {
             _control: control,
             control_log,
             err,
+            err_seen: 0,
         })
     }
 }
@@ -145,7 +148,8 @@ fn assert_clean(job: &mut Job, cluster: &Cluster) {
     let out = job.out.lock().unwrap().clone();
     assert_eq!(printed(&out), job.ranks);
     assert_eq!(out.lines().count(), job.ranks.len(), "job output:\n{out}");
-    let err = std::fs::read_to_string(&job.err).unwrap_or_default();
+    let err = std::fs::read(&job.err).unwrap_or_default();
+    let err = String::from_utf8_lossy(err.get(job.err_seen..).unwrap_or_default());
     assert!(!err.contains("error"), "prterun's standard error:\n{err}");
     let touched = std::fs::read_to_string(&job.decoy_log).unwrap_or_default();
     let control = std::fs::read_to_string(&job.control_log).unwrap_or_default();
@@ -246,6 +250,46 @@ fn stacks_and_queues_inside_node1_read_every_rank_through_prrte_tool_daemons() {
         "{}",
         text(&o)
     );
+    assert_clean(&mut job, &cluster);
+
+    // An agent PRRTE cannot start (no such program on the nodes): each rank says so, with
+    // its node and PRRTE's answer; the job is untouched and goes on, and later requests
+    // start agents again.
+    let o = mpir_in_node1(
+        &cluster,
+        &[
+            "stacks",
+            "--starter",
+            &starter,
+            "--agent-path",
+            "/nonexistent/mpir",
+            "--agent-timeout",
+            "5",
+            "--json",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    let doc = json_doc(&o);
+    assert_eq!(doc["coverage"]["read"], 0, "{doc:#}");
+    let unreached = doc["unreached"].as_array().unwrap();
+    assert_eq!(unreached.len(), 4, "{doc:#}");
+    for u in unreached {
+        let node = if u["rank"].as_u64() < Some(2) {
+            "node2"
+        } else {
+            "node3"
+        };
+        let why = u["text"].as_str().unwrap();
+        assert!(
+            why.contains(&format!("on {node}")) && why.contains("PMIx_Spawn"),
+            "{u:#}"
+        );
+    }
+    assert!(agents(&cluster).is_empty(), "{:?}", agents(&cluster));
+    // prterun says why on its standard error; that is all it says.
+    let err = std::fs::read_to_string(&job.err).unwrap_or_default();
+    assert!(err.contains("/nonexistent/mpir"), "{err}");
+    job.err_seen = err.len();
     assert_clean(&mut job, &cluster);
 
     // The agents are PRRTE's: while a sampling front end runs, exactly one per node with
