@@ -130,10 +130,9 @@ pub(crate) fn start(
         .and_then(
             |acquired| match acquired.spawn_tool_daemons(&argv, PER_NODE) {
                 Ok(nspace) => Ok((acquired, nspace)),
-                Err(e) => Err(format!(
-                    "PRRTE did not start the tool daemons: {}",
-                    chain(&e)
-                )),
+                // "PMIx (launcher pid N): cannot start tool daemons (PMIx_Spawn): …": the
+                // server's answer says the rest.
+                Err(e) => Err(chain(&e)),
             },
         );
     let (spawned, mut links, why) = match asked {
