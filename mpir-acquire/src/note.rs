@@ -33,6 +33,12 @@ pub enum Note {
         /// The size assumed, in bytes.
         assumed: u64,
     },
+    /// An optional tool daemon ([`crate::ToolDaemon::if_supported`]) was not asked for: the
+    /// starter defines no `symbol`, so it does not support the extension.
+    ToolDaemonUnsupported {
+        /// The missing array.
+        symbol: &'static str,
+    },
     /// Attach FIFO extension: byte 1 is written into `path` after setting
     /// `MPIR_being_debugged`.
     AttachFifoWritten {
@@ -144,6 +150,7 @@ impl Note {
             Note::Quirk(_) => "launcher_quirk",
             Note::NoBeingDebugged => "no_being_debugged",
             Note::UnsizedArray { .. } => "unsized_array",
+            Note::ToolDaemonUnsupported { .. } => "tool_daemon_unsupported",
             Note::AttachFifoWritten { .. } => "attach_fifo_written",
             Note::AttachFifoUnreadable { .. } => "attach_fifo_unreadable",
             Note::EmptySpawn => "empty_spawn",
@@ -212,6 +219,11 @@ impl fmt::Display for Note {
             Note::UnsizedArray { symbol, assumed } => write!(
                 f,
                 "{symbol} has no size in the symbol table; assumed the spec's {assumed} bytes"
+            ),
+            Note::ToolDaemonUnsupported { symbol } => write!(
+                f,
+                "no tool daemon was asked for: the starter defines no {symbol}, so it does \
+                 not support the extension"
             ),
             Note::AttachFifoWritten { path } => write!(
                 f,
@@ -323,6 +335,9 @@ mod tests {
             Note::UnsizedArray {
                 symbol: symbols::EXECUTABLE_PATH,
                 assumed: 256,
+            },
+            Note::ToolDaemonUnsupported {
+                symbol: symbols::SERVER_ARGUMENTS,
             },
             Note::AttachFifoWritten {
                 path: "/tmp/fifo-x".into(),

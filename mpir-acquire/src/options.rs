@@ -61,6 +61,9 @@ pub struct ToolDaemon {
     pub executable: String,
     /// Written to `MPIR_server_arguments`, NUL-separated.
     pub arguments: Vec<String>,
+    /// A starter without the extension's arrays is not an error: nothing is written, and a
+    /// [`crate::Note::ToolDaemonUnsupported`] says so (see [`ToolDaemon::if_supported`]).
+    pub optional: bool,
 }
 
 impl ToolDaemon {
@@ -72,7 +75,17 @@ impl ToolDaemon {
         ToolDaemon {
             executable: executable.into(),
             arguments: arguments.into_iter().map(Into::into).collect(),
+            optional: false,
         }
+    }
+
+    /// Asked for only if the starter supports the extension: a tool that launches a job
+    /// whose starter it does not know yet (`mpir launch` starting agents with whatever
+    /// engine the job turns out to have) asks every starter, and one without the arrays is
+    /// launched as if nothing was asked.
+    pub fn if_supported(mut self) -> Self {
+        self.optional = true;
+        self
     }
 }
 

@@ -495,6 +495,71 @@ fn the_tool_daemon_extension_writes_bounded_arrays_or_nothing() {
     assert!(t.writes().is_empty());
 }
 
+/// A daemon asked "if supported" of a starter without the extension's arrays: nothing of it
+/// is written, the acquisition goes on, and a note says why. Asked of one with them, it is
+/// written as any daemon. Asked without "if supported", the same starter refuses.
+#[test]
+fn an_optional_tool_daemon_is_left_out_for_a_starter_without_the_extension() {
+    let daemon = ToolDaemon::new("/opt/tool/bin/toold", ["-v"]);
+    let starter = |with_arrays: bool| {
+        let s = MockStarter::uniform(2, 2, "/opt/app/bin/solver", 1000);
+        let mut b = MockTarget::builder(DataModel::LP64);
+        s.place(&mut b);
+        if with_arrays {
+            b.char_array_variable(symbols::EXECUTABLE_PATH, 256, b"");
+            b.char_array_variable(symbols::SERVER_ARGUMENTS, 1024, b"");
+        }
+        b.build()
+    };
+    let acquire = |t: &MockTarget, daemon: ToolDaemon| {
+        let o = here().with_hold(false).with_tool_daemon(daemon);
+        let mut acq = Acquisition::new(9, Mode::Attach, o);
+        acq.handle(t, Event::Attached);
+        let acts = drain(&mut acq);
+        (acts, acq.take_job())
+    };
+    let t = starter(false);
+    let (acts, job) = acquire(&t, daemon.clone().if_supported());
+    assert_eq!(acts.last(), Some(&Action::Finished), "{acts:?}");
+    assert_eq!(
+        written(&t),
+        [symbols::BEING_DEBUGGED],
+        "only the spec's write"
+    );
+    let notes = job.unwrap().notes;
+    assert!(
+        notes.contains(&Note::ToolDaemonUnsupported {
+            symbol: symbols::EXECUTABLE_PATH
+        }),
+        "{notes:?}"
+    );
+
+    let t = starter(true);
+    let (acts, job) = acquire(&t, daemon.clone().if_supported());
+    assert_eq!(acts.last(), Some(&Action::Finished), "{acts:?}");
+    let path = t
+        .read_c_string(addr(&t, symbols::EXECUTABLE_PATH), 256)
+        .unwrap();
+    assert_eq!(path, b"/opt/tool/bin/toold");
+    assert!(
+        !job.unwrap()
+            .notes
+            .iter()
+            .any(|n| matches!(n, Note::ToolDaemonUnsupported { .. }))
+    );
+
+    let t = starter(false);
+    let (acts, _) = acquire(&t, daemon);
+    assert!(
+        matches!(
+            &acts[..],
+            [Action::Failed(AcquireError::ToolDaemon(m))] if m.contains(symbols::EXECUTABLE_PATH)
+        ),
+        "{acts:?}"
+    );
+    assert!(t.writes().is_empty(), "a refused daemon writes nothing");
+}
+
 #[test]
 fn the_attach_fifo_is_written_after_being_debugged() {
     let mut s = MockStarter::uniform(0, 1, "x", 1);

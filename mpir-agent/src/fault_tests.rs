@@ -49,6 +49,15 @@ fn fake(
     host: &'static str,
     then: impl FnOnce(&mut Connection<UnixStream>) + Send + 'static,
 ) -> (AgentLink, JoinHandle<()>) {
+    fake_with(host, &Options::default(), then)
+}
+
+/// [`fake`], the front end's side of the link with `front` options (its limits).
+fn fake_with(
+    host: &'static str,
+    front: &Options,
+    then: impl FnOnce(&mut Connection<UnixStream>) + Send + 'static,
+) -> (AgentLink, JoinHandle<()>) {
     let (ours, theirs) = UnixStream::pair().unwrap();
     let agent = std::thread::spawn(move || {
         let hello = Hello::new(host, 1);
@@ -78,8 +87,7 @@ fn fake(
         then(&mut conn);
     });
     let boxed: Box<dyn Transport + Send> = Box::new(ours);
-    let accepted =
-        Connection::front_end(boxed, &Gate::Engine(NodeId(1)), &Options::default()).unwrap();
+    let accepted = Connection::front_end(boxed, &Gate::Engine(NodeId(1)), front).unwrap();
     (accepted.connection, agent)
 }
 
@@ -131,11 +139,14 @@ fn bad_agents_are_cut_off_with_the_reason_and_the_good_ones_answer() {
     let (e, te) = fake("node-e", |conn| {
         let _ = conn.recv();
     });
-    let (f, tf) = fake("node-f", |conn| {
+    // This link's front end accepts 1 MiB messages (the default, 64 MiB, is the same code
+    // path; a smaller one keeps the hostile write well inside the deadline on a busy machine).
+    let small = Options::default().with_limits(mpir_wire::Limits::new(1 << 20));
+    let (f, tf) = fake_with("node-f", &small, |conn| {
         if let Ok(m) = conn.recv() {
             // The front end announced its limit in the handshake; a hostile agent ignores
             // it and writes a huge message's frames anyway.
-            let huge = Message::new(MessageKind::Reply, ContentKind::Json, vec![b' '; 80 << 20])
+            let huge = Message::new(MessageKind::Reply, ContentKind::Json, vec![b' '; 4 << 20])
                 .with_request(m.request);
             let frames = huge.to_frames(&mpir_wire::Limits::new(usize::MAX >> 1));
             if let Ok(bytes) = frames {
@@ -185,6 +196,7 @@ fn bad_agents_are_cut_off_with_the_reason_and_the_good_ones_answer() {
     assert_eq!(failure(4).unwrap().0, AgentFailure::Unreachable, "crashed");
     let (f5, why) = failure(5).unwrap();
     assert_eq!(f5, AgentFailure::BadAnswer, "oversize: {why}");
+    assert!(why.contains("limit"), "oversize: {why}");
     // Cut off for good: the next request goes to node-a only.
     assert!(fleet.members[0].out().is_none());
     assert!(fleet.members[1..].iter().all(|m| m.out().is_some()));

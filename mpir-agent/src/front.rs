@@ -142,13 +142,13 @@ pub struct NodeState {
 /// The agents of one session's job: one per other node that has selected ranks (in a tree
 /// past [`FrontEndOptions::fanout`] nodes).
 pub struct Agents {
-    fleet: Fleet,
-    options: FrontEndOptions,
+    pub(crate) fleet: Fleet,
+    pub(crate) options: FrontEndOptions,
     /// Open MPI 4: the request for tool daemons, joined once the agents are gone.
-    asking: Option<crate::orte::Asking>,
+    pub(crate) asking: Option<crate::orte::Asking>,
     /// Open MPI 5: the PMIx tool connection the daemons were asked through, let go once the
     /// agents are gone.
-    pmix: Option<crate::prrte::Spawned>,
+    pub(crate) pmix: Option<crate::prrte::Spawned>,
 }
 
 impl std::fmt::Debug for Agents {
@@ -206,7 +206,7 @@ impl Agents {
     }
 
     /// What every agent is started, bound and checked with.
-    fn plan(&self, job: &mpir_acquire::Job, launch: Launch) -> Plan {
+    pub(crate) fn plan(&self, job: &mpir_acquire::Job, launch: Launch) -> Plan {
         let starter = job.starter.pid;
         let uid = mpir_target::live::procfs::ProcessFacts::read(starter)
             .map(|f| f.uid)
@@ -388,7 +388,7 @@ pub(crate) fn ask_of(options: &StackOptions) -> StacksAsk {
 
 /// The selected ranks of `session`'s job that are not on this node, by node (in the order
 /// of the nodes' first ranks).
-fn remote_hosts(session: &Session) -> Vec<HostClaims> {
+pub(crate) fn remote_hosts(session: &Session) -> Vec<HostClaims> {
     let Some(job) = session.job() else {
         return Vec::new();
     };

@@ -62,6 +62,7 @@ mod fault_tests;
 mod fleet;
 mod front;
 mod launch;
+mod launched;
 mod merge;
 mod orte;
 mod protocol;
@@ -72,8 +73,11 @@ pub use error::{AgentError, FrontEndError, ProtocolError};
 pub use fleet::AgentLink;
 pub use front::{Agents, FrontEndOptions, NodeState};
 pub use launch::{Launch, default_agent_command};
+pub use launched::LaunchedAgents;
 pub use mpir_wire::{Fingerprint, RefusalCounts};
-pub use orte::{ASK_TIMEOUT, MAX_HANDSHAKES, Rendezvous, TlsTarget, run_tls, token_file_name};
+pub use orte::{
+    ASK_TIMEOUT, MAX_HANDSHAKES, Rendezvous, TOKENS_ISSUED, TlsTarget, run_tls, token_file_name,
+};
 pub use protocol::{
     Adopt, EngineChoice, FailureKind, HostClaims, Plan, Problem, ProblemKind, RankQueuesOut,
     RankStatus, ReadSettings, Reply, Request, SampleOut, StacksAsk, StopOut,

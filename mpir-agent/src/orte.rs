@@ -96,6 +96,10 @@ pub struct TlsTarget {
     pub fingerprint: Fingerprint,
     /// The directory holding `<node>.token`.
     pub token_dir: PathBuf,
+    /// How long to wait for the front end to issue the tokens (`mpir agent --token-wait`):
+    /// daemons a starter launches with the job start before the front end knows the job's
+    /// nodes. Zero (the default): the tokens are there already, or never will be.
+    pub token_wait: Duration,
 }
 
 impl TlsTarget {
@@ -105,7 +109,33 @@ impl TlsTarget {
             connect,
             fingerprint,
             token_dir,
+            token_wait: Duration::ZERO,
         }
+    }
+
+    /// Waiting up to `wait` for the tokens to be issued.
+    pub fn with_token_wait(mut self, wait: Duration) -> TlsTarget {
+        self.token_wait = wait;
+        self
+    }
+}
+
+/// The file a front end writes into its token directory once every token is in it: an agent
+/// told to wait for its token waits for this file, then looks for its token once.
+pub const TOKENS_ISSUED: &str = "issued";
+
+/// Waits (up to `wait`, polling) until `dir` holds [`TOKENS_ISSUED`]; `false` when it did
+/// not come, or the directory went away (the front end ended).
+fn wait_for_tokens(dir: &Path, wait: Duration) -> bool {
+    let deadline = Instant::now() + wait;
+    loop {
+        if dir.join(TOKENS_ISSUED).is_file() {
+            return true;
+        }
+        if !dir.is_dir() || Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 
@@ -158,6 +188,15 @@ fn find_token(dir: &Path, node: &str) -> Option<(String, PathBuf)> {
 /// [`mpir_wire::WireError::FingerprintMismatch`], nothing sent), or the handshake (the front
 /// end refused the token) fails.
 pub fn run_tls(target: &TlsTarget, config: &AgentConfig) -> Result<Ended, AgentError> {
+    if !target.token_wait.is_zero() && !wait_for_tokens(&target.token_dir, target.token_wait) {
+        eprintln!(
+            "mpir agent: no tokens were issued in {} within {}s: the front end expects no \
+             agent here, or has ended",
+            target.token_dir.display(),
+            target.token_wait.as_secs()
+        );
+        return Ok(Ended::NotExpected);
+    }
     let Some((node, path)) = find_token(&target.token_dir, &config.node) else {
         eprintln!(
             "mpir agent: no token for node {} in {}: the front end expects no agent here",
@@ -302,6 +341,9 @@ pub struct Rendezvous {
     dir: TokenDir,
     address: SocketAddr,
     expected: Vec<String>,
+    /// Opened before the nodes were known ([`Rendezvous::listen`]): the agents wait this
+    /// long for their tokens.
+    token_wait: Option<Duration>,
 }
 
 impl Rendezvous {
@@ -314,6 +356,33 @@ impl Rendezvous {
         listen: SocketAddr,
         token_parent: &Path,
         nodes: &[String],
+        lifetime: Duration,
+    ) -> Result<Rendezvous, FrontEndError> {
+        let mut r = Rendezvous::bind(listen, token_parent, lifetime)?;
+        r.issue(nodes)?;
+        Ok(r)
+    }
+
+    /// Listens as [`Rendezvous::open`] does, before the job's nodes are known: for daemons
+    /// a starter launches together with the job (the tool-daemon extension in launch
+    /// mode). Their arguments tell them to wait up to `lifetime` for their tokens, which
+    /// [`Rendezvous::issue`] gives once the job's table is read.
+    ///
+    /// # Errors
+    /// [`FrontEndError::ToolDaemons`] saying which step failed.
+    pub fn listen(
+        listen: SocketAddr,
+        token_parent: &Path,
+        lifetime: Duration,
+    ) -> Result<Rendezvous, FrontEndError> {
+        let mut r = Rendezvous::bind(listen, token_parent, lifetime)?;
+        r.token_wait = Some(lifetime);
+        Ok(r)
+    }
+
+    fn bind(
+        listen: SocketAddr,
+        token_parent: &Path,
         lifetime: Duration,
     ) -> Result<Rendezvous, FrontEndError> {
         let wire = |context: &str, e: mpir_wire::WireError| FrontEndError::ToolDaemons {
@@ -330,25 +399,40 @@ impl Rendezvous {
                 source: Box::new(e),
             })?;
         let dir = TokenDir::create(token_parent)?;
-        let book = TokenBook::new(lifetime);
+        Ok(Rendezvous {
+            listener,
+            book: TokenBook::new(lifetime),
+            dir,
+            address,
+            expected: Vec::new(),
+            token_wait: None,
+        })
+    }
+
+    /// Issues a token for each of `nodes` (each in its own file), then writes
+    /// [`TOKENS_ISSUED`]: agents waiting for their tokens look now.
+    ///
+    /// # Errors
+    /// [`FrontEndError::ToolDaemons`] naming the node whose token could not be written.
+    pub fn issue(&mut self, nodes: &[String]) -> Result<(), FrontEndError> {
         let token = |node: &str, e: TokenError| FrontEndError::ToolDaemons {
             context: format!("node {node}'s token"),
             source: Box::new(e),
         };
         for node in nodes {
-            let issued = book.issue(node).map_err(|e| token(node, e))?;
+            let issued = self.book.issue(node).map_err(|e| token(node, e))?;
             issued
                 .token
-                .write_file(&dir.0, node)
+                .write_file(&self.dir.0, node)
                 .map_err(|e| token(node, e))?;
+            self.expected.push(node.clone());
         }
-        Ok(Rendezvous {
-            listener,
-            book,
-            dir,
-            address,
-            expected: nodes.to_vec(),
-        })
+        let marker = self.dir.0.join(TOKENS_ISSUED);
+        std::fs::File::create(&marker).map_err(|e| FrontEndError::ToolDaemons {
+            context: format!("writing {}", marker.display()),
+            source: Box::new(e),
+        })?;
+        Ok(())
     }
 
     /// The address agents connect to.
@@ -369,14 +453,18 @@ impl Rendezvous {
     /// The arguments that follow `mpir agent` for a daemon: `--connect ADDR --fingerprint
     /// sha256:… --token-dir DIR` (nothing secret).
     pub fn agent_arguments(&self) -> Vec<String> {
-        vec![
+        let mut args = vec![
             "--connect".into(),
             self.address.to_string(),
             "--fingerprint".into(),
             self.fingerprint().to_string(),
             "--token-dir".into(),
             self.dir.0.display().to_string(),
-        ]
+        ];
+        if let Some(wait) = self.token_wait {
+            args.extend(["--token-wait".into(), wait.as_secs().max(1).to_string()]);
+        }
+        args
     }
 
     /// The hellos refused so far, by reason.
@@ -462,7 +550,7 @@ impl Rendezvous {
 }
 
 /// Whether one of this process's threads traces `pid` (the session's acquisition held).
-fn traced_by_us(pid: u32) -> bool {
+pub(crate) fn traced_by_us(pid: u32) -> bool {
     let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
         return false;
     };
@@ -606,8 +694,16 @@ fn ask(
     token_dir: &Path,
     expected: usize,
 ) -> Result<(), mpir_acquire::AcquireError> {
-    let started =
-        || std::fs::read_dir(token_dir).map_or(true, |d| d.take(expected + 1).count() < expected);
+    // A token taken is a daemon started (the directory also holds `TOKENS_ISSUED`).
+    let started = || {
+        std::fs::read_dir(token_dir).map_or(true, |d| {
+            d.take(expected + 2)
+                .filter_map(Result::ok)
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".token"))
+                .count()
+                < expected
+        })
+    };
     loop {
         let r = mpir_acquire::live::attach(starter, acquire.clone()).map(drop);
         let timed_out = matches!(r, Err(mpir_acquire::AcquireError::Timeout { .. }));

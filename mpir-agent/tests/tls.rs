@@ -287,3 +287,79 @@ fn an_agent_whose_front_end_vanishes_ends_on_its_own() {
     assert_eq!(ended.unwrap(), Ended::FrontEndGone);
     let _ = std::fs::remove_dir_all(&parent);
 }
+
+/// Launch mode: the daemons start with the job, before the front end knows its nodes. An
+/// agent told to wait (`--token-wait`, which [`Rendezvous::listen`]'s arguments carry)
+/// connects once its token is issued; one of a node given no token ends as soon as the
+/// tokens are out; one whose front end ends before issuing any ends when the directory
+/// goes, long before its wait is over.
+#[test]
+fn agents_started_before_the_tokens_wait_for_them_bounded() {
+    let parent = scratch("wait");
+    let mut rendezvous = Rendezvous::listen(
+        "127.0.0.1:0".parse().unwrap(),
+        &parent,
+        Duration::from_secs(60),
+    )
+    .unwrap();
+    let args = rendezvous.agent_arguments();
+    let wait = args
+        .iter()
+        .position(|a| a == "--token-wait")
+        .map(|i| args[i + 1].clone());
+    assert_eq!(wait.as_deref(), Some("60"), "{args:?}");
+    let target = TlsTarget::new(
+        rendezvous.address(),
+        rendezvous.fingerprint(),
+        rendezvous.token_dir().to_path_buf(),
+    )
+    .with_token_wait(Duration::from_secs(60));
+    let (a, b) = (target.clone(), target);
+    let with_rank = std::thread::spawn(move || run_tls(&a, &config("node-a")));
+    let without = std::thread::spawn(move || run_tls(&b, &config("node-without-ranks")));
+    // Both wait: no token, and no word that none is coming.
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!with_rank.is_finished() && !without.is_finished());
+    let issued = Instant::now();
+    rendezvous.issue(&["node-a".to_string()]).unwrap();
+    let links = rendezvous.accept(
+        Instant::now() + Duration::from_secs(20),
+        &Options::default(),
+        &AtomicBool::new(false),
+    );
+    assert_eq!(links.keys().collect::<Vec<_>>(), ["node-a"]);
+    assert_eq!(without.join().unwrap().unwrap(), Ended::NotExpected);
+    assert!(
+        issued.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        issued.elapsed()
+    );
+    drop(links);
+    drop(rendezvous);
+    assert_eq!(with_rank.join().unwrap().unwrap(), Ended::FrontEndGone);
+
+    // A front end that ends before issuing: its waiting agent ends with it.
+    let rendezvous = Rendezvous::listen(
+        "127.0.0.1:0".parse().unwrap(),
+        &parent,
+        Duration::from_secs(60),
+    )
+    .unwrap();
+    let target = TlsTarget::new(
+        rendezvous.address(),
+        rendezvous.fingerprint(),
+        rendezvous.token_dir().to_path_buf(),
+    )
+    .with_token_wait(Duration::from_secs(60));
+    let agent = std::thread::spawn(move || run_tls(&target, &config("node-a")));
+    std::thread::sleep(Duration::from_millis(300));
+    let gone = Instant::now();
+    drop(rendezvous);
+    assert_eq!(agent.join().unwrap().unwrap(), Ended::NotExpected);
+    assert!(
+        gone.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        gone.elapsed()
+    );
+    let _ = std::fs::remove_dir_all(&parent);
+}

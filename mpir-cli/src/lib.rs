@@ -112,6 +112,13 @@ enum Cmd {
         /// Longest wait for any event, in seconds.
         #[arg(long, default_value_t = 60)]
         timeout: u64,
+        /// Also have each other node's agent prove that node's ranks once the job runs
+        /// (Open MPI 4's orterun starts them with the job, as its tool daemons; other engines
+        /// as `queues` starts them): the notes say how many were proven and why any was not.
+        #[arg(long, conflicts_with = "hold")]
+        verify: bool,
+        #[command(flatten)]
+        remote: agent::RemoteArgs,
         /// The starter command.
         #[arg(trailing_var_arg = true, required = true)]
         starter: Vec<String>,
@@ -294,8 +301,19 @@ pub fn main() -> ExitCode {
             hold,
             ranks,
             timeout,
+            verify,
+            remote,
             starter,
-        } => job::launch(common, *hold, ranks.clone(), *timeout, starter),
+        } => job::launch(
+            common,
+            &job::LaunchArgs {
+                hold: *hold,
+                ranks: ranks.clone(),
+                timeout: *timeout,
+                verify: verify.then_some(remote),
+            },
+            starter,
+        ),
         Cmd::Attach {
             common,
             timeout,

@@ -4,6 +4,7 @@
 
 use mpir_target::Target;
 use mpir_types::mpir::discover::Discovered;
+use mpir_types::mpir::symbols;
 
 use super::{Acquisition, Mode, read_flags};
 use crate::error::AcquireError;
@@ -30,7 +31,16 @@ impl Acquisition {
         if self.mode == Mode::Launch {
             return Err(AcquireError::LaunchWithoutSymbols { pid: self.pid });
         }
-        if self.options.tool_daemon.is_some() {
+        if self
+            .options
+            .tool_daemon
+            .as_ref()
+            .is_some_and(|d| d.optional)
+        {
+            self.notes.push(Note::ToolDaemonUnsupported {
+                symbol: symbols::EXECUTABLE_PATH,
+            });
+        } else if self.options.tool_daemon.is_some() {
             return Err(AcquireError::ToolDaemon(
                 "the starter has no MPIR symbols (its table was found by a memory search): \
                  nothing is written into it, so no tool daemon can be asked of it"

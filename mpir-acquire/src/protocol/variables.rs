@@ -12,12 +12,42 @@ use crate::job::{LAUNCHER_JOB_ID, LAUNCHER_STEP_ID, parse_launcher_id};
 use crate::note::Note;
 
 impl Acquisition {
+    /// Whether an optional tool daemon is left out because the starter lacks one of the
+    /// extension's arrays (noted); a lookup that fails is an error either way.
+    fn tool_daemon_unsupported<T: Target + ?Sized>(
+        &mut self,
+        target: &T,
+    ) -> Result<bool, AcquireError> {
+        if !self
+            .options
+            .tool_daemon
+            .as_ref()
+            .is_some_and(|d| d.optional)
+        {
+            return Ok(false);
+        }
+        for name in [symbols::EXECUTABLE_PATH, symbols::SERVER_ARGUMENTS] {
+            let found = target
+                .symbol(name)
+                .map_err(AcquireError::target(format!("look up {name}")))?;
+            if found.is_none() {
+                self.notes
+                    .push(Note::ToolDaemonUnsupported { symbol: name });
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     pub(super) fn write_tool_daemon<T: Target + ?Sized>(
         &mut self,
         target: &T,
         executable: &str,
         arguments: &[String],
     ) -> Result<(), AcquireError> {
+        if self.tool_daemon_unsupported(target)? {
+            return Ok(());
+        }
         let array = |name: &'static str, spec_size: u64, notes: &mut Vec<Note>| {
             let sym = target
                 .symbol(name)

@@ -8,7 +8,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use mpir_agent::{
-    AgentConfig, Agents, EngineChoice, FrontEndOptions, Launch, ReadSettings, TlsTarget,
+    AgentConfig, Agents, EngineChoice, FrontEndOptions, Launch, LaunchedAgents, ReadSettings,
+    TlsTarget,
 };
 use mpir_mqd::HelperOptions;
 use mpir_session::{Session, chain};
@@ -38,6 +39,11 @@ pub(crate) struct AgentArgs {
     /// agent on this node, and the agent exits at once.
     #[arg(long = "token-dir", value_name = "DIR", requires = "connect")]
     pub(crate) token_dir: Option<PathBuf>,
+    /// With --connect: wait up to this many seconds for the front end to issue the tokens
+    /// (daemons started together with the job, before the front end knows its nodes).
+    #[arg(long = "token-wait", value_name = "SECONDS", requires = "connect",
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub(crate) token_wait: Option<u64>,
 }
 
 /// `mpir agent`: started by `mpir` itself on another node (through srun or
@@ -53,7 +59,9 @@ pub(crate) fn run(args: &AgentArgs) -> anyhow::Result<ExitCode> {
     }
     let ended = match (&args.connect, &args.fingerprint, &args.token_dir) {
         (Some(addr), Some(pin), Some(dir)) => {
-            mpir_agent::run_tls(&TlsTarget::new(*addr, *pin, dir.clone()), &config)?
+            let target = TlsTarget::new(*addr, *pin, dir.clone())
+                .with_token_wait(Duration::from_secs(args.token_wait.unwrap_or(0)));
+            mpir_agent::run_tls(&target, &config)?
         }
         _ => mpir_agent::run_stdio(&config)?,
     };
@@ -101,15 +109,10 @@ pub(crate) struct RemoteArgs {
 }
 
 impl RemoteArgs {
-    /// Agents on the job's other nodes, when it has ranks there and a way to reach them;
-    /// `None` otherwise (with a warning when ranks are left unread for want of a way).
-    pub(crate) fn start(
-        &self,
-        session: &mut Session,
-        read: ReadSettings,
-    ) -> anyhow::Result<Option<Agents>> {
+    /// The front end's options these arguments give; `None` with `--no-agents`.
+    pub(crate) fn front_options(&self, read: ReadSettings) -> Option<FrontEndOptions> {
         if self.no_agents {
-            return Ok(None);
+            return None;
         }
         let launch = match &self.agent_launch {
             Some(t) => Launch::Template(t.clone()),
@@ -132,8 +135,37 @@ impl RemoteArgs {
         if let Some(d) = &self.agent_token_dir {
             options = options.with_token_dir(d.clone());
         }
+        Some(options)
+    }
+
+    /// Agents on the job's other nodes, when it has ranks there and a way to reach them;
+    /// `None` otherwise (with a warning when ranks are left unread for want of a way).
+    pub(crate) fn start(
+        &self,
+        session: &mut Session,
+        read: ReadSettings,
+    ) -> anyhow::Result<Option<Agents>> {
+        let Some(options) = self.front_options(read) else {
+            return Ok(None);
+        };
+        self.started(|| Agents::start(session, options))
+    }
+
+    /// The agents of a job launched with `prepared`'s session options (`mpir launch`).
+    pub(crate) fn start_launched(
+        &self,
+        session: &mut Session,
+        prepared: LaunchedAgents,
+    ) -> anyhow::Result<Option<Agents>> {
+        self.started(|| prepared.start(session))
+    }
+
+    fn started(
+        &self,
+        start: impl FnOnce() -> Result<Agents, mpir_agent::FrontEndError>,
+    ) -> anyhow::Result<Option<Agents>> {
         let spin = crate::progress::spinner("starting agents on the job's other nodes");
-        let started = Agents::start(session, options);
+        let started = start();
         spin.finish_and_clear();
         let agents = match started {
             Ok(a) => a,

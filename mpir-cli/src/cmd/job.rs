@@ -11,30 +11,49 @@ use crate::cmd::agent::{RemoteArgs, read_settings};
 use crate::render::job::{job_out, mpi2dd_job_out, print};
 use crate::{Common, session_options};
 
+/// `launch`'s options beside the common ones.
+pub(crate) struct LaunchArgs<'a> {
+    pub(crate) hold: bool,
+    pub(crate) ranks: Option<mpir_types::ranks::RankSet>,
+    pub(crate) timeout: u64,
+    pub(crate) verify: Option<&'a RemoteArgs>,
+}
+
 pub(crate) fn launch(
     common: &Common,
-    hold: bool,
-    ranks: Option<mpir_types::ranks::RankSet>,
-    timeout: u64,
+    args: &LaunchArgs<'_>,
     starter: &[String],
 ) -> anyhow::Result<ExitCode> {
-    let (program, args) = starter.split_first().context("no starter command given")?;
+    let (program, starter_args) = starter.split_first().context("no starter command given")?;
     let mut cmd = Command::new(program);
-    cmd.args(args);
+    cmd.args(starter_args);
     if common.json {
         // The job's stdout goes to our stderr: stdout carries the JSON only.
         let err = std::io::stderr().as_fd().try_clone_to_owned()?;
         cmd.stdout(Stdio::from(err));
     }
+    let timeout = Duration::from_secs(args.timeout);
     let mut options = session_options(common)
-        .with_timeout(Duration::from_secs(timeout))
-        .with_hold_from_acquisition(hold);
-    if let Some(r) = ranks {
+        .with_timeout(timeout)
+        .with_hold_from_acquisition(args.hold);
+    if let Some(r) = args.ranks.clone() {
         options = options.with_ranks(r);
+    }
+    // Agents prepared before the launch: a starter with the tool-daemon extension starts
+    // them with the job.
+    let prepared = match args.verify {
+        Some(remote) => remote
+            .front_options(read_settings(None, &common.debug_dirs, timeout))
+            .map(mpir_agent::LaunchedAgents::prepare)
+            .transpose()?,
+        None => None,
+    };
+    if let Some(p) = &prepared {
+        options = p.session_options(options);
     }
     let mut session = Session::launch(cmd, options)?;
     let mut child = session.take_child().context("no starter process")?;
-    if hold {
+    if args.hold {
         let stopped = session.hand_over()?;
         let job = session.job().context("a launch has a job")?;
         let mut out = job_out(job, "mpir");
@@ -42,13 +61,33 @@ pub(crate) fn launch(
             "{} ranks left stopped for another tool (SIGCONT lets them run)",
             stopped.len()
         ));
+        let selection = session.options().ranks();
+        let remote = job
+            .ranks()
+            .filter(|r| selection.is_none_or(|s| s.contains(r.rank)))
+            .filter(|r| !job.locality(r.rank).is_local())
+            .count();
+        if remote > 0 {
+            out.notes.push(format!(
+                "{remote} ranks on other nodes run on: only this node's ranks can be handed \
+                 over stopped (an agent lets go of everything when it ends)"
+            ));
+        }
         print(&out, common.json)?;
         return Ok(ExitCode::SUCCESS);
     }
-    print(
-        &job_out(session.job().context("a launch has a job")?, "mpir"),
-        common.json,
-    )?;
+    let verified = match (args.verify, prepared) {
+        (Some(remote), Some(prepared)) => {
+            Some(match remote.start_launched(&mut session, prepared)? {
+                Some(agents) => verified_notes(&agents),
+                None => vec!["no rank on another node was verified (no agent started)".into()],
+            })
+        }
+        _ => None,
+    };
+    let mut out = job_out(session.job().context("a launch has a job")?, "mpir");
+    out.notes.extend(verified.into_iter().flatten());
+    print(&out, common.json)?;
     drop(session);
     let status = child.wait()?;
     Ok(ExitCode::from(

@@ -96,9 +96,16 @@ fn init_of(mn: &Path, node: usize) -> Option<u32> {
         .ok()
 }
 
-/// `cmd` run inside node1 (its PID, UTS and mount namespaces).
-fn in_node1(init: u32, cmd: &mut Command) -> Command {
-    let mut c = Command::new("nsenter");
+/// `cmd` run inside node1 (its PID, UTS and mount namespaces), killed after `secs` unless
+/// 0 (a benchmark that hangs tells nothing: it fails instead).
+fn in_node1(init: u32, secs: u32, cmd: &mut Command) -> Command {
+    let mut c = if secs == 0 {
+        Command::new("nsenter")
+    } else {
+        let mut t = Command::new("timeout");
+        t.args(["-s", "KILL", &secs.to_string(), "nsenter"]);
+        t
+    };
     c.args(["-t", &init.to_string(), "-p", "-u", "-m", "--"])
         .arg(cmd.get_program())
         .args(cmd.get_args());
@@ -118,7 +125,8 @@ fn start_job(init: u32, mn: &Path, exe: &Path, hosts: &str, n: usize) -> Option<
         .args(["--mca", "btl", "self,vader,tcp"])
         .args(["--oversubscribe", "--host", hosts, "-n", &n.to_string()])
         .arg(exe);
-    let mut c = in_node1(init, &mut orterun);
+    // Not bounded here: the job is the nsenter's child, ended when dropped (and by its alarm).
+    let mut c = in_node1(init, 0, &mut orterun);
     c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .env("OMPI_MPIR_DO_NOT_WARN", "1")
@@ -212,7 +220,7 @@ pub(crate) fn agents(cfg: &Config, dir: &Path) {
         .arg(&template)
         .arg(&mpir)
         .arg(cfg.runs.to_string());
-    let o = in_node1(init, &mut inner)
+    let o = in_node1(init, 1800, &mut inner)
         .stderr(Stdio::inherit())
         .output()
         .expect("run the inner front end");
@@ -231,7 +239,7 @@ pub(crate) fn agents(cfg: &Config, dir: &Path) {
             if agents {
                 c.args(["--agent-launch", &template]);
             }
-            let (_, out) = crate::run_to_end(&mut in_node1(init, &mut c), true);
+            let (_, out) = crate::run_to_end(&mut in_node1(init, 300, &mut c), true);
             let doc = String::from_utf8_lossy(&out);
             assert!(
                 doc.contains(&format!("\"read\": {n}")),
@@ -248,7 +256,9 @@ pub(crate) fn agents(cfg: &Config, dir: &Path) {
     let gdb = (cfg.gdb && mpir_benches::have("gdb")).then(|| {
         median(cfg.gdb_runs, || {
             for (rank, pid, host) in &remote.ranks {
-                let o = Command::new(&nsrsh)
+                let o = Command::new("timeout")
+                    .args(["-s", "KILL", "120"])
+                    .arg(&nsrsh)
                     .arg(host)
                     .args([
                         "gdb",

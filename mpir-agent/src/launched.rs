@@ -1,0 +1,166 @@
+//! Agents for a job this program launches (`mpir launch --verify`).
+//!
+//! Every engine but one starts agents after the job runs, as for a job attached to
+//! ([`Agents::start`]). The exception is Open MPI 4's `orterun` launched under a tool: it
+//! sets `MPIR_being_debugged` and so never opens the attach FIFO the attach-mode request
+//! for daemons goes through ([`crate::Rendezvous`], step 5). What it honours instead is the
+//! tool-daemon extension's launch mode: `MPIR_executable_path` and `MPIR_server_arguments`
+//! written before it spawns the job make it start one daemon per node with the job.
+//!
+//! Those daemons start before the front end has read the job's table, so before it knows
+//! which nodes to issue tokens for. [`LaunchedAgents::prepare`] therefore listens first
+//! ([`crate::Rendezvous::listen`], no token yet) and puts the agent, told to wait for its
+//! token (`--token-wait`), into the session's options as a tool daemon asked for *if the
+//! starter supports the extension* ([`mpir_acquire::ToolDaemon::if_supported`]): the engine
+//! is only known from the job, and a starter without the arrays (srun, hydra) is launched as
+//! if nothing had been asked. [`LaunchedAgents::start`], once the session has the job,
+//! either issues the tokens of the job's other nodes and takes the daemons that connect
+//! ([`Launch::OrteToolDaemons`]), or closes the socket at once — the daemons that wait, if
+//! any, then end — and starts agents as for an attached job.
+
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+use mpir_acquire::{Note, ToolDaemon};
+use mpir_session::{AgentFailure, Session, SessionOptions};
+
+use crate::error::FrontEndError;
+use crate::fleet::{Down, Fleet};
+use crate::front::{Agents, FrontEndOptions, remote_hosts};
+use crate::launch::Launch;
+use crate::orte::{Rendezvous, default_listen, default_token_parent, traced_by_us};
+
+/// Agents prepared for a job about to be launched: see the [module](self) notes.
+#[derive(Debug)]
+pub struct LaunchedAgents {
+    options: FrontEndOptions,
+    rendezvous: Option<Rendezvous>,
+}
+
+impl LaunchedAgents {
+    /// Prepares for `options.launch`: for [`Launch::Auto`] and [`Launch::OrteToolDaemons`]
+    /// a TLS listener and a token directory (no token in it yet) for daemons the starter may
+    /// start with the job; nothing for the other engines.
+    ///
+    /// # Errors
+    /// [`FrontEndError::ToolDaemons`] when the listener or the directory cannot be made.
+    pub fn prepare(options: FrontEndOptions) -> Result<LaunchedAgents, FrontEndError> {
+        let rendezvous = match options.launch {
+            Launch::Auto | Launch::OrteToolDaemons => {
+                let listen = match options.listen {
+                    Some(a) => a,
+                    None => default_listen()?,
+                };
+                let parent = options
+                    .token_dir
+                    .clone()
+                    .unwrap_or_else(default_token_parent);
+                Some(Rendezvous::listen(listen, &parent, options.start_timeout)?)
+            }
+            _ => None,
+        };
+        Ok(LaunchedAgents {
+            options,
+            rendezvous,
+        })
+    }
+
+    /// `options` with the agent asked for as the starter's tool daemon, when prepared for
+    /// one: only if the starter supports the extension under [`Launch::Auto`], always under
+    /// [`Launch::OrteToolDaemons`] (a starter without it then fails the launch).
+    pub fn session_options(&self, options: SessionOptions) -> SessionOptions {
+        let Some(r) = &self.rendezvous else {
+            return options;
+        };
+        let mut argv = self
+            .options
+            .agent
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned());
+        let Some(program) = argv.next() else {
+            return options;
+        };
+        let arguments: Vec<String> = argv.chain(r.agent_arguments()).collect();
+        let mut daemon = ToolDaemon::new(program, arguments);
+        if self.options.launch == Launch::Auto {
+            daemon = daemon.if_supported();
+        }
+        let acquire = options.acquire_options().clone().with_tool_daemon(daemon);
+        options.with_acquire_options(acquire)
+    }
+
+    /// The agents of `session`'s job, launched with [`LaunchedAgents::session_options`]: the
+    /// daemons the starter started with the job, each given its node's token now and taken
+    /// when it connects ([`Launch::OrteToolDaemons`]); otherwise agents started as
+    /// [`Agents::start`] does. A node whose agent does not connect within the start timeout
+    /// is recorded as not started, with what to check.
+    ///
+    /// # Errors
+    /// As [`Agents::start`]; [`FrontEndError::ToolDaemons`] when a token cannot be written.
+    pub fn start(mut self, session: &mut Session) -> Result<Agents, FrontEndError> {
+        let Some(job) = session.job() else {
+            return Agents::start(session, self.options);
+        };
+        let launch = self.options.launch.resolve(job)?;
+        let asked = !job
+            .notes
+            .iter()
+            .any(|n| matches!(n, Note::ToolDaemonUnsupported { .. }));
+        let Some(mut rendezvous) = self
+            .rendezvous
+            .take()
+            .filter(|_| asked && launch == Launch::OrteToolDaemons)
+        else {
+            // Daemons waiting for a token, if any, see their directory go and end.
+            drop(self.rendezvous.take());
+            return Agents::start(session, self.options);
+        };
+        let starter = job.starter.pid;
+        let hosts = remote_hosts(session);
+        let mut agents = Agents {
+            fleet: Fleet::empty(),
+            options: self.options,
+            asking: None,
+            pmix: None,
+        };
+        let plan = agents.plan(job, launch);
+        let nodes: Vec<String> = hosts.iter().map(|h| h.host.clone()).collect();
+        // Every daemon is told: those of nodes without a token end at once.
+        rendezvous.issue(&nodes)?;
+        if hosts.is_empty() {
+            return Ok(agents);
+        }
+        if traced_by_us(starter) {
+            // The starter still held from the acquisition spawns nothing: let it go.
+            drop(session.hold()?);
+        }
+        let start_timeout = agents.options.start_timeout;
+        let deadline = Instant::now() + start_timeout;
+        let mut links = rendezvous.accept(
+            deadline,
+            &mpir_wire::Options::default(),
+            &AtomicBool::new(false),
+        );
+        let why = format!(
+            "the starter was asked at launch for a tool daemon on every node, and none from \
+             this node connected to {} within {}s (is it reachable from the node? \
+             --agent-listen; is {} on a file system the node shares? --agent-token-dir)",
+            rendezvous.address(),
+            start_timeout.as_secs(),
+            rendezvous.token_dir().display()
+        );
+        // The socket closed and the tokens left removed.
+        drop(rendezvous);
+        let links = hosts
+            .into_iter()
+            .map(|h| {
+                let link = links
+                    .remove(&h.host)
+                    .ok_or_else(|| Down::new(AgentFailure::NotStarted, why.clone()));
+                (h, link)
+            })
+            .collect();
+        agents.fleet = Fleet::connected(links, &plan);
+        Ok(agents)
+    }
+}
