@@ -146,6 +146,9 @@ pub struct Agents {
     pub(crate) options: FrontEndOptions,
     /// Open MPI 4: the request for tool daemons, joined once the agents are gone.
     pub(crate) asking: Option<crate::orte::Asking>,
+    /// Open MPI 5: the PMIx tool connection the daemons were asked through, let go once the
+    /// agents are gone.
+    pub(crate) pmix: Option<crate::prrte::Spawned>,
 }
 
 impl std::fmt::Debug for Agents {
@@ -161,7 +164,9 @@ impl Agents {
     /// adopting that node's ranks. A job with no rank elsewhere starts nothing. A node whose
     /// agent cannot start is recorded (its ranks will say so); it does not fail the others.
     /// For Open MPI 4 ([`Launch::OrteToolDaemons`]) the session's hold on the starter, if it
-    /// still has one from its acquisition, is let go first (see [`crate::Rendezvous`]).
+    /// still has one from its acquisition, is let go first (see [`crate::Rendezvous`]); for
+    /// Open MPI 5 ([`Launch::PmixToolDaemons`]) the job's PMIx server is asked for the
+    /// daemons through a PMIx tool connection kept until the agents are gone.
     ///
     /// # Errors
     /// [`FrontEndError::NoEngine`] when the job has ranks elsewhere and no engine is known
@@ -172,6 +177,7 @@ impl Agents {
             fleet: Fleet::empty(),
             options,
             asking: None,
+            pmix: None,
         };
         let Some(job) = session.job() else {
             return Ok(agents);
@@ -187,6 +193,11 @@ impl Agents {
             Launch::OrteToolDaemons => {
                 let (fleet, asking) = crate::orte::start(session, hosts, &plan, &agents.options)?;
                 agents.asking = Some(asking);
+                fleet
+            }
+            Launch::PmixToolDaemons => {
+                let (fleet, spawned) = crate::prrte::start(session, hosts, &plan, &agents.options)?;
+                agents.pmix = Some(spawned);
                 fleet
             }
             _ => Fleet::start(hosts, &plan),
@@ -206,6 +217,10 @@ impl Agents {
             .with_allow_other_users(self.options.read.allow_other_users);
         if let (Some(Launcher::Slurm), Some(id)) = (job.starter.launcher, job.starter.job_id) {
             expect = expect.with_job_env("SLURM_JOB_ID", id.to_string());
+        }
+        // PRRTE gives every rank its job's PMIx namespace.
+        if let Some(p) = &job.pmix {
+            expect = expect.with_job_env("PMIX_NAMESPACE", p.nspace.clone());
         }
         let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         Plan {
@@ -356,6 +371,7 @@ impl Agents {
     pub fn shutdown(mut self) {
         self.fleet.close();
         self.asking = None;
+        self.pmix = None;
     }
 }
 

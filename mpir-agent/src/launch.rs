@@ -16,8 +16,11 @@ use crate::error::FrontEndError;
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Launch {
-    /// Decided from the job: a Slurm step (`srun`) → [`Launch::Slurm`]; otherwise no engine
-    /// is known to forward an agent's stdio, and [`Launch::Template`] must be given.
+    /// Decided from the job: a job acquired through PMIx (Open MPI 5's `mpirun`, PRRTE's
+    /// `prterun`) → [`Launch::PmixToolDaemons`]; a Slurm step (`srun`) → [`Launch::Slurm`];
+    /// Open MPI 4's `orterun` → [`Launch::OrteToolDaemons`]; MPICH's or Intel MPI's hydra →
+    /// [`Launch::Hydra`]; otherwise no engine is known to start an agent, and
+    /// [`Launch::Template`] must be given.
     Auto,
     /// Slurm: one step beside the job's, on one node, per agent:
     /// `srun --jobid=J --overlap --nodes=1 --ntasks=1 --nodelist=HOST --unbuffered --quiet
@@ -47,6 +50,13 @@ pub enum Launch {
     /// Open MPI 4's `orterun` starts the agents itself as MPIR tool daemons (one per node),
     /// and they connect back over TLS (see [`crate::Rendezvous`]). Flat: no tree.
     OrteToolDaemons,
+    /// Open MPI 5 / PRRTE: the job's PMIx server starts the agents as PMIx tool daemons
+    /// (`PMIx_Spawn` with `PMIX_DEBUGGER_DAEMONS`, `PMIX_DEBUG_TARGET` the job's namespace,
+    /// `PMIX_DEBUG_DAEMONS_PER_NODE` 1: one per node of the job, each a child of its node's
+    /// `prted`), asked through the front end's PMIx tool connection; PRRTE forwards no
+    /// standard input to them, so they connect back over TLS as `orterun`'s do (see
+    /// [`crate::Rendezvous`]). Flat: no tree.
+    PmixToolDaemons,
 }
 
 impl Launch {
@@ -56,6 +66,9 @@ impl Launch {
     /// [`FrontEndError::NoEngine`] when nothing in the job says how to reach its nodes.
     pub fn resolve(&self, job: &Job) -> Result<Launch, FrontEndError> {
         match self {
+            // PRRTE names no launcher kind (it has no MPIR); a job acquired through PMIx
+            // says so by its PMIx evidence.
+            Launch::Auto if job.pmix.is_some() => Ok(Launch::PmixToolDaemons),
             Launch::Auto => match (job.starter.launcher, job.starter.job_id) {
                 (Some(Launcher::Slurm), Some(job_id)) => Ok(Launch::Slurm { job_id }),
                 (Some(Launcher::OpenMpi), _) => Ok(Launch::OrteToolDaemons),
@@ -117,6 +130,13 @@ impl Launch {
             Launch::OrteToolDaemons => {
                 return Err(FrontEndError::NoEngine {
                     reason: "orterun starts its tool daemons itself: no command per node".into(),
+                });
+            }
+            Launch::PmixToolDaemons => {
+                return Err(FrontEndError::NoEngine {
+                    reason: "the job's PMIx server starts its tool daemons itself: no command \
+                             per node"
+                        .into(),
                 });
             }
             Launch::Slurm { job_id } => {
@@ -273,6 +293,18 @@ mod tests {
         ] {
             let e = Launch::Template(t.into()).command("n", &agent).unwrap_err();
             assert!(e.to_string().contains(why), "{t}: {e}");
+        }
+        // Engines that start their daemons themselves have no command per node.
+        for engine in [
+            Launch::OrteToolDaemons,
+            Launch::PmixToolDaemons,
+            Launch::Auto,
+        ] {
+            let e = engine.command("node3", &agent).unwrap_err();
+            assert!(
+                matches!(e, FrontEndError::NoEngine { .. }),
+                "{engine:?}: {e}"
+            );
         }
         let s = Launch::Slurm { job_id: 42 }
             .command("node3", &agent)

@@ -121,6 +121,7 @@ impl LaunchedAgents {
             fleet: Fleet::empty(),
             options: self.options,
             asking: None,
+            pmix: None,
         };
         let plan = agents.plan(job, launch);
         let nodes: Vec<String> = hosts.iter().map(|h| h.host.clone()).collect();

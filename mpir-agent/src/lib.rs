@@ -3,9 +3,10 @@
 //! Ranks on other nodes (issue 21). A job's ranks on this node are read by an
 //! [`mpir_session::Session`]; every other node's ranks are read by an **agent** on that node
 //! — `mpir agent`, the same binary, or [`run_stdio`] / [`serve`] in any program — started
-//! through an engine the job already trusts (Slurm's `srun`, Open MPI 4's `orterun` through
-//! its MPIR tool daemons, or a command such as `ssh` given as a template: [`Launch`]), never
-//! a launcher of ours, and never listening on a port.
+//! through an engine the job already trusts (Slurm's `srun`, MPICH's hydra, Open MPI 4's
+//! `orterun` through its MPIR tool daemons, Open MPI 5's PRRTE through PMIx tool daemons, or
+//! a command such as `ssh` given as a template: [`Launch`]), never a launcher of ours, and
+//! never listening on a port.
 //!
 //! - **The agent** ([`serve`]) adopts the table's entries for its node, proves each one from
 //!   its own `/proc` ([`mpir_acquire::live::prove_on_node`]: the node, the job's user and
@@ -20,8 +21,8 @@
 //!   marked [`mpir_session::Unreadable::Agent`] (the node, the failure, the details).
 //! - **The protocol** ([`Request`], [`Reply`]) is JSON in `mpir-wire` messages: framed,
 //!   versioned, bounded, over the pipe the engine forwards (the engine authenticated it), or,
-//!   for `orterun`'s tool daemons whose output no pipe brings back, over TLS to the front
-//!   end, pinned by fingerprint, each agent proving itself with a one-time token
+//!   for tool daemons to which no pipe carries frames (`orterun`'s, PRRTE's), over TLS to the
+//!   front end, pinned by fingerprint, each agent proving itself with a one-time token
 //!   ([`Rendezvous`], [`run_tls`]; flat, no tree).
 //!
 //! ```no_run
@@ -65,6 +66,7 @@ mod launched;
 mod merge;
 mod orte;
 mod protocol;
+mod prrte;
 
 pub use agent::{AgentConfig, Ended, run_stdio, serve, session_options, stack_options};
 pub use error::{AgentError, FrontEndError, ProtocolError};

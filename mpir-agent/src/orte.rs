@@ -144,8 +144,9 @@ pub fn token_file_name(node: &str) -> String {
     Token::file_name(node)
 }
 
-/// This node's token file in `dir`: the one named after `node`, else one named after any of
-/// this node's names or addresses (at most 65,536 entries looked at). `None` when there is
+/// This node's token file in `dir`: the one named after `node`, else the one named after
+/// `PMIX_HOSTNAME` (set by PRRTE for its tool daemons) when it names this node, else one named
+/// after any of this node's names or addresses (at most 65,536 entries looked at). `None` when there is
 /// none (or no such directory).
 fn find_token(dir: &Path, node: &str) -> Option<(String, PathBuf)> {
     let exact = dir.join(token_file_name(node));
@@ -153,6 +154,17 @@ fn find_token(dir: &Path, node: &str) -> Option<(String, PathBuf)> {
         return Some((node.to_string(), exact));
     }
     let here = mpir_target::live::node::this_node();
+    // A PMIx tool daemon (Open MPI 5): the name PRRTE knows this node by, when this node's
+    // facts agree that it is this node.
+    if let Ok(name) = std::env::var("PMIX_HOSTNAME")
+        && !name.is_empty()
+        && here.classify(Some(&name)).is_local()
+    {
+        let path = dir.join(token_file_name(&name));
+        if path.is_file() {
+            return Some((name, path));
+        }
+    }
     std::fs::read_dir(dir)
         .ok()?
         .take(65_536)

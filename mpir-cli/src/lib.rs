@@ -159,7 +159,7 @@ enum Cmd {
     Demo(demo::DemoArgs),
     /// Serve this node's ranks of a job to a front end (over stdin/stdout, or over TLS with
     /// --connect): started by `mpir` itself on a job's other nodes (through srun, hydra,
-    /// orterun or --agent-launch), not by hand.
+    /// orterun, PRRTE or --agent-launch), not by hand.
     Agent(agent::AgentArgs),
     /// Print the completion script for a shell (e.g. `mpir completions bash >
     /// ~/.local/share/bash-completion/completions/mpir`).

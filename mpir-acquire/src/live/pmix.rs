@@ -212,12 +212,14 @@ fn job_stopped(pid: i32) -> bool {
 }
 
 /// The job's namespace and table: the first namespace (in the server's order) other than this
-/// tool's whose table is not empty and none of whose processes on this node is a process that
-/// does not descend from the launcher (a tool's). With `complete`, waits until every rank has
-/// a pid (a launch), bounded by `deadline`.
+/// tool's whose table is not empty and none of whose processes on this node (`node`: a pid
+/// of another node's process means nothing here, and may name an unrelated local process) is
+/// a process that does not descend from the launcher (a tool's). With `complete`, waits until
+/// every rank has a pid (a launch), bounded by `deadline`.
 fn find_job(
     tool: &Tool,
     launcher: u32,
+    node: &mpir_types::node::ThisNode,
     complete: bool,
     timeout: Duration,
 ) -> Result<(String, Vec<ProcInfo>), AcquireError> {
@@ -235,6 +237,7 @@ fn find_job(
             let ours = procs.iter().all(|p| {
                 let pid = u32::try_from(p.pid).unwrap_or(0);
                 pid == 0
+                    || !node.classify(Some(&p.host)).is_local()
                     || !std::path::Path::new(&format!("/proc/{pid}")).exists()
                     || procfs::parent_of(pid)
                         .is_some_and(|pp| super::prove::parent_line_reaches(pp, launcher))
@@ -445,7 +448,8 @@ pub(crate) fn attach(pid: u32, options: AcquireOptions) -> Result<Acquired, Acqu
     }
     mpir_pmix::rendezvous(pid).map_err(pmix_error(pid, "find the launcher's PMIx server"))?;
     let conn = connection(pid, options.timeout)?;
-    let (nspace, procs) = find_job(&conn.0.tool, pid, false, options.timeout)?;
+    let node = options.node_facts();
+    let (nspace, procs) = find_job(&conn.0.tool, pid, &node, false, options.timeout)?;
     acquired(pid, conn, &procs, nspace, false, &options)
 }
 
@@ -530,7 +534,8 @@ fn launched(
     }
     let left = deadline.saturating_duration_since(Instant::now()).max(POLL);
     let conn = connection(pid, left)?;
-    let found = find_job(&conn.0.tool, pid, true, left);
+    let node = options.node_facts();
+    let found = find_job(&conn.0.tool, pid, &node, true, left);
     let (nspace, procs) = match found {
         Err(AcquireError::Timeout { waiting_for, .. }) => {
             return Err(ended(child, &waiting_for).unwrap_or(AcquireError::Timeout {

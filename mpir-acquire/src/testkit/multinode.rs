@@ -502,6 +502,41 @@ impl Cluster {
         c
     }
 
+    /// Open MPI 5's launcher (PRRTE's `prterun`, run through the `mpirun` of the installation
+    /// at `prefix`, e.g. the PyPI wheel's venv; run it inside the front-end node) starting
+    /// `program` with `args` on `hosts` (node, slots), one rank per slot, with its own
+    /// `options`: PRRTE's ssh agent is the cluster's `nsrsh` (`PRTE_MCA_plm_ssh_agent`; its
+    /// `prted`s then start each other, a tree spawn), and the ranks' TCP traffic stays on
+    /// loopback (`btl_tcp_if_include lo`). PRRTE's own out-of-band traffic keeps its default
+    /// interface: PRRTE 3.0.14 told `--prtemca oob_tcp_if_include lo` (or `prte_if_include
+    /// 127.0.0.0/8`) finds "No network interfaces ... for out-of-band communications"
+    /// (measured); the nodes share the host's network, so any of its addresses reaches them.
+    pub fn prterun(
+        &self,
+        prefix: &Path,
+        options: &[&str],
+        hosts: &[(usize, u32)],
+        program: &Path,
+        args: &[&str],
+    ) -> Command {
+        let list: Vec<String> = hosts.iter().map(|(n, s)| format!("node{n}:{s}")).collect();
+        let ranks: u32 = hosts.iter().map(|(_, s)| s).sum();
+        let mut c = Command::new(prefix.join("bin/mpirun"));
+        c.args(["--mca", "btl_tcp_if_include", "lo"])
+            .args(["--mca", "btl", "self,sm,tcp"])
+            .args(options)
+            .arg("--host")
+            .arg(list.join(","))
+            .arg("-n")
+            .arg(ranks.to_string())
+            .arg(program)
+            .args(args)
+            .env("PRTE_MCA_plm_ssh_agent", self.nsrsh())
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+        c
+    }
+
     /// `srun` of this cluster's Slurm (run it inside node1, which has no slurmd) with `args`;
     /// Open MPI ranks keep their TCP traffic on loopback. `None` (after a [`skip`]) when
     /// Slurm does not run on the cluster.

@@ -75,9 +75,10 @@ pub(crate) struct RemoteArgs {
     /// How to start `mpir agent` on each other node of the job: a command with `{host}` and
     /// `{agent}` that forwards the agent's stdin and stdout, run without a shell (e.g.
     /// `ssh {host} {agent}`). By default a Slurm job's agents are started with srun, in a
-    /// step beside the job's, and an Open MPI 4 job's by its orterun as MPIR tool daemons
-    /// (they connect back over TLS: --agent-listen, --agent-token-dir); other jobs are read
-    /// on this node only.
+    /// step beside the job's, an MPICH or Intel MPI job's by a second hydra job, an Open
+    /// MPI 4 job's by its orterun as MPIR tool daemons and an Open MPI 5 job's by its PMIx
+    /// server as PMIx tool daemons (both connect back over TLS: --agent-listen,
+    /// --agent-token-dir); other jobs are read on this node only.
     #[arg(long = "agent-launch", value_name = "TEMPLATE")]
     pub(crate) agent_launch: Option<String>,
     /// The `mpir` program on the other nodes (default: this one's path: one binary on a
