@@ -30,7 +30,10 @@ use crate::front::{Agents, FrontEndOptions, remote_hosts};
 use crate::launch::Launch;
 use crate::orte::{Rendezvous, default_listen, default_token_parent, traced_by_us};
 
-/// Agents prepared for a job about to be launched: see the [module](self) notes.
+/// Agents prepared for a job about to be launched (`mpir launch --verify`): every engine
+/// but Open MPI 4's starts agents once the job runs; an `orterun` launched under a tool never
+/// opens the attach FIFO the daemons are asked through, so its agents are asked for at launch
+/// as tool daemons, and wait for the tokens issued once the table is read.
 #[derive(Debug)]
 pub struct LaunchedAgents {
     options: FrontEndOptions,
