@@ -7,6 +7,8 @@
 //!   spawns); they start with the job, wait for the tokens the front end issues once it has
 //!   read the table, and connect back over TLS.
 //! - Slurm: `srun` launched by `mpir`; the agents run in a step beside the job's.
+//! - Open MPI 5: the wheel's `mpirun` (PRRTE, no MPIR) launched through PMIx (ranks held in
+//!   `PMIx_Init` until released); the agents are PMIx tool daemons of the job's server.
 //!
 //! In both: every remote rank proven on its own node, nothing stopped or traced, no agent
 //! left, no token file left, the job's output intact and its exit status `mpir`'s.
@@ -22,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use common::mn::{Printed, build_deadlock, gather, printed};
 use common::mpir;
 use mpir_acquire::testkit::multinode::{Cluster, NodeChild};
-use mpir_target::testkit::{scratch, wait_for};
+use mpir_target::testkit::{OMPI5_WHEEL, Wheel, scratch, wait_for};
 
 /// `mpir launch` running inside node1: its stdout (the JSON document), its stderr file (the
 /// job's own output goes there with `--json`).
@@ -172,14 +174,14 @@ fn check_running(cluster: &Cluster, launched: &Launched, doc: &serde_json::Value
     ranks
 }
 
-/// Ends the job by SIGTERM to the starter (`comm`, mpir's child in node1), and checks that
-/// `mpir launch` ends with it, the ranks gone.
-fn end_job(cluster: &Cluster, launched: &mut Launched, comm: &str, ranks: &[Printed]) {
+/// Ends the job by SIGTERM to the starter (mpir's child in node1), and checks that `mpir
+/// launch` ends with it, the ranks gone.
+fn end_job(cluster: &Cluster, launched: &mut Launched, ranks: &[Printed]) {
     let starter = cluster
         .processes(1)
         .into_iter()
-        .find(|p| p.comm == comm && p.local_ppid == launched.front)
-        .unwrap_or_else(|| panic!("no {comm} under mpir in node1"));
+        .find(|p| p.local_ppid == launched.front)
+        .unwrap_or_else(|| panic!("no starter under mpir in node1"));
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(i32::try_from(starter.host_pid).unwrap()),
         nix::sys::signal::Signal::SIGTERM,
@@ -230,7 +232,7 @@ fn launch_verify_has_orterun_start_the_agents_with_the_job() {
         .map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect())
         .unwrap_or_default();
     assert!(left.is_empty(), "token directories left: {left:?}");
-    end_job(&cluster, &mut launched, "orterun", &ranks);
+    end_job(&cluster, &mut launched, &ranks);
 }
 
 #[test]
@@ -262,7 +264,7 @@ fn launch_verify_of_an_srun_job_runs_its_agents_in_a_step_beside_it() {
     let doc = launched.document(240);
     assert_eq!(doc["starter"]["launcher"], "Slurm (srun)", "{doc:#}");
     let ranks = check_running(&cluster, &launched, &doc);
-    end_job(&cluster, &mut launched, "srun", &ranks);
+    end_job(&cluster, &mut launched, &ranks);
     drop(cancel);
 }
 
@@ -280,4 +282,35 @@ impl Drop for Cancel {
             .env("SLURM_CONF", &self.conf)
             .status();
     }
+}
+
+#[test]
+fn launch_verify_of_an_open_mpi_5_job_has_its_pmix_server_start_the_agents() {
+    let Some(cluster) = Cluster::from_env() else {
+        return;
+    };
+    let Some(wheel) = Wheel::find(&OMPI5_WHEEL) else {
+        return;
+    };
+    let dir = scratch("cli-mn-launch-ompi5");
+    let src = dir.join("mn_deadlock.c");
+    std::fs::write(&src, common::mn::DEADLOCK_C).unwrap();
+    let Some(exe) = wheel.program(&src, &dir, "mn_deadlock") else {
+        return;
+    };
+    let tokens = dir.join("tokens");
+    let starter = cluster.prterun(&wheel.prefix, &[], &[(2, 2), (3, 2)], &exe, &[]);
+    let mut launched = Launched::start(
+        &cluster,
+        &dir,
+        &["--agent-token-dir", &tokens.to_string_lossy()],
+        &starter,
+    );
+    let doc = launched.document(240);
+    let ranks = check_running(&cluster, &launched, &doc);
+    let left: Vec<_> = std::fs::read_dir(&tokens)
+        .map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "token directories left: {left:?}");
+    end_job(&cluster, &mut launched, &ranks);
 }
