@@ -7,6 +7,8 @@
 //!   spawns); they start with the job, wait for the tokens the front end issues once it has
 //!   read the table, and connect back over TLS.
 //! - Slurm: `srun` launched by `mpir`; the agents run in a step beside the job's.
+//! - MPICH: `mpiexec.hydra` reaching the nodes through the cluster's ssh; the agents are a
+//!   second hydra job per node, reaching them the same way.
 //! - Open MPI 5: the wheel's `mpirun` (PRRTE, no MPIR) launched through PMIx (ranks held in
 //!   `PMIx_Init` until released); the agents are PMIx tool daemons of the job's server.
 //!
@@ -136,7 +138,10 @@ fn check_running(cluster: &Cluster, launched: &Launched, doc: &serde_json::Value
         launched.stderr()
     );
     let ranks = table(doc);
-    let hosts: Vec<&str> = ranks.iter().map(|(_, _, h)| h.as_str()).collect();
+    // Two on each node (which ranks where is the launcher's mapping: the ranks' own lines
+    // below must agree with the table).
+    let mut hosts: Vec<&str> = ranks.iter().map(|(_, _, h)| h.as_str()).collect();
+    hosts.sort_unstable();
     assert_eq!(hosts, ["node2", "node2", "node3", "node3"], "{doc:#}");
     for r in doc["ranks"].as_array().unwrap() {
         assert_eq!(r["local"], false, "{r}");
@@ -312,5 +317,57 @@ fn launch_verify_of_an_open_mpi_5_job_has_its_pmix_server_start_the_agents() {
         .map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect())
         .unwrap_or_default();
     assert!(left.is_empty(), "token directories left: {left:?}");
+    end_job(&cluster, &mut launched, &ranks);
+}
+
+#[test]
+fn launch_verify_of_a_hydra_job_starts_a_second_hydra_job_per_node() {
+    let Some(cluster) = Cluster::from_env() else {
+        return;
+    };
+    if !mpir_target::testkit::have("mpicc.mpich") || !mpir_target::testkit::have("mpiexec.hydra") {
+        mpir_target::testkit::skip("MPICH (mpicc.mpich, mpiexec.hydra) is not installed");
+        return;
+    }
+    // Debian's hydra is stripped: its symbols come from the rebuilt debug file.
+    let Some(debug) = std::env::var("MPIR_HYDRA_DEBUG_DIR")
+        .ok()
+        .filter(|d| Path::new(d).is_dir())
+    else {
+        mpir_target::testkit::skip(
+            "no hydra debug file (MPIR_HYDRA_DEBUG_DIR, scripts/hydra-debug-symbols.sh)",
+        );
+        return;
+    };
+    let dir = scratch("cli-mn-launch-hydra");
+    let src = dir.join("ring.c");
+    let exe = dir.join("ring_mpich");
+    std::fs::write(&src, common::mn::DEADLOCK_C).unwrap();
+    mpir_target::testkit::run(
+        Command::new("mpicc.mpich")
+            .arg("-g")
+            .arg(&src)
+            .arg("-o")
+            .arg(&exe),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    // UCX over TCP only: its shared-memory transports cannot cross the nodes' PID namespaces.
+    let mut hydra = Command::new("mpiexec.hydra");
+    hydra
+        .args(["-launcher", "ssh", "-launcher-exec"])
+        .arg(cluster.nsrsh())
+        .args(["-hosts", "node2,node3", "-n", "4"])
+        .arg(&exe)
+        .env("UCX_TLS", "tcp,self")
+        .env("UCX_NET_DEVICES", "lo");
+    let mut launched = Launched::start(&cluster, &dir, &["--debug-dir", &debug], &hydra);
+    let doc = launched.document(240);
+    assert!(
+        doc["starter"]["launcher"]
+            .as_str()
+            .is_some_and(|l| l.contains("hydra")),
+        "{doc:#}"
+    );
+    let ranks = check_running(&cluster, &launched, &doc);
     end_job(&cluster, &mut launched, &ranks);
 }
