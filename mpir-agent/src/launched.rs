@@ -22,13 +22,13 @@ use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use mpir_acquire::{Note, ToolDaemon};
-use mpir_session::{AgentFailure, Session, SessionOptions};
+use mpir_session::{Session, SessionOptions};
 
 use crate::error::FrontEndError;
-use crate::fleet::{Down, Fleet};
+use crate::fleet::Fleet;
 use crate::front::{Agents, FrontEndOptions, remote_hosts};
 use crate::launch::Launch;
-use crate::orte::{Rendezvous, default_listen, default_token_parent, traced_by_us};
+use crate::orte::{Rendezvous, links_by_host, rendezvous_place, traced_by_us};
 
 /// Agents prepared for a job about to be launched (`mpir launch --verify`): every engine
 /// but Open MPI 4's starts agents once the job runs; an `orterun` launched under a tool never
@@ -50,14 +50,7 @@ impl LaunchedAgents {
     pub fn prepare(options: FrontEndOptions) -> Result<LaunchedAgents, FrontEndError> {
         let rendezvous = match options.launch {
             Launch::Auto | Launch::OrteToolDaemons => {
-                let listen = match options.listen {
-                    Some(a) => a,
-                    None => default_listen()?,
-                };
-                let parent = options
-                    .token_dir
-                    .clone()
-                    .unwrap_or_else(default_token_parent);
+                let (listen, parent) = rendezvous_place(&options)?;
                 Some(Rendezvous::listen(listen, &parent, options.start_timeout)?)
             }
             _ => None,
@@ -139,7 +132,7 @@ impl LaunchedAgents {
         }
         let start_timeout = agents.options.start_timeout;
         let deadline = Instant::now() + start_timeout;
-        let mut links = rendezvous.accept(
+        let links = rendezvous.accept(
             deadline,
             &mpir_wire::Options::default(),
             &AtomicBool::new(false),
@@ -154,15 +147,7 @@ impl LaunchedAgents {
         );
         // The socket closed and the tokens left removed.
         drop(rendezvous);
-        let links = hosts
-            .into_iter()
-            .map(|h| {
-                let link = links
-                    .remove(&h.host)
-                    .ok_or_else(|| Down::new(AgentFailure::NotStarted, why.clone()));
-                (h, link)
-            })
-            .collect();
+        let links = links_by_host(hosts, links, &why);
         agents.fleet = Fleet::connected(links, &plan);
         Ok(agents)
     }

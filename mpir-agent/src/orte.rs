@@ -569,6 +569,39 @@ pub(crate) fn default_token_parent() -> PathBuf {
     home.join(".mpir").join("agent-tokens")
 }
 
+/// Where a tool-daemon engine's agents connect and find their tokens: `options`' choices,
+/// else the defaults ([`default_listen`], [`default_token_parent`]).
+pub(crate) fn rendezvous_place(
+    options: &FrontEndOptions,
+) -> Result<(SocketAddr, PathBuf), FrontEndError> {
+    let listen = match options.listen {
+        Some(a) => a,
+        None => default_listen()?,
+    };
+    let parent = options
+        .token_dir
+        .clone()
+        .unwrap_or_else(default_token_parent);
+    Ok((listen, parent))
+}
+
+/// Each host with the link of the agent that connected for it, or why none did.
+pub(crate) fn links_by_host(
+    hosts: Vec<HostClaims>,
+    mut links: HashMap<String, AgentLink>,
+    why: &str,
+) -> Vec<(HostClaims, Result<AgentLink, Down>)> {
+    hosts
+        .into_iter()
+        .map(|h| {
+            let link = links
+                .remove(&h.host)
+                .ok_or_else(|| Down::new(AgentFailure::NotStarted, why));
+            (h, link)
+        })
+        .collect()
+}
+
 /// Starts the agents of `hosts` as `orterun`'s tool daemons (see the module docs) and
 /// returns them adopted, with the request for daemons (to join). A node whose agent does not
 /// come is out, with the reason.
@@ -585,14 +618,7 @@ pub(crate) fn start(
     let Some(starter) = session.job().map(|j| j.starter.pid) else {
         return Ok((Fleet::empty(), Asking(None)));
     };
-    let listen = match options.listen {
-        Some(a) => a,
-        None => default_listen()?,
-    };
-    let parent = options
-        .token_dir
-        .clone()
-        .unwrap_or_else(default_token_parent);
+    let (listen, parent) = rendezvous_place(options)?;
     let nodes: Vec<String> = hosts.iter().map(|h| h.host.clone()).collect();
     let start_timeout = options.start_timeout;
     let rendezvous = Rendezvous::open(listen, &parent, &nodes, start_timeout)?;
@@ -641,7 +667,7 @@ pub(crate) fn start(
             source: Box::new(e),
         })?;
     let asking = Asking(Some(handle));
-    let mut links = rendezvous.accept(deadline, &Options::default(), &give_up);
+    let links = rendezvous.accept(deadline, &Options::default(), &give_up);
     let address = rendezvous.address();
     let dir = rendezvous.token_dir().display().to_string();
     // The socket closed and the tokens left removed.
@@ -669,15 +695,7 @@ pub(crate) fn start(
         ),
         Some(Err(e)) => format!("orterun did not start the tool daemons: {}", chain(&e)),
     };
-    let links = hosts
-        .into_iter()
-        .map(|h| {
-            let link = links
-                .remove(&h.host)
-                .ok_or_else(|| Down::new(AgentFailure::NotStarted, why.clone()));
-            (h, link)
-        })
-        .collect();
+    let links = links_by_host(hosts, links, &why);
     Ok((Fleet::connected(links, plan), asking))
 }
 

@@ -38,13 +38,13 @@ use std::time::Instant;
 
 use mpir_acquire::InterfaceChoice;
 use mpir_acquire::live::Acquired;
-use mpir_session::{AgentFailure, Session, chain};
+use mpir_session::{Session, chain};
 use mpir_wire::Options;
 
 use crate::error::FrontEndError;
-use crate::fleet::{Down, Fleet};
+use crate::fleet::Fleet;
 use crate::front::FrontEndOptions;
-use crate::orte::{Rendezvous, default_listen, default_token_parent};
+use crate::orte::{Rendezvous, links_by_host, rendezvous_place};
 use crate::protocol::{HostClaims, Plan};
 
 /// Tool daemons per node: one agent per node.
@@ -86,14 +86,7 @@ pub(crate) fn start(
     let Some(starter) = session.job().map(|j| j.starter.pid) else {
         return Ok((Fleet::empty(), none));
     };
-    let listen = match options.listen {
-        Some(a) => a,
-        None => default_listen()?,
-    };
-    let parent = options
-        .token_dir
-        .clone()
-        .unwrap_or_else(default_token_parent);
+    let (listen, parent) = rendezvous_place(options)?;
     let nodes: Vec<String> = hosts.iter().map(|h| h.host.clone()).collect();
     let start_timeout = options.start_timeout;
     let deadline = Instant::now() + start_timeout;
@@ -135,7 +128,7 @@ pub(crate) fn start(
                 Err(e) => Err(chain(&e)),
             },
         );
-    let (spawned, mut links, why) = match asked {
+    let (spawned, links, why) = match asked {
         Ok((acquired, nspace)) => {
             let links = rendezvous.accept(deadline, &Options::default(), &AtomicBool::new(false));
             let why = format!(
@@ -157,14 +150,6 @@ pub(crate) fn start(
     };
     // The socket closed and the tokens left removed.
     drop(rendezvous);
-    let links = hosts
-        .into_iter()
-        .map(|h| {
-            let link = links
-                .remove(&h.host)
-                .ok_or_else(|| Down::new(AgentFailure::NotStarted, why.clone()));
-            (h, link)
-        })
-        .collect();
+    let links = links_by_host(hosts, links, &why);
     Ok((Fleet::connected(links, plan), spawned))
 }

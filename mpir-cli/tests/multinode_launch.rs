@@ -325,41 +325,10 @@ fn launch_verify_of_a_hydra_job_starts_a_second_hydra_job_per_node() {
     let Some(cluster) = Cluster::from_env() else {
         return;
     };
-    if !mpir_target::testkit::have("mpicc.mpich") || !mpir_target::testkit::have("mpiexec.hydra") {
-        mpir_target::testkit::skip("MPICH (mpicc.mpich, mpiexec.hydra) is not installed");
-        return;
-    }
-    // Debian's hydra is stripped: its symbols come from the rebuilt debug file.
-    let Some(debug) = std::env::var("MPIR_HYDRA_DEBUG_DIR")
-        .ok()
-        .filter(|d| Path::new(d).is_dir())
-    else {
-        mpir_target::testkit::skip(
-            "no hydra debug file (MPIR_HYDRA_DEBUG_DIR, scripts/hydra-debug-symbols.sh)",
-        );
+    let dir = scratch("cli-mn-launch-hydra");
+    let Some((hydra, debug)) = common::mn::hydra_ring(&cluster, &dir) else {
         return;
     };
-    let dir = scratch("cli-mn-launch-hydra");
-    let src = dir.join("ring.c");
-    let exe = dir.join("ring_mpich");
-    std::fs::write(&src, common::mn::DEADLOCK_C).unwrap();
-    mpir_target::testkit::run(
-        Command::new("mpicc.mpich")
-            .arg("-g")
-            .arg(&src)
-            .arg("-o")
-            .arg(&exe),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    // UCX over TCP only: its shared-memory transports cannot cross the nodes' PID namespaces.
-    let mut hydra = Command::new("mpiexec.hydra");
-    hydra
-        .args(["-launcher", "ssh", "-launcher-exec"])
-        .arg(cluster.nsrsh())
-        .args(["-hosts", "node2,node3", "-n", "4"])
-        .arg(&exe)
-        .env("UCX_TLS", "tcp,self")
-        .env("UCX_NET_DEVICES", "lo");
     let mut launched = Launched::start(&cluster, &dir, &["--debug-dir", &debug], &hydra);
     let doc = launched.document(240);
     assert!(

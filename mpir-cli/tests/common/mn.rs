@@ -187,3 +187,41 @@ pub fn mpir_in_node1(cluster: &Cluster, args: &[&str]) -> Output {
         .args(args);
     cluster.run_in(1, &c).stdin(Stdio::null()).output().unwrap()
 }
+
+/// A 4-rank MPICH job on node2 and node3 ([`DEADLOCK_C`] built with `mpicc.mpich` in `dir`):
+/// `mpiexec.hydra` reaching the nodes through the cluster's ssh, UCX over TCP only (its
+/// shared-memory transports cannot cross the nodes' PID namespaces), to run inside node1;
+/// and the debug directory of Debian's stripped hydra (`MPIR_HYDRA_DEBUG_DIR`). `None`
+/// after a skip without MPICH or that directory.
+pub fn hydra_ring(cluster: &Cluster, dir: &Path) -> Option<(Command, String)> {
+    if !have("mpicc.mpich") || !have("mpiexec.hydra") {
+        skip("MPICH (mpicc.mpich, mpiexec.hydra) is not installed");
+        return None;
+    }
+    let Some(debug) = std::env::var("MPIR_HYDRA_DEBUG_DIR")
+        .ok()
+        .filter(|d| Path::new(d).is_dir())
+    else {
+        skip("no hydra debug file (MPIR_HYDRA_DEBUG_DIR, scripts/hydra-debug-symbols.sh)");
+        return None;
+    };
+    let src = dir.join("ring.c");
+    let exe = dir.join("ring_mpich");
+    std::fs::write(&src, DEADLOCK_C).unwrap();
+    run(Command::new("mpicc.mpich")
+        .arg("-g")
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut hydra = Command::new("mpiexec.hydra");
+    hydra
+        .args(["-launcher", "ssh", "-launcher-exec"])
+        .arg(cluster.nsrsh())
+        .args(["-hosts", "node2,node3", "-n", "4"])
+        .arg(&exe)
+        .env("UCX_TLS", "tcp,self")
+        .env("UCX_NET_DEVICES", "lo")
+        .current_dir(dir);
+    Some((hydra, debug))
+}
