@@ -336,9 +336,6 @@ mod tests {
                 symbol: symbols::EXECUTABLE_PATH,
                 assumed: 256,
             },
-            Note::ToolDaemonUnsupported {
-                symbol: symbols::SERVER_ARGUMENTS,
-            },
             Note::AttachFifoWritten {
                 path: "/tmp/fifo-x".into(),
             },
@@ -371,6 +368,9 @@ mod tests {
                 pid: 48,
                 why: "srun has ended".into(),
             },
+            Note::ToolDaemonUnsupported {
+                symbol: symbols::SERVER_ARGUMENTS,
+            },
         ];
         let kinds: std::collections::BTreeSet<_> = notes.iter().map(Note::kind).collect();
         assert_eq!(kinds.len(), notes.len(), "one kind per variant");
@@ -381,10 +381,11 @@ mod tests {
         assert!(text(&notes[7]).ends_with("MPIR_debug_state 9"));
         assert!(text(&notes[12]).contains("rank 3") && text(&notes[12]).contains("pid 42"));
         assert!(text(&notes[16]).starts_with("pid 46"));
-        for n in &notes[13..] {
+        for n in &notes[13..19] {
             assert!(n.pid().is_some_and(|p| text(n).contains(&p.to_string())));
         }
         assert!(text(&notes[18]).contains("srun has ended"));
+        assert!(text(&notes[19]).contains("MPIR_server_arguments"));
         let unusable = Note::LauncherIdUnusable {
             symbol: "totalview_jobid",
             reason: "NULL".into(),
