@@ -319,8 +319,11 @@ mod tests {
     #[test]
     fn a_hydra_jobs_agents_reuse_its_mpiexec_and_the_way_it_reaches_nodes() {
         // A stand-in for a hydra starter: its command line and environment are what count.
-        let mut p = std::process::Command::new("python3")
-            .args(["-c", "import time; time.sleep(30)"])
+        // `/bin/sh` with a script it cannot end by exec'ing its last command: one exec from
+        // spawn to the program whose /proc is read (a `python3` found on PATH may be a shim
+        // that execs `env`, then a shell, then python: CI's was, and the test read `env`).
+        let mut p = std::process::Command::new("/bin/sh")
+            .args(["-c", "sleep 30; :", "sh"])
             .args([
                 "-launcher",
                 "ssh",
