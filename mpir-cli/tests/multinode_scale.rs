@@ -26,9 +26,10 @@
 //! It asserts: every rank in the merged stack tree under `main → rank_body → wait_here`, none
 //! unreached, coverage complete; every rank answered *by its agent* in the queues document
 //! (the agent's own reading of a process without MPI), none with an agent failure (not
-//! started, unreachable, timed out, wrong answer); the tree was used (seen while the front end
-//! runs: 256 agents, one per host, each inside the node its `--node` names, at most 16
-//! started by the front end, the rest by agents); afterwards no agent or `nsrsh` is left on any node
+//! started, unreachable, timed out, wrong answer); the tree was used (seen while the stacks
+//! request runs: 256 agents, one per host, each inside the node its `--node` names, at most 16
+//! started by the front end, the rest by agents; while the short queues request runs, every
+//! agent seen is where it belongs); afterwards no agent or `nsrsh` is left on any node
 //! and every rank runs on, neither stopped nor traced. Times are printed, not asserted.
 //!
 //! Measured (2 cores, debug build, another developer's benchmark taking up to 1.4 cores):
@@ -399,6 +400,25 @@ fn assert_tree(cluster: &Cluster, what: &str, run: &Run, ranks: &[Rank]) {
     );
 }
 
+/// Every agent seen while a request ran is inside the node that answers to the host it
+/// serves, and serves a host with a rank; the front end started at most FANOUT of them.
+fn assert_agents_placed(cluster: &Cluster, what: &str, run: &Run, ranks: &[Rank]) {
+    let tree = &run.tree;
+    assert!(!tree.agents.is_empty(), "{what}: no agent seen");
+    for (node, host) in &tree.agents {
+        assert!(
+            cluster.host_names(*node).contains(host),
+            "{what}: the agent for {host} runs in node{node}"
+        );
+        assert!(ranks.iter().any(|r| &r.host == host && r.node == *node));
+    }
+    assert!(
+        tree.by_front_end.len() <= FANOUT,
+        "{what}: the front end started {} agents itself (fanout {FANOUT})",
+        tree.by_front_end.len()
+    );
+}
+
 /// Afterwards: no agent and no `nsrsh` on any node (bounded wait: agents let go and exit on
 /// the front end's goodbye), and every rank runs on, neither stopped nor traced.
 fn assert_clean(cluster: &Cluster, what: &str, ranks: &[Rank]) {
@@ -554,7 +574,10 @@ fn agents_on_256_hosts_answer_stacks_and_queues_through_a_tree() {
         );
     }
     assert_eq!(queues.out.status.code(), Some(4), "mpir queues: {stderr}");
-    assert_tree(cluster, "queues", &queues, &ranks);
+    // The tree is checked on the stacks request: a queues request ends in a few seconds, in
+    // which the snapshots (each of ~600 processes, seconds long under load) do not see every
+    // agent (CI: 197 of 256 seen). Those seen must still be where they belong.
+    assert_agents_placed(cluster, "queues", &queues, &ranks);
     assert_clean(cluster, "queues", &ranks);
 
     starter.stop();
