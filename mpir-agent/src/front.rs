@@ -389,18 +389,9 @@ pub(crate) fn ask_of(options: &StackOptions) -> StacksAsk {
 /// The selected ranks of `session`'s job that are not on this node, by node (in the order
 /// of the nodes' first ranks).
 pub(crate) fn remote_hosts(session: &Session) -> Vec<HostClaims> {
-    let Some(job) = session.job() else {
-        return Vec::new();
-    };
-    let selection = session.options().ranks().cloned();
     let mut hosts: Vec<HostClaims> = Vec::new();
     let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-    for r in job.ranks() {
-        if selection.as_ref().is_some_and(|s| !s.contains(r.rank))
-            || job.locality(r.rank).is_local()
-        {
-            continue;
-        }
+    for r in session.ranks_elsewhere() {
         let Some(host) = r.host.filter(|h| !h.is_empty()) else {
             continue;
         };

@@ -102,13 +102,13 @@ impl LaunchedAgents {
             .notes
             .iter()
             .any(|n| matches!(n, Note::ToolDaemonUnsupported { .. }));
+        // Not the daemons' engine: the rendezvous is dropped here, and daemons waiting for a
+        // token, if any, see their directory go and end.
         let Some(mut rendezvous) = self
             .rendezvous
             .take()
             .filter(|_| asked && launch == Launch::OrteToolDaemons)
         else {
-            // Daemons waiting for a token, if any, see their directory go and end.
-            drop(self.rendezvous.take());
             return Agents::start(session, self.options);
         };
         let starter = job.starter.pid;

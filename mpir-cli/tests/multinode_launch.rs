@@ -179,6 +179,14 @@ fn check_running(cluster: &Cluster, launched: &Launched, doc: &serde_json::Value
     ranks
 }
 
+/// Every token taken or removed: the front end's private directory inside `tokens` is gone.
+fn assert_no_token_left(tokens: &Path) {
+    let left: Vec<_> = std::fs::read_dir(tokens)
+        .map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "token directories left: {left:?}");
+}
+
 /// Ends the job by SIGTERM to the starter (mpir's child in node1), and checks that `mpir
 /// launch` ends with it, the ranks gone.
 fn end_job(cluster: &Cluster, launched: &mut Launched, ranks: &[Printed]) {
@@ -233,10 +241,7 @@ fn launch_verify_has_orterun_start_the_agents_with_the_job() {
         "{doc:#}"
     );
     // Every token taken or removed: the front end's private directory is gone.
-    let left: Vec<_> = std::fs::read_dir(&tokens)
-        .map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect())
-        .unwrap_or_default();
-    assert!(left.is_empty(), "token directories left: {left:?}");
+    assert_no_token_left(&tokens);
     end_job(&cluster, &mut launched, &ranks);
 }
 
@@ -313,10 +318,7 @@ fn launch_verify_of_an_open_mpi_5_job_has_its_pmix_server_start_the_agents() {
     );
     let doc = launched.document(240);
     let ranks = check_running(&cluster, &launched, &doc);
-    let left: Vec<_> = std::fs::read_dir(&tokens)
-        .map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect())
-        .unwrap_or_default();
-    assert!(left.is_empty(), "token directories left: {left:?}");
+    assert_no_token_left(&tokens);
     end_job(&cluster, &mut launched, &ranks);
 }
 

@@ -417,6 +417,20 @@ impl Session {
             .collect()
     }
 
+    /// The job's selected ranks that run on another node than this one (by the job's
+    /// locality; in table order): the ranks agents read, and the ones a hand-over cannot
+    /// hold. Empty without a job.
+    pub fn ranks_elsewhere(&self) -> Vec<mpir_types::mpir::Rank<'_>> {
+        let Some(job) = self.job() else {
+            return Vec::new();
+        };
+        let selection = self.options.ranks();
+        job.ranks()
+            .filter(|r| selection.is_none_or(|s| s.contains(r.rank)))
+            .filter(|r| !job.locality(r.rank).is_local())
+            .collect()
+    }
+
     /// The options in force.
     pub fn options(&self) -> &SessionOptions {
         &self.options

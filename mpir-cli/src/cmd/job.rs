@@ -61,12 +61,7 @@ pub(crate) fn launch(
             "{} ranks left stopped for another tool (SIGCONT lets them run)",
             stopped.len()
         ));
-        let selection = session.options().ranks();
-        let remote = job
-            .ranks()
-            .filter(|r| selection.is_none_or(|s| s.contains(r.rank)))
-            .filter(|r| !job.locality(r.rank).is_local())
-            .count();
+        let remote = session.ranks_elsewhere().len();
         if remote > 0 {
             out.notes.push(format!(
                 "{remote} ranks on other nodes run on: only this node's ranks can be handed \
