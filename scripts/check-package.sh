@@ -69,6 +69,10 @@ trap 'rm -rf "$scratch"' EXIT
     printf 'members = ['
     for c in "${crates[@]}"; do printf '"%s-%s", ' "${c%%$'\t'*}" "${c##*$'\t'}"; done
     echo ']'
+    # The tests are compiled, never run or debugged here: no debug info (it made this
+    # directory gigabytes).
+    echo '[profile.dev]'
+    echo 'debug = false'
     echo '[patch.crates-io]'
     for c in "${crates[@]}"; do
         printf '%s = { path = "%s-%s" }\n' "${c%%$'\t'*}" "${c%%$'\t'*}" "${c##*$'\t'}"

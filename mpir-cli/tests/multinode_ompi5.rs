@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 
-use common::mn::{DEADLOCK_C, Printed, gather, mpir_in_node1, printed};
+use common::mn::{DEADLOCK_C, NodeDecoy, Printed, gather, mpir_in_node1, printed, unexplained};
 use common::{json_doc, mpir};
 use mpir_acquire::testkit::multinode::{Cluster, NodeChild, StartFailure, start_job};
 use mpir_target::testkit::{OMPI5_WHEEL, Wheel, build_decoy, scratch, skip, wait_for};
@@ -28,12 +28,7 @@ struct Job {
     prterun: NodeChild,
     out: Arc<Mutex<String>>,
     ranks: Vec<Printed>,
-    decoy: NodeChild,
-    decoy_log: PathBuf,
-    /// The same decoy program under an ordinary pid of node1, which nothing names: its
-    /// stalls are the machine's (a loaded VM stalls every process for seconds, measured).
-    _control: NodeChild,
-    control_log: PathBuf,
+    decoy: NodeDecoy,
     /// `prterun`'s standard error (its daemons' too: the agents' notes and failures).
     err: PathBuf,
     /// How much of it a test has looked at already (expected complaints).
@@ -75,30 +70,12 @@ impl Job {
             })
         });
         let ranks = printed(&out.lock().unwrap());
-        let decoy_log = dir.join("decoy.log");
-        let decoy = ranks
-            .iter()
-            .find_map(|(_, pid, _)| {
-                let mut d = Command::new(&decoy_exe);
-                d.arg(&decoy_log);
-                cluster.spawn_with_pid(1, *pid, &d)
-            })
-            .unwrap_or_else(|| panic!("no rank pid of {ranks:?} free in node1"));
-        let control_log = dir.join("control.log");
-        let mut c = cluster.run_in(1, Command::new(&decoy_exe).arg(&control_log));
-        // It runs until its standard input closes: the pipe `nsenter` keeps.
-        c.stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        let control = cluster.spawn(1, c);
+        let decoy = NodeDecoy::start(cluster, &decoy_exe, dir, &ranks);
         Some(Job {
             prterun,
             out,
             ranks,
             decoy,
-            decoy_log,
-            _control: control,
-            control_log,
             err,
             err_seen: 0,
         })
@@ -151,36 +128,7 @@ fn assert_clean(job: &mut Job, cluster: &Cluster) {
     let err = std::fs::read(&job.err).unwrap_or_default();
     let err = String::from_utf8_lossy(err.get(job.err_seen..).unwrap_or_default());
     assert!(!err.contains("error"), "prterun's standard error:\n{err}");
-    let touched = std::fs::read_to_string(&job.decoy_log).unwrap_or_default();
-    let control = std::fs::read_to_string(&job.control_log).unwrap_or_default();
-    let unexplained = unexplained(&touched, &control);
-    assert!(
-        unexplained.is_empty(),
-        "node1's decoy was touched: {unexplained:?}\n(its log:\n{touched}; the control \
-         decoy's:\n{control})"
-    );
-    mpir_target::testkit::assert_untouched(job.decoy.host_pid);
-    assert!(!job.decoy.has_exited(), "node1's decoy ended");
-}
-
-/// The lines of a decoy's log that say it was touched: every "traced by" line, and every
-/// "stopped for N ms" line that the control decoy's log does not match with a stall of its
-/// own of about the same length (within 10 %, or 100 ms): a stall of the whole machine.
-fn unexplained(log: &str, control: &str) -> Vec<String> {
-    let stall = |l: &str| -> Option<u64> {
-        l.strip_prefix("stopped for ")?
-            .strip_suffix(" ms")?
-            .parse()
-            .ok()
-    };
-    let stalls: Vec<u64> = control.lines().filter_map(stall).collect();
-    log.lines()
-        .filter(|l| match stall(l) {
-            Some(n) => !stalls.iter().any(|&c| c.abs_diff(n) <= (n / 10).max(100)),
-            None => !l.trim().is_empty(),
-        })
-        .map(str::to_string)
-        .collect()
+    job.decoy.assert_untouched();
 }
 
 #[test]

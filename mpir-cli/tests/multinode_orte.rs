@@ -55,8 +55,7 @@ fn assert_clean(job: &mut Job, cluster: &Cluster) {
     let err = std::fs::read_to_string(&job.err).unwrap_or_default();
     assert!(!err.contains("error"), "orterun's standard error:\n{err}");
     // node1's process given a rank's pid was never touched.
-    let touched = std::fs::read_to_string(&job.decoy_log).unwrap_or_default();
-    assert!(touched.is_empty(), "node1's decoy was touched: {touched}");
+    job.decoy.assert_untouched();
 }
 
 fn text(o: &Output) -> String {

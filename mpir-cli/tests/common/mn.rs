@@ -86,14 +86,88 @@ pub fn gather(stdout: std::process::ChildStdout) -> Arc<Mutex<String>> {
     out
 }
 
+/// A process of node1 given the pid of one of the job's ranks on another node, which no
+/// tool may touch, and a control: the same program under an ordinary pid of node1, which
+/// nothing names. The decoy logs every tracer and every stop it notices; a loaded VM stalls
+/// every process for seconds (measured), so a stop counts only when the control did not
+/// stall alike.
+pub struct NodeDecoy {
+    pub decoy: NodeChild,
+    log: PathBuf,
+    _control: NodeChild,
+    control_log: PathBuf,
+}
+
+impl NodeDecoy {
+    /// Starts the decoy program `exe` ([`build_decoy`]) in node1 under the first pid of
+    /// `ranks` free there, and its control; logs in `dir`.
+    pub fn start(cluster: &Cluster, exe: &Path, dir: &Path, ranks: &[Printed]) -> NodeDecoy {
+        let log = dir.join("decoy.log");
+        let decoy = ranks
+            .iter()
+            .find_map(|(_, pid, _)| {
+                let mut d = Command::new(exe);
+                d.arg(&log);
+                cluster.spawn_with_pid(1, *pid, &d)
+            })
+            .unwrap_or_else(|| panic!("no rank pid of {ranks:?} free in node1"));
+        let control_log = dir.join("control.log");
+        let mut c = cluster.run_in(1, Command::new(exe).arg(&control_log));
+        // It runs until its standard input closes: the pipe `nsenter` keeps.
+        c.stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let control = cluster.spawn(1, c);
+        NodeDecoy {
+            decoy,
+            log,
+            _control: control,
+            control_log,
+        }
+    }
+
+    /// Never traced, never stopped but for the machine's stalls, still running.
+    pub fn assert_untouched(&mut self) {
+        let touched = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let control = std::fs::read_to_string(&self.control_log).unwrap_or_default();
+        let unexplained = unexplained(&touched, &control);
+        assert!(
+            unexplained.is_empty(),
+            "node1's decoy was touched: {unexplained:?}\n(its log:\n{touched}; the control \
+             decoy's:\n{control})"
+        );
+        mpir_target::testkit::assert_untouched(self.decoy.host_pid);
+        assert!(!self.decoy.has_exited(), "node1's decoy ended");
+    }
+}
+
+/// The lines of a decoy's log that say it was touched: every "traced by" line, and every
+/// "stopped for N ms" line that the control decoy's log does not match with a stall of its
+/// own of about the same length (within 10 %, or 100 ms): a stall of the whole machine.
+pub fn unexplained(log: &str, control: &str) -> Vec<String> {
+    let stall = |l: &str| -> Option<u64> {
+        l.strip_prefix("stopped for ")?
+            .strip_suffix(" ms")?
+            .parse()
+            .ok()
+    };
+    let stalls: Vec<u64> = control.lines().filter_map(stall).collect();
+    log.lines()
+        .filter(|l| match stall(l) {
+            Some(n) => !stalls.iter().any(|&c| c.abs_diff(n) <= (n / 10).max(100)),
+            None => !l.trim().is_empty(),
+        })
+        .map(str::to_string)
+        .collect()
+}
+
 /// The running job: orterun in node1, ranks on other nodes (`hosts`: (node, ranks)); a decoy
 /// in node1 with the pid of one of them.
 pub struct Job {
     pub orterun: NodeChild,
     pub out: Arc<Mutex<String>>,
     pub ranks: Vec<Printed>,
-    pub decoy: NodeChild,
-    pub decoy_log: PathBuf,
+    pub decoy: NodeDecoy,
     pub exe: PathBuf,
     /// orterun's standard error (its daemons' too: the agents' notes and failures).
     pub err: PathBuf,
@@ -139,21 +213,12 @@ impl Job {
         });
         let text = || out.lock().unwrap().clone();
         let ranks = printed(&text());
-        let decoy_log = dir.join("decoy.log");
-        let decoy = ranks
-            .iter()
-            .find_map(|(_, pid, _)| {
-                let mut d = Command::new(&decoy);
-                d.arg(&decoy_log);
-                cluster.spawn_with_pid(1, *pid, &d)
-            })
-            .unwrap_or_else(|| panic!("no rank pid of {ranks:?} free in node1"));
+        let decoy = NodeDecoy::start(cluster, &decoy, dir, &ranks);
         Some(Job {
             orterun,
             out,
             ranks,
             decoy,
-            decoy_log,
             exe,
             err,
         })
@@ -171,10 +236,8 @@ impl Job {
             cluster.assert_untouched(node, *pid);
         }
         mpir_target::testkit::assert_untouched(self.orterun.host_pid);
-        let touched = std::fs::read_to_string(&self.decoy_log).unwrap_or_default();
-        assert!(touched.is_empty(), "node1's decoy was touched: {touched}");
-        mpir_target::testkit::assert_untouched(self.decoy.host_pid);
-        assert!(!self.decoy.has_exited() && !self.orterun.has_exited());
+        self.decoy.assert_untouched();
+        assert!(!self.orterun.has_exited(), "orterun ended");
         assert_eq!(printed(&self.out.lock().unwrap()), self.ranks);
     }
 }
