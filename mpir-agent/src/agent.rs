@@ -128,11 +128,8 @@ pub fn run_stdio(config: &AgentConfig) -> Result<Ended, AgentError> {
 }
 
 /// Ends this agent as soon as its front end's end of the pipe closes, even in the middle of
-/// a long request (a sampling of many seconds): a thread waits for the pipe's hang-up (a poll
-/// for no event: it never consumes the requests), then lets go of every process this agent
-/// holds and exits. Its own subtree's agents see their pipes close in turn.
+/// a long request (a sampling of many seconds): see [`watch_hang_up`].
 fn watch_front_end() -> Result<(), AgentError> {
-    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
     use std::os::fd::AsFd;
     let stdin = std::io::stdin()
         .as_fd()
@@ -141,25 +138,56 @@ fn watch_front_end() -> Result<(), AgentError> {
             context: "watching stdin".into(),
             source,
         })?;
+    watch_hang_up(stdin, Watched::Pipe)
+}
+
+/// What a front-end watch waits on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Watched {
+    /// A pipe: its hang-up (`POLLHUP`, a poll for no event: it never consumes the requests).
+    Pipe,
+    /// A socket: readable with nothing to read (a peek that reads 0 bytes: the peer closed
+    /// its end). A request waiting to be read is left to the serving thread.
+    Socket,
+}
+
+/// A thread that waits for `fd`'s hang-up (see [`Watched`]), then lets go of every process
+/// this agent holds and exits. Its own subtree's agents see their pipes close in turn.
+pub(crate) fn watch_hang_up(fd: std::os::fd::OwnedFd, watched: Watched) -> Result<(), AgentError> {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::{AsFd, AsRawFd};
+    let events = match watched {
+        Watched::Pipe => PollFlags::empty(),
+        Watched::Socket => PollFlags::POLLIN,
+    };
     std::thread::Builder::new()
         .name("front-end-watch".into())
         .spawn(move || {
             loop {
-                let mut fds = [PollFd::new(stdin.as_fd(), PollFlags::empty())];
+                let mut fds = [PollFd::new(fd.as_fd(), events)];
                 match poll(&mut fds, PollTimeout::NONE) {
-                    Ok(_) => {
-                        let gone = fds[0].revents().is_some_and(|r| {
-                            r.intersects(
-                                PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL,
-                            )
-                        });
-                        if gone {
-                            mpir_session::release_everything();
-                            std::process::exit(0);
-                        }
-                    }
-                    Err(nix::errno::Errno::EINTR) => {}
+                    Ok(_) => {}
+                    Err(nix::errno::Errno::EINTR) => continue,
                     Err(_) => return,
+                }
+                let revents = fds[0].revents().unwrap_or(PollFlags::POLLERR);
+                let mut gone = revents
+                    .intersects(PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL);
+                if !gone && watched == Watched::Socket && revents.contains(PollFlags::POLLIN) {
+                    use nix::sys::socket::{MsgFlags, recv};
+                    let mut byte = [0u8; 1];
+                    let peek = MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT;
+                    match recv(fd.as_raw_fd(), &mut byte, peek) {
+                        Ok(0) => gone = true,
+                        // A request the serving thread has yet to read.
+                        Ok(_) => std::thread::sleep(Duration::from_millis(100)),
+                        Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EINTR) => {}
+                        Err(_) => gone = true,
+                    }
+                }
+                if gone {
+                    mpir_session::release_everything();
+                    std::process::exit(0);
                 }
             }
         })
@@ -569,6 +597,7 @@ fn queues_reply(read: &QueueRead) -> Reply {
             let (queues, problem) = match &r.queues {
                 Ok(q) => (Some(q.clone()), None),
                 Err(RankError::Unreadable(why)) => (None, Some(problem_of(why))),
+                Err(RankError::NoReader(e)) => (None, Some(Problem::no_reader(e))),
                 Err(e) => (None, Some(Problem::new(ProblemKind::ReadFailed, chain(e)))),
             };
             RankQueuesOut {

@@ -50,7 +50,8 @@ impl LaunchedAgents {
     pub fn prepare(options: FrontEndOptions) -> Result<LaunchedAgents, FrontEndError> {
         let rendezvous = match options.launch {
             Launch::Auto | Launch::OrteToolDaemons => {
-                let (listen, parent) = rendezvous_place(&options)?;
+                // The job's nodes are not known before it starts.
+                let (listen, parent) = rendezvous_place(&options, &[])?;
                 Some(Rendezvous::listen(listen, &parent, options.start_timeout)?)
             }
             _ => None,

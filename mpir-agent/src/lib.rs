@@ -63,6 +63,7 @@ mod fleet;
 mod front;
 mod launch;
 mod launched;
+mod listen;
 mod merge;
 mod orte;
 mod protocol;

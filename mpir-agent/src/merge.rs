@@ -114,14 +114,17 @@ pub(crate) fn queues(
                 r.stacks = out.stacks;
                 r.queues = match (out.queues, out.problem) {
                     (Some(q), _) => Ok(q),
-                    (None, Some(p)) => Err(match p.kind {
-                        ProblemKind::ReadFailed => RankError::Read(MqdError::Relayed {
+                    (None, Some(p)) => Err(match (p.kind, &p.no_reader) {
+                        (ProblemKind::ReadFailed, Some(no_reader)) => {
+                            RankError::NoReader(no_reader.to_error(&host, &p.message))
+                        }
+                        (ProblemKind::ReadFailed, None) => RankError::Read(MqdError::Relayed {
                             message: format!("on {host}: {}", p.message),
                         }),
-                        ProblemKind::Remote | ProblemKind::Refused => {
+                        (ProblemKind::Remote | ProblemKind::Refused, _) => {
                             agent(host, AgentFailure::Refused, p.message)
                         }
-                        ProblemKind::Agent => agent(
+                        (ProblemKind::Agent, _) => agent(
                             host,
                             p.failure.map_or(AgentFailure::BadAnswer, Into::into),
                             p.message,

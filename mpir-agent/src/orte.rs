@@ -10,9 +10,10 @@
 //! # How a front end starts them ([`Rendezvous`], used by [`crate::Agents::start`])
 //!
 //! 1. **Listen** on an address the nodes can reach: [`crate::FrontEndOptions::listen`]
-//!    (`mpir --agent-listen ADDR`), else the first address this node's name resolves to (an
-//!    address that is not a loopback one first). The port is ephemeral; the socket is closed
-//!    as soon as every expected agent is in or the start timeout has passed.
+//!    (`mpir --agent-listen ADDR`), else the local address the kernel routes to the agents'
+//!    nodes from, else the first address this node's name resolves to (one that is not a
+//!    loopback one first; `crate::listen`). The port is ephemeral; the socket is closed as
+//!    soon as every expected agent is in or the start timeout has passed.
 //! 2. **Identity**: an ephemeral TLS certificate ([`ServerIdentity::generate`]); its SHA-256
 //!    fingerprint goes into the daemons' arguments (public: it grants nothing).
 //! 3. **Tokens**: one one-time token per node that has selected ranks ([`TokenBook`]), each
@@ -52,10 +53,12 @@
 //! names or addresses). A node the front end expects no agent on (a node without selected
 //! ranks, such as `orterun`'s own) has no file: the agent says so in one line on standard
 //! error and ends ([`Ended::NotExpected`]). Otherwise it connects, pins the certificate,
-//! proves itself with the token and serves as any agent (idle timeout, front end gone).
+//! proves itself with the token and serves as any agent (idle timeout, front end gone). As
+//! `mpir agent` ([`TlsTarget::exiting_on_hang_up`]) it also watches its socket: when the front
+//! end's end closes, even mid-request, it lets go of every rank and exits.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -100,6 +103,12 @@ pub struct TlsTarget {
     /// daemons a starter launches with the job start before the front end knows the job's
     /// nodes. Zero (the default): the tokens are there already, or never will be.
     pub token_wait: Duration,
+    /// Whether this process is the agent alone (`mpir agent`): then, as soon as the front
+    /// end's end of the connection closes (a front end killed, say), even in the middle of a
+    /// long request, every process this agent holds is let go and the process exits
+    /// ([`TlsTarget::exiting_on_hang_up`]). Off by default: an agent served on a thread of a
+    /// larger program ends only between requests.
+    pub exit_on_hang_up: bool,
 }
 
 impl TlsTarget {
@@ -110,7 +119,15 @@ impl TlsTarget {
             fingerprint,
             token_dir,
             token_wait: Duration::ZERO,
+            exit_on_hang_up: false,
         }
+    }
+
+    /// Exiting the process, every rank let go, as soon as the front end's end closes (see
+    /// [`TlsTarget::exit_on_hang_up`]): for a process that is the agent and nothing else.
+    pub fn exiting_on_hang_up(mut self) -> TlsTarget {
+        self.exit_on_hang_up = true;
+        self
     }
 
     /// Waiting up to `wait` for the tokens to be issued.
@@ -215,45 +232,26 @@ pub fn run_tls(target: &TlsTarget, config: &AgentConfig) -> Result<Ended, AgentE
         Err(source) => return Err(AgentError::Token { source }),
     };
     let tls = TlsStream::connect(target.connect, &target.fingerprint, &config.wire)?;
+    let watch = if target.exit_on_hang_up {
+        Some(tls.watch_socket().map_err(|source| AgentError::Setup {
+            context: "watching the connection".into(),
+            source,
+        })?)
+    } else {
+        None
+    };
     let hello = Hello::new(node.clone(), std::process::id()).with_token(token);
     let (mut conn, _welcome) = Connection::agent(tls, &hello, &config.wire)?;
+    if let Some(socket) = watch {
+        // Ended, letting go of everything, as soon as the front end's end closes: even in
+        // the middle of a long request (a killed front end's socket closes).
+        crate::agent::watch_hang_up(socket.into(), crate::agent::Watched::Socket)?;
+    }
     let config = AgentConfig {
         node,
         ..config.clone()
     };
     serve(&mut conn, &config)
-}
-
-/// The address agents connect to by default: the first address this node's name resolves
-/// to, one that is not a loopback address first.
-pub(crate) fn default_listen() -> Result<SocketAddr, FrontEndError> {
-    let here = mpir_target::live::node::this_node();
-    let name = here.display_name().to_string();
-    let addrs: Vec<SocketAddr> = (name.as_str(), 0)
-        .to_socket_addrs()
-        .map_err(|e| FrontEndError::ToolDaemons {
-            context: format!(
-                "resolving this node's name {name} for the agents to connect to (give an \
-                 address with --agent-listen)"
-            ),
-            source: Box::new(e),
-        })?
-        .collect();
-    let not_loopback = |a: &&SocketAddr| match a.ip() {
-        // 127.0.0.1 and ::1 never reach another node; 127.0.1.1 (Debian's name for an
-        // unconfigured host) is taken only when nothing else is there.
-        IpAddr::V4(v4) => !v4.is_loopback(),
-        IpAddr::V6(v6) => !v6.is_loopback(),
-    };
-    addrs
-        .iter()
-        .find(not_loopback)
-        .or_else(|| addrs.first())
-        .copied()
-        .ok_or_else(|| FrontEndError::ToolDaemons {
-            context: format!("this node's name {name} resolves to no address"),
-            source: "give an address with --agent-listen".into(),
-        })
 }
 
 /// A private directory of token files, removed (with whatever is left in it) when dropped.
@@ -569,14 +567,16 @@ pub(crate) fn default_token_parent() -> PathBuf {
     home.join(".mpir").join("agent-tokens")
 }
 
-/// Where a tool-daemon engine's agents connect and find their tokens: `options`' choices,
-/// else the defaults ([`default_listen`], [`default_token_parent`]).
+/// Where a tool-daemon engine's agents, on `agent_hosts` (empty when not known yet), connect
+/// and find their tokens: `options`' choices, else the defaults
+/// ([`crate::listen::default_listen`], [`default_token_parent`]).
 pub(crate) fn rendezvous_place(
     options: &FrontEndOptions,
+    agent_hosts: &[String],
 ) -> Result<(SocketAddr, PathBuf), FrontEndError> {
     let listen = match options.listen {
         Some(a) => a,
-        None => default_listen()?,
+        None => crate::listen::default_listen(agent_hosts)?,
     };
     let parent = options
         .token_dir
@@ -618,8 +618,8 @@ pub(crate) fn start(
     let Some(starter) = session.job().map(|j| j.starter.pid) else {
         return Ok((Fleet::empty(), Asking(None)));
     };
-    let (listen, parent) = rendezvous_place(options)?;
     let nodes: Vec<String> = hosts.iter().map(|h| h.host.clone()).collect();
+    let (listen, parent) = rendezvous_place(options, &nodes)?;
     let start_timeout = options.start_timeout;
     let rendezvous = Rendezvous::open(listen, &parent, &nodes, start_timeout)?;
     let Some((program, args)) = plan.agent.split_first() else {

@@ -6,8 +6,9 @@
 use std::path::PathBuf;
 
 use mpir_acquire::live::{NodeExpectations, RankClaim};
-use mpir_mqd::RankQueues;
-use mpir_session::AgentFailure;
+use mpir_mqd::native::NativeError;
+use mpir_mqd::{MqdError, RankQueues};
+use mpir_session::{AgentFailure, chain};
 use mpir_types::stacks::{RankStacks, ThreadStack, Unreached};
 use mpir_wire::{ContentKind, Message, MessageKind, RequestId};
 use serde::{Deserialize, Serialize};
@@ -289,6 +290,11 @@ pub struct Problem {
     pub message: String,
     /// With [`ProblemKind::Agent`]: how that agent failed.
     pub failure: Option<FailureKind>,
+    /// With [`ProblemKind::ReadFailed`]: no queue engine could be set up for the job on the
+    /// agent's node (the session's [`mpir_session::RankError::NoReader`]), and why, as far as
+    /// the front end decides on it (its one-line errors and hints).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_reader: Option<NoReader>,
 }
 
 impl Problem {
@@ -298,6 +304,7 @@ impl Problem {
             kind,
             message: message.into(),
             failure: None,
+            no_reader: None,
         }
     }
 
@@ -307,6 +314,100 @@ impl Problem {
             kind: ProblemKind::Agent,
             message: message.into(),
             failure: Some(failure),
+            no_reader: None,
+        }
+    }
+
+    /// A rank no queue engine could be set up for: `e`, the session's
+    /// [`mpir_session::RankError::NoReader`].
+    pub fn no_reader(e: &MqdError) -> Self {
+        Problem {
+            no_reader: Some(NoReader::of(e)),
+            ..Problem::new(ProblemKind::ReadFailed, chain(e))
+        }
+    }
+}
+
+/// Why no queue engine could be set up for a job on an agent's node, as the front end
+/// rebuilds it ([`NoReader::to_error`]) for the same one-line errors and hints as on its own
+/// node ([`mpir_session::QueueRead::not_exported`],
+/// [`mpir_session::QueueRead::missing_types`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum NoReader {
+    /// The MPI keeps no queue any engine reads ([`MqdError::NotExported`]).
+    NotExported {
+        /// Each walker with the symbols it lacks.
+        symbols: String,
+        /// Why no DLL was found.
+        dll: String,
+    },
+    /// Only the MPI's types are missing, and it has no DLL ([`mpir_session::MissingTypes`]).
+    MissingTypes {
+        /// The walkers that found every symbol they read the queues from.
+        walkers: Vec<String>,
+        /// The types missing (or only declared, with why).
+        types: Vec<String>,
+        /// Why the MPI's DLL could not be used.
+        dll: String,
+    },
+    /// Another reason ([`Problem::message`]).
+    Other,
+}
+
+impl NoReader {
+    /// How `e` (a [`mpir_session::RankError::NoReader`]'s error) is told to the front end.
+    pub fn of(e: &MqdError) -> NoReader {
+        if let MqdError::NotExported { symbols, dll } = e {
+            return NoReader::NotExported {
+                symbols: symbols.clone(),
+                dll: dll.clone(),
+            };
+        }
+        let Some(missing) = mpir_session::MissingTypes::of(e) else {
+            return NoReader::Other;
+        };
+        let types = match e {
+            MqdError::NoEngine { native, .. } if !native.missing_types().is_empty() => {
+                native.missing_types().to_vec()
+            }
+            // Only declared: the reason in words.
+            _ => vec![missing.types.clone()],
+        };
+        NoReader::MissingTypes {
+            walkers: missing.walkers.clone(),
+            types,
+            dll: missing.dll.clone(),
+        }
+    }
+
+    /// The error an agent on `host` relayed as `message`, rebuilt: a
+    /// [`mpir_session::RankError::NoReader`]'s error that the front end's session classifies
+    /// as the agent's did, naming `host` (in why no DLL could be used, or before `message`).
+    pub fn to_error(&self, host: &str, message: &str) -> MqdError {
+        match self {
+            NoReader::NotExported { symbols, dll } => MqdError::NotExported {
+                symbols: symbols.clone(),
+                dll: format!("on {host}: {dll}"),
+            },
+            NoReader::MissingTypes {
+                walkers,
+                types,
+                dll,
+            } => MqdError::NoEngine {
+                native: NativeError::NotRecognised {
+                    tried: walkers.iter().map(|w| (w.clone(), types.clone())).collect(),
+                    missing_types: types.clone(),
+                    missing_symbols: walkers.iter().map(|w| (w.clone(), Vec::new())).collect(),
+                },
+                dll: Box::new(MqdError::NoDll {
+                    reason: format!("on {host}: {dll}"),
+                }),
+            },
+            NoReader::Other => MqdError::Relayed {
+                message: format!("on {host}: {message}"),
+            },
         }
     }
 }
@@ -429,6 +530,86 @@ fn from_json<T: for<'de> Deserialize<'de>>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `problem` as the front end gets it: through a reply's message.
+    fn relayed(problem: Problem) -> Problem {
+        let reply = Reply::Queues {
+            engine: None,
+            ranks: vec![RankQueuesOut {
+                rank: 0,
+                pid: 1,
+                queues: None,
+                problem: Some(problem),
+                stacks: None,
+            }],
+            release: Vec::new(),
+        };
+        match Reply::from_message(&reply.to_message(RequestId(1))).unwrap() {
+            Reply::Queues { mut ranks, .. } => ranks.remove(0).problem.unwrap(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_agents_missing_reader_is_classified_at_the_front_end_as_on_the_agents_node() {
+        // The MPI keeps no queue: the same error, the node named.
+        let none = MqdError::NotExported {
+            symbols: "MPICH: symbol MPIR_All_communicators".into(),
+            dll: "MPIR_dll_name is not set".into(),
+        };
+        let p = relayed(Problem::no_reader(&none));
+        assert_eq!(p.kind, ProblemKind::ReadFailed);
+        let rebuilt = p.no_reader.as_ref().unwrap().to_error("node2", &p.message);
+        assert_eq!(
+            rebuilt,
+            MqdError::NotExported {
+                symbols: "MPICH: symbol MPIR_All_communicators".into(),
+                dll: "on node2: MPIR_dll_name is not set".into(),
+            }
+        );
+
+        // Only the MPI's types are missing, and it has no DLL: the same walkers and types.
+        let untyped = MqdError::NoEngine {
+            native: NativeError::NotRecognised {
+                tried: vec![
+                    (
+                        "Open MPI ob1".into(),
+                        vec!["type ompi_communicator_t".into()],
+                    ),
+                    ("MPICH".into(), vec!["symbol MPIR_All_communicators".into()]),
+                ],
+                missing_types: vec!["ompi_communicator_t".into()],
+                missing_symbols: vec![
+                    ("Open MPI ob1".into(), Vec::new()),
+                    ("MPICH".into(), vec!["MPIR_All_communicators".into()]),
+                ],
+            },
+            dll: Box::new(MqdError::NoDll {
+                reason: "libompi_dbg_msgq.so does not exist".into(),
+            }),
+        };
+        let here = mpir_session::MissingTypes::of(&untyped).expect("a missing-types error");
+        let p = relayed(Problem::no_reader(&untyped));
+        let rebuilt = p.no_reader.as_ref().unwrap().to_error("node3", &p.message);
+        let there = mpir_session::MissingTypes::of(&rebuilt).expect("still missing types");
+        assert_eq!(there.walkers, here.walkers);
+        assert_eq!(there.walkers, ["Open MPI ob1"]);
+        assert_eq!(there.types, here.types);
+        assert_eq!(there.dll, format!("on node3: {}", here.dll));
+
+        // Anything else: the agent's words, the node named.
+        let other = MqdError::NoDll { reason: "x".into() };
+        let p = relayed(Problem::no_reader(&other));
+        assert_eq!(p.no_reader, Some(NoReader::Other));
+        let rebuilt = p.no_reader.as_ref().unwrap().to_error("node4", &p.message);
+        assert_eq!(rebuilt.to_string(), "on node4: no MQD DLL found: x");
+        assert!(mpir_session::MissingTypes::of(&rebuilt).is_none());
+
+        // An older agent's problem without the field reads as before.
+        let json = r#"{"kind":"read_failed","message":"m","failure":null}"#;
+        let old: Problem = serde_json::from_str(json).unwrap();
+        assert_eq!(old.no_reader, None);
+    }
 
     #[test]
     fn requests_and_replies_round_trip_and_garbage_is_a_typed_error() {

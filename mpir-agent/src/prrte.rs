@@ -86,8 +86,8 @@ pub(crate) fn start(
     let Some(starter) = session.job().map(|j| j.starter.pid) else {
         return Ok((Fleet::empty(), none));
     };
-    let (listen, parent) = rendezvous_place(options)?;
     let nodes: Vec<String> = hosts.iter().map(|h| h.host.clone()).collect();
+    let (listen, parent) = rendezvous_place(options, &nodes)?;
     let start_timeout = options.start_timeout;
     let deadline = Instant::now() + start_timeout;
     let rendezvous = Rendezvous::open(listen, &parent, &nodes, start_timeout)?;

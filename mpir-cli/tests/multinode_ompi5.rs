@@ -5,7 +5,8 @@
 //! `mpir deadlock`, inside node1 with no `--agent-launch`, acquire the job through PMIx and
 //! have its PMIx server start `mpir agent` on each node as PMIx tool daemons (children of
 //! that node's `prted`), which connect back over TLS (pinned certificate, one-time tokens)
-//! and read their node's ranks. Every rank is read; no agent is left on any node, no rank or
+//! and read their node's ranks; without the MPI's types, `mpir queues` says so in the same
+//! one line as for a local job. Every rank is read; no agent is left on any node, no rank or
 //! `prterun` is left traced or stopped, no token file is left, a process of node1 given a
 //! rank's pid is never touched, and the job's output is the ranks' own.
 
@@ -251,7 +252,7 @@ fn stacks_and_queues_inside_node1_read_every_rank_through_prrte_tool_daemons() {
         "--samples",
         "100",
         "--interval",
-        "300",
+        "10000",
         "--agent-token-dir",
         &tokens.to_string_lossy(),
     ]);
@@ -285,9 +286,10 @@ fn stacks_and_queues_inside_node1_read_every_rank_through_prrte_tool_daemons() {
             .is_ok_and(|d| d.filter_map(Result::ok).count() == 0)),
         "token directories left while the agents serve"
     );
-    // Killed (SIGKILL) mid-sampling (past the adoption, into the 30 s of samples): each
-    // agent ends on its own once its request is done (it cannot answer), letting every rank
-    // go; PRRTE does not end its tool daemons when the tool that asked for them goes.
+    // The front end killed (SIGKILL) while its agents sample (100 samples 10 s apart): each
+    // agent sees its connection hang up and ends at once, mid-request, letting every rank
+    // go (it would otherwise sample for 1000 s; neither orterun nor PRRTE ends its tool
+    // daemons when the tool that asked for them goes).
     std::thread::sleep(std::time::Duration::from_secs(3));
     let still = agents(&cluster).iter().filter(|a| a.0 != 1).count();
     assert!(
@@ -308,6 +310,23 @@ fn stacks_and_queues_inside_node1_read_every_rank_through_prrte_tool_daemons() {
         killed.elapsed()
     );
     drop(front);
+
+    // Queues without the types, every rank on another node: the same one line as for a
+    // local job (the agents tell the front end why no reader could be set up, not only in
+    // words), naming a node, exit 4, the --types hint.
+    let o = mpir_in_node1(&cluster, &["queues", "--starter", &starter]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o));
+    assert_eq!(err.trim_end().lines().count(), 1, "{}", text(&o));
+    assert!(
+        err.contains("no rank's message queues can be read")
+            && err.contains("libompi_dbg_msgq.so")
+            && err.contains("--types")
+            && (err.contains("on node2: ") || err.contains("on node3: ")),
+        "{}",
+        text(&o)
+    );
+    assert_clean(&mut job, &cluster);
 
     // Queues with Open MPI 5's types: every rank's pending receive (tag 42) is read by its
     // node's agent.

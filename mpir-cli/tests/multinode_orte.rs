@@ -147,9 +147,10 @@ fn stacks_and_queues_inside_node1_read_every_rank_through_orterun_tool_daemons()
     assert!(left.is_empty(), "token directories left: {left:?}");
     assert_clean(&mut job, &cluster);
 
-    // The front end killed (SIGKILL) while its agents sample (100 samples 300 ms apart):
-    // each agent ends on its own once its request is done (it cannot answer), letting
-    // every rank go.
+    // The front end killed (SIGKILL) while its agents sample (100 samples 10 s apart): each
+    // agent sees its connection hang up and ends at once, mid-request, letting every rank
+    // go (it would otherwise sample for 1000 s; neither orterun nor PRRTE ends its tool
+    // daemons when the tool that asked for them goes).
     let killed_tokens = dir.join("tokens-killed");
     let mut c = Command::new(mpir().get_program());
     c.args([
@@ -159,7 +160,7 @@ fn stacks_and_queues_inside_node1_read_every_rank_through_orterun_tool_daemons()
         "--samples",
         "100",
         "--interval",
-        "300",
+        "10000",
         "--agent-token-dir",
         &killed_tokens.to_string_lossy(),
     ]);

@@ -106,6 +106,29 @@ pub struct MissingTypes {
     pub dll: String,
 }
 
+impl MissingTypes {
+    /// What is missing when `e`, a rank's [`RankError::NoReader`], says that its queues
+    /// cannot be read only because the MPI's types are missing and it has no DLL: an
+    /// [`MqdError::NoEngine`] whose walkers lack only types, and whose DLL is
+    /// [`MqdError::NoDll`]. `None` for any other error.
+    pub fn of(e: &MqdError) -> Option<MissingTypes> {
+        let MqdError::NoEngine { native, dll } = e else {
+            return None;
+        };
+        let MqdError::NoDll { reason } = dll.as_ref() else {
+            return None;
+        };
+        if native.lacks_queue_symbols() {
+            return None;
+        }
+        Some(MissingTypes {
+            walkers: typed_walkers(native),
+            types: untyped(native)?,
+            dll: reason.to_string(),
+        })
+    }
+}
+
 impl std::fmt::Display for MissingTypes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("the MPI library keeps them")?;
@@ -147,21 +170,9 @@ impl QueueRead {
         if self.ranks.iter().any(|r| r.queues.is_ok()) {
             return None;
         }
-        self.ranks.iter().find_map(|r| {
-            let Err(RankError::NoReader(MqdError::NoEngine { native, dll })) = &r.queues else {
-                return None;
-            };
-            let MqdError::NoDll { reason } = dll.as_ref() else {
-                return None;
-            };
-            if native.lacks_queue_symbols() {
-                return None;
-            }
-            Some(MissingTypes {
-                walkers: typed_walkers(native),
-                types: untyped(native)?,
-                dll: reason.to_string(),
-            })
+        self.ranks.iter().find_map(|r| match &r.queues {
+            Err(RankError::NoReader(e)) => MissingTypes::of(e),
+            _ => None,
         })
     }
 

@@ -326,6 +326,16 @@ impl TlsStream {
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
         self.sock().peer_addr()
     }
+
+    /// A second handle on the TCP socket under the TLS, for a thread that only watches it for
+    /// the peer's hang-up (`poll`, then a peek that reads no byte) while this stream waits on
+    /// something else. Reading or writing through it would corrupt the TLS stream.
+    ///
+    /// # Errors
+    /// The socket cannot be duplicated (out of file descriptors).
+    pub fn watch_socket(&self) -> io::Result<TcpStream> {
+        self.sock().try_clone()
+    }
 }
 
 /// Runs the TLS handshake to its end within `deadline`.

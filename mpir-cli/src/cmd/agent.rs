@@ -60,7 +60,8 @@ pub(crate) fn run(args: &AgentArgs) -> anyhow::Result<ExitCode> {
     let ended = match (&args.connect, &args.fingerprint, &args.token_dir) {
         (Some(addr), Some(pin), Some(dir)) => {
             let target = TlsTarget::new(*addr, *pin, dir.clone())
-                .with_token_wait(Duration::from_secs(args.token_wait.unwrap_or(0)));
+                .with_token_wait(Duration::from_secs(args.token_wait.unwrap_or(0)))
+                .exiting_on_hang_up();
             mpir_agent::run_tls(&target, &config)?
         }
         _ => mpir_agent::run_stdio(&config)?,
@@ -90,9 +91,10 @@ pub(crate) struct RemoteArgs {
     #[arg(long = "agent-fanout", value_name = "N", default_value_t = 32,
           value_parser = clap::value_parser!(u32).range(2..=1024))]
     pub(crate) agent_fanout: u32,
-    /// Where agents that connect back (Open MPI 4's tool daemons) connect: an address of
-    /// this node the other nodes reach, with or without a port (default: the first address
-    /// this node's name resolves to, an ephemeral port).
+    /// Where agents that connect back (Open MPI 4's and 5's tool daemons) connect: an
+    /// address of this node the other nodes reach, with or without a port (default: the
+    /// address this node sends from to reach the agents' nodes, else the first address this
+    /// node's name resolves to; an ephemeral port).
     #[arg(long = "agent-listen", value_name = "ADDR", value_parser = parse_listen)]
     pub(crate) agent_listen: Option<std::net::SocketAddr>,
     /// Where the private directory of those agents' one-time token files is made: a
