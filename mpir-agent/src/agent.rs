@@ -146,55 +146,80 @@ fn watch_front_end() -> Result<(), AgentError> {
 pub(crate) enum Watched {
     /// A pipe: its hang-up (`POLLHUP`, a poll for no event: it never consumes the requests).
     Pipe,
-    /// A socket: readable with nothing to read (a peek that reads 0 bytes: the peer closed
-    /// its end). A request waiting to be read is left to the serving thread.
+    /// A socket: the peer's end closed (`EPOLLRDHUP`: only that, a reset or an error wakes
+    /// the watch, whatever data is waiting to be read by the serving thread).
     Socket,
 }
 
 /// A thread that waits for `fd`'s hang-up (see [`Watched`]), then lets go of every process
 /// this agent holds and exits. Its own subtree's agents see their pipes close in turn.
 pub(crate) fn watch_hang_up(fd: std::os::fd::OwnedFd, watched: Watched) -> Result<(), AgentError> {
+    use nix::errno::Errno;
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-    use std::os::fd::{AsFd, AsRawFd};
-    let events = match watched {
-        Watched::Pipe => PollFlags::empty(),
-        Watched::Socket => PollFlags::POLLIN,
+    use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
+    use std::os::fd::AsFd;
+    let setup = |context: &str, source: std::io::Error| AgentError::Setup {
+        context: context.into(),
+        source,
+    };
+    // A socket's watch: an epoll set holding it for EPOLLRDHUP (hang-ups and errors are
+    // always reported).
+    let epoll = match watched {
+        Watched::Pipe => None,
+        Watched::Socket => {
+            let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)
+                .map_err(|e| setup("watching the connection", e.into()))?;
+            epoll
+                .add(&fd, EpollEvent::new(EpollFlags::EPOLLRDHUP, 0))
+                .map_err(|e| setup("watching the connection", e.into()))?;
+            Some(epoll)
+        }
+    };
+    // Some(true): gone; Some(false): woken for nothing (EINTR), wait again; None: the watch
+    // cannot go on (the agent then ends between requests, as without it).
+    let wait = move || -> Option<bool> {
+        match &epoll {
+            None => {
+                let mut fds = [PollFd::new(fd.as_fd(), PollFlags::empty())];
+                match poll(&mut fds, PollTimeout::NONE) {
+                    Ok(_) => Some(fds[0].revents().is_none_or(|r| {
+                        r.intersects(PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL)
+                    })),
+                    Err(Errno::EINTR) => Some(false),
+                    Err(_) => None,
+                }
+            }
+            Some(epoll) => {
+                let mut events = [EpollEvent::empty()];
+                match epoll.wait(&mut events, EpollTimeout::NONE) {
+                    Ok(n) => Some(
+                        n > 0
+                            && events[0].events().intersects(
+                                EpollFlags::EPOLLRDHUP
+                                    | EpollFlags::EPOLLHUP
+                                    | EpollFlags::EPOLLERR,
+                            ),
+                    ),
+                    Err(Errno::EINTR) => Some(false),
+                    Err(_) => None,
+                }
+            }
+        }
     };
     std::thread::Builder::new()
         .name("front-end-watch".into())
         .spawn(move || {
             loop {
-                let mut fds = [PollFd::new(fd.as_fd(), events)];
-                match poll(&mut fds, PollTimeout::NONE) {
-                    Ok(_) => {}
-                    Err(nix::errno::Errno::EINTR) => continue,
-                    Err(_) => return,
-                }
-                let revents = fds[0].revents().unwrap_or(PollFlags::POLLERR);
-                let mut gone = revents
-                    .intersects(PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL);
-                if !gone && watched == Watched::Socket && revents.contains(PollFlags::POLLIN) {
-                    use nix::sys::socket::{MsgFlags, recv};
-                    let mut byte = [0u8; 1];
-                    let peek = MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT;
-                    match recv(fd.as_raw_fd(), &mut byte, peek) {
-                        Ok(0) => gone = true,
-                        // A request the serving thread has yet to read.
-                        Ok(_) => std::thread::sleep(Duration::from_millis(100)),
-                        Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EINTR) => {}
-                        Err(_) => gone = true,
-                    }
-                }
-                if gone {
-                    mpir_session::release_everything();
-                    std::process::exit(0);
+                match wait() {
+                    Some(true) => break,
+                    Some(false) => {}
+                    None => return,
                 }
             }
+            mpir_session::release_everything();
+            std::process::exit(0);
         })
-        .map_err(|source| AgentError::Setup {
-            context: "starting the front-end watch".into(),
-            source,
-        })?;
+        .map_err(|source| setup("starting the front-end watch", source))?;
     Ok(())
 }
 

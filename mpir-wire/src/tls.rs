@@ -328,7 +328,7 @@ impl TlsStream {
     }
 
     /// A second handle on the TCP socket under the TLS, for a thread that only watches it for
-    /// the peer's hang-up (`poll`, then a peek that reads no byte) while this stream waits on
+    /// the peer's hang-up (an epoll set waiting for `EPOLLRDHUP`) while this stream waits on
     /// something else. Reading or writing through it would corrupt the TLS stream.
     ///
     /// # Errors
