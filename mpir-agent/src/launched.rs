@@ -8,9 +8,11 @@
 //! written before it spawns the job make it start one daemon per node with the job.
 //!
 //! Those daemons start before the front end has read the job's table, so before it knows
-//! which nodes to issue tokens for. [`LaunchedAgents::prepare`] therefore listens first
-//! ([`crate::Rendezvous::listen`], no token yet) and puts the agent, told to wait for its
-//! token (`--token-wait`), into the session's options as a tool daemon asked for *if the
+//! which nodes to issue tokens for, or where they are reached from. [`LaunchedAgents::prepare`]
+//! therefore prepares a rendezvous with no token yet ([`crate::Rendezvous::listen`]: listening
+//! now only at a given [`FrontEndOptions::listen`]; otherwise once the nodes are known, at the
+//! address the kernel routes to them from, which the agents read with their tokens) and puts
+//! the agent, told to wait for its token (`--token-wait`), into the session's options as a tool daemon asked for *if the
 //! starter supports the extension* ([`mpir_acquire::ToolDaemon::if_supported`]): the engine
 //! is only known from the job, and a starter without the arrays (srun, hydra) is launched as
 //! if nothing had been asked. [`LaunchedAgents::start`], once the session has the job,
@@ -28,7 +30,7 @@ use crate::error::FrontEndError;
 use crate::fleet::Fleet;
 use crate::front::{Agents, FrontEndOptions, remote_hosts};
 use crate::launch::Launch;
-use crate::orte::{Rendezvous, links_by_host, rendezvous_place, traced_by_us};
+use crate::orte::{Rendezvous, links_by_host, traced_by_us};
 
 /// Agents prepared for a job about to be launched (`mpir launch --verify`): every engine
 /// but Open MPI 4's starts agents once the job runs; an `orterun` launched under a tool never
@@ -50,9 +52,14 @@ impl LaunchedAgents {
     pub fn prepare(options: FrontEndOptions) -> Result<LaunchedAgents, FrontEndError> {
         let rendezvous = match options.launch {
             Launch::Auto | Launch::OrteToolDaemons => {
-                // The job's nodes are not known before it starts.
-                let (listen, parent) = rendezvous_place(&options, &[])?;
-                Some(Rendezvous::listen(listen, &parent, options.start_timeout)?)
+                // The job's nodes are not known before it starts: unless given, the address
+                // is chosen (the route to them) and told to the agents when they are.
+                let parent = crate::orte::token_parent(&options);
+                Some(Rendezvous::listen(
+                    options.listen,
+                    &parent,
+                    options.start_timeout,
+                )?)
             }
             _ => None,
         };
@@ -142,7 +149,7 @@ impl LaunchedAgents {
             "the starter was asked at launch for a tool daemon on every node, and none from \
              this node connected to {} within {}s (is it reachable from the node? \
              --agent-listen; is {} on a file system the node shares? --agent-token-dir)",
-            rendezvous.address(),
+            rendezvous.address_text(),
             start_timeout.as_secs(),
             rendezvous.token_dir().display()
         );

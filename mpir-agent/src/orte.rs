@@ -93,8 +93,9 @@ pub const ASK_TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct TlsTarget {
-    /// The front end's address.
-    pub connect: SocketAddr,
+    /// The front end's address; `None`: written in the token directory's [`TOKENS_ISSUED`]
+    /// when the tokens are issued ([`TlsTarget::address_in_token_dir`]).
+    pub connect: Option<SocketAddr>,
     /// The front end's certificate, pinned.
     pub fingerprint: Fingerprint,
     /// The directory holding `<node>.token`.
@@ -115,7 +116,7 @@ impl TlsTarget {
     /// The front end at `connect`, certificate `fingerprint`, tokens in `token_dir`.
     pub fn new(connect: SocketAddr, fingerprint: Fingerprint, token_dir: PathBuf) -> TlsTarget {
         TlsTarget {
-            connect,
+            connect: Some(connect),
             fingerprint,
             token_dir,
             token_wait: Duration::ZERO,
@@ -130,6 +131,19 @@ impl TlsTarget {
         self
     }
 
+    /// The front end whose address is written in `token_dir`'s [`TOKENS_ISSUED`] with the
+    /// tokens (a front end that chose it once the job's nodes were known), certificate
+    /// `fingerprint`.
+    pub fn address_in_token_dir(fingerprint: Fingerprint, token_dir: PathBuf) -> TlsTarget {
+        TlsTarget {
+            connect: None,
+            fingerprint,
+            token_dir,
+            token_wait: Duration::ZERO,
+            exit_on_hang_up: false,
+        }
+    }
+
     /// Waiting up to `wait` for the tokens to be issued.
     pub fn with_token_wait(mut self, wait: Duration) -> TlsTarget {
         self.token_wait = wait;
@@ -140,6 +154,42 @@ impl TlsTarget {
 /// The file a front end writes into its token directory once every token is in it: an agent
 /// told to wait for its token waits for this file, then looks for its token once.
 pub const TOKENS_ISSUED: &str = "issued";
+
+/// The front end's address as written in `dir`'s [`TOKENS_ISSUED`]: one line, `IP:PORT`
+/// (at most 128 bytes read; a link or anything but a regular file refused).
+fn issued_address(dir: &Path) -> Result<SocketAddr, AgentError> {
+    use std::io::Read;
+    let path = dir.join(TOKENS_ISSUED);
+    let bad = |why: String| AgentError::Setup {
+        context: format!("reading the front end's address in {}", path.display()),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, why),
+    };
+    let file = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+            .open(&path)
+    }
+    .map_err(|e| AgentError::Setup {
+        context: format!("reading the front end's address in {}", path.display()),
+        source: e,
+    })?;
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return Err(bad("not a regular file".into()));
+    }
+    let mut bytes = Vec::new();
+    file.take(128)
+        .read_to_end(&mut bytes)
+        .map_err(|e| AgentError::Setup {
+            context: format!("reading the front end's address in {}", path.display()),
+            source: e,
+        })?;
+    let text = std::str::from_utf8(&bytes).map_err(|_| bad("not UTF-8".into()))?;
+    let line = text.lines().next().unwrap_or_default().trim();
+    line.parse()
+        .map_err(|_| bad(format!("{line:?} is not an address (IP:PORT)")))
+}
 
 /// Waits (up to `wait`, polling) until `dir` holds [`TOKENS_ISSUED`]; `false` when it did
 /// not come, or the directory went away (the front end ended).
@@ -231,7 +281,11 @@ pub fn run_tls(target: &TlsTarget, config: &AgentConfig) -> Result<Ended, AgentE
         }
         Err(source) => return Err(AgentError::Token { source }),
     };
-    let tls = TlsStream::connect(target.connect, &target.fingerprint, &config.wire)?;
+    let connect = match target.connect {
+        Some(a) => a,
+        None => issued_address(&target.token_dir)?,
+    };
+    let tls = TlsStream::connect(connect, &target.fingerprint, &config.wire)?;
     let watch = if target.exit_on_hang_up {
         Some(tls.watch_socket().map_err(|source| AgentError::Setup {
             context: "watching the connection".into(),
@@ -334,10 +388,13 @@ impl Drop for TokenDir {
 /// closes the socket and removes the token directory.
 #[derive(Debug)]
 pub struct Rendezvous {
-    listener: TlsListener,
+    identity: ServerIdentity,
+    /// `None` until [`Rendezvous::issue`] when listening was left until the job's nodes are
+    /// known ([`Rendezvous::listen`] with no address).
+    listener: Option<TlsListener>,
     book: TokenBook,
     dir: TokenDir,
-    address: SocketAddr,
+    address: Option<SocketAddr>,
     expected: Vec<String>,
     /// Opened before the nodes were known ([`Rendezvous::listen`]): the agents wait this
     /// long for their tokens.
@@ -356,20 +413,23 @@ impl Rendezvous {
         nodes: &[String],
         lifetime: Duration,
     ) -> Result<Rendezvous, FrontEndError> {
-        let mut r = Rendezvous::bind(listen, token_parent, lifetime)?;
+        let mut r = Rendezvous::bind(Some(listen), token_parent, lifetime)?;
         r.issue(nodes)?;
         Ok(r)
     }
 
-    /// Listens as [`Rendezvous::open`] does, before the job's nodes are known: for daemons
+    /// Prepares as [`Rendezvous::open`] does, before the job's nodes are known: for daemons
     /// a starter launches together with the job (the tool-daemon extension in launch
     /// mode). Their arguments tell them to wait up to `lifetime` for their tokens, which
-    /// [`Rendezvous::issue`] gives once the job's table is read.
+    /// [`Rendezvous::issue`] gives once the job's table is read. With `listen`, it listens
+    /// there now; without, [`Rendezvous::issue`] listens where the job's nodes are reached
+    /// from (the kernel's route to them) and writes that address into [`TOKENS_ISSUED`],
+    /// where the agents, whose arguments then carry no address, read it.
     ///
     /// # Errors
     /// [`FrontEndError::ToolDaemons`] saying which step failed.
     pub fn listen(
-        listen: SocketAddr,
+        listen: Option<SocketAddr>,
         token_parent: &Path,
         lifetime: Duration,
     ) -> Result<Rendezvous, FrontEndError> {
@@ -379,32 +439,45 @@ impl Rendezvous {
     }
 
     fn bind(
-        listen: SocketAddr,
+        listen: Option<SocketAddr>,
         token_parent: &Path,
         lifetime: Duration,
     ) -> Result<Rendezvous, FrontEndError> {
-        let wire = |context: &str, e: mpir_wire::WireError| FrontEndError::ToolDaemons {
-            context: context.to_string(),
+        let identity = ServerIdentity::generate().map_err(|e| FrontEndError::ToolDaemons {
+            context: "making a certificate".into(),
             source: Box::new(e),
+        })?;
+        let dir = TokenDir::create(token_parent)?;
+        let mut r = Rendezvous {
+            identity,
+            listener: None,
+            book: TokenBook::new(lifetime),
+            dir,
+            address: None,
+            expected: Vec::new(),
+            token_wait: None,
         };
-        let identity = ServerIdentity::generate().map_err(|e| wire("making a certificate", e))?;
-        let listener = TlsListener::bind(listen, &identity)
-            .map_err(|e| wire(&format!("listening on {listen} for the agents"), e))?;
+        if let Some(listen) = listen {
+            r.start_listening(listen)?;
+        }
+        Ok(r)
+    }
+
+    fn start_listening(&mut self, listen: SocketAddr) -> Result<(), FrontEndError> {
+        let listener =
+            TlsListener::bind(listen, &self.identity).map_err(|e| FrontEndError::ToolDaemons {
+                context: format!("listening on {listen} for the agents"),
+                source: Box::new(e),
+            })?;
         let address = listener
             .local_addr()
             .map_err(|e| FrontEndError::ToolDaemons {
                 context: "the listening address".into(),
                 source: Box::new(e),
             })?;
-        let dir = TokenDir::create(token_parent)?;
-        Ok(Rendezvous {
-            listener,
-            book: TokenBook::new(lifetime),
-            dir,
-            address,
-            expected: Vec::new(),
-            token_wait: None,
-        })
+        self.listener = Some(listener);
+        self.address = Some(address);
+        Ok(())
     }
 
     /// Issues a token for each of `nodes` (each in its own file), then writes
@@ -413,6 +486,10 @@ impl Rendezvous {
     /// # Errors
     /// [`FrontEndError::ToolDaemons`] naming the node whose token could not be written.
     pub fn issue(&mut self, nodes: &[String]) -> Result<(), FrontEndError> {
+        if self.listener.is_none() {
+            let listen = crate::listen::default_listen(nodes)?;
+            self.start_listening(listen)?;
+        }
         let token = |node: &str, e: TokenError| FrontEndError::ToolDaemons {
             context: format!("node {node}'s token"),
             source: Box::new(e),
@@ -425,22 +502,35 @@ impl Rendezvous {
                 .map_err(|e| token(node, e))?;
             self.expected.push(node.clone());
         }
+        // The address, for agents whose arguments carry none: written whole to a temporary
+        // name, then renamed, so an agent never reads half of it.
         let marker = self.dir.0.join(TOKENS_ISSUED);
-        std::fs::File::create(&marker).map_err(|e| FrontEndError::ToolDaemons {
-            context: format!("writing {}", marker.display()),
-            source: Box::new(e),
-        })?;
+        let partial = self.dir.0.join(format!(".{TOKENS_ISSUED}.partial"));
+        let address = self.address.map(|a| format!("{a}\n")).unwrap_or_default();
+        std::fs::write(&partial, address)
+            .and_then(|()| std::fs::rename(&partial, &marker))
+            .map_err(|e| FrontEndError::ToolDaemons {
+                context: format!("writing {}", marker.display()),
+                source: Box::new(e),
+            })?;
         Ok(())
     }
 
-    /// The address agents connect to.
-    pub fn address(&self) -> SocketAddr {
+    /// The address agents connect to; `None` before [`Rendezvous::issue`] when listening
+    /// was left until then.
+    pub fn address(&self) -> Option<SocketAddr> {
         self.address
+    }
+
+    /// [`Rendezvous::address`] for a message.
+    pub(crate) fn address_text(&self) -> String {
+        self.address
+            .map_or_else(|| "(no address yet)".to_string(), |a| a.to_string())
     }
 
     /// The certificate's fingerprint.
     pub fn fingerprint(&self) -> Fingerprint {
-        self.listener.fingerprint()
+        self.identity.fingerprint()
     }
 
     /// The token directory.
@@ -451,14 +541,16 @@ impl Rendezvous {
     /// The arguments that follow `mpir agent` for a daemon: `--connect ADDR --fingerprint
     /// sha256:… --token-dir DIR` (nothing secret).
     pub fn agent_arguments(&self) -> Vec<String> {
-        let mut args = vec![
-            "--connect".into(),
-            self.address.to_string(),
+        let mut args = Vec::new();
+        if let Some(address) = self.address {
+            args.extend(["--connect".into(), address.to_string()]);
+        }
+        args.extend([
             "--fingerprint".into(),
             self.fingerprint().to_string(),
             "--token-dir".into(),
             self.dir.0.display().to_string(),
-        ];
+        ]);
         if let Some(wait) = self.token_wait {
             args.extend(["--token-wait".into(), wait.as_secs().max(1).to_string()]);
         }
@@ -480,6 +572,10 @@ impl Rendezvous {
         give_up: &AtomicBool,
     ) -> HashMap<String, AgentLink> {
         let mut links: HashMap<String, AgentLink> = HashMap::new();
+        let Some(listener) = &self.listener else {
+            // Not listening: nothing was issued.
+            return links;
+        };
         let (tx, rx) = mpsc::channel::<Option<(String, AgentLink)>>();
         std::thread::scope(|scope| {
             let mut in_flight = 0usize;
@@ -505,10 +601,7 @@ impl Rendezvous {
                     continue;
                 }
                 let left = deadline.saturating_duration_since(Instant::now());
-                let tcp = match self
-                    .listener
-                    .accept_tcp(left.min(Duration::from_millis(100)))
-                {
+                let tcp = match listener.accept_tcp(left.min(Duration::from_millis(100))) {
                     Ok(tcp) => tcp,
                     Err(mpir_wire::WireError::Timeout { .. }) => continue,
                     // Out of descriptors, say: no busy loop while it lasts.
@@ -526,8 +619,7 @@ impl Rendezvous {
                         .max(Duration::from_millis(100)),
                 );
                 scope.spawn(move || {
-                    let r = self
-                        .listener
+                    let r = listener
                         .establish(tcp, &gate, &wire)
                         .ok()
                         .map(|a| (a.hello.node, a.connection.boxed()));
@@ -578,11 +670,15 @@ pub(crate) fn rendezvous_place(
         Some(a) => a,
         None => crate::listen::default_listen(agent_hosts)?,
     };
-    let parent = options
+    Ok((listen, token_parent(options)))
+}
+
+/// Where the token directories are made: `options`' choice, else [`default_token_parent`].
+pub(crate) fn token_parent(options: &FrontEndOptions) -> PathBuf {
+    options
         .token_dir
         .clone()
-        .unwrap_or_else(default_token_parent);
-    Ok((listen, parent))
+        .unwrap_or_else(default_token_parent)
 }
 
 /// Each host with the link of the agent that connected for it, or why none did.
@@ -668,7 +764,7 @@ pub(crate) fn start(
         })?;
     let asking = Asking(Some(handle));
     let links = rendezvous.accept(deadline, &Options::default(), &give_up);
-    let address = rendezvous.address();
+    let address = rendezvous.address_text();
     let dir = rendezvous.token_dir().display().to_string();
     // The socket closed and the tokens left removed.
     drop(rendezvous);
@@ -755,6 +851,33 @@ impl Drop for Asking {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_issued_address_is_read_bounded_and_refused_when_it_is_not_one() {
+        let dir = std::env::temp_dir().join(format!("mpir-issued-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let marker = dir.join(TOKENS_ISSUED);
+        std::fs::write(&marker, "127.0.0.1:4242\n").unwrap();
+        assert_eq!(
+            issued_address(&dir).unwrap(),
+            "127.0.0.1:4242".parse().unwrap()
+        );
+        std::fs::write(&marker, "[::1]:7\nmore").unwrap();
+        assert_eq!(issued_address(&dir).unwrap(), "[::1]:7".parse().unwrap());
+        // Empty (an older front end's marker), garbage, endless: errors naming the file.
+        for bad in [String::new(), "node2:80".into(), "1".repeat(1 << 20)] {
+            std::fs::write(&marker, &bad).unwrap();
+            let e = issued_address(&dir).unwrap_err().to_string();
+            assert!(e.contains(TOKENS_ISSUED), "{e}");
+        }
+        // A link is not followed.
+        std::fs::remove_file(&marker).unwrap();
+        let elsewhere = dir.join("elsewhere");
+        std::fs::write(&elsewhere, "127.0.0.1:1\n").unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &marker).unwrap();
+        assert!(issued_address(&dir).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn token_file_names_match_the_wire_crates() {

@@ -135,9 +135,9 @@ pub(crate) fn start(
                 "PRRTE started tool daemons (namespace {nspace}) and none from this node \
                  connected to {} within {}s (is {} reachable from the node? --agent-listen; \
                  is {} on a file system the node shares? --agent-token-dir)",
-                rendezvous.address(),
+                rendezvous.address_text(),
                 start_timeout.as_secs(),
-                rendezvous.address(),
+                rendezvous.address_text(),
                 rendezvous.token_dir().display()
             );
             let spawned = Spawned {

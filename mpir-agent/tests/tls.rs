@@ -104,7 +104,7 @@ fn hellos_without_the_right_token_are_refused_counted_and_the_other_agents_serve
         Duration::from_secs(120),
     )
     .unwrap();
-    let (addr, pin) = (rendezvous.address(), rendezvous.fingerprint());
+    let (addr, pin) = (rendezvous.address().unwrap(), rendezvous.fingerprint());
     let dir = rendezvous.token_dir().to_path_buf();
     // Private: the directory 0700, each file 0600, nothing secret in the arguments.
     let mode = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o777;
@@ -232,7 +232,7 @@ fn an_agent_without_a_token_file_exits_quietly() {
     )
     .unwrap();
     let target = TlsTarget::new(
-        rendezvous.address(),
+        rendezvous.address().unwrap(),
         rendezvous.fingerprint(),
         rendezvous.token_dir().to_path_buf(),
     );
@@ -262,7 +262,7 @@ fn an_agent_whose_front_end_vanishes_ends_on_its_own() {
     )
     .unwrap();
     let target = TlsTarget::new(
-        rendezvous.address(),
+        rendezvous.address().unwrap(),
         rendezvous.fingerprint(),
         rendezvous.token_dir().to_path_buf(),
     );
@@ -297,7 +297,7 @@ fn an_agent_whose_front_end_vanishes_ends_on_its_own() {
 fn agents_started_before_the_tokens_wait_for_them_bounded() {
     let parent = scratch("wait");
     let mut rendezvous = Rendezvous::listen(
-        "127.0.0.1:0".parse().unwrap(),
+        Some("127.0.0.1:0".parse().unwrap()),
         &parent,
         Duration::from_secs(60),
     )
@@ -309,7 +309,7 @@ fn agents_started_before_the_tokens_wait_for_them_bounded() {
         .map(|i| args[i + 1].clone());
     assert_eq!(wait.as_deref(), Some("60"), "{args:?}");
     let target = TlsTarget::new(
-        rendezvous.address(),
+        rendezvous.address().unwrap(),
         rendezvous.fingerprint(),
         rendezvous.token_dir().to_path_buf(),
     )
@@ -340,13 +340,13 @@ fn agents_started_before_the_tokens_wait_for_them_bounded() {
 
     // A front end that ends before issuing: its waiting agent ends with it.
     let rendezvous = Rendezvous::listen(
-        "127.0.0.1:0".parse().unwrap(),
+        Some("127.0.0.1:0".parse().unwrap()),
         &parent,
         Duration::from_secs(60),
     )
     .unwrap();
     let target = TlsTarget::new(
-        rendezvous.address(),
+        rendezvous.address().unwrap(),
         rendezvous.fingerprint(),
         rendezvous.token_dir().to_path_buf(),
     )
@@ -361,5 +361,46 @@ fn agents_started_before_the_tokens_wait_for_them_bounded() {
         "{:?}",
         gone.elapsed()
     );
+    let _ = std::fs::remove_dir_all(&parent);
+}
+
+/// Launch mode with no address given: the front end listens only once the job's nodes are
+/// known, where the kernel routes to them from, and writes that address with the tokens; the
+/// daemons, whose arguments carry no address, read it there and connect.
+#[test]
+fn agents_told_no_address_read_the_one_chosen_when_the_tokens_are_issued() {
+    let parent = scratch("deferred");
+    let mut rendezvous = Rendezvous::listen(None, &parent, Duration::from_secs(60)).unwrap();
+    assert_eq!(rendezvous.address(), None);
+    let args = rendezvous.agent_arguments();
+    assert!(!args.iter().any(|a| a == "--connect"), "{args:?}");
+    let target = TlsTarget::address_in_token_dir(
+        rendezvous.fingerprint(),
+        rendezvous.token_dir().to_path_buf(),
+    )
+    .with_token_wait(Duration::from_secs(60));
+    // A node given by address: 127.0.0.0/8 is routed through lo.
+    let node = "127.0.7.7".to_string();
+    let agent = std::thread::spawn(move || run_tls(&target, &config("127.0.7.7")));
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!agent.is_finished());
+    rendezvous.issue(std::slice::from_ref(&node)).unwrap();
+    let address = rendezvous.address().expect("listening once issued");
+    assert!(
+        address.ip().is_loopback() && address.port() != 0,
+        "{address}"
+    );
+    let written =
+        std::fs::read_to_string(rendezvous.token_dir().join(mpir_agent::TOKENS_ISSUED)).unwrap();
+    assert_eq!(written, format!("{address}\n"));
+    let links = rendezvous.accept(
+        Instant::now() + Duration::from_secs(20),
+        &Options::default(),
+        &AtomicBool::new(false),
+    );
+    assert_eq!(links.keys().collect::<Vec<_>>(), [&node]);
+    drop(links);
+    drop(rendezvous);
+    assert_eq!(agent.join().unwrap().unwrap(), Ended::FrontEndGone);
     let _ = std::fs::remove_dir_all(&parent);
 }

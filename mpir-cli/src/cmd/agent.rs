@@ -31,17 +31,19 @@ pub(crate) struct AgentArgs {
     /// stdin/stdout (how Open MPI's orterun starts agents as its tool daemons).
     #[arg(long, value_name = "ADDR", requires_all = ["fingerprint", "token_dir"])]
     pub(crate) connect: Option<std::net::SocketAddr>,
-    /// With --connect: the front end's certificate, pinned (`sha256:` and 64 hex digits).
-    #[arg(long, value_name = "FINGERPRINT", requires = "connect")]
+    /// Connect out over TLS to the front end whose certificate this is (`sha256:` and 64
+    /// hex digits), pinned: at --connect, else at the address the front end writes into
+    /// the token directory's `issued` file with the tokens.
+    #[arg(long, value_name = "FINGERPRINT", requires = "token_dir")]
     pub(crate) fingerprint: Option<mpir_agent::Fingerprint>,
-    /// With --connect: the private directory holding this node's one-time token
+    /// With --fingerprint: the private directory holding this node's one-time token
     /// (`<node>.token`, read once and deleted). No token there: the front end expects no
     /// agent on this node, and the agent exits at once.
-    #[arg(long = "token-dir", value_name = "DIR", requires = "connect")]
+    #[arg(long = "token-dir", value_name = "DIR", requires = "fingerprint")]
     pub(crate) token_dir: Option<PathBuf>,
-    /// With --connect: wait up to this many seconds for the front end to issue the tokens
-    /// (daemons started together with the job, before the front end knows its nodes).
-    #[arg(long = "token-wait", value_name = "SECONDS", requires = "connect",
+    /// With --fingerprint: wait up to this many seconds for the front end to issue the
+    /// tokens (daemons started together with the job, before the front end knows its nodes).
+    #[arg(long = "token-wait", value_name = "SECONDS", requires = "fingerprint",
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub(crate) token_wait: Option<u64>,
 }
@@ -58,8 +60,12 @@ pub(crate) fn run(args: &AgentArgs) -> anyhow::Result<ExitCode> {
         config = config.for_node(node)?;
     }
     let ended = match (&args.connect, &args.fingerprint, &args.token_dir) {
-        (Some(addr), Some(pin), Some(dir)) => {
-            let target = TlsTarget::new(*addr, *pin, dir.clone())
+        (connect, Some(pin), Some(dir)) => {
+            let target = match connect {
+                Some(addr) => TlsTarget::new(*addr, *pin, dir.clone()),
+                None => TlsTarget::address_in_token_dir(*pin, dir.clone()),
+            };
+            let target = target
                 .with_token_wait(Duration::from_secs(args.token_wait.unwrap_or(0)))
                 .exiting_on_hang_up();
             mpir_agent::run_tls(&target, &config)?
