@@ -145,13 +145,9 @@ impl LaunchedAgents {
             &mpir_wire::Options::default(),
             &AtomicBool::new(false),
         );
-        let why = format!(
-            "the starter was asked at launch for a tool daemon on every node, and none from \
-             this node connected to {} within {}s (is it reachable from the node? \
-             --agent-listen; is {} on a file system the node shares? --agent-token-dir)",
-            rendezvous.address_text(),
-            start_timeout.as_secs(),
-            rendezvous.token_dir().display()
+        let why = rendezvous.none_connected(
+            "the starter was asked at launch for a tool daemon on every node",
+            start_timeout,
         );
         // The socket closed and the tokens left removed.
         drop(rendezvous);

@@ -522,10 +522,19 @@ impl Rendezvous {
         self.address
     }
 
-    /// [`Rendezvous::address`] for a message.
-    pub(crate) fn address_text(&self) -> String {
-        self.address
-            .map_or_else(|| "(no address yet)".to_string(), |a| a.to_string())
+    /// Why no agent of a node came, for a node's failure: `asked` (how the daemons were
+    /// asked for), then where they should have connected within `within`, and what to check.
+    pub(crate) fn none_connected(&self, asked: &str, within: Duration) -> String {
+        let address = self
+            .address
+            .map_or_else(|| "(no address yet)".to_string(), |a| a.to_string());
+        format!(
+            "{asked}, and none from this node connected to {address} within {}s (is {address} \
+             reachable from the node? --agent-listen; is {} on a file system the node shares? \
+             --agent-token-dir)",
+            within.as_secs(),
+            self.dir.0.display()
+        )
     }
 
     /// The certificate's fingerprint.
@@ -764,31 +773,23 @@ pub(crate) fn start(
         })?;
     let asking = Asking(Some(handle));
     let links = rendezvous.accept(deadline, &Options::default(), &give_up);
-    let address = rendezvous.address_text();
-    let dir = rendezvous.token_dir().display().to_string();
+    let asked = "orterun was asked for a tool daemon on every node";
+    let none_connected = rendezvous.none_connected(asked, start_timeout);
     // The socket closed and the tokens left removed.
     drop(rendezvous);
     let missing = links.len() < hosts.len();
     // With every agent in, the request may still be waiting for a spawn event that will not
     // come: it ends on its own (joined when the agents are dropped).
-    let asked = if missing {
+    let outcome = if missing {
         rx.recv_timeout(ASK_TIMEOUT + Duration::from_secs(5)).ok()
     } else {
         rx.try_recv().ok()
     };
-    let why = match asked {
-        Some(Ok(())) | None => format!(
-            "orterun was asked for a tool daemon on every node, and none from this node \
-             connected to {address} within {}s (is {address} reachable from the node? \
-             --agent-listen; is {dir} on a file system the node shares? --agent-token-dir)",
-            start_timeout.as_secs()
-        ),
-        Some(Err(e @ mpir_acquire::AcquireError::Timeout { .. })) => format!(
-            "orterun was asked for a tool daemon on every node ({}), and none from this \
-             node connected to {address} within {}s",
-            chain(&e),
-            start_timeout.as_secs()
-        ),
+    let why = match outcome {
+        Some(Ok(())) | None => none_connected,
+        Some(Err(e @ mpir_acquire::AcquireError::Timeout { .. })) => {
+            format!("{none_connected} ({})", chain(&e))
+        }
         Some(Err(e)) => format!("orterun did not start the tool daemons: {}", chain(&e)),
     };
     let links = links_by_host(hosts, links, &why);

@@ -131,14 +131,9 @@ pub(crate) fn start(
     let (spawned, links, why) = match asked {
         Ok((acquired, nspace)) => {
             let links = rendezvous.accept(deadline, &Options::default(), &AtomicBool::new(false));
-            let why = format!(
-                "PRRTE started tool daemons (namespace {nspace}) and none from this node \
-                 connected to {} within {}s (is {} reachable from the node? --agent-listen; \
-                 is {} on a file system the node shares? --agent-token-dir)",
-                rendezvous.address_text(),
-                start_timeout.as_secs(),
-                rendezvous.address_text(),
-                rendezvous.token_dir().display()
+            let why = rendezvous.none_connected(
+                &format!("PRRTE started tool daemons (namespace {nspace})"),
+                start_timeout,
             );
             let spawned = Spawned {
                 _acquired: Some(Box::new(acquired)),
