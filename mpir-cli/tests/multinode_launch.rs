@@ -23,7 +23,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 
-use common::mn::{Printed, build_deadlock, gather, printed};
+use common::mn::{Printed, assert_no_token_left, build_deadlock, gather, printed};
 use common::mpir;
 use mpir_acquire::testkit::multinode::{Cluster, NodeChild};
 use mpir_target::testkit::{OMPI5_WHEEL, Wheel, scratch, wait_for};
@@ -177,14 +177,6 @@ fn check_running(cluster: &Cluster, launched: &Launched, doc: &serde_json::Value
         );
     }
     ranks
-}
-
-/// Every token taken or removed: the front end's private directory inside `tokens` is gone.
-fn assert_no_token_left(tokens: &Path) {
-    let left: Vec<_> = std::fs::read_dir(tokens)
-        .map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect())
-        .unwrap_or_default();
-    assert!(left.is_empty(), "token directories left: {left:?}");
 }
 
 /// Ends the job by SIGTERM to the starter (mpir's child in node1), and checks that `mpir

@@ -15,10 +15,13 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 
-use common::mn::{DEADLOCK_C, NodeDecoy, Printed, gather, mpir_in_node1, printed, unexplained};
+use common::mn::{
+    DEADLOCK_C, NodeDecoy, Printed, assert_no_token_left, assert_pending_tag_42_read, gather,
+    mpir_in_node1, printed, text, unexplained,
+};
 use common::{json_doc, mpir};
 use mpir_acquire::testkit::multinode::{Cluster, NodeChild, StartFailure, start_job};
 use mpir_target::testkit::{OMPI5_WHEEL, Wheel, build_decoy, scratch, skip, wait_for};
@@ -141,15 +144,6 @@ fn a_decoys_stall_is_the_machines_only_when_the_control_decoy_stalled_alike() {
         ["stopped for 900 ms", "traced by 12"]
     );
     assert!(unexplained("", "").is_empty());
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 #[test]
@@ -350,24 +344,8 @@ fn stacks_and_queues_inside_node1_read_every_rank_through_prrte_tool_daemons() {
         ],
     );
     eprintln!("mpir queues: {:.2?}", started.elapsed());
-    assert!(o.status.success(), "{}", text(&o));
-    let doc = json_doc(&o);
-    let ranks = doc["ranks"].as_array().unwrap();
-    let got: Vec<u64> = ranks.iter().map(|r| r["rank"].as_u64().unwrap()).collect();
-    assert_eq!(got, [0, 1, 2, 3], "{doc:#}");
-    for (r, (rank, pid, _)) in ranks.iter().zip(&job.ranks) {
-        assert_eq!(r["rank"], *rank);
-        assert_eq!(r["pid"], *pid, "{r:#}");
-        assert!(r["error"].is_null(), "rank {rank}: {r:#}");
-        assert!(
-            r.to_string().contains("\"tag\":42"),
-            "rank {rank}'s receive with tag 42 is missing: {r:#}"
-        );
-    }
-    let left: Vec<_> = std::fs::read_dir(&tokens)
-        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
-        .unwrap_or_default();
-    assert!(left.is_empty(), "token directories left: {left:?}");
+    assert_pending_tag_42_read(&o, &job.ranks);
+    assert_no_token_left(&tokens);
     assert_clean(&mut job, &cluster);
 
     // The deadlock across nodes: one cycle of the four ranks, each wait joined to the call

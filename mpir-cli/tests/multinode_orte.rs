@@ -10,9 +10,11 @@
 
 mod common;
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
-use common::mn::{Job, mpir_in_node1, printed};
+use common::mn::{
+    Job, assert_no_token_left, assert_pending_tag_42_read, mpir_in_node1, printed, text,
+};
 use common::{json_doc, mpir};
 use mpir_acquire::testkit::multinode::Cluster;
 use mpir_target::testkit::{scratch, skip, wait_for};
@@ -56,15 +58,6 @@ fn assert_clean(job: &mut Job, cluster: &Cluster) {
     assert!(!err.contains("error"), "orterun's standard error:\n{err}");
     // node1's process given a rank's pid was never touched.
     job.decoy.assert_untouched();
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 #[test]
@@ -127,24 +120,8 @@ fn stacks_and_queues_inside_node1_read_every_rank_through_orterun_tool_daemons()
         ],
     );
     eprintln!("mpir queues: {:.2?}", started.elapsed());
-    assert!(o.status.success(), "{}", text(&o));
-    let doc = json_doc(&o);
-    let ranks = doc["ranks"].as_array().unwrap();
-    let got: Vec<u64> = ranks.iter().map(|r| r["rank"].as_u64().unwrap()).collect();
-    assert_eq!(got, [0, 1, 2, 3], "{doc:#}");
-    for (r, (rank, pid, _)) in ranks.iter().zip(&job.ranks) {
-        assert_eq!(r["rank"], *rank);
-        assert_eq!(r["pid"], *pid, "{r:#}");
-        assert!(r["error"].is_null(), "rank {rank}: {r:#}");
-        assert!(
-            r.to_string().contains("\"tag\":42"),
-            "rank {rank}'s receive with tag 42 is missing: {r:#}"
-        );
-    }
-    let left: Vec<_> = std::fs::read_dir(&tokens)
-        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
-        .unwrap_or_default();
-    assert!(left.is_empty(), "token directories left: {left:?}");
+    assert_pending_tag_42_read(&o, &job.ranks);
+    assert_no_token_left(&tokens);
     assert_clean(&mut job, &cluster);
 
     // The front end killed (SIGKILL) while its agents sample (100 samples 10 s apart): each

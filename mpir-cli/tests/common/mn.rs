@@ -242,6 +242,43 @@ impl Job {
     }
 }
 
+/// A command's exit, standard output and standard error, for an assertion's message.
+pub fn text(o: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// `mpir queues --json` of a 4-rank [`DEADLOCK_C`] job succeeded and read every rank of
+/// `ranks` (in order, with its pid), each with its pending receive of tag 42.
+pub fn assert_pending_tag_42_read(o: &Output, ranks: &[Printed]) {
+    assert!(o.status.success(), "{}", text(o));
+    let doc = super::json_doc(o);
+    let read = doc["ranks"].as_array().unwrap();
+    let got: Vec<u64> = read.iter().map(|r| r["rank"].as_u64().unwrap()).collect();
+    assert_eq!(got, [0, 1, 2, 3], "{doc:#}");
+    for (r, (rank, pid, _)) in read.iter().zip(ranks) {
+        assert_eq!(r["rank"], *rank);
+        assert_eq!(r["pid"], *pid, "{r:#}");
+        assert!(r["error"].is_null(), "rank {rank}: {r:#}");
+        assert!(
+            r.to_string().contains("\"tag\":42"),
+            "rank {rank}'s receive with tag 42 is missing: {r:#}"
+        );
+    }
+}
+
+/// Nothing is left in the token directories' parent `tokens`.
+pub fn assert_no_token_left(tokens: &Path) {
+    let left: Vec<_> = std::fs::read_dir(tokens)
+        .map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "token directories left: {left:?}");
+}
+
 /// `mpir ARGS` inside node1, bounded.
 pub fn mpir_in_node1(cluster: &Cluster, args: &[&str]) -> Output {
     let mut c = Command::new("timeout");
