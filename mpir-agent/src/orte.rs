@@ -402,18 +402,19 @@ pub struct Rendezvous {
 }
 
 impl Rendezvous {
-    /// Listens on `listen` (port 0: an ephemeral one), and issues a token for each of
-    /// `nodes`, valid for `lifetime`, in a new private directory inside `token_parent`.
+    /// Listens on `listen` (port 0: an ephemeral one), else where the kernel routes to
+    /// `nodes` from (`crate::listen`), and issues a token for each of `nodes`, valid for
+    /// `lifetime`, in a new private directory inside `token_parent`.
     ///
     /// # Errors
     /// [`FrontEndError::ToolDaemons`] saying which step failed.
     pub fn open(
-        listen: SocketAddr,
+        listen: Option<SocketAddr>,
         token_parent: &Path,
         nodes: &[String],
         lifetime: Duration,
     ) -> Result<Rendezvous, FrontEndError> {
-        let mut r = Rendezvous::bind(Some(listen), token_parent, lifetime)?;
+        let mut r = Rendezvous::bind(listen, token_parent, lifetime)?;
         r.issue(nodes)?;
         Ok(r)
     }
@@ -668,20 +669,6 @@ pub(crate) fn default_token_parent() -> PathBuf {
     home.join(".mpir").join("agent-tokens")
 }
 
-/// Where a tool-daemon engine's agents, on `agent_hosts` (empty when not known yet), connect
-/// and find their tokens: `options`' choices, else the defaults
-/// ([`crate::listen::default_listen`], [`default_token_parent`]).
-pub(crate) fn rendezvous_place(
-    options: &FrontEndOptions,
-    agent_hosts: &[String],
-) -> Result<(SocketAddr, PathBuf), FrontEndError> {
-    let listen = match options.listen {
-        Some(a) => a,
-        None => crate::listen::default_listen(agent_hosts)?,
-    };
-    Ok((listen, token_parent(options)))
-}
-
 /// Where the token directories are made: `options`' choice, else [`default_token_parent`].
 pub(crate) fn token_parent(options: &FrontEndOptions) -> PathBuf {
     options
@@ -724,9 +711,9 @@ pub(crate) fn start(
         return Ok((Fleet::empty(), Asking(None)));
     };
     let nodes: Vec<String> = hosts.iter().map(|h| h.host.clone()).collect();
-    let (listen, parent) = rendezvous_place(options, &nodes)?;
+    let parent = token_parent(options);
     let start_timeout = options.start_timeout;
-    let rendezvous = Rendezvous::open(listen, &parent, &nodes, start_timeout)?;
+    let rendezvous = Rendezvous::open(options.listen, &parent, &nodes, start_timeout)?;
     let Some((program, args)) = plan.agent.split_first() else {
         return Err(FrontEndError::NoEngine {
             reason: "no agent command".into(),

@@ -44,7 +44,7 @@ use mpir_wire::Options;
 use crate::error::FrontEndError;
 use crate::fleet::Fleet;
 use crate::front::FrontEndOptions;
-use crate::orte::{Rendezvous, links_by_host, rendezvous_place};
+use crate::orte::{Rendezvous, links_by_host, token_parent};
 use crate::protocol::{HostClaims, Plan};
 
 /// Tool daemons per node: one agent per node.
@@ -87,10 +87,10 @@ pub(crate) fn start(
         return Ok((Fleet::empty(), none));
     };
     let nodes: Vec<String> = hosts.iter().map(|h| h.host.clone()).collect();
-    let (listen, parent) = rendezvous_place(options, &nodes)?;
+    let parent = token_parent(options);
     let start_timeout = options.start_timeout;
     let deadline = Instant::now() + start_timeout;
-    let rendezvous = Rendezvous::open(listen, &parent, &nodes, start_timeout)?;
+    let rendezvous = Rendezvous::open(options.listen, &parent, &nodes, start_timeout)?;
     let mut argv = plan.agent.clone();
     if argv.is_empty() {
         return Err(FrontEndError::NoEngine {

@@ -98,7 +98,7 @@ fn hellos_without_the_right_token_are_refused_counted_and_the_other_agents_serve
     let parent = scratch("tokens");
     let nodes = ["node-a".to_string(), "node-b".to_string()];
     let rendezvous = Rendezvous::open(
-        "127.0.0.1:0".parse().unwrap(),
+        Some("127.0.0.1:0".parse().unwrap()),
         &parent,
         &nodes,
         Duration::from_secs(120),
@@ -225,7 +225,7 @@ fn hellos_without_the_right_token_are_refused_counted_and_the_other_agents_serve
 fn an_agent_without_a_token_file_exits_quietly() {
     let parent = scratch("none");
     let rendezvous = Rendezvous::open(
-        "127.0.0.1:0".parse().unwrap(),
+        Some("127.0.0.1:0".parse().unwrap()),
         &parent,
         &["node-a".to_string()],
         Duration::from_secs(60),
@@ -255,7 +255,7 @@ fn an_agent_without_a_token_file_exits_quietly() {
 fn an_agent_whose_front_end_vanishes_ends_on_its_own() {
     let parent = scratch("gone");
     let rendezvous = Rendezvous::open(
-        "127.0.0.1:0".parse().unwrap(),
+        Some("127.0.0.1:0".parse().unwrap()),
         &parent,
         &["node-a".to_string()],
         Duration::from_secs(60),
