@@ -401,7 +401,7 @@ mpir_status mpir_session_stacks_json(const mpir_session *session,
 
 /**
  * The wait-for analysis over `samples` snapshots of the queues `interval_ms` apart: cycles
- * that stay the same in every sample are a deadlock (`mpir.deadlock/3`), in `*out`.
+ * that stay the same in every sample are a deadlock (`mpir.deadlock/4`), in `*out`.
  *
  * Ownership: the caller frees `*out` with [`mpir_string_free`](crate::mpir_string_free).
  *

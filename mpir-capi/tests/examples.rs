@@ -95,7 +95,7 @@ fn check_demo_run(out: &common::Run) {
         );
     }
     let doc = verdict.expect("no deadlock line");
-    assert_eq!(doc["schema"], "mpir.deadlock/3");
+    assert_eq!(doc["schema"], "mpir.deadlock/4");
     assert_eq!(doc["verdict"], "deadlock", "{doc}");
     assert_eq!(doc["samples"], 3);
     let cycles = doc["cycles"].as_array().expect("cycles");

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{Job, mpich_root, mpir, ompi_sidecar};
+use common::{Job, fixture_line as line_of, mpich_root, mpir, ompi_sidecar};
 use mpir_target::testkit::{assert_untouched, have, run, scratch, skip};
 use serde_json::{Value, json};
 
@@ -135,22 +135,6 @@ fn chain(doc: &Value) -> Vec<(u64, String, Value, Value, String, u64)> {
         .collect();
     v.sort_by_key(|s| s.0);
     v
-}
-
-/// The 1-based line of the first line containing `needle` after the first line containing
-/// `anchor` in the fixture's source (what a call site's line must be).
-fn line_of(anchor: &str, needle: &str) -> u64 {
-    let src = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/deadlock.c"),
-    )
-    .unwrap();
-    let lines: Vec<&str> = src.lines().collect();
-    let from = lines.iter().position(|l| l.contains(anchor)).unwrap();
-    let at = lines[from..]
-        .iter()
-        .position(|l| l.contains(needle))
-        .unwrap();
-    (from + at + 1) as u64
 }
 
 /// The call a blocked_in names and the function and line of its call site.
@@ -412,9 +396,11 @@ fn deadlocks_on_mpich() {
 }
 
 #[test]
-fn stock_open_mpi_without_types_gives_no_verdict_but_the_reason_and_the_fix() {
-    // The case measured on main before: every rank unread ("mqs_image_has_queues failed …")
-    // and still "no_cycle", exit 0. Now: exit 4, verdict "unknown", the reason and the fix.
+fn stock_open_mpi_without_types_is_judged_by_its_stacks_and_says_the_fix() {
+    // Measured on main before issue 18: every rank unread and still "no_cycle", exit 0; before
+    // issue 29: no verdict at all, exit 4. Now the ranks' stacks give the verdict (every rank
+    // blocked in MPI_Recv, unmoved: a hang, exit 3), and the reason the queues were not read
+    // still says what would read them (a types sidecar).
     let Some(mut stack) = open_mpi() else {
         return;
     };
@@ -433,25 +419,29 @@ fn stock_open_mpi_without_types_gives_no_verdict_but_the_reason_and_the_fix() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert_eq!(out.status.code(), Some(3), "{err}");
     let doc: Value = common::json_doc(&out);
-    assert_eq!(doc["verdict"], "unknown", "{doc:#}");
-    assert_eq!(doc["coverage"]["read"], 0, "{doc:#}");
-    assert_eq!(doc["coverage"]["ranks"], 3);
-    assert_eq!(doc["coverage"]["complete"], false);
-    assert!(
-        err.contains("no verdict") && err.contains("--types"),
-        "{err}"
-    );
-    // The same in text: never "no cycle".
+    assert_eq!(doc["verdict"], "blocked_in_mpi", "{doc:#}");
+    assert_eq!(doc["coverage"]["read"], 3, "{doc:#}");
+    assert_eq!(doc["coverage"]["complete"], true);
+    let stacks_only = doc["coverage"]["stacks_only"].as_array().unwrap();
+    assert_eq!(stacks_only.len(), 3, "{doc:#}");
+    for r in stacks_only {
+        assert!(
+            r["reason"].as_str().unwrap_or_default().contains("--types"),
+            "{r}"
+        );
+    }
+    // The same in text: never "no cycle", and the hint.
     let out = mpir()
         .args(["deadlock", "--engine", "dll", "--starter"])
         .arg(job.starter().to_string())
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(4));
+    assert_eq!(out.status.code(), Some(3));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(!text.contains("no cycle"), "{text}");
+    assert!(text.contains("hint: ") && text.contains("--types"), "{text}");
     for &pid in &job.pids {
         assert_untouched(pid);
     }

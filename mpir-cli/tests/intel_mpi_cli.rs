@@ -1,8 +1,9 @@
 //! `mpir` on Intel MPI 2021.19 (PyPI `impi-rt` + `impi-devel`, `scripts/ci-impi.sh`,
 //! `$MPIR_IMPI_PREFIX`): a ring of blocking receives (tests/fixtures/deadlock.c) launched by
 //! Intel's `mpiexec.hydra`. Its libraries keep none of the message queues any engine reads (no
-//! queue symbols for a native walker, no MQD DLL), so `queues` and `deadlock` say exactly that in
-//! one line, with exit status 4, while `attach` and `stacks` work on its ranks (including the
+//! queue symbols for a native walker, no MQD DLL), so `queues` says exactly that in one line,
+//! with exit status 4, and `deadlock` judges the ranks by their stacks alone (a hang, exit 3),
+//! while `attach` and `stacks` work on its ranks (including the
 //! MPI calls its compiler emits as jump stubs). Skipped without
 //! Intel MPI, failed under `MPIR_REQUIRE_PEERS=1`.
 
@@ -106,15 +107,19 @@ fn intel_mpi_ranks_are_read_and_its_missing_queues_are_said_in_one_line() {
         assert!(e.contains("exports no message queues"), "{r}");
     }
 
-    // deadlock: no verdict, said in one line, exit 4.
+    // deadlock: no queue, but the stacks give the verdict: every rank blocked in MPI_Recv,
+    // unmoved — a hang, exit 3 (tests/stacks_only_cli.rs checks the document in full).
     let out = mpir()
         .args(["deadlock", "--starter", &starter])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(4), "{out:?}");
-    let line = one_line(&out);
-    assert!(line.contains("no verdict"), "{line}");
-    assert!(line.contains("exports no message queues"), "{line}");
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with("wait-for analysis (stacks only: no rank's queues could be read)"),
+        "{text}"
+    );
+    assert!(text.contains("exports no message queues"), "{text}");
 
     // stacks: every rank in main, below it the MPI_Recv the ring's source calls. Intel's
     // libmpi.so names only a 2-byte jump stub `PMPI_Recv`/`MPI_Recv`; the body it jumps to,

@@ -32,7 +32,7 @@ fn demo(args: &[&str]) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     let doc: Value = common::json_doc(&out);
-    assert_eq!(doc["schema"], "mpir.demo/3");
+    assert_eq!(doc["schema"], "mpir.demo/4");
     assert!(doc["demo"].as_str().unwrap().contains("demo job"));
     // Nothing left: every rank and the starter are gone.
     assert_eq!(doc["left_running"], serde_json::json!([]));

@@ -1,9 +1,11 @@
-//! The stack facts of the deadlock document (`mpir.deadlock/3`): the MPI call a rank is
+//! The stack facts of the deadlock document (`mpir.deadlock/4`): the MPI call a rank is
 //! blocked in and its call site, where a rank is, and collective hangs — in the tool's own
 //! types, converted field by field from `mpir_types::stacks::mpi_frames` and
 //! `mpir_types::deadlock`, so a library change cannot change the document.
 
-use mpir_types::deadlock::{CollectiveCall, CollectiveHang, Elsewhere, ElsewhereRanks};
+use mpir_types::deadlock::{
+    CollectiveCall, CollectiveHang, Elsewhere, ElsewhereRanks, StackWaits, WhyProgressing,
+};
 use mpir_types::stacks::{BlockedCall, CallKind, CallSite, RankActivity, UnknownWhy};
 use serde::Serialize;
 
@@ -184,5 +186,79 @@ fn elsewhere(e: &ElsewhereRanks) -> ElsewhereRanksOut {
             _ => ElsewhereOut::NotInMpi,
         },
         ranks: e.ranks.to_string(),
+    }
+}
+
+/// Ranks blocked in one MPI call from one call site, their waits unknown.
+#[derive(Serialize)]
+pub struct BlockedCallsOut {
+    pub call: String,
+    pub call_site: Option<CallSiteOut>,
+    /// Rank-set text.
+    pub ranks: String,
+}
+
+/// Ranks that can still progress, and why: "not_in_mpi", "moved" (between snapshots) or
+/// "waits_can_complete" (their queued waits).
+#[derive(Serialize)]
+pub struct ProgressingOut {
+    pub why: &'static str,
+    pub ranks: String,
+}
+
+/// Ranks inside MPI whose waits no queue shows, from their stacks (`stack_waits`).
+#[derive(Serialize)]
+pub struct StackWaitsOut {
+    /// Whether no rank can progress (the verdict is then "blocked_in_mpi").
+    pub hang: bool,
+    pub blocked: Vec<BlockedCallsOut>,
+    /// Of the blocked ranks, those whose queues were not read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queues_not_read: Option<String>,
+    /// Of the blocked ranks, those whose queues were read and show nothing pending.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queues_empty: Option<String>,
+    pub progressing: Vec<ProgressingOut>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finished: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unknown: Option<String>,
+    /// Ranks of the job not read at all.
+    pub unread: u64,
+}
+
+impl StackWaitsOut {
+    pub fn of(w: &StackWaits) -> Self {
+        let set = |r: &mpir_types::ranks::RankSet| (!r.is_empty()).then(|| r.to_string());
+        StackWaitsOut {
+            hang: w.hang,
+            blocked: w
+                .blocked
+                .iter()
+                .map(|b| BlockedCallsOut {
+                    call: b.call.clone(),
+                    call_site: b.call_site.as_ref().map(CallSiteOut::of),
+                    ranks: b.ranks.to_string(),
+                })
+                .collect(),
+            queues_not_read: set(&w.queues_not_read),
+            queues_empty: set(&w.queues_empty),
+            progressing: w
+                .progressing
+                .iter()
+                .map(|p| ProgressingOut {
+                    why: match p.why {
+                        WhyProgressing::NotInMpi => "not_in_mpi",
+                        WhyProgressing::Moved => "moved",
+                        WhyProgressing::WaitsCanComplete => "waits_can_complete",
+                        _ => "other",
+                    },
+                    ranks: p.ranks.to_string(),
+                })
+                .collect(),
+            finished: set(&w.finished),
+            unknown: set(&w.unknown),
+            unread: w.unread,
+        }
     }
 }

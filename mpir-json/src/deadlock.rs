@@ -1,7 +1,11 @@
-//! The deadlock document (`mpir.deadlock/3`): the wait-for analysis in the tool's own types,
+//! The deadlock document (`mpir.deadlock/4`): the wait-for analysis in the tool's own types,
 //! converted field by field from the library's [`DeadlockReport`] (stack facts included, in
-//! `render/activity.rs`).
+//! `activity.rs`).
 //!
+//! Version 4: ranks whose queues cannot be read are covered by their stacks — the verdicts
+//! `potential_blocked_in_mpi` and `blocked_in_mpi`, `stack_waits`, and `coverage.stacks_only`
+//! (`coverage.read` now counts them; `coverage.not_read` lists only ranks of which nothing was
+//! read).
 //! Version 3: the stacks join the analysis — the verdicts `potential_collective_mismatch` and
 //! `collective_mismatch`, `blocked_in` on every wait, step and blocked rank, `not_waiting` and
 //! `collective`. Version 2: `op.buffer` is a hex string, as every address in the documents
@@ -14,7 +18,7 @@ use mpir_types::deadlock::{
 };
 use mpir_types::mqd::{OpClass, Peer};
 
-use crate::activity::{ActivityOut, BlockedCallOut, CollectiveOut};
+use crate::activity::{ActivityOut, BlockedCallOut, CollectiveOut, StackWaitsOut};
 use serde::Serialize;
 
 /// A rank the analysis could not cover, and why.
@@ -34,7 +38,11 @@ pub struct CoverageOut {
     pub read: usize,
     /// Whether every rank asked for was read.
     pub complete: bool,
-    /// The others, with the first reason each could not be read.
+    /// Ranks covered by their stacks alone, with the first reason their queues could not be
+    /// read (counted in `read`).
+    pub stacks_only: Vec<UnreadRank>,
+    /// The others (neither queues nor stacks read in every sample), with the first reason
+    /// their queues could not be read.
     pub not_read: Vec<UnreadRank>,
     /// The ranks asked for, when `--ranks` chose some (the others were not looked at).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -49,14 +57,15 @@ impl CoverageOut {
             ranks: c.ranks,
             read: c.read,
             complete: c.is_complete(),
+            stacks_only: c
+                .stacks_only
+                .iter()
+                .map(|n| unread_rank(n, types_given))
+                .collect(),
             not_read: c
                 .not_read
                 .iter()
-                .map(|n| UnreadRank {
-                    rank: n.rank,
-                    pid: n.pid,
-                    reason: super::queues::rank_error(&n.reason, types_given),
-                })
+                .map(|n| unread_rank(n, types_given))
                 .collect(),
             selection: c.selection.as_ref().map(ToString::to_string),
         }
@@ -127,6 +136,14 @@ impl CoverageOut {
     }
 }
 
+fn unread_rank(n: &NotCovered, types_given: bool) -> UnreadRank {
+    UnreadRank {
+        rank: n.rank,
+        pid: n.pid,
+        reason: super::queues::rank_error(&n.reason, types_given),
+    }
+}
+
 /// A rank not read in one sample, on one line (`unread` of the document).
 pub fn unread_line(n: &NotCovered, types_given: bool) -> String {
     format!(
@@ -162,9 +179,9 @@ pub fn unread_lines(read: &mpir_session::DeadlockRead, types_given: bool) -> Vec
 }
 
 /// `schema` of a deadlock document (docs/cli-json.md).
-pub const DEADLOCK_SCHEMA: &str = "mpir.deadlock/3";
+pub const DEADLOCK_SCHEMA: &str = "mpir.deadlock/4";
 
-/// A whole `mpir.deadlock/3` document.
+/// A whole `mpir.deadlock/4` document.
 #[derive(Serialize)]
 pub struct DeadlockDoc<'a> {
     pub schema: &'static str,
@@ -186,7 +203,8 @@ pub struct DeadlockDoc<'a> {
 #[derive(Serialize)]
 pub struct ReportOut {
     /// "no_cycle", "potential_deadlock", "deadlock", "potential_collective_mismatch",
-    /// "collective_mismatch", or "unknown" (nothing read).
+    /// "collective_mismatch", "potential_blocked_in_mpi", "blocked_in_mpi", or "unknown"
+    /// (nothing read).
     pub verdict: &'static str,
     pub samples: usize,
     pub ranks: usize,
@@ -197,6 +215,8 @@ pub struct ReportOut {
     pub not_waiting: Vec<NotWaitingOut>,
     /// Collective hangs seen in the stacks.
     pub collective: Vec<CollectiveOut>,
+    /// Ranks inside MPI whose waits no queue shows, from their stacks (null when none).
+    pub stack_waits: Option<StackWaitsOut>,
     pub notes: Vec<String>,
     pub notes_omitted: u64,
 }
@@ -421,6 +441,7 @@ impl ReportOut {
             waits: Vec::new(),
             not_waiting: Vec::new(),
             collective: Vec::new(),
+            stack_waits: None,
             notes: Vec::new(),
             notes_omitted: 0,
         }
@@ -436,6 +457,8 @@ impl From<&DeadlockReport> for ReportOut {
                 Verdict::Deadlock => "deadlock",
                 Verdict::PotentialCollectiveMismatch => "potential_collective_mismatch",
                 Verdict::CollectiveMismatch => "collective_mismatch",
+                Verdict::PotentialBlockedInMpi => "potential_blocked_in_mpi",
+                Verdict::BlockedInMpi => "blocked_in_mpi",
             },
             samples: r.samples,
             ranks: r.ranks,
@@ -444,6 +467,7 @@ impl From<&DeadlockReport> for ReportOut {
             waits: r.waits.iter().map(wait).collect(),
             not_waiting: r.not_waiting.iter().map(not_waiting).collect(),
             collective: r.collective.iter().map(CollectiveOut::of).collect(),
+            stack_waits: r.stack_waits.as_ref().map(StackWaitsOut::of),
             notes: r.notes.clone(),
             notes_omitted: r.notes_omitted,
         }

@@ -7,9 +7,9 @@
 //!
 //! | function | document | from |
 //! |---|---|---|
-//! | [`job()`] | `mpir.job/1` (or `mpir.core/2`'s job part for a starter's core) | [`Session`] |
+//! | [`job()`] | `mpir.job/1` (or `mpir.core/3`'s job part for a starter's core) | [`Session`] |
 //! | [`queues()`] | `mpir.queues/1` | [`QueueRead`] |
-//! | [`deadlock()`] | `mpir.deadlock/3` | [`DeadlockRead`] |
+//! | [`deadlock()`] | `mpir.deadlock/4` | [`DeadlockRead`] |
 //! | [`stacks()`] | `mpir.stacks/1` | [`StacksRead`] |
 //!
 //! Every document is built from the types of this crate, field by field, never from a
@@ -91,7 +91,7 @@ pub fn queues(read: &QueueRead, types_given: bool) -> Value {
     value(&queues::queues_doc(read, types_given))
 }
 
-/// The deadlock document (`mpir.deadlock/3`) of a sampled wait-for analysis over `samples`
+/// The deadlock document (`mpir.deadlock/4`) of a sampled wait-for analysis over `samples`
 /// snapshots. When nothing could be read the verdict is `"unknown"` and `error` says why —
 /// never "no cycle".
 pub fn deadlock(read: &DeadlockRead, samples: u32, types_given: bool) -> Value {

@@ -1,4 +1,4 @@
-//! The queues document (`mpir.queues/1`, and `mpir.core/2` which adds the job and the
+//! The queues document (`mpir.queues/1`, and `mpir.core/3` which adds the job and the
 //! analysis of cores) and its table. Built from the tool's own types: the library's queue
 //! model is converted here, field by field, so that a library change cannot change the schema.
 
@@ -15,7 +15,7 @@ pub const QUEUES_SCHEMA: &str = "mpir.queues/1";
 
 /// `schema` of `core`'s document for ranks' cores: a queues document with the job, the
 /// analysis and its coverage.
-pub const CORE_SCHEMA: &str = "mpir.core/2";
+pub const CORE_SCHEMA: &str = "mpir.core/3";
 
 /// An operation's status: a word, or `{"unknown": n}` for a value the interface does not
 /// define.

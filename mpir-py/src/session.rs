@@ -277,7 +277,7 @@ impl Session {
     }
 
     /// Samples the queues `samples` times, `interval` seconds apart, and analyses the
-    /// wait-for graph: `mpir.deadlock/3`.
+    /// wait-for graph: `mpir.deadlock/4`.
     fn deadlock(&mut self, samples: u32, interval: f64) -> PyResult<String> {
         let interval = args::seconds("interval", interval)?;
         let samples = checked_samples(samples)?;

@@ -130,7 +130,7 @@ def validate(document: Dict[str, Any], schema_file: str) -> None:
     except ImportError:
         skip_or_fail("jsonschema is not installed (scripts/ci-python.sh installs it)")
         return
-    # The schemas name each other by file name (deadlock.v3.json uses queues.v1.json's $defs).
+    # The schemas name each other by file name (deadlock.v4.json uses queues.v1.json's $defs).
     schemas = {
         path.name: json.loads(path.read_text()) for path in (ROOT / "docs" / "schema").glob("*.json")
     }

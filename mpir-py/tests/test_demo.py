@@ -56,13 +56,13 @@ def test_job_document(demo: mpir.Session) -> None:
 
 def test_deadlock_cycle_0_1_2_and_rank_3_blocked(demo: mpir.Session) -> None:
     report = demo.deadlock(samples=2, interval=0.1)
-    assert report["schema"] == "mpir.deadlock/3"
+    assert report["schema"] == "mpir.deadlock/4"
     assert report["verdict"] == "deadlock"
     cycles = [sorted(link["rank"] for link in cycle["chain"]) for cycle in report["cycles"]]
     assert cycles == [[0, 1, 2]]
     assert [b["rank"] for b in report["blocked"]] == [3]
     assert report["coverage"]["complete"] is True
-    validate(report, "deadlock.v3.json")
+    validate(report, "deadlock.v4.json")
 
 
 def test_queues_document_and_operations(demo: mpir.Session) -> None:

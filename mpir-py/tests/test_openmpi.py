@@ -109,7 +109,7 @@ def test_an_open_mpi_ring_deadlocks_and_is_released(ring: Path) -> None:
             waits = {(op.rank, op.peer_global) for op in ops if op.kind == "receive" and op.tag == 10}
             assert waits == {(0, 1), (1, 0)}, ops
             report = session.deadlock(samples=2, interval=0.2)
-            validate(report, "deadlock.v3.json")
+            validate(report, "deadlock.v4.json")
             assert report["verdict"] == "deadlock"
             chains = [sorted(link["rank"] for link in c["chain"]) for c in report["cycles"]]
             assert chains == [[0, 1]]

@@ -1,7 +1,6 @@
 //! [`Session::deadlock`]: who waits for whom, confirmed over several samples, and which ranks
 //! the verdict covers.
 
-use std::collections::HashSet;
 use std::time::Duration;
 
 use mpir_mqd::EngineUsed;
@@ -9,7 +8,7 @@ use mpir_mqd::native::NativeError;
 use mpir_mqd::output::OutputLog;
 use mpir_types::deadlock::{self, DeadlockReport, JobSnapshot};
 use mpir_types::ranks::RankSet;
-use mpir_types::stacks::RankStacks;
+use mpir_types::stacks::{RankStacks, classify_threads};
 
 use crate::error::SessionError;
 use crate::hold::ReleaseReport;
@@ -36,9 +35,14 @@ pub struct NotCovered {
 pub struct Coverage {
     /// Ranks asked for (the selected ranks of the job, the pids named, the rank cores).
     pub ranks: usize,
-    /// Ranks read in every sample: the verdict covers these only.
+    /// Ranks read in every sample (their queues, or their stacks alone): the verdict covers
+    /// these only.
     pub read: usize,
-    /// The others.
+    /// Of [`read`](Self::read), the ranks whose queues were not read in some sample (each
+    /// with the first reason) but whose stacks were, in every sample: the verdict covers them
+    /// by their stacks alone (a rank blocked inside MPI then waits for something unknown).
+    pub stacks_only: Vec<NotCovered>,
+    /// The others: neither their queues nor their stacks were read in every sample.
     pub not_read: Vec<NotCovered>,
     /// The selection, when one chose the ranks (the others were not looked at).
     pub selection: Option<RankSet>,
@@ -77,8 +81,13 @@ impl Session {
     /// Reads `samples` snapshots of the selected ranks' queues, `interval` apart, holding the
     /// ranks only while each is read (each hold re-checks every pid's start time), and keeps
     /// the wait-for cycles whose operations are the same in every sample
-    /// ([`deadlock::confirm`]). One sample gives a potential deadlock. A rank not read in
-    /// some sample is not covered (its absence elsewhere would read as progress).
+    /// ([`deadlock::confirm`]). One sample gives a potential deadlock. A rank whose queues
+    /// were not read in some sample (an MPI that exports none, a reader that cannot prove it
+    /// reads where this MPI keeps them) but whose stacks were, in every sample, is covered by
+    /// its stacks alone ([`Coverage::stacks_only`]; a rank blocked inside MPI then waits for
+    /// something unknown, and a job whose every rank is so is a hang:
+    /// [`Verdict::BlockedInMpi`](mpir_types::deadlock::Verdict::BlockedInMpi)). A rank of
+    /// which neither was read is not covered (its absence would read as progress).
     ///
     /// # Errors
     /// As [`Session::hold`]; [`SessionError::Analysis`] when the analysis refuses its input.
@@ -144,11 +153,11 @@ impl Session {
         }
         let (engine, fallback, printed) = state.finish();
         // Per rank (by position: every hold lists the same ranks in the same order): the first
-        // sample where it was not read.
+        // sample where its queues were not read, and whether its stacks were read in every
+        // sample (then the analysis covers it by its stacks).
         let first = reads.first().map_or(0, Vec::len);
-        let mut not_read: Vec<NotCovered> = Vec::new();
+        let mut queues_missing: Vec<Option<NotCovered>> = vec![None; first];
         let mut unread: Vec<NotCovered> = Vec::new();
-        let mut seen: HashSet<usize> = HashSet::new();
         for (s, sample) in reads.iter().enumerate() {
             for (i, r) in sample.iter().enumerate() {
                 if let Err(reason) = &r.queues {
@@ -158,33 +167,55 @@ impl Session {
                         sample: u32::try_from(s + 1).unwrap_or(u32::MAX),
                         reason: reason.clone(),
                     };
-                    if seen.insert(i) {
-                        not_read.push(n.clone());
+                    if let Some(slot @ None) = queues_missing.get_mut(i) {
+                        *slot = Some(n.clone());
                     }
                     unread.push(n);
                 }
             }
         }
-        let covered = |i: usize| !seen.contains(&i);
+        let stacks_everywhere = |i: usize| {
+            reads.iter().all(|sample| {
+                sample
+                    .get(i)
+                    .is_some_and(|r| r.rank.is_some() && r.stacks.is_some())
+            })
+        };
+        let mut cover = vec![Cover::Queues; first];
+        let mut not_read: Vec<NotCovered> = Vec::new();
+        let mut stacks_only: Vec<NotCovered> = Vec::new();
+        for (i, missing) in queues_missing.into_iter().enumerate() {
+            let Some(n) = missing else { continue };
+            if stacks_everywhere(i) {
+                stacks_only.push(n);
+                cover[i] = Cover::Stacks;
+            } else {
+                not_read.push(n);
+                cover[i] = Cover::Nothing;
+            }
+        }
+        let unread_count = not_read.len() as u64;
         let snapshots: Vec<JobSnapshot> = reads
             .iter()
             .map(|sample| {
-                snapshot(
-                    sample
-                        .iter()
-                        .enumerate()
-                        .filter(|(i, _)| covered(*i))
-                        .map(|(_, r)| r),
-                )
+                snapshot(sample.iter().enumerate().filter_map(|(i, r)| {
+                    match cover.get(i).copied().unwrap_or(Cover::Nothing) {
+                        Cover::Queues => Some((r, Cover::Queues)),
+                        Cover::Stacks => Some((r, Cover::Stacks)),
+                        Cover::Nothing => None,
+                    }
+                }))
+                .with_unread(unread_count)
             })
             .collect();
-        let read = (0..first).filter(|&i| covered(i)).count();
+        let read = first - not_read.len();
         let report = if read == 0 {
             None
         } else {
             Some(deadlock::confirm(&snapshots).map_err(SessionError::Analysis)?)
         };
         not_read.sort_by_key(|n| (n.rank, n.pid));
+        stacks_only.sort_by_key(|n| (n.rank, n.pid));
         Ok(DeadlockRead {
             engine,
             fallback,
@@ -192,6 +223,7 @@ impl Session {
             coverage: Coverage {
                 ranks: first,
                 read,
+                stacks_only,
                 not_read,
                 selection: self.options.ranks.clone(),
             },
@@ -220,22 +252,54 @@ impl RemoteReads for NoRemote {
     fn finish(&mut self, _: u32, _: &mut [RankRead]) {}
 }
 
-/// The analysis input from one sample's read ranks (a rank with no known number is left out:
-/// the analysis names ranks by number), joined to the stacks read with them: each rank's
-/// activity (the MPI call it is blocked in, or that it is not inside MPI) decides whether its
-/// pending operations are waits. A rank without stacks keeps the queue-only rules.
-pub(crate) fn snapshot<'a>(ranks: impl Iterator<Item = &'a RankRead> + Clone) -> JobSnapshot {
-    let job = mpir_mqd::snapshot_of(ranks.clone().filter_map(|r| {
+/// How the analysis covers one rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Cover {
+    /// By its queues (and its stacks, when read).
+    Queues,
+    /// By its stacks alone: its queues were not read.
+    Stacks,
+    /// Not at all.
+    Nothing,
+}
+
+/// The analysis input from one sample's ranks, each with how it is covered (a rank with no
+/// known number is left out: the analysis names ranks by number), joined to the stacks read
+/// with them: each rank's activity (the MPI call it is blocked in, or that it is not inside
+/// MPI) decides whether its pending operations are waits. A rank covered by its queues but
+/// without stacks keeps the queue-only rules; a rank covered by its stacks alone is
+/// [`RankQueues::stacks_only`](mpir_types::deadlock::RankQueues::stacks_only).
+pub(crate) fn snapshot<'a>(
+    ranks: impl Iterator<Item = (&'a RankRead, Cover)> + Clone,
+) -> JobSnapshot {
+    let queued = ranks
+        .clone()
+        .filter(|(_, c)| *c == Cover::Queues)
+        .map(|(r, _)| r);
+    let mut job = mpir_mqd::snapshot_of(queued.clone().filter_map(|r| {
         let q = r.queues.as_ref().ok()?;
         Some((r.rank, Some(r.pid), q.communicators.as_slice()))
     }));
-    let stacks: Vec<RankStacks> = ranks
+    let stacks: Vec<RankStacks> = queued
         .filter(|r| r.queues.is_ok())
         .filter_map(|r| Some(RankStacks::new(r.rank?, r.pid, r.stacks.clone()?)))
         .collect();
-    if stacks.is_empty() {
-        job
-    } else {
-        job.with_stacks(&stacks, &[])
+    if !stacks.is_empty() {
+        job = job.with_stacks(&stacks, &[]);
     }
+    for (r, c) in ranks {
+        if c != Cover::Stacks {
+            continue;
+        }
+        let (Some(rank), Some(threads)) = (r.rank, r.stacks.as_ref()) else {
+            continue;
+        };
+        job.ranks
+            .push(mpir_types::deadlock::RankQueues::stacks_only(
+                rank,
+                Some(i64::from(r.pid)),
+                classify_threads(threads, Some(r.pid)),
+            ));
+    }
+    job
 }

@@ -176,42 +176,65 @@ impl QueueRead {
         })
     }
 
+    /// How the analysis covers the rank at `r`: its queues, its stacks alone, or nothing.
+    fn cover(r: &RankRead) -> crate::deadlock::Cover {
+        use crate::deadlock::Cover;
+        match (&r.queues, r.rank, &r.stacks) {
+            (Ok(_), _, _) => Cover::Queues,
+            (Err(_), Some(_), Some(_)) => Cover::Stacks,
+            (Err(_), _, _) => Cover::Nothing,
+        }
+    }
+
     /// Which ranks this one read covers (as [`Session::deadlock`]'s coverage with one
     /// sample; `selection` is the session's rank selection).
     pub fn coverage(&self, selection: Option<RankSet>) -> Coverage {
-        let mut not_read: Vec<NotCovered> = self
-            .ranks
-            .iter()
-            .filter_map(|r| {
-                let reason = r.queues.as_ref().err()?;
-                Some(NotCovered {
-                    rank: r.rank,
-                    pid: r.pid,
-                    sample: 1,
-                    reason: reason.clone(),
-                })
-            })
-            .collect();
+        use crate::deadlock::Cover;
+        let (mut not_read, mut stacks_only) = (Vec::new(), Vec::new());
+        for r in &self.ranks {
+            let Err(reason) = &r.queues else { continue };
+            let n = NotCovered {
+                rank: r.rank,
+                pid: r.pid,
+                sample: 1,
+                reason: reason.clone(),
+            };
+            match Self::cover(r) {
+                Cover::Stacks => stacks_only.push(n),
+                _ => not_read.push(n),
+            }
+        }
         not_read.sort_by_key(|n| (n.rank, n.pid));
+        stacks_only.sort_by_key(|n| (n.rank, n.pid));
         Coverage {
             ranks: self.ranks.len(),
             read: self.ranks.len() - not_read.len(),
+            stacks_only,
             not_read,
             selection,
         }
     }
 
     /// The wait-for analysis of this one snapshot ([`deadlock::analyze`]: a potential
-    /// deadlock at most), over the ranks read; `None` when no rank was read (no verdict at
-    /// all, never "no cycle"). For core files, which are one instant, this is the analysis.
+    /// deadlock at most), over the ranks read — by their queues, or by their stacks alone
+    /// when only those were read; `None` when no rank was read (no verdict at all, never "no
+    /// cycle"). For core files, which are one instant, this is the analysis.
     ///
     /// # Errors
     /// [`SessionError::Analysis`] when the analysis refuses its input.
     pub fn analyze(&self) -> Result<Option<DeadlockReport>, SessionError> {
-        if self.ranks.iter().all(|r| r.queues.is_err()) {
+        use crate::deadlock::Cover;
+        let covered = || {
+            self.ranks
+                .iter()
+                .map(|r| (r, Self::cover(r)))
+                .filter(|(_, c)| *c != Cover::Nothing)
+        };
+        if covered().next().is_none() {
             return Ok(None);
         }
-        let snapshot = crate::deadlock::snapshot(self.ranks.iter());
+        let unread = self.ranks.len() - covered().count();
+        let snapshot = crate::deadlock::snapshot(covered()).with_unread(unread as u64);
         deadlock::analyze(&snapshot)
             .map(Some)
             .map_err(SessionError::Analysis)

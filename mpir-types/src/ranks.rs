@@ -78,6 +78,15 @@ impl RankSet {
         self.ranges = merged;
     }
 
+    /// The ranks of both sets.
+    pub fn union(&self, other: &RankSet) -> RankSet {
+        let mut s = RankSet {
+            ranges: self.ranges.iter().chain(&other.ranges).copied().collect(),
+        };
+        s.normalise();
+        s
+    }
+
     /// Whether `rank` is in the set.
     pub fn contains(&self, rank: u64) -> bool {
         let i = self.ranges.partition_point(|&(a, _)| a <= rank);

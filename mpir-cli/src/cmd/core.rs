@@ -93,7 +93,11 @@ pub(crate) fn run(args: &CoreArgs) -> anyhow::Result<ExitCode> {
     };
     let read = queues::read(&mut session, None)?;
     // Nothing could be read: say also why the cores are not a starter's.
-    queues::nothing_readable(&read).map_err(|e| e.context(why_no_starter))?;
+    // (Cores whose queues cannot be read but whose stacks can are still analysed, by their
+    // stacks alone.)
+    if read.coverage(None).read == 0 {
+        queues::nothing_readable(&read).map_err(|e| e.context(why_no_starter))?;
+    }
     let mut doc = queues_doc(&read, args.reader.types_given());
     // The wait-for analysis of this one snapshot (a core is one instant: potential only).
     // A verdict only from what was read: none when nothing was, and said to cover only the

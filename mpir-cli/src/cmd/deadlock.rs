@@ -72,11 +72,36 @@ fn types_hint(read: &DeadlockRead, types_given: bool) -> Option<&'static str> {
         .coverage
         .not_read
         .iter()
+        .chain(&read.coverage.stacks_only)
         .any(|n| !matches!(n.reason, RankError::Unreadable(_)));
     (reader_failed && dll && !types_given).then_some(
         "if the MPI library has no debug information (stock Open MPI), build a types \
          sidecar (scripts/openmpi-types-sidecar.sh) and give it with --types",
     )
+}
+
+/// The text lines on ranks covered by their stacks alone: each distinct reason their queues
+/// were not read, with the ranks it concerns.
+fn stacks_only_lines(coverage: &CoverageOut) -> Vec<String> {
+    let mut by_reason: Vec<(String, Vec<String>)> = Vec::new();
+    for u in &coverage.stacks_only {
+        let who = u.rank.map_or(format!("pid {}", u.pid), |r| r.to_string());
+        match by_reason.iter_mut().find(|(r, _)| *r == u.reason) {
+            Some((_, ranks)) => ranks.push(who),
+            None => by_reason.push((u.reason.clone(), vec![who])),
+        }
+    }
+    by_reason
+        .into_iter()
+        .map(|(reason, ranks)| {
+            let more = ranks.len().saturating_sub(16);
+            let mut list = ranks.into_iter().take(16).collect::<Vec<_>>().join(", ");
+            if more > 0 {
+                list.push_str(&format!(" and {more} more"));
+            }
+            format!("queues not read, stacks used instead: rank {list}: {reason}")
+        })
+        .collect()
 }
 
 pub(crate) fn run(args: &DeadlockArgs) -> anyhow::Result<ExitCode> {
@@ -119,10 +144,24 @@ pub(crate) fn run(args: &DeadlockArgs) -> anyhow::Result<ExitCode> {
     } else if args.common.json {
         outln!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
-        outln!("wait-for analysis ({}), {} ranks", doc.engine, report.ranks);
+        let how = if coverage.stacks_only.is_empty() {
+            doc.engine.clone()
+        } else if coverage.stacks_only.len() == coverage.read {
+            "stacks only: no rank's queues could be read".to_string()
+        } else {
+            format!(
+                "{}; stacks only for {} ranks whose queues could not be read",
+                doc.engine,
+                coverage.stacks_only.len()
+            )
+        };
+        outln!("wait-for analysis ({how}), {} ranks", report.ranks);
         out!("{report}");
         if let Some(c) = coverage.caveat() {
             outln!("{c}");
+        }
+        for l in stacks_only_lines(&coverage) {
+            outln!("{l}");
         }
         for u in &doc.unread {
             outln!("not read: {u}");
@@ -130,13 +169,22 @@ pub(crate) fn run(args: &DeadlockArgs) -> anyhow::Result<ExitCode> {
         for n in &notes {
             outln!("note: {n}");
         }
+        if let Some(h) = types_hint(&read, types_given) {
+            outln!("hint: {h}");
+        }
     }
-    Ok(if report.has_hang() {
-        // A hang among the ranks read is real whatever the others do.
+    Ok(exit_code(report, coverage.complete))
+}
+
+/// 3 for a hang among the ranks read (real whatever the others do); 4 when some ranks were
+/// not read, or are inside MPI waiting for what no queue shows while others may progress (no
+/// claim is made about them); 0 otherwise.
+fn exit_code(report: &mpir_types::deadlock::DeadlockReport, complete: bool) -> ExitCode {
+    if report.has_hang() {
         ExitCode::from(HANG)
-    } else if !coverage.complete {
+    } else if !complete || report.has_unknown_waits() {
         ExitCode::from(queues::PARTIAL)
     } else {
         ExitCode::SUCCESS
-    })
+    }
 }

@@ -24,8 +24,8 @@ and ranks built into mpir from mpir-rs's sources (mpir-demo/demo), no MPI librar
 message queues in MPICH 4.1's debug-queue layout, described by their own DWARF, with a \
 deadlock among ranks 0-2.";
 
-/// `schema` of the demo document (docs/cli-json.md): version 3 embeds `mpir.deadlock/3`.
-pub(crate) const DEMO_SCHEMA: &str = "mpir.demo/3";
+/// `schema` of the demo document (docs/cli-json.md): version 4 embeds `mpir.deadlock/4`.
+pub(crate) const DEMO_SCHEMA: &str = "mpir.demo/4";
 
 #[derive(clap::Args)]
 pub(crate) struct DemoArgs {

@@ -20,9 +20,9 @@ pub fn mpir() -> Command {
 pub const SCHEMAS: [(&str, &str); 6] = [
     ("mpir.job/1", "job.v1.json"),
     ("mpir.queues/1", "queues.v1.json"),
-    ("mpir.core/2", "core.v2.json"),
-    ("mpir.deadlock/3", "deadlock.v3.json"),
-    ("mpir.demo/3", "demo.v3.json"),
+    ("mpir.core/3", "core.v3.json"),
+    ("mpir.deadlock/4", "deadlock.v4.json"),
+    ("mpir.demo/4", "demo.v4.json"),
     ("mpir.stacks/1", "stacks.v1.json"),
 ];
 
@@ -271,4 +271,21 @@ impl Drop for Job {
         }
         mpir_target::testkit::stop_launcher(&mut self.launcher);
     }
+}
+
+/// The 1-based line of the first line containing `needle` after the first line containing
+/// `anchor` in tests/fixtures/deadlock.c (what a call site's line must be: the fixture's own
+/// source is the oracle).
+pub fn fixture_line(anchor: &str, needle: &str) -> u64 {
+    let src = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/deadlock.c"),
+    )
+    .unwrap();
+    let lines: Vec<&str> = src.lines().collect();
+    let from = lines.iter().position(|l| l.contains(anchor)).unwrap();
+    let at = lines[from..]
+        .iter()
+        .position(|l| l.contains(needle))
+        .unwrap();
+    (from + at + 1) as u64
 }

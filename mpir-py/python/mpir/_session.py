@@ -186,7 +186,7 @@ class Session:
 
     def deadlock(self, samples: int = 3, interval: float = 0.15) -> Dict[str, Any]:
         """The wait-for analysis over ``samples`` reads of the queues ``interval`` seconds
-        apart (``mpir.deadlock/3``): cycles found in every sample are deadlocks."""
+        apart (``mpir.deadlock/4``): cycles found in every sample are deadlocks."""
         doc: Dict[str, Any] = json.loads(self._live().deadlock(samples, interval))
         return doc
 

@@ -168,6 +168,8 @@ pub fn confirm(samples: &[JobSnapshot]) -> Result<DeadlockReport, AnalysisError>
                 .to_string(),
         );
     }
+    // The stacks-only account, with "unmoved" judged over every sample.
+    report.stack_waits = super::stuck::find(first, rest, &report);
     report.samples = samples.len();
     report.verdict = report.verdict_for(samples.len());
     if dropped > 0 {

@@ -118,6 +118,33 @@
 //!   compared either. A rank outside MPI stays at the same place when its main thread's
 //!   innermost frame is the same (so a computing rank moves, a sleeping one does not).
 //!
+//! # Ranks whose waits no queue shows: the stacks-only rule
+//!
+//! Most MPIs people run export no queue a reader can trust (MPICH's ch4 over UCX, Intel MPI,
+//! Open MPI under its UCX PML or without debug information). A rank whose queues were not read
+//! is given as [`RankQueues::stacks_only`] ([`WaitSource::Stacks`]): its activity, no
+//! communicators. A rank inside MPI whose queues *were* read but show no wait is, for this
+//! rule, the same: its stacks say it is blocked, and a rank blocked inside an MPI call is never
+//! "not waiting". Every other rank of the snapshot falls in one class:
+//!
+//! * **blocked**, its wait unknown: inside MPI (`MPI_Finalize` included) at the same place
+//!   (same call, call site and thread) in every snapshot, with no wait in the queues;
+//! * **deadlocked** by the queues' analysis (in a cycle, or blocked by one);
+//! * **progressing**: outside MPI, moved between snapshots, or with queued waits that can all
+//!   complete;
+//! * **finished** (finalized or exited), or **unknown** (no stacks).
+//!
+//! [`DeadlockReport::stack_waits`] lists them when some rank is blocked. It is a **hang** when
+//! no rank is progressing or unknown and the job has no rank outside the snapshot
+//! ([`JobSnapshot::unread`]): nothing that could end a wait is left. With no cycle, no
+//! collective mismatch and no rank waiting on finished ones, that gives its own verdict,
+//! [`Verdict::BlockedInMpi`] (potential, [`Verdict::PotentialBlockedInMpi`], on one snapshot):
+//! the ranks, their MPI call and call site are known; who waits for whom is not. When some
+//! rank progresses or is unknown, the blocked ones may be waiting for it: they are listed, the
+//! verdict stays [`Verdict::NoCycle`], and [`DeadlockReport::has_unknown_waits`] says the
+//! report makes no claim about them. A call that lasts longer than the snapshots span (a large
+//! collective) looks the same as a hung one: more snapshots, further apart, tell them apart.
+//!
 //! # Resolving peers and communicators
 //!
 //! A peer given as a rank in its communicator is turned into a job rank through the
@@ -166,6 +193,7 @@ mod graph;
 mod infer;
 mod pairing;
 mod report;
+mod stuck;
 mod tarjan;
 
 use std::collections::HashMap;
@@ -178,6 +206,7 @@ pub use report::{
     BlockedRank, CollectiveCall, CollectiveHang, CommRef, Cycle, DeadlockReport, Elsewhere,
     ElsewhereRanks, NotWaiting, RankState, Step, Verdict, Wait, WaitOp, WaitTarget,
 };
+pub use stuck::{BlockedCalls, ProgressingRanks, StackWaits, WhyProgressing};
 
 /// Longest list of candidate ranks a report shows for one `MPI_ANY_SOURCE` wait.
 pub const MAX_LISTED_CANDIDATES: usize = 64;
@@ -191,12 +220,29 @@ pub const MAX_NOTES: usize = 64;
 pub struct JobSnapshot {
     /// One entry per rank read (any order; a rank may be missing).
     pub ranks: Vec<RankQueues>,
+    /// Ranks of the job that are not in [`ranks`](Self::ranks) because nothing of them could
+    /// be read (neither queues nor stacks): their state is unknown, so no verdict that needs
+    /// every rank (the stacks-only hang) is given while there are any. Absent from JSON when
+    /// 0.
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "is_zero"))]
+    pub unread: u64,
+}
+
+#[cfg(feature = "serde")]
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl JobSnapshot {
-    /// The queues of `ranks`.
+    /// The queues of `ranks` (every rank of the job: [`unread`](Self::unread) is 0).
     pub fn new(ranks: Vec<RankQueues>) -> Self {
-        JobSnapshot { ranks }
+        JobSnapshot { ranks, unread: 0 }
+    }
+
+    /// With `unread` ranks of the job not read at all (see [`JobSnapshot::unread`]).
+    pub fn with_unread(mut self, unread: u64) -> Self {
+        self.unread = unread;
+        self
     }
 
     /// With each rank's activity taken from its stacks ([`classify_threads`] over its threads,
@@ -254,6 +300,35 @@ pub struct RankQueues {
         serde(default, skip_serializing_if = "Option::is_none")
     )]
     pub activity: Option<RankActivity>,
+    /// Where this rank's waits come from: its queues (the default), or only its stacks (its
+    /// queues could not be read; [`communicators`](Self::communicators) is then empty and
+    /// says nothing). Absent from JSON for queues.
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "WaitSource::is_queues")
+    )]
+    pub source: WaitSource,
+}
+
+/// Where a rank's waits come from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
+pub enum WaitSource {
+    /// Its message queues, read by a reader that proved it reads where the MPI keeps them.
+    #[default]
+    Queues,
+    /// Its stacks alone: its queues could not be read. Its waits are unknown; a rank blocked
+    /// inside MPI is taken as waiting for something (see the stacks-only rule).
+    Stacks,
+}
+
+impl WaitSource {
+    /// Whether this is [`WaitSource::Queues`].
+    pub fn is_queues(&self) -> bool {
+        *self == WaitSource::Queues
+    }
 }
 
 impl RankQueues {
@@ -264,6 +339,18 @@ impl RankQueues {
             pid,
             communicators,
             activity: None,
+            source: WaitSource::Queues,
+        }
+    }
+
+    /// A rank whose queues could not be read, known only by its `activity` (from its stacks).
+    pub fn stacks_only(rank: u64, pid: Option<i64>, activity: RankActivity) -> Self {
+        RankQueues {
+            rank,
+            pid,
+            communicators: Vec::new(),
+            activity: Some(activity),
+            source: WaitSource::Stacks,
         }
     }
 
@@ -343,6 +430,7 @@ pub fn analyze(job: &JobSnapshot) -> Result<DeadlockReport, AnalysisError> {
     let mut report = report::build(job, &graph, 1);
     report.not_waiting = applied.not_waiting;
     report.collective = collective::find(job).into_iter().collect();
+    report.stack_waits = stuck::find(job, &[], &report);
     report.verdict = report.verdict_for(1);
     Ok(report)
 }

@@ -5,7 +5,7 @@ use std::fmt;
 
 use super::activity::blocked_in;
 use super::graph::{Analysis, Target};
-use super::{CommQueues, JobSnapshot, MAX_LISTED_CANDIDATES};
+use super::{CommQueues, JobSnapshot, MAX_LISTED_CANDIDATES, StackWaits};
 use crate::mqd::{Length, OpClass, Operation, Peer};
 use crate::ranks::RankSet;
 use crate::stacks::{BlockedCall, CallSite, RankActivity};
@@ -16,7 +16,7 @@ use crate::stacks::{BlockedCall, CallSite, RankActivity};
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 #[allow(
     clippy::exhaustive_enums,
-    reason = "no hang, or a point-to-point cycle or a collective mismatch, each potential or confirmed"
+    reason = "no hang, or a point-to-point cycle, a collective mismatch, or ranks blocked in MPI, each potential or confirmed"
 )]
 pub enum Verdict {
     /// No rank waits in a cycle, and the stacks (when given) show no collective mismatch.
@@ -31,6 +31,14 @@ pub enum Verdict {
     /// No cycle, and a collective mismatch whose ranks stayed at the same place in every one
     /// of several snapshots.
     CollectiveMismatch,
+    /// No cycle, no collective mismatch, no rank waiting on finished ones; but in one snapshot
+    /// every rank of the job is inside MPI (or finished) without a wait the queues show
+    /// ([`DeadlockReport::stack_waits`]): the ranks *may* be hung, who waits for whom unknown.
+    PotentialBlockedInMpi,
+    /// As [`PotentialBlockedInMpi`](Self::PotentialBlockedInMpi), with no rank moving in any
+    /// of several snapshots: a hang whose who-waits-for-whom is unknown (the queues were not
+    /// read, or show nothing pending).
+    BlockedInMpi,
 }
 
 /// A communicator as the report names it.
@@ -391,6 +399,12 @@ pub struct DeadlockReport {
     /// calls are mostly unknown, so all ranks are taken together).
     #[cfg_attr(feature = "serde", serde(default))]
     pub collective: Vec<CollectiveHang>,
+    /// Ranks inside MPI whose waits no queue shows (their queues not read, or showing nothing
+    /// pending), from their stacks, and where every other rank is; `None` when every rank
+    /// inside MPI has its waits in the queues. [`StackWaits::hang`] says whether no rank can
+    /// progress.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub stack_waits: Option<StackWaits>,
 }
 
 impl DeadlockReport {
@@ -402,17 +416,31 @@ impl DeadlockReport {
     /// Whether any hang was found: a cycle, a collective mismatch, or ranks waiting on ranks
     /// that finalized or exited (listed as [`blocked`](Self::blocked) with no cycle).
     pub fn has_hang(&self) -> bool {
-        self.has_cycle() || !self.collective.is_empty() || !self.blocked.is_empty()
+        self.has_cycle()
+            || !self.collective.is_empty()
+            || !self.blocked.is_empty()
+            || self.stack_waits.as_ref().is_some_and(|s| s.hang)
+    }
+
+    /// Whether some rank is inside MPI waiting for something no queue shows, and the report
+    /// cannot say it is a hang (other ranks may progress): the report then makes no claim
+    /// about those ranks ("no hang" would be a claim about ranks whose waits are unknown).
+    pub fn has_unknown_waits(&self) -> bool {
+        self.stack_waits.as_ref().is_some_and(|s| !s.hang)
     }
 
     /// The verdict of what the report holds, resting on `samples` snapshots: a cycle before a
     /// collective mismatch, potential on one snapshot.
     pub(super) fn verdict_for(&self, samples: usize) -> Verdict {
+        let blocked_in_mpi =
+            self.blocked.is_empty() && self.stack_waits.as_ref().is_some_and(|s| s.hang);
         match (self.has_cycle(), !self.collective.is_empty(), samples > 1) {
             (true, _, false) => Verdict::PotentialDeadlock,
             (true, _, true) => Verdict::Deadlock,
             (false, true, false) => Verdict::PotentialCollectiveMismatch,
             (false, true, true) => Verdict::CollectiveMismatch,
+            (false, false, false) if blocked_in_mpi => Verdict::PotentialBlockedInMpi,
+            (false, false, true) if blocked_in_mpi => Verdict::BlockedInMpi,
             (false, false, _) => Verdict::NoCycle,
         }
     }
@@ -434,6 +462,12 @@ impl DeadlockReport {
                     self.ranks,
                     self.waits.len()
                 );
+                if let Some(w) = self.stack_waits.as_ref().filter(|w| !w.hang) {
+                    s.push_str(&format!(
+                        "; but {} inside MPI waiting for what no queue shows, so no verdict about them",
+                        super::stuck::ranks_text(&w.blocked_ranks())
+                    ));
+                }
                 if !self.blocked.is_empty() {
                     s.push_str(&format!(
                         "; {} ranks wait on ranks that finalized or exited",
@@ -455,6 +489,14 @@ impl DeadlockReport {
             Verdict::CollectiveMismatch => format!(
                 "collective hang: {}, the same in all {snaps}",
                 self.collective_text()
+            ),
+            Verdict::PotentialBlockedInMpi => format!(
+                "potential hang: every rank is inside MPI and none has a wait the queues show \
+                 ({snaps}; who waits for whom is unknown, and ranks may still be moving)"
+            ),
+            Verdict::BlockedInMpi => format!(
+                "hang: every rank is blocked inside MPI and none moved in all {snaps}; who \
+                 waits for whom is unknown (no queue shows their waits)"
             ),
         }
     }
@@ -551,6 +593,9 @@ impl fmt::Display for DeadlockReport {
                 };
                 writeln!(f, "  rank {:<5} {}{ops}", n.rank, n.activity)?;
             }
+        }
+        if let Some(w) = &self.stack_waits {
+            w.write_lines(f)?;
         }
         for n in &self.notes {
             writeln!(f, "note: {n}")?;
@@ -719,5 +764,6 @@ pub(super) fn build(job: &JobSnapshot, a: &Analysis, samples: usize) -> Deadlock
         notes_omitted: a.notes_omitted,
         not_waiting: Vec::new(),
         collective: Vec::new(),
+        stack_waits: None,
     }
 }
