@@ -221,7 +221,7 @@ fn open_mpi_engines_read_the_ring_under_ob1_after_the_proof() {
 }
 
 #[test]
-fn open_mpi_5_default_pml_passes_the_proof() {
+fn open_mpi_5_passes_the_proof_under_ob1_and_is_refused_under_ucx() {
     let Some(wheel) = testkit::Wheel::find(&testkit::OMPI5_WHEEL) else {
         return;
     };
@@ -239,18 +239,52 @@ fn open_mpi_5_default_pml_passes_the_proof() {
     wheel
         .compile(&ring_source(), &app, &["-g"])
         .unwrap_or_else(|e| panic!("{e}"));
-    let mut launcher = Command::new(wheel.bin("mpirun"));
-    launcher
-        .args(["--allow-run-as-root", "--oversubscribe", "-n", "3"])
-        .arg(&app)
-        .arg(&*dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let job = Job::start(&mut launcher, &dir, RANKS);
+    let start = |mca: &[&str]| {
+        for r in 0..RANKS {
+            std::fs::remove_file(dir.join(format!("{r}.pid"))).ok();
+        }
+        let mut launcher = Command::new(wheel.bin("mpirun"));
+        launcher
+            .args(["--allow-run-as-root", "--oversubscribe", "-n", "3"])
+            .args(mca)
+            .arg(&app)
+            .arg(&*dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        Job::start(&mut launcher, &dir, RANKS)
+    };
+
+    let job = start(&[]);
     let probe = open_rank(job.pids[0], &sidecar);
     let mut reader = QueueReader::open(&*probe, options(Engine::Native)).expect("open");
     for (rank, &pid) in job.pids.iter().enumerate() {
         assert_ring_receive(&mut reader, rank, pid, &sidecar, &app);
+        testkit::assert_untouched(pid);
+    }
+    reader.finish();
+    drop(job);
+
+    // The same wheel under UCX. It builds its PMLs into libmpi, so ob1's module stays in the
+    // process: the refusal comes from comparing it with the selected one.
+    let mca: Vec<&str> = UCX.iter().chain(&UCX_DEVICES).copied().collect();
+    let job = start(&mca);
+    let probe = open_rank(job.pids[0], &sidecar);
+    let ob1_in_process = probe.symbol("mca_pml_ob1").expect("lookup").is_some();
+    let mut reader = QueueReader::open(&*probe, options(Engine::Native)).expect("open");
+    for (rank, &pid) in job.pids.iter().enumerate() {
+        let e = reader
+            .read(
+                &ReadRank::new(Some(rank as u64), &app),
+                open_rank(pid, &sidecar),
+            )
+            .expect_err("a UCX rank must not be read as ob1");
+        assert_blind(&e, rank, "native, Open MPI 5");
+        if ob1_in_process {
+            assert!(
+                matches!(&e, MqdError::Blind { why, .. } if **why == BlindReason::NotOb1),
+                "{e:?}"
+            );
+        }
         testkit::assert_untouched(pid);
     }
 }
