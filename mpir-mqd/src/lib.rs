@@ -70,6 +70,7 @@ pub mod model;
 mod mpi2;
 pub mod native;
 pub mod output;
+mod proof;
 mod raw;
 mod reader;
 mod remote;
@@ -77,7 +78,7 @@ mod state;
 mod wire;
 
 pub use discover::{DllSource, discover_dll};
-pub use error::{CallbackReport, MqdError, Result};
+pub use error::{BlindReason, CallbackReport, MqdError, Result};
 pub use ffi::open_in_process;
 pub use helper::helper_main;
 pub use host::{

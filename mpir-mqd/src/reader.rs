@@ -35,6 +35,7 @@ use crate::host::{HostOptions, ProcessSpec, QueueHost};
 use crate::model::{RankQueues, ReadNote};
 use crate::native::{self, ProcessInfo, WalkOptions, Walker, WalkerKind};
 use crate::output::OutputLog;
+use crate::proof::ReadPath;
 use crate::remote::{HelperOptions, open_out_of_process};
 
 /// Which engine reads the queues.
@@ -204,6 +205,8 @@ enum Inner {
     Dll {
         host: Box<dyn QueueHost>,
         used: EngineUsed,
+        /// Where the DLL reads, from the probe's symbols.
+        path: ReadPath,
     },
 }
 
@@ -269,6 +272,7 @@ impl QueueReader {
         fallback: Option<NativeError>,
     ) -> Result<Self> {
         let (path, source) = discover_dll(probe, options.dll.as_deref())?;
+        let read_path = ReadPath::of_dll(probe)?;
         let (host, hosting) = match options.place {
             DllPlace::OutOfProcess(helper) => (
                 open_out_of_process(&path, options.host, helper)?,
@@ -287,6 +291,7 @@ impl QueueReader {
                     source,
                     hosting,
                 },
+                path: read_path,
             },
             fallback,
         })
@@ -308,7 +313,46 @@ impl QueueReader {
 
     /// Every communicator of `rank` (read through `target`) with its queues. With a DLL the
     /// process is attached, read and detached (also when the read fails).
+    ///
+    /// First the engine must show, from `target`'s own symbols and memory, that it reads
+    /// where this rank keeps its pending operations (Open MPI: the selected PML is ob1;
+    /// MPICH: the device records them where the engine reads): otherwise
+    /// [`MqdError::Blind`], and the rank is not read — an empty queue read elsewhere would
+    /// be a false all-clear. Where the engine sees all but the unexpected messages (MPICH
+    /// ch4), those queues are [`crate::Queue::NoInformation`] with a note.
     pub fn read(&mut self, rank: &ReadRank, target: Rc<dyn Target>) -> Result<RankQueues> {
+        let sight = self.read_path().prove(&*target, &self.reader_name())?;
+        let mut queues = self.read_unproven(rank, target)?;
+        sight.apply(&mut queues);
+        Ok(queues)
+    }
+
+    /// Where the engine reads.
+    fn read_path(&self) -> ReadPath {
+        match &self.inner {
+            Inner::Native(w) => ReadPath::of_walker(w.kind()),
+            Inner::Dll { path, .. } => *path,
+        }
+    }
+
+    /// The engine as [`MqdError::Blind`] names it.
+    fn reader_name(&self) -> String {
+        match &self.inner {
+            Inner::Native(w) => match w.kind() {
+                WalkerKind::MpichCh3 => "MPICH ch3 walker".into(),
+                WalkerKind::MpichDebugq => "MPICH debug-queue walker".into(),
+                WalkerKind::OpenMpiOb1 => "Open MPI ob1 walker".into(),
+            },
+            Inner::Dll { used, .. } => match used {
+                EngineUsed::Dll { path, .. } => {
+                    format!("message-queue DLL {}", path.display())
+                }
+                other => other.to_string(),
+            },
+        }
+    }
+
+    fn read_unproven(&mut self, rank: &ReadRank, target: Rc<dyn Target>) -> Result<RankQueues> {
         match &mut self.inner {
             Inner::Native(walker) => {
                 let info = ProcessInfo {

@@ -13,7 +13,10 @@ use std::process::{Command, Stdio};
 use std::rc::Rc;
 
 use mpir_mqd::native::{self, ProcessInfo, WalkOptions, WalkerKind};
-use mpir_mqd::{CommOrigin, CommunicatorQueues, Host, HostOptions, ProcessSpec};
+use mpir_mqd::{
+    CommOrigin, CommunicatorQueues, Engine, Host, HostOptions, ProcessSpec, QueueReader, ReadRank,
+    ReaderOptions,
+};
 use mpir_target::corefile::CoreTarget;
 use mpir_target::debuginfo::DebugOptions;
 use mpir_target::live::LiveTarget;
@@ -167,6 +170,15 @@ fn native_mpich_walker_equals_libtvmpich_on_live_ranks_and_their_cores() {
             live.elapsed, live.hops, live.target_reads, live.attempts, live.missing
         );
         check_known_program(&live.communicators, rank as u64);
+
+        // Through the reader, which first proves from the rank's own device string
+        // (MPII_Version_device: ch3:nemesis) that ch3's queues are where it keeps them.
+        let options = ReaderOptions::default().with_engine(Engine::Native);
+        let mut reader = QueueReader::open(&*target, options).expect("reader");
+        let read = reader
+            .read(&ReadRank::new(Some(rank as u64), &app), target.clone())
+            .expect("a ch3 rank passes the proof");
+        assert_eq!(read.communicators, live.communicators);
 
         let p = host
             .attach(ProcessSpec::new(

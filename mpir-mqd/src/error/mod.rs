@@ -1,10 +1,12 @@
 //! Errors of MQD hosting and of the native walkers: a leaf (it imports no engine), so the
 //! result model can hold them.
 
+mod blind;
 pub(crate) mod native;
 
 use thiserror::Error;
 
+pub use self::blind::BlindReason;
 use self::native::NativeError;
 
 /// What went wrong while loading or calling an MQD DLL. Each names the DLL, and a failed DLL
@@ -200,6 +202,17 @@ pub enum MqdError {
     UnknownProcess {
         /// The handle's value.
         handle: usize,
+    },
+    /// The reader cannot show that it reads where this rank keeps its pending operations
+    /// (an Open MPI rank whose PML is not ob1, an MPICH device whose operations bypass the
+    /// queues read): its result would be an empty queue, a false all-clear, so the rank is
+    /// not read. The reason ([`BlindReason`]) is part of the message, not a source.
+    #[error("the {reader} cannot see this rank's pending operations: {why}")]
+    Blind {
+        /// The reader (`Open MPI ob1 walker`, `message-queue DLL /path/libompi_dbg_msgq.so`).
+        reader: String,
+        /// Why (boxed: it carries a target error, and errors stay small).
+        why: Box<BlindReason>,
     },
     /// An error another process read and passed on as text (an `mpir agent` on another
     /// node, through `mpir-wire`): its whole chain, as it was shown there.

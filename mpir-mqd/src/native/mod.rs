@@ -77,6 +77,14 @@
 //!   `mca_btl_base_segment_t` (`seg_len`). Stock Open MPI has no DWARF: these come from the
 //!   types sidecar of `scripts/openmpi-types-sidecar.sh`.
 //!
+//! # Before a rank counts
+//!
+//! [`crate::QueueReader::read`] first proves, from the rank's own symbols and memory, that
+//! the walker reads where that rank keeps its pending operations (Open MPI: symbols `mca_pml`
+//! and `mca_pml_ob1`, the selected PML is ob1; MPICH: `MPII_Version_device`, the device
+//! records them where the walker reads), or refuses the rank with [`crate::MqdError::Blind`].
+//! [`Walker::queues`] itself does not: it reads the layout it was made for.
+//!
 //! # Bad input
 //!
 //! Every list walk is bounded ([`WalkOptions`]) and stops at an entry seen twice; a queue that
