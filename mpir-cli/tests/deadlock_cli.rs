@@ -441,7 +441,10 @@ fn stock_open_mpi_without_types_is_judged_by_its_stacks_and_says_the_fix() {
     assert_eq!(out.status.code(), Some(3));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(!text.contains("no cycle"), "{text}");
-    assert!(text.contains("hint: ") && text.contains("--types"), "{text}");
+    assert!(
+        text.contains("hint: ") && text.contains("--types"),
+        "{text}"
+    );
     for &pid in &job.pids {
         assert_untouched(pid);
     }

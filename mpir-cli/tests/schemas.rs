@@ -45,11 +45,11 @@ fn a_deadlock_document_without_verdict_needs_its_error() {
     let doc = |verdict: &str, error: Option<&str>| {
         let mut d = json!({
             "schema": "mpir.deadlock/4", "engine": "none", "unread": [],
-            "coverage": { "ranks": 2, "read": 0, "complete": false, "stacks_only": [], "not_read": [
+            "coverage": { "ranks": 2, "read": 0, "complete": false, "stacks_only": [], "wait_states_not_used": [], "not_read": [
                 { "rank": 0, "pid": 5, "reason": "gone" }, { "rank": 1, "pid": 6, "reason": "gone" }] },
             "reader_notes": [], "verdict": verdict, "samples": 3, "ranks": 0,
             "cycles": [], "blocked": [], "waits": [], "not_waiting": [], "collective": [],
-            "stack_waits": null, "notes": [], "notes_omitted": 0
+            "stack_waits": null, "sources": [], "notes": [], "notes_omitted": 0
         });
         if let Some(e) = error {
             d["error"] = json!(e);

@@ -14,7 +14,7 @@
 use mpir_session::{Coverage, DeadlockRead, NotCovered, chain};
 use mpir_types::deadlock::{
     BlockedRank, CommRef, Cycle, DeadlockReport, NotWaiting, RankState, Step, Verdict, Wait,
-    WaitOp, WaitTarget,
+    WaitOp, WaitSource, WaitTarget,
 };
 use mpir_types::mqd::{OpClass, Peer};
 
@@ -44,6 +44,9 @@ pub struct CoverageOut {
     /// The others (neither queues nor stacks read in every sample), with the first reason
     /// their queues could not be read.
     pub not_read: Vec<UnreadRank>,
+    /// Ranks whose wait-state export was not used, with why (it could not be read, or it is
+    /// missing while other ranks have one).
+    pub wait_states_not_used: Vec<UnreadRank>,
     /// The ranks asked for, when `--ranks` chose some (the others were not looked at).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub selection: Option<String>,
@@ -66,6 +69,15 @@ impl CoverageOut {
                 .not_read
                 .iter()
                 .map(|n| unread_rank(n, types_given))
+                .collect(),
+            wait_states_not_used: c
+                .waits_problems
+                .iter()
+                .map(|(rank, pid, reason)| UnreadRank {
+                    rank: *rank,
+                    pid: *pid,
+                    reason: reason.clone(),
+                })
                 .collect(),
             selection: c.selection.as_ref().map(ToString::to_string),
         }
@@ -158,6 +170,15 @@ pub fn unread_line(n: &NotCovered, types_given: bool) -> String {
 /// `unread` of the document: every rank not read in some sample, and every problem met
 /// while releasing, by sample.
 pub fn unread_lines(read: &mpir_session::DeadlockRead, types_given: bool) -> Vec<String> {
+    unread_lines_where(read, types_given, |_| true)
+}
+
+/// [`unread_lines`] with only the unread ranks `keep` keeps (release problems always).
+pub fn unread_lines_where(
+    read: &mpir_session::DeadlockRead,
+    types_given: bool,
+    keep: impl Fn(&NotCovered) -> bool,
+) -> Vec<String> {
     let mut lines: Vec<String> = Vec::new();
     let samples = read.releases.len().max(1);
     for s in 1..=samples {
@@ -171,7 +192,7 @@ pub fn unread_lines(read: &mpir_session::DeadlockRead, types_given: bool) -> Vec
         lines.extend(
             read.unread
                 .iter()
-                .filter(|n| n.sample as usize == s)
+                .filter(|n| n.sample as usize == s && keep(n))
                 .map(|n| unread_line(n, types_given)),
         );
     }
@@ -217,8 +238,19 @@ pub struct ReportOut {
     pub collective: Vec<CollectiveOut>,
     /// Ranks inside MPI whose waits no queue shows, from their stacks (null when none).
     pub stack_waits: Option<StackWaitsOut>,
+    /// Where each rank's waits came from: "wait_states", "queues" or "stacks", with the ranks.
+    pub sources: Vec<SourceOut>,
     pub notes: Vec<String>,
     pub notes_omitted: u64,
+}
+
+/// The ranks whose waits came from one source.
+#[derive(Serialize)]
+pub struct SourceOut {
+    /// "wait_states", "queues" or "stacks".
+    pub source: &'static str,
+    /// Rank-set text.
+    pub ranks: String,
 }
 
 /// One cycle: its ranks, one closed chain through it, its communicators.
@@ -442,6 +474,7 @@ impl ReportOut {
             not_waiting: Vec::new(),
             collective: Vec::new(),
             stack_waits: None,
+            sources: Vec::new(),
             notes: Vec::new(),
             notes_omitted: 0,
         }
@@ -468,6 +501,18 @@ impl From<&DeadlockReport> for ReportOut {
             not_waiting: r.not_waiting.iter().map(not_waiting).collect(),
             collective: r.collective.iter().map(CollectiveOut::of).collect(),
             stack_waits: r.stack_waits.as_ref().map(StackWaitsOut::of),
+            sources: r
+                .sources
+                .iter()
+                .map(|s| SourceOut {
+                    source: match s.source {
+                        WaitSource::WaitStates => "wait_states",
+                        WaitSource::Queues => "queues",
+                        _ => "stacks",
+                    },
+                    ranks: s.ranks.to_string(),
+                })
+                .collect(),
             notes: r.notes.clone(),
             notes_omitted: r.notes_omitted,
         }

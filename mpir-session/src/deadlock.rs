@@ -10,7 +10,7 @@ use mpir_types::deadlock::{self, DeadlockReport, JobSnapshot};
 use mpir_types::ranks::RankSet;
 use mpir_types::stacks::{RankStacks, classify_threads};
 
-use crate::error::SessionError;
+use crate::error::{SessionError, chain};
 use crate::hold::ReleaseReport;
 use crate::queues::{Progress, RankError, RankRead, ReaderState};
 use crate::session::Session;
@@ -44,6 +44,10 @@ pub struct Coverage {
     pub stacks_only: Vec<NotCovered>,
     /// The others: neither their queues nor their stacks were read in every sample.
     pub not_read: Vec<NotCovered>,
+    /// Ranks whose wait-state export was not used, with why: it could not be read (each
+    /// such rank), or it is missing while other ranks of the job have one. `(rank, pid,
+    /// why)`.
+    pub waits_problems: Vec<(Option<u64>, u32, String)>,
     /// The selection, when one chose the ranks (the others were not looked at).
     pub selection: Option<RankSet>,
 }
@@ -181,11 +185,53 @@ impl Session {
                     .is_some_and(|r| r.rank.is_some() && r.stacks.is_some())
             })
         };
+        // The wait-state export, usable in every sample, is the best source of a rank's waits.
+        let waits_everywhere = |i: usize| {
+            reads.iter().all(|sample| {
+                sample
+                    .get(i)
+                    .is_some_and(|r| r.rank.is_some() && matches!(r.waits, Some(Ok(_))))
+            })
+        };
         let mut cover = vec![Cover::Queues; first];
         let mut not_read: Vec<NotCovered> = Vec::new();
         let mut stacks_only: Vec<NotCovered> = Vec::new();
+        let mut waits_problems = Vec::new();
+        for (i, slot) in cover.iter_mut().enumerate() {
+            if waits_everywhere(i) {
+                *slot = Cover::Waits;
+            }
+        }
+        let any_waits = cover.contains(&Cover::Waits);
+        for i in 0..first {
+            if cover.get(i) == Some(&Cover::Waits) {
+                continue;
+            }
+            // Why this rank's export was not used: said when it has one that failed, or when
+            // other ranks of the job have theirs (a rank without the library falls back).
+            let Some(r) = reads.first().and_then(|s| s.get(i)) else {
+                continue;
+            };
+            let why = reads.iter().find_map(|s| match s.get(i).map(|r| &r.waits) {
+                Some(Some(Err(e))) => Some(chain(e)),
+                _ => None,
+            });
+            match why {
+                Some(why) => waits_problems.push((r.rank, r.pid, why)),
+                None if any_waits => waits_problems.push((
+                    r.rank,
+                    r.pid,
+                    "no wait-state export in this process (the preload library is not loaded)"
+                        .to_string(),
+                )),
+                None => {}
+            }
+        }
         for (i, missing) in queues_missing.into_iter().enumerate() {
             let Some(n) = missing else { continue };
+            if cover.get(i) == Some(&Cover::Waits) {
+                continue;
+            }
             if stacks_everywhere(i) {
                 stacks_only.push(n);
                 cover[i] = Cover::Stacks;
@@ -200,9 +246,8 @@ impl Session {
             .map(|sample| {
                 snapshot(sample.iter().enumerate().filter_map(|(i, r)| {
                     match cover.get(i).copied().unwrap_or(Cover::Nothing) {
-                        Cover::Queues => Some((r, Cover::Queues)),
-                        Cover::Stacks => Some((r, Cover::Stacks)),
                         Cover::Nothing => None,
+                        c => Some((r, c)),
                     }
                 }))
                 .with_unread(unread_count)
@@ -225,6 +270,7 @@ impl Session {
                 read,
                 stacks_only,
                 not_read,
+                waits_problems,
                 selection: self.options.ranks.clone(),
             },
             unread,
@@ -259,6 +305,8 @@ pub(crate) enum Cover {
     Queues,
     /// By its stacks alone: its queues were not read.
     Stacks,
+    /// By its wait-state export (and its stacks, when read).
+    Waits,
     /// Not at all.
     Nothing,
 }
@@ -286,6 +334,19 @@ pub(crate) fn snapshot<'a>(
         .collect();
     if !stacks.is_empty() {
         job = job.with_stacks(&stacks, &[]);
+    }
+    for (r, c) in ranks.clone() {
+        if c != Cover::Waits {
+            continue;
+        }
+        let (Some(rank), Some(Ok(w))) = (r.rank, r.waits.as_ref()) else {
+            continue;
+        };
+        let (mut q, _notes) = w.rank_queues(rank, Some(i64::from(r.pid)));
+        if let Some(threads) = r.stacks.as_ref() {
+            q.activity = Some(classify_threads(threads, Some(r.pid)));
+        }
+        job.ranks.push(q);
     }
     for (r, c) in ranks {
         if c != Cover::Stacks {

@@ -84,6 +84,7 @@ mod options;
 mod queues;
 mod session;
 mod stacks;
+mod waits;
 
 pub use deadlock::{Coverage, DeadlockRead, NotCovered, RemoteReads};
 pub use error::{AgentFailure, ReleaseProblem, SessionError, Unreadable, chain};
@@ -95,6 +96,7 @@ pub use session::{CoreInfo, Mpi2ddJob, Session, StarterCore};
 pub use stacks::{
     FoldedStacks, RemoteSample, SamplingSummary, StackOptions, StackSample, StacksRead, StopTime,
 };
+pub use waits::{WaitsReadError, read as read_waits};
 
 /// Makes the program let go of every process it holds — breakpoints out, threads running,
 /// `MPIR_being_debugged` and the gates as the release leaves them — when it is told to stop

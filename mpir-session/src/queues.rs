@@ -50,6 +50,9 @@ pub struct RankRead {
     /// the session leaves stacks out of queue reads
     /// ([`SessionOptions::with_queue_stacks`](crate::SessionOptions::with_queue_stacks)).
     pub stacks: Option<Vec<mpir_types::stacks::ThreadStack>>,
+    /// Its wait-state export (mpir-rs's preload library), read while it was held: `None` when
+    /// the process has none (the library is not preloaded) or the rank was not held.
+    pub waits: Option<Result<mpir_types::waits::WaitStates, crate::waits::WaitsReadError>>,
 }
 
 /// Where a read stands, after one rank ([`Session::queues_with`],
@@ -179,6 +182,9 @@ impl QueueRead {
     /// How the analysis covers the rank at `r`: its queues, its stacks alone, or nothing.
     fn cover(r: &RankRead) -> crate::deadlock::Cover {
         use crate::deadlock::Cover;
+        if r.rank.is_some() && matches!(r.waits, Some(Ok(_))) {
+            return Cover::Waits;
+        }
         match (&r.queues, r.rank, &r.stacks) {
             (Ok(_), _, _) => Cover::Queues,
             (Err(_), Some(_), Some(_)) => Cover::Stacks,
@@ -191,7 +197,14 @@ impl QueueRead {
     pub fn coverage(&self, selection: Option<RankSet>) -> Coverage {
         use crate::deadlock::Cover;
         let (mut not_read, mut stacks_only) = (Vec::new(), Vec::new());
+        let mut waits_problems = Vec::new();
         for r in &self.ranks {
+            if let Some(Err(e)) = &r.waits {
+                waits_problems.push((r.rank, r.pid, crate::error::chain(e)));
+            }
+            if Self::cover(r) == Cover::Waits {
+                continue;
+            }
             let Err(reason) = &r.queues else { continue };
             let n = NotCovered {
                 rank: r.rank,
@@ -211,6 +224,7 @@ impl QueueRead {
             read: self.ranks.len() - not_read.len(),
             stacks_only,
             not_read,
+            waits_problems,
             selection,
         }
     }
@@ -339,9 +353,17 @@ impl ReaderState {
                     (Ok(_), None, Some(e)) => Err(RankError::NoReader(e.clone())),
                     (Ok(_), None, None) => Err(RankError::Unreadable(Unreadable::NotAttached)),
                 };
+                let waits = r
+                    .target()
+                    .ok()
+                    .and_then(|t| crate::waits::read(&**t).transpose());
                 let rank = r
                     .rank
-                    .or_else(|| queues.as_ref().ok().and_then(RankQueues::world_rank));
+                    .or_else(|| queues.as_ref().ok().and_then(RankQueues::world_rank))
+                    .or_else(|| {
+                        let w = waits.as_ref()?.as_ref().ok()?;
+                        w.header.world_rank
+                    });
                 let read = RankRead {
                     rank,
                     pid: r.pid,
@@ -349,6 +371,7 @@ impl ReaderState {
                     core: r.core.clone(),
                     queues,
                     stacks: symbols.and_then(|s| held.stacks_of(i, s, Default::default())),
+                    waits,
                 };
                 progress(i + 1, total, &read);
                 read

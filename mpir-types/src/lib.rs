@@ -65,6 +65,7 @@ pub mod node;
 pub mod ranks;
 pub mod stacks;
 mod view;
+pub mod waits;
 
 pub use error::{DecodeError, Result};
 pub use layout::{CStructBuilder, FieldLayout, LayoutSource, MemberKind, MemberLayout, TypeLayout};

@@ -148,7 +148,7 @@ fn a_finished_rank_never_releases_its_waiters() {
         assert!(rep.has_hang());
         assert!(
             rep.summary()
-                .ends_with("2 ranks wait on ranks that finalized or exited"),
+                .ends_with("2 ranks wait on ranks that finalized, are finalizing or exited"),
             "{rep}"
         );
         let dot = rep.to_dot();

@@ -317,3 +317,32 @@ fn the_source_is_absent_from_json_for_queues_and_round_trips() {
         serde_json::from_value(serde_json::to_value(&rep).unwrap()).unwrap();
     assert_eq!(back, rep);
 }
+
+#[test]
+fn a_rank_inside_mpi_finalize_sends_nothing_more() {
+    // Rank 0 receives from rank 1 (tag 5), which went on to MPI_Finalize without sending it
+    // (a tag mismatch, a skipped send): the wait can never end. Before, a rank in MPI_Finalize
+    // could still "progress", and rank 0 was reported progressing.
+    let mut r0 = world(2, 0, vec![pending(OpClass::Receive, 1, 5)]);
+    r0.activity = Some(ring_recv());
+    let r1 = world(2, 1, vec![]).with_activity(in_mpi("PMPI_Finalize", 60));
+    let one = JobSnapshot::new(vec![r0, r1]);
+    let rep = deadlock::confirm(&[one.clone(), one]).unwrap();
+    assert!(rep.has_hang(), "{rep}");
+    assert_eq!(rep.blocked.len(), 1, "{rep}");
+    assert_eq!(rep.blocked[0].rank, 0);
+    assert_eq!(rep.blocked[0].waits_for, [1]);
+    assert!(
+        rep.to_string()
+            .contains("blocked, waiting on ranks that finalized, are finalizing or exited"),
+        "{rep}"
+    );
+    // A message rank 1 already sent (pending at rank 1) still satisfies the receive.
+    let mut r0 = world(2, 0, vec![pending(OpClass::Receive, 1, 5)]);
+    r0.activity = Some(ring_recv());
+    let r1 =
+        world(2, 1, vec![pending(OpClass::Send, 0, 5)]).with_activity(in_mpi("PMPI_Finalize", 60));
+    let one = JobSnapshot::new(vec![r0, r1]);
+    let rep = deadlock::confirm(&[one.clone(), one]).unwrap();
+    assert!(rep.blocked.is_empty(), "{rep}");
+}

@@ -163,7 +163,16 @@ pub(crate) fn run(args: &DeadlockArgs) -> anyhow::Result<ExitCode> {
         for l in stacks_only_lines(&coverage) {
             outln!("{l}");
         }
-        for u in &doc.unread {
+        // Ranks covered by their stacks have their reason once above, not once per sample.
+        let by_stacks: std::collections::HashSet<(Option<u64>, u32)> = read
+            .coverage
+            .stacks_only
+            .iter()
+            .map(|n| (n.rank, n.pid))
+            .collect();
+        for u in mpir_json::deadlock::unread_lines_where(&read, types_given, |n| {
+            !by_stacks.contains(&(n.rank, n.pid))
+        }) {
             outln!("not read: {u}");
         }
         for n in &notes {

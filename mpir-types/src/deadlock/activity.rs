@@ -25,7 +25,11 @@ pub(super) fn apply(job: &JobSnapshot) -> Applied {
     let finished: Vec<bool> = job
         .ranks
         .iter()
-        .map(|r| r.activity.as_ref().is_some_and(RankActivity::is_finished))
+        .map(|r| {
+            r.activity
+                .as_ref()
+                .is_some_and(RankActivity::starts_nothing_more)
+        })
         .collect();
     if !job.ranks.iter().any(|r| {
         r.activity

@@ -137,10 +137,11 @@ pub fn confirm(samples: &[JobSnapshot]) -> Result<DeadlockReport, AnalysisError>
 
     let blocked_sigs = blocked_signatures(&report);
     // Blocked ranks rest on a kept cycle, or on ranks that finalized or exited (which stay so).
-    let finished = first
-        .ranks
-        .iter()
-        .any(|r| r.activity.as_ref().is_some_and(RankActivity::is_finished));
+    let finished = first.ranks.iter().any(|r| {
+        r.activity
+            .as_ref()
+            .is_some_and(RankActivity::starts_nothing_more)
+    });
     let keep_blocked = |rank: u64| {
         (kept > 0 || finished)
             && blocked_sigs.get(&rank).is_some_and(|s| {

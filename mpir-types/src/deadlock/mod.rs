@@ -322,6 +322,9 @@ pub enum WaitSource {
     /// Its stacks alone: its queues could not be read. Its waits are unknown; a rank blocked
     /// inside MPI is taken as waiting for something (see the stacks-only rule).
     Stacks,
+    /// The wait-state export of mpir-rs's preload library ([`crate::waits`]): what each
+    /// thread is blocked on, recorded by the rank itself through the MPI profiling interface.
+    WaitStates,
 }
 
 impl WaitSource {
@@ -431,6 +434,40 @@ pub fn analyze(job: &JobSnapshot) -> Result<DeadlockReport, AnalysisError> {
     report.not_waiting = applied.not_waiting;
     report.collective = collective::find(job).into_iter().collect();
     report.stack_waits = stuck::find(job, &[], &report);
+    report.sources = sources_of(job);
     report.verdict = report.verdict_for(1);
     Ok(report)
+}
+
+/// Which source each rank's waits came from, by source (queues, wait-states, stacks).
+fn sources_of(job: &JobSnapshot) -> Vec<SourceRanks> {
+    let mut by: Vec<(WaitSource, Vec<u64>)> = Vec::new();
+    for r in &job.ranks {
+        match by.iter_mut().find(|(s, _)| *s == r.source) {
+            Some((_, v)) => v.push(r.rank),
+            None => by.push((r.source, vec![r.rank])),
+        }
+    }
+    by.sort_by_key(|(s, _)| match s {
+        WaitSource::WaitStates => 0,
+        WaitSource::Queues => 1,
+        _ => 2,
+    });
+    by.into_iter()
+        .map(|(source, ranks)| SourceRanks {
+            source,
+            ranks: crate::ranks::RankSet::from_ranks(ranks),
+        })
+        .collect()
+}
+
+/// The ranks whose waits came from one source.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
+pub struct SourceRanks {
+    /// The source.
+    pub source: WaitSource,
+    /// The ranks.
+    pub ranks: crate::ranks::RankSet,
 }

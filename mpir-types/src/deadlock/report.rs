@@ -405,6 +405,10 @@ pub struct DeadlockReport {
     /// progress.
     #[cfg_attr(feature = "serde", serde(default))]
     pub stack_waits: Option<StackWaits>,
+    /// Where each rank's waits came from: its wait-state export, its queues, or its stacks
+    /// alone.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub sources: Vec<super::SourceRanks>,
 }
 
 impl DeadlockReport {
@@ -470,7 +474,7 @@ impl DeadlockReport {
                 }
                 if !self.blocked.is_empty() {
                     s.push_str(&format!(
-                        "; {} ranks wait on ranks that finalized or exited",
+                        "; {} ranks wait on ranks that finalized, are finalizing or exited",
                         self.blocked.len()
                     ));
                 }
@@ -561,7 +565,10 @@ impl fmt::Display for DeadlockReport {
             if self.has_cycle() {
                 writeln!(f, "blocked by the deadlock (not in a cycle):")?;
             } else {
-                writeln!(f, "blocked, waiting on ranks that finalized or exited:")?;
+                writeln!(
+                    f,
+                    "blocked, waiting on ranks that finalized, are finalizing or exited:"
+                )?;
             }
             for b in &self.blocked {
                 let ops: Vec<String> = b.waits.iter().map(WaitOp::to_string).collect();
@@ -596,6 +603,25 @@ impl fmt::Display for DeadlockReport {
         }
         if let Some(w) = &self.stack_waits {
             w.write_lines(f)?;
+        }
+        if self
+            .sources
+            .iter()
+            .any(|s| s.source != super::WaitSource::Queues)
+        {
+            let parts: Vec<String> = self
+                .sources
+                .iter()
+                .map(|s| {
+                    let what = match s.source {
+                        super::WaitSource::WaitStates => "wait-state export",
+                        super::WaitSource::Queues => "message queues",
+                        _ => "stacks alone",
+                    };
+                    format!("{what} for {}", super::stuck::ranks_text(&s.ranks))
+                })
+                .collect();
+            writeln!(f, "waits read from: {}", parts.join("; "))?;
         }
         for n in &self.notes {
             writeln!(f, "note: {n}")?;
@@ -765,5 +791,6 @@ pub(super) fn build(job: &JobSnapshot, a: &Analysis, samples: usize) -> Deadlock
         not_waiting: Vec::new(),
         collective: Vec::new(),
         stack_waits: None,
+        sources: Vec::new(),
     }
 }

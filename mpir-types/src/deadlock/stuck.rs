@@ -167,7 +167,7 @@ pub(super) fn find(
         if deadlocked.contains(&r.rank) {
             return Class::Deadlocked;
         }
-        let queued = r.source == WaitSource::Queues
+        let queued = r.source != WaitSource::Stacks
             && (with_waits.contains(&r.rank)
                 || r.communicators.iter().any(|c| {
                     c.operations.iter().any(|op| {
@@ -188,7 +188,7 @@ pub(super) fn find(
         match classify(r) {
             Class::Blocked(call, site) => {
                 blocked.entry((call, site)).or_default().push(r.rank);
-                if r.source == WaitSource::Queues {
+                if r.source != WaitSource::Stacks {
                     queues_empty.push(r.rank);
                 } else {
                     queues_not_read.push(r.rank);

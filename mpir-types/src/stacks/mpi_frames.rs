@@ -239,6 +239,14 @@ impl RankActivity {
     pub fn is_finished(&self) -> bool {
         matches!(self, RankActivity::Finalized | RankActivity::Exited)
     }
+
+    /// Whether the rank will never start another send or receive: finished, or inside
+    /// `MPI_Finalize` (which the standard forbids to return to communication; what the rank
+    /// already has pending may still complete). A wait on such a rank ends only through
+    /// operations already pending.
+    pub fn starts_nothing_more(&self) -> bool {
+        self.is_finished() || matches!(self, RankActivity::Finalizing(_))
+    }
 }
 
 impl fmt::Display for RankActivity {
