@@ -72,7 +72,7 @@ pub fn read(target: &dyn Target) -> Result<Option<WaitStates>, WaitsReadError> {
         }
         State::Loaded => {
             return Err(WaitsReadError::NotRecording {
-                why: "MPI was not initialized through it".to_string(),
+                why: "MPI was not initialized through it (the program has not called MPI_Init yet, or calls a statically linked MPI the library cannot wrap)".to_string(),
             });
         }
         State::Other(v) => {

@@ -163,6 +163,12 @@ pub(crate) fn run(args: &DeadlockArgs) -> anyhow::Result<ExitCode> {
         for l in stacks_only_lines(&coverage) {
             outln!("{l}");
         }
+        for u in &coverage.wait_states_not_used {
+            let who = u
+                .rank
+                .map_or(format!("pid {}", u.pid), |r| format!("rank {r}"));
+            outln!("wait-state export not used for {who}: {}", u.reason);
+        }
         // Ranks covered by their stacks have their reason once above, not once per sample.
         let by_stacks: std::collections::HashSet<(Option<u64>, u32)> = read
             .coverage
