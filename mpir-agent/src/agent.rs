@@ -24,7 +24,7 @@ use crate::fleet::{Down, Fleet};
 use crate::merge;
 use crate::protocol::{
     Adopt, EngineChoice, FailureKind, Plan, Problem, ProblemKind, RankQueuesOut, RankStatus,
-    ReadSettings, Reply, Request, SampleOut, StacksAsk, StopOut,
+    ReadSettings, Reply, Request, SampleOut, StacksAsk, StopOut, WaitsOut,
 };
 
 /// How an agent runs.
@@ -381,6 +381,7 @@ impl Adopted {
                         queues: None,
                         problem: Some(Problem::new(ProblemKind::ReadFailed, why.clone())),
                         stacks: None,
+                        waits: None,
                     })
                     .collect();
                 (None, ranks, Vec::new())
@@ -631,6 +632,10 @@ fn queues_reply(read: &QueueRead) -> Reply {
                 queues,
                 problem,
                 stacks: r.stacks.clone(),
+                waits: r.waits.as_ref().map(|w| match w {
+                    Ok(w) => WaitsOut::Read(Box::new(w.clone())),
+                    Err(e) => WaitsOut::Problem(chain(e)),
+                }),
             }
         })
         .collect();

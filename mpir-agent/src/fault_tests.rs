@@ -113,6 +113,7 @@ fn queues_of(ranks: &[u64]) -> Reply {
                 queues: Some(mpir_mqd::RankQueues::default()),
                 problem: None,
                 stacks: None,
+                waits: None,
             })
             .collect(),
         release: Vec::new(),

@@ -5,12 +5,14 @@
 use std::time::Duration;
 
 use mpir_mqd::MqdError;
-use mpir_session::{AgentFailure, RankError, RankRead, RemoteSample, StopTime, Unreadable};
+use mpir_session::{
+    AgentFailure, RankError, RankRead, RemoteSample, StopTime, Unreadable, WaitsReadError,
+};
 use mpir_types::stacks::{Unreached, UnreachedReason};
 
 use crate::error::ProtocolError;
 use crate::fleet::{Down, Member};
-use crate::protocol::{Problem, ProblemKind, RankQueuesOut, Reply, SampleOut};
+use crate::protocol::{Problem, ProblemKind, RankQueuesOut, Reply, SampleOut, WaitsOut};
 
 /// One member's queue answer, checked: its ranks, or why there are none.
 pub(crate) fn queue_outcome(
@@ -112,6 +114,13 @@ pub(crate) fn queues(
                 };
                 let host = host_of(out.rank);
                 r.stacks = out.stacks;
+                r.waits = out.waits.map(|w| match w {
+                    WaitsOut::Read(w) => Ok(*w),
+                    WaitsOut::Problem(why) => Err(WaitsReadError::Agent {
+                        host: host.clone(),
+                        why,
+                    }),
+                });
                 r.queues = match (out.queues, out.problem) {
                     (Some(q), _) => Ok(q),
                     (None, Some(p)) => Err(match (p.kind, &p.no_reader) {
@@ -147,6 +156,7 @@ pub(crate) fn queues(
                 let (host, detail) = m.reason_for(claim, &d);
                 r.queues = Err(agent(host, d.failure, detail));
                 r.stacks = None;
+                r.waits = None;
             }
         }
     }
@@ -216,6 +226,7 @@ pub(crate) fn wire_queues(
                     queues: None,
                     problem: Some(Problem::agent(d.failure.into(), detail)),
                     stacks: None,
+                    waits: None,
                 }
             })
             .collect(),

@@ -438,6 +438,22 @@ pub struct RankQueuesOut {
     pub problem: Option<Problem>,
     /// Every thread's stack, read while the rank was held for its queues.
     pub stacks: Option<Vec<ThreadStack>>,
+    /// Its wait-state export (mpir-rs's preload library), read while it was held: absent when
+    /// the process has none (and from agents older than the export).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waits: Option<WaitsOut>,
+}
+
+/// A rank's wait-state export as an agent read it: the decoded export, or why it could not be
+/// used (the agent's own words, carried as they are).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum WaitsOut {
+    /// The export.
+    Read(Box<mpir_types::waits::WaitStates>),
+    /// Why it could not be used.
+    Problem(String),
 }
 
 /// One process's stop, as an agent measured it.

@@ -125,3 +125,39 @@ def test_an_open_mpi_ring_deadlocks_and_is_released(ring: Path) -> None:
         kill_job(starter)
     for r in ranks:
         assert gone(r.pid), f"rank {r.rank} outlived its starter"
+
+
+def test_without_types_the_ring_is_judged_by_its_stacks(ring: Path) -> None:
+    """Stock Open MPI without a types sidecar: no queue can be read, yet the ring is a hang —
+    every rank blocked in MPI_Recv and unmoved (``blocked_in_mpi``), each rank covered by its
+    stacks with the reason its queues were not read (issue 29)."""
+    session = mpir.Session.launch(
+        argv(ring),
+        stdout="devnull",
+        stderr="devnull",
+        timeout=60,
+        leave_running=True,
+    )
+    starter = session.starter_pid
+    assert starter is not None
+    try:
+        with session:
+            ranks = session.ranks
+            wait_in_ring(ring)
+            report = session.deadlock(samples=3, interval=0.15)
+            validate(report, "deadlock.v4.json")
+            assert report["verdict"] == "blocked_in_mpi", report
+            assert [s["source"] for s in report["sources"]] == ["stacks"], report
+            assert report["coverage"]["read"] == RANKS
+            assert len(report["coverage"]["stacks_only"]) == RANKS
+            waits = report["stack_waits"]
+            assert waits["hang"] is True
+            assert [(b["call"], b["ranks"]) for b in waits["blocked"]] == [
+                ("MPI_Recv", f"0-{RANKS - 1}")
+            ], waits
+            assert waits["blocked"][0]["call_site"]["function"] == "main"
+        for r in ranks:
+            assert_released(r.pid)
+        assert_released(starter)
+    finally:
+        kill_job(starter)

@@ -22,6 +22,14 @@ pub enum WaitsReadError {
     /// The bytes are not a usable export.
     #[error("the wait-state export")]
     Format(#[source] WaitsError),
+    /// An agent on another node could not use the rank's export (its words).
+    #[error("on {host}: {why}")]
+    Agent {
+        /// The rank's node.
+        host: String,
+        /// Why, as the agent said.
+        why: String,
+    },
     /// The library is there but records nothing.
     #[error("the wait-state library records nothing: {why}")]
     NotRecording {

@@ -147,6 +147,7 @@ impl std::fmt::Display for Disabled {
 
 /// The export's header.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
 pub struct Header {
     /// Where it was read.
@@ -775,6 +776,7 @@ impl RequestEntry {
 
 /// A whole export, decoded: what [`decode_tables`] makes of the header and its tables.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
 pub struct WaitStates {
     /// The header.
