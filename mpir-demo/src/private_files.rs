@@ -195,7 +195,10 @@ mod tests {
     fn only(dir: &Path, names: &[&str]) {
         for e in std::fs::read_dir(dir).unwrap() {
             let name = e.unwrap().file_name();
-            assert!(names.iter().any(|n| std::ffi::OsStr::new(n) == name), "{name:?}");
+            assert!(
+                names.iter().any(|n| std::ffi::OsStr::new(n) == name),
+                "{name:?}"
+            );
         }
     }
 
@@ -216,7 +219,10 @@ mod tests {
         std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o777)).unwrap();
         materialise(&dir, "prog", PROGRAM, 0o700).unwrap();
         assert_eq!(std::fs::metadata(&prog).unwrap().mode() & 0o777, 0o700);
-        assert_eq!(std::fs::metadata(dir.join("lib.so")).unwrap().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(dir.join("lib.so")).unwrap().mode() & 0o777,
+            0o600
+        );
         // Only the files are left (no temporary file).
         only(&dir, &["prog", "lib.so"]);
         std::fs::remove_dir_all(&dir).unwrap();
@@ -273,6 +279,9 @@ mod tests {
         assert_ne!(base, content_hash(&[("a", b"y", 0o700)]));
         assert_ne!(base, content_hash(&[("a", b"x", 0o600)]));
         // Lengths are hashed: moving a byte between name and contents changes the name.
-        assert_ne!(content_hash(&[("ab", b"", 0)]), content_hash(&[("a", b"b", 0)]));
+        assert_ne!(
+            content_hash(&[("ab", b"", 0)]),
+            content_hash(&[("a", b"b", 0)])
+        );
     }
 }
