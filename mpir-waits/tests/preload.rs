@@ -1,5 +1,6 @@
 //! The preload library in real MPI jobs: Debian's MPICH 4.0.2 and Open MPI 4.1.4, Intel MPI
-//! 2021 (PyPI wheel) when installed. Programs: tests/fixtures/waits.c (its header says what
+//! 2021 (PyPI wheel) when installed, and MPICH 5 built for the MPI-5 standard ABI (which must be
+//! refused). Programs: tests/fixtures/waits.c (its header says what
 //! each mode does, so what each rank must be waiting for). The oracle is gdb: it attaches to
 //! each rank and prints the export through the DWARF of the library (built with `-g`), so the
 //! layout read is the C compiler's, not ours. Skipped without a stack or gdb, failed under
@@ -620,4 +621,45 @@ fn a_preloaded_launcher_is_untouched() {
         Some("class=6 rank_class=6\n"),
         "{with:?}"
     );
+}
+
+/// MPICH 5 built for the MPI-5 standard ABI (`mpicc_abi`, `libmpi_abi.so`): its version string
+/// starts with "MPICH" like the MPICH ABI's, and its handles are not MPICH's. The library must
+/// see `libmpi_abi` behind `PMPI_Send`, record nothing and say why, and the job run as before.
+#[test]
+fn the_standard_abi_is_refused() {
+    if !gdb() {
+        return;
+    }
+    let Some(wheel) = Wheel::find(&mpir_target::testkit::MPICH5_WHEEL) else {
+        return;
+    };
+    if !wheel.bin("mpicc_abi").is_file() {
+        skip("the MPICH 5 wheel has no mpicc_abi");
+        return;
+    }
+    let stack = Stack {
+        name: "mpich5-abi",
+        mpicc: wheel.bin("mpicc_abi"),
+        env: Vec::new(),
+        launcher: vec![wheel.bin("mpiexec.hydra").display().to_string()],
+        hydra: true,
+        abi: 0,
+    };
+    let dir = scratch("waits-abi");
+    let lib = lib();
+    let _one = JOBS.lock().unwrap_or_else(|e| e.into_inner());
+    let program = build(&stack, &dir);
+    let job = Job::start(&stack, &program, "ring", 3, &dir, None, Some(&lib));
+    std::thread::sleep(Duration::from_millis(500));
+    for &pid in &job.pids {
+        let e = read_export(pid);
+        // DISABLED (3) because of MPIR_WAITS_STANDARD_ABI (3); the MPI named.
+        assert_eq!(
+            (e.state, e.disabled, e.abi, e.slots_used),
+            (3, 3, 0, 0),
+            "{e:#?}"
+        );
+        assert!(e.comms.is_empty(), "{e:#?}");
+    }
 }
