@@ -81,7 +81,8 @@ enum mpir_waits_call {
     MPIR_WAITS_CALL_IMPROBE = 31,
     MPIR_WAITS_CALL_MRECV = 32,
     MPIR_WAITS_CALL_IMRECV = 33,
-    MPIR_WAITS_CALL_ICOLLECTIVE = 34, /* a nonblocking collective (request.coll names it) */
+    MPIR_WAITS_CALL_ICOLLECTIVE = 34, /* not written: a nonblocking collective's request.kind is
+                                         its own call (IBARRIER ... IALLTOALL) */
     /* completion (nreqs, reqs[]) */
     MPIR_WAITS_CALL_WAIT = 40,
     MPIR_WAITS_CALL_WAITALL = 41,
@@ -126,6 +127,8 @@ enum mpir_waits_call {
     MPIR_WAITS_CALL_COMM_CREATE = 102,
     MPIR_WAITS_CALL_COMM_FREE = 103,
     MPIR_WAITS_CALL_COMM_SPLIT_TYPE = 104,
+    MPIR_WAITS_CALL_COMM_CREATE_GROUP = 105, /* collective over the group only: no coll_seq;
+                                                slot.tag is its tag */
     MPIR_WAITS_CALL_INIT = 110,
     MPIR_WAITS_CALL_FINALIZE = 111, /* collective over the job */
 };
@@ -214,7 +217,7 @@ struct mpir_waits_header {
     uint32_t slots_overflow;    /* threads that found no free slot (not recorded) */
     uint32_t comms_overflow;    /* communicators that found no free entry */
     uint32_t requests_overflow; /* requests that found no free entry */
-    uint32_t reserved;
+    uint32_t comms_unknown;     /* calls naming a communicator not in the table (slot.comm 0) */
     uint64_t slots;         /* address of struct mpir_waits_slot[slot_capacity] */
     uint64_t comms;         /* address of struct mpir_waits_comm[comm_capacity] */
     uint64_t requests;      /* address of struct mpir_waits_request[request_capacity] */

@@ -1,0 +1,97 @@
+//! # mpir-waits
+//!
+//! The wait-state preload library of mpir-rs. `libmpir_waits.so`, put in `LD_PRELOAD` of an
+//! MPI job's ranks, wraps the MPI calls through the MPI profiling interface (it defines
+//! `MPI_Send`, … and forwards each to `PMPI_Send`, …) and records, per thread, which call the
+//! thread is in and what it waits for: peer, tag and communicator of a receive, the requests of
+//! a `MPI_Waitall`, the communicator and sequence number of a collective. It exports the record
+//! at the data symbol [`SYMBOL`] (`mpir_waits`, laid out as `lib/mpir_waits.h` says), so that a
+//! debugger reads it from the process's memory, live or from a core, like `MPIR_proctable`.
+//!
+//! ```no_run
+//! let lib = mpir_waits::library()?; // written out privately, verified
+//! let job = std::process::Command::new("mpiexec.hydra")
+//!     .args(["-n", "4", "-genv", "LD_PRELOAD"])
+//!     .arg(&lib)
+//!     .arg("./app")
+//!     .spawn()?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! One binary serves the MPICH family (MPICH, Intel MPI, MVAPICH, Cray MPICH: int handles)
+//! and Open MPI (pointer handles): it includes no `mpi.h`, links no MPI library, and decides the
+//! handle ABI at `MPI_Init` from facts (Open MPI's `ompi_mpi_comm_world`, else the library
+//! version string). Under any other MPI (the MPI-5 standard ABI included) it only forwards, and
+//! the export says why. A process that never calls `MPI_Init` (the launcher, a shell) is
+//! untouched: the export there says "loaded, not recording".
+//!
+//! ## Where the library lives
+//!
+//! `build.rs` compiles `lib/mpir_waits.c` (`$CC`, else `cc`); the result is embedded here and
+//! written at run time by [`library`] into a private cache directory
+//! (`$XDG_CACHE_HOME/mpir/waits-<hash>`, mode 0700, checked to be yours, the file compared with
+//! the embedded bytes on every call: [`mpir_demo::private_files`]).
+
+#![cfg(target_os = "linux")]
+#![forbid(unsafe_code)]
+#![warn(clippy::exhaustive_enums, clippy::exhaustive_structs)]
+
+use std::path::PathBuf;
+
+use mpir_demo::private_files::{self, PrivateFilesError};
+
+/// The exported data symbol, a `struct mpir_waits_header` (`lib/mpir_waits.h`).
+pub const SYMBOL: &str = "mpir_waits";
+
+/// The library's file name.
+const FILE_NAME: &str = "libmpir_waits.so";
+
+/// The library, as built by `build.rs`.
+static LIBRARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libmpir_waits.so"));
+
+/// Why the preload library is not available.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Writing it out to the private cache directory failed.
+    #[error("cannot write out the wait-state library {FILE_NAME}")]
+    Install {
+        /// The failure.
+        #[source]
+        source: PrivateFilesError,
+    },
+}
+
+/// The preload library's path, ready for `LD_PRELOAD`: written out from the copy embedded in
+/// this crate into a private directory of this user, or checked there (see the crate docs).
+///
+/// # Errors
+/// [`Error::Install`]: the cache directory is not private to this user, or the file cannot be
+/// written.
+pub fn library() -> Result<PathBuf, Error> {
+    // Readable by its owner only: the ranks run as the user who runs mpir.
+    private_files::install("waits", &[(FILE_NAME, LIBRARY, 0o600)])
+        .map(|dir| dir.join(FILE_NAME))
+        .map_err(|source| Error::Install { source })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_library_is_written_as_built_and_exports_the_symbol() {
+        let path = library().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), LIBRARY);
+        // The dynamic symbol table names the export (a plain byte search in .dynstr).
+        let needle = format!("\0{SYMBOL}\0");
+        assert!(
+            LIBRARY
+                .windows(needle.len())
+                .any(|w| w == needle.as_bytes()),
+            "{SYMBOL} is not in the library's strings"
+        );
+        // A second call keeps the same, verified file.
+        assert_eq!(library().unwrap(), path);
+    }
+}
