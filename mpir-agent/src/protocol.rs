@@ -547,6 +547,33 @@ fn from_json<T: for<'de> Deserialize<'de>>(
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_rank_s_wait_state_problem_crosses_the_wire_and_old_agents_still_parse() {
+        let out = RankQueuesOut {
+            rank: 3,
+            pid: 9,
+            queues: None,
+            problem: None,
+            stacks: None,
+            waits: Some(WaitsOut::Problem("the wait-state export: torn".into())),
+        };
+        let reply = Reply::Queues {
+            engine: None,
+            ranks: vec![out.clone()],
+            release: Vec::new(),
+        };
+        match Reply::from_message(&reply.to_message(RequestId(7))).unwrap() {
+            Reply::Queues { ranks, .. } => assert_eq!(ranks, [out]),
+            other => panic!("{other:?}"),
+        }
+        // An agent from before the export sends no `waits`: it reads as none.
+        let old: RankQueuesOut = serde_json::from_str(
+            r#"{"rank":1,"pid":2,"queues":null,"problem":null,"stacks":null}"#,
+        )
+        .unwrap();
+        assert_eq!(old.waits, None);
+    }
+
     /// `problem` as the front end gets it: through a reply's message.
     fn relayed(problem: Problem) -> Problem {
         let reply = Reply::Queues {
@@ -557,6 +584,7 @@ mod tests {
                 queues: None,
                 problem: Some(problem),
                 stacks: None,
+                waits: None,
             }],
             release: Vec::new(),
         };

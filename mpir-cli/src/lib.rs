@@ -117,6 +117,11 @@ enum Cmd {
         /// as `queues` starts them): the notes say how many were proven and why any was not.
         #[arg(long, conflicts_with = "hold")]
         verify: bool,
+        /// Have every rank record what it waits for (mpir-rs's preload library, `mpir
+        /// preload`), through the starter's environment: `deadlock` then reads who waits for
+        /// whom on any MPI.
+        #[arg(long)]
+        record_waits: bool,
         #[command(flatten)]
         remote: agent::RemoteArgs,
         /// The starter command.
@@ -157,6 +162,10 @@ enum Cmd {
     Stacks(stacks::StacksArgs),
     /// Run the bundled demo job (no MPI needed): job, queues and deadlock report.
     Demo(demo::DemoArgs),
+    /// Print the path of the wait-state library to put in a job's `LD_PRELOAD` (one library
+    /// for every MPI: it tells MPICH's family and Open MPI apart by itself), e.g. `mpiexec
+    /// -genv LD_PRELOAD "$(mpir preload)" ...`, `mpirun -x LD_PRELOAD="$(mpir preload)" ...`.
+    Preload,
     /// Serve this node's ranks of a job to a front end (over stdin/stdout, or over TLS with
     /// --connect): started by `mpir` itself on a job's other nodes (through srun, hydra,
     /// orterun, PRRTE or --agent-launch), not by hand.
@@ -302,6 +311,7 @@ pub fn main() -> ExitCode {
             ranks,
             timeout,
             verify,
+            record_waits,
             remote,
             starter,
         } => job::launch(
@@ -311,6 +321,7 @@ pub fn main() -> ExitCode {
                 ranks: ranks.clone(),
                 timeout: *timeout,
                 verify: verify.then_some(remote),
+                record_waits: *record_waits,
             },
             starter,
         ),
@@ -327,6 +338,12 @@ pub fn main() -> ExitCode {
         Cmd::Deadlock(args) => deadlock::run(args),
         Cmd::Stacks(args) => stacks::run(args),
         Cmd::Demo(args) => demo::run(args),
+        Cmd::Preload => mpir_waits::library()
+            .map(|p| {
+                outln!("{}", p.display());
+                ExitCode::SUCCESS
+            })
+            .map_err(anyhow::Error::from),
         Cmd::Agent(args) => agent::run(args),
         Cmd::Completions { shell } => return completions(*shell),
         Cmd::Man { subcommand } => return man(subcommand.as_deref()),

@@ -13,131 +13,12 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::path::Path;
 
-use common::{Job, fixture_line, json_doc, mpir, ompi_sidecar, validate};
-use mpir_target::testkit::{IMPI_WHEEL, Wheel, assert_untouched, have, run, scratch, skip};
+use common::stock::{Stack, build, intel_mpi, mpich_stock, open_mpi, start, untouched};
+use common::{Job, fixture_line, json_doc, mpir, validate};
+use mpir_target::testkit::scratch;
 use serde_json::Value;
-
-struct Stack {
-    name: &'static str,
-    mpicc: PathBuf,
-    /// Environment for the compiler and the launcher.
-    env: Vec<(String, String)>,
-    launcher: Vec<String>,
-    /// Extra arguments for mpir.
-    extra: Vec<String>,
-}
-
-fn mpich_stock() -> Option<Stack> {
-    if !have("mpicc.mpich") || !have("mpiexec.hydra") {
-        skip("needs Debian's MPICH (mpicc.mpich, mpiexec.hydra)");
-        return None;
-    }
-    let Some(debug) = std::env::var("MPIR_HYDRA_DEBUG_DIR")
-        .ok()
-        .filter(|d| Path::new(d).is_dir())
-    else {
-        skip("no hydra debug file (MPIR_HYDRA_DEBUG_DIR, scripts/hydra-debug-symbols.sh)");
-        return None;
-    };
-    Some(Stack {
-        name: "mpich-stock",
-        mpicc: "mpicc.mpich".into(),
-        env: Vec::new(),
-        launcher: vec!["mpiexec.hydra".into()],
-        extra: vec!["--debug-dir".into(), debug],
-    })
-}
-
-fn open_mpi(pml_ucx: bool) -> Option<Stack> {
-    if !have("mpicc.openmpi") || !have("orterun") {
-        skip("needs Open MPI (mpicc.openmpi, orterun)");
-        return None;
-    }
-    let mut launcher: Vec<String> = ["orterun", "--allow-run-as-root", "--oversubscribe"]
-        .map(String::from)
-        .to_vec();
-    let mut extra = Vec::new();
-    if pml_ucx {
-        // UCX is Open MPI's PML on InfiniBand clusters; 4.1 enables it elsewhere only with
-        // these two (docs: ../shared/notes/stock-stacks.md).
-        for a in [
-            "--mca",
-            "pml",
-            "ucx",
-            "--mca",
-            "pml_ucx_tls",
-            "any",
-            "--mca",
-            "pml_ucx_devices",
-            "any",
-        ] {
-            launcher.push(a.into());
-        }
-        // The types are given: the ob1 reader could read ob1's structures, and must refuse
-        // because this job's PML is not ob1.
-        let Some(sidecar) = ompi_sidecar() else {
-            skip("no Open MPI types sidecar");
-            return None;
-        };
-        extra = vec!["--types".into(), sidecar.display().to_string()];
-    }
-    Some(Stack {
-        name: if pml_ucx {
-            "openmpi-ucx"
-        } else {
-            "openmpi-no-types"
-        },
-        mpicc: "mpicc.openmpi".into(),
-        env: Vec::new(),
-        launcher,
-        extra,
-    })
-}
-
-fn intel_mpi() -> Option<Stack> {
-    let wheel = Wheel::find(&IMPI_WHEEL)?;
-    let prefix = wheel.prefix;
-    Some(Stack {
-        name: "intel-mpi",
-        mpicc: prefix.join("bin/mpicc"),
-        env: vec![("I_MPI_ROOT".into(), prefix.display().to_string())],
-        launcher: vec![prefix.join("bin/mpiexec.hydra").display().to_string()],
-        extra: Vec::new(),
-    })
-}
-
-fn build(stack: &Stack, dir: &Path) -> PathBuf {
-    let program = dir.join("deadlock");
-    let mut cc = Command::new(&stack.mpicc);
-    cc.envs(stack.env.iter().map(|(k, v)| (k, v)))
-        .args(["-g", "-o"])
-        .arg(&program)
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/deadlock.c"));
-    run(&mut cc).unwrap_or_else(|e| panic!("{}: {e}", stack.name));
-    program
-}
-
-fn start(stack: &Stack, dir: &Path, program: &Path, mode: &str, n: usize) -> Job {
-    let sub = dir.join(mode);
-    std::fs::create_dir_all(&sub).unwrap();
-    let mut launcher = Command::new(&stack.launcher[0]);
-    launcher
-        .args(&stack.launcher[1..])
-        .args(["-n", &n.to_string()])
-        .arg(program)
-        .arg(mode)
-        .arg(&sub)
-        .envs(stack.env.iter().map(|(k, v)| (k, v)))
-        .env("OMPI_MPIR_DO_NOT_WARN", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    Job::start(&mut launcher, &sub, n, Duration::from_millis(700))
-}
 
 /// `mpir deadlock` on the job, as JSON (validated) and as text: (exit status, document, text).
 fn deadlock(stack: &Stack, job: &Job) -> (i32, Value, String) {
@@ -168,13 +49,6 @@ fn deadlock(stack: &Stack, job: &Job) -> (i32, Value, String) {
         doc,
         String::from_utf8_lossy(&text.stdout).into_owned(),
     )
-}
-
-fn untouched(job: &Job) {
-    assert_untouched(job.starter());
-    for &p in &job.pids {
-        assert_untouched(p);
-    }
 }
 
 /// The ring: a hang from the stacks alone, each rank's call and call site named.

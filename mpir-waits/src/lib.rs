@@ -75,6 +75,41 @@ pub fn library() -> Result<PathBuf, Error> {
         .map_err(|source| Error::Install { source })
 }
 
+/// Has every rank of the job `starter` starts record its waits: the library is put first in
+/// the starter's `LD_PRELOAD` (kept after it, what was there), which hydra, srun and a
+/// single-node Open MPI pass to the ranks as they pass the whole environment, and named in
+/// `OMPI_MCA_mca_base_env_list` (appended with `;` to what was there), Open MPI's own way of
+/// forwarding a variable to every node (its `mpirun -x`), which other launchers ignore. The
+/// starter itself loads the library too, where it does nothing (it never calls `MPI_Init`).
+/// Returns the library's path.
+///
+/// # Errors
+/// As [`library`].
+pub fn record_waits(starter: &mut std::process::Command) -> Result<PathBuf, Error> {
+    let lib = library()?;
+    let inherited = |name: &str| {
+        starter
+            .get_envs()
+            .find(|(k, _)| *k == name)
+            .map_or_else(|| std::env::var_os(name), |(_, v)| v.map(ToOwned::to_owned))
+            .filter(|v| !v.is_empty())
+    };
+    let mut preload = lib.clone().into_os_string();
+    if let Some(old) = inherited("LD_PRELOAD") {
+        preload.push(":");
+        preload.push(old);
+    }
+    let mut forward = std::ffi::OsString::from("LD_PRELOAD");
+    if let Some(old) = inherited("OMPI_MCA_mca_base_env_list") {
+        forward = old;
+        forward.push(";LD_PRELOAD");
+    }
+    starter
+        .env("LD_PRELOAD", preload)
+        .env("OMPI_MCA_mca_base_env_list", forward);
+    Ok(lib)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,5 +128,27 @@ mod tests {
         );
         // A second call keeps the same, verified file.
         assert_eq!(library().unwrap(), path);
+    }
+
+    #[test]
+    fn record_waits_puts_the_library_first_and_keeps_what_was_there() {
+        let mut c = std::process::Command::new("true");
+        c.env("LD_PRELOAD", "/x/libother.so")
+            .env("OMPI_MCA_mca_base_env_list", "FOO=1");
+        let lib = record_waits(&mut c).unwrap();
+        let env = |k: &str| {
+            c.get_envs()
+                .find(|(n, _)| *n == k)
+                .and_then(|(_, v)| v)
+                .map(|v| v.to_string_lossy().into_owned())
+        };
+        assert_eq!(
+            env("LD_PRELOAD").unwrap(),
+            format!("{}:/x/libother.so", lib.display())
+        );
+        assert_eq!(
+            env("OMPI_MCA_mca_base_env_list").unwrap(),
+            "FOO=1;LD_PRELOAD"
+        );
     }
 }

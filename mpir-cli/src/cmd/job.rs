@@ -17,6 +17,7 @@ pub(crate) struct LaunchArgs<'a> {
     pub(crate) ranks: Option<mpir_types::ranks::RankSet>,
     pub(crate) timeout: u64,
     pub(crate) verify: Option<&'a RemoteArgs>,
+    pub(crate) record_waits: bool,
 }
 
 pub(crate) fn launch(
@@ -27,6 +28,9 @@ pub(crate) fn launch(
     let (program, starter_args) = starter.split_first().context("no starter command given")?;
     let mut cmd = Command::new(program);
     cmd.args(starter_args);
+    if args.record_waits {
+        mpir_waits::record_waits(&mut cmd)?;
+    }
     if common.json {
         // The job's stdout goes to our stderr: stdout carries the JSON only.
         let err = std::io::stderr().as_fd().try_clone_to_owned()?;

@@ -3,6 +3,7 @@
 #![allow(dead_code, unreachable_pub)] // each test file uses part of it
 
 pub mod mn;
+pub mod stock;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
