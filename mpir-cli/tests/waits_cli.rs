@@ -145,6 +145,37 @@ fn on_stack(stack: Option<Stack>) {
     let (code, doc, text) = deadlock(&with, &starter_args(&job));
     assert_ring_cycle(name, code, &doc, &text);
     untouched(&job);
+    // The same from gcore cores of the ranks (one instant: a potential deadlock), each rank
+    // numbered by its own export.
+    if name == "mpich-stock" {
+        let cores = mpir_target::testkit::gcore(&dir, &job.pids).unwrap_or_else(|e| panic!("{e}"));
+        let out = mpir()
+            .args(["core", "--json"])
+            .args(&stack.extra)
+            .args(&cores)
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let doc = json_doc(&out);
+        validate(&doc);
+        let d = &doc["deadlock"];
+        assert_eq!(d["verdict"], "potential_deadlock", "{name} cores: {d:#}");
+        assert_eq!(
+            d["cycles"][0]["ranks"],
+            json!([0, 1, 2]),
+            "{name} cores: {d:#}"
+        );
+        assert_eq!(
+            d["sources"],
+            json!([{ "source": "wait_states", "ranks": "0-2" }]),
+            "{name} cores: {d:#}"
+        );
+    }
     drop(job);
 
     // The correct twin: a ring of MPI_Sendrecv that keeps going is no deadlock (each thread's
