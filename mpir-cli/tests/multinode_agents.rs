@@ -17,8 +17,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::json_doc;
 use common::mn::{Job, mpir_in_node1};
+use common::{json_doc, mpir};
 use mpir_acquire::testkit::multinode::{Cluster, StartFailure, start_job};
 use mpir_target::testkit::{scratch, wait_for};
 
@@ -621,5 +621,70 @@ fn a_hydra_jobs_agents_are_a_second_hydra_job_reaching_nodes_as_the_first() {
         );
     }
     assert_eq!(ranks().len(), 4, "the job's output changed");
+    starter.stop();
+}
+
+#[test]
+fn ranks_on_other_nodes_are_read_from_their_wait_state_exports() {
+    // A hydra ring across node2 and node3 whose ranks have the wait-state library (hydra
+    // passes LD_PRELOAD to every node's ranks); from node1, `mpir deadlock` reads each rank's
+    // export through the agents on their nodes: the cycle of the four MPI_Recv (tag 42), every
+    // rank's waits from its export (issue 29).
+    let Some(cluster) = Cluster::from_env() else {
+        return;
+    };
+    let dir = scratch("cli-mn-agents-waits");
+    let Some((mut hydra, debug)) = common::mn::hydra_ring(&cluster, &dir) else {
+        return;
+    };
+    let lib = {
+        let o = mpir().arg("preload").output().unwrap();
+        assert!(o.status.success(), "{o:?}");
+        String::from_utf8(o.stdout).unwrap().trim().to_string()
+    };
+    hydra.env("LD_PRELOAD", &lib);
+    let mut wrapped = cluster.run_in(1, &hydra);
+    wrapped
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut starter = cluster.spawn(1, wrapped);
+    let out = common::mn::gather(starter.child().stdout.take().unwrap());
+    let ranks = || common::mn::printed(&out.lock().unwrap());
+    assert!(
+        wait_for(90, || ranks().len() == 4),
+        "the hydra job did not start: {}",
+        out.lock().unwrap()
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let pid = starter.local_pid.to_string();
+    let o = mpir_in_node1(
+        &cluster,
+        &[
+            "deadlock",
+            "--json",
+            "--debug-dir",
+            &debug,
+            "--starter",
+            &pid,
+        ],
+    );
+    let doc = json_doc(&o);
+    assert_eq!(o.status.code(), Some(3), "{doc:#}");
+    assert_eq!(doc["verdict"], "deadlock", "{doc:#}");
+    assert_eq!(
+        doc["sources"],
+        serde_json::json!([{ "source": "wait_states", "ranks": "0-3" }]),
+        "{doc:#}"
+    );
+    assert_eq!(doc["cycles"][0]["ranks"], serde_json::json!([0, 1, 2, 3]));
+    for step in doc["cycles"][0]["chain"].as_array().unwrap() {
+        assert_eq!(step["op"]["tag"], 42, "{step}");
+        assert_eq!(step["op"]["class"], "receive", "{step}");
+    }
+    for (_, pid, host) in ranks() {
+        let node: usize = host.trim_start_matches("node").parse().unwrap();
+        cluster.assert_untouched(node, pid);
+    }
     starter.stop();
 }
