@@ -280,3 +280,61 @@ fn the_same_program_in_a_shell_is_untouched() {
         (without.status.code(), &without.stdout, &without.stderr)
     );
 }
+
+#[test]
+fn a_rank_without_the_library_falls_back_and_the_report_says_so() {
+    // hydra's MPMD form gives the library to rank 0 only: ranks 1-2 are read by their stacks
+    // (stock MPICH has no queues), rank 0 by its export; every rank blocked in MPI_Recv,
+    // rank 0 waiting on rank 1, which is blocked for something unknown: a hang.
+    let Some(stack) = mpich_stock() else { return };
+    let dir = scratch("waits-mixed");
+    let program = build(&stack, &dir);
+    let sub = dir.join("ring");
+    std::fs::create_dir_all(&sub).unwrap();
+    let lib = preload();
+    let mut hydra = Command::new(&stack.launcher[0]);
+    hydra
+        .args(["-n", "1", "-env", "LD_PRELOAD"])
+        .arg(&lib)
+        .arg(&program)
+        .arg("ring")
+        .arg(&sub)
+        .args([":", "-n", "2"])
+        .arg(&program)
+        .arg("ring")
+        .arg(&sub)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let job = Job::start(&mut hydra, &sub, 3, Duration::from_millis(700));
+    let (code, doc, text) = deadlock(&stack, &starter_args(&job));
+    assert_eq!(code, 3, "{doc:#}");
+    assert_eq!(doc["verdict"], "blocked_in_mpi", "{doc:#}");
+    assert_eq!(
+        doc["sources"],
+        json!([{ "source": "wait_states", "ranks": "0" }, { "source": "stacks", "ranks": "1-2" }]),
+        "{doc:#}"
+    );
+    let not_used: Vec<(u64, String)> = doc["coverage"]["wait_states_not_used"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| {
+            (
+                u["rank"].as_u64().unwrap(),
+                u["reason"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(not_used.len(), 2, "{doc:#}");
+    for (rank, reason) in &not_used {
+        assert!(*rank == 1 || *rank == 2, "{doc:#}");
+        assert!(reason.contains("no wait-state export"), "{reason}");
+    }
+    assert_eq!(doc["stack_waits"]["waits_on_blocked"], "0", "{doc:#}");
+    assert!(
+        text.contains("wait-state export not used for rank 1: no wait-state export"),
+        "{text}"
+    );
+    untouched(&job);
+}

@@ -218,6 +218,10 @@ pub struct StackWaitsOut {
     /// Of the blocked ranks, those whose queues were read and show nothing pending.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub queues_empty: Option<String>,
+    /// Of the blocked ranks, those whose queued waits are on ranks blocked for something
+    /// unknown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waits_on_blocked: Option<String>,
     pub progressing: Vec<ProgressingOut>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub finished: Option<String>,
@@ -243,6 +247,7 @@ impl StackWaitsOut {
                 .collect(),
             queues_not_read: set(&w.queues_not_read),
             queues_empty: set(&w.queues_empty),
+            waits_on_blocked: set(&w.waits_on_blocked),
             progressing: w
                 .progressing
                 .iter()

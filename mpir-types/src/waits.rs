@@ -913,7 +913,14 @@ impl WaitStates {
                 q
             })
             .collect();
-        let mut place = |comm: u64, op: Operation, notes: &mut Vec<String>| {
+        let mut place = |comm: u64, mut op: Operation, notes: &mut Vec<String>| {
+            // On MPI_COMM_WORLD a peer's rank is its job rank: said, so that a peer known by
+            // its stacks alone (no communicators) is still the rank waited for.
+            if comm == WORLD
+                && let Peer::Rank(p) = op.peer_local
+            {
+                op.peer_global = Some(p);
+            }
             match comms.iter_mut().find(|q| q.unique_id == comm) {
                 Some(q) => q.operations.push(op),
                 None => notes.push(format!(

@@ -346,3 +346,45 @@ fn a_rank_inside_mpi_finalize_sends_nothing_more() {
     let rep = deadlock::confirm(&[one.clone(), one]).unwrap();
     assert!(rep.blocked.is_empty(), "{rep}");
 }
+
+#[test]
+fn a_queued_wait_on_a_rank_blocked_for_something_unknown_is_no_way_out() {
+    // Rank 0's queues (or wait-states) say it receives from rank 1; ranks 1 and 2 are known
+    // only by their stacks, both blocked in MPI_Recv. Rank 1 is not free just because its
+    // waits are unknown: rank 0 is blocked too, and nothing can progress.
+    // (Its reader knows the peer's job rank, as Open MPI's DLL and the wait-states on
+    // MPI_COMM_WORLD say it.)
+    let mut recv = pending(OpClass::Receive, 1, 10);
+    recv.peer_global = Some(1);
+    let mut r0 = world(3, 0, vec![recv.clone()]);
+    r0.activity = Some(ring_recv());
+    let one = JobSnapshot::new(vec![
+        r0,
+        stacks_only(1, ring_recv()),
+        stacks_only(2, ring_recv()),
+    ]);
+    let rep = deadlock::confirm(&[one.clone(), one]).unwrap();
+    assert_eq!(rep.verdict, Verdict::BlockedInMpi, "{rep}");
+    let w = rep.stack_waits.as_ref().unwrap();
+    assert_eq!(w.blocked[0].ranks, set("0-2"));
+    assert_eq!(w.waits_on_blocked, set("0"));
+    assert_eq!(w.queues_not_read, set("1-2"));
+    assert!(
+        rep.to_string()
+            .contains("rank 0 wait, by their queues, on ranks blocked for something unknown"),
+        "{rep}"
+    );
+    // The same with rank 2 computing outside MPI: rank 1 may be waiting for it, so no hang,
+    // and rank 0 still waits on a blocked rank.
+    let mut r0 = world(3, 0, vec![recv]);
+    r0.activity = Some(ring_recv());
+    let one = JobSnapshot::new(vec![
+        r0,
+        stacks_only(1, ring_recv()),
+        stacks_only(2, outside(3)),
+    ]);
+    let rep = deadlock::confirm(&[one.clone(), one]).unwrap();
+    assert!(!rep.has_hang(), "{rep}");
+    assert!(rep.has_unknown_waits());
+    assert_eq!(rep.stack_waits.as_ref().unwrap().waits_on_blocked, set("0"));
+}

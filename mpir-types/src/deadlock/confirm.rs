@@ -170,7 +170,7 @@ pub fn confirm(samples: &[JobSnapshot]) -> Result<DeadlockReport, AnalysisError>
         );
     }
     // The stacks-only account, with "unmoved" judged over every sample.
-    report.stack_waits = super::stuck::find(first, rest, &report);
+    report.stack_waits = super::stuck::find(first, rest, &report, &super::on_unknown(first)?);
     report.samples = samples.len();
     report.verdict = report.verdict_for(samples.len());
     if dropped > 0 {

@@ -433,10 +433,49 @@ pub fn analyze(job: &JobSnapshot) -> Result<DeadlockReport, AnalysisError> {
     let mut report = report::build(job, &graph, 1);
     report.not_waiting = applied.not_waiting;
     report.collective = collective::find(job).into_iter().collect();
-    report.stack_waits = stuck::find(job, &[], &report);
+    report.stack_waits = stuck::find(job, &[], &report, &on_unknown(job)?);
     report.sources = sources_of(job);
     report.verdict = report.verdict_for(1);
     Ok(report)
+}
+
+/// The ranks whose waits can end only if ranks known by their stacks alone, blocked inside
+/// MPI for something unknown, get free: released by the analysis of `job` (prepared as
+/// [`analyze`] prepares it) but not by the same analysis with those ranks held as never free.
+/// For the stacks-only rule such ranks are blocked too.
+pub(super) fn on_unknown(
+    job: &JobSnapshot,
+) -> Result<std::collections::HashSet<u64>, AnalysisError> {
+    let unknown_blocked = |r: &RankQueues| {
+        r.source == WaitSource::Stacks
+            && r.activity
+                .as_ref()
+                .is_some_and(|a| a.blocked_call().is_some())
+    };
+    if !job.ranks.iter().any(unknown_blocked) {
+        return Ok(std::collections::HashSet::new());
+    }
+    let inferred = infer::rendezvous_sends(job);
+    let job = inferred.as_ref().unwrap_or(job);
+    let applied = activity::apply(job);
+    let job = applied.job.as_ref().unwrap_or(job);
+    let free = graph::Analysis::run(job, &applied.finished)?.released;
+    let held: Vec<bool> = job
+        .ranks
+        .iter()
+        .zip(&applied.finished)
+        .map(|(r, &f)| f || unknown_blocked(r))
+        .collect();
+    let strict = graph::Analysis::run(job, &held)?.released;
+    Ok(job
+        .ranks
+        .iter()
+        .enumerate()
+        .filter(|(i, r)| {
+            free.get(*i) == Some(&true) && strict.get(*i) != Some(&true) && !unknown_blocked(r)
+        })
+        .map(|(_, r)| r.rank)
+        .collect())
 }
 
 /// Which source each rank's waits came from, by source (queues, wait-states, stacks).

@@ -38,6 +38,14 @@ pub struct StackWaits {
         serde(default, skip_serializing_if = "RankSet::is_empty")
     )]
     pub queues_empty: RankSet,
+    /// Of [`blocked`](Self::blocked), the ranks whose waits the queues (or wait-states) do
+    /// show, on ranks that are themselves blocked for something unknown: their waits can end
+    /// only if those get free.
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "RankSet::is_empty")
+    )]
+    pub waits_on_blocked: RankSet,
     /// Ranks that can still progress, by why.
     pub progressing: Vec<ProgressingRanks>,
     /// Ranks that finalized or exited.
@@ -111,6 +119,8 @@ enum Class {
     Blocked(String, Option<CallSite>),
     /// In a deadlock the queues show (cycle or blocked by it).
     Deadlocked,
+    /// In MPI, unmoved, its queued waits on ranks blocked for something unknown.
+    OnUnknown(String, Option<CallSite>),
     Progressing(WhyProgressing),
     Finished,
     Unknown,
@@ -123,6 +133,7 @@ pub(super) fn find(
     first: &JobSnapshot,
     rest: &[JobSnapshot],
     report: &DeadlockReport,
+    on_unknown: &HashSet<u64>,
 ) -> Option<StackWaits> {
     let later: Vec<HashMap<u64, &RankActivity>> = rest
         .iter()
@@ -174,6 +185,9 @@ pub(super) fn find(
                         matches!(op.class, OpClass::Send | OpClass::Receive) && is_pending(op)
                     })
                 }));
+        if queued && on_unknown.contains(&r.rank) {
+            return Class::OnUnknown(call.call.clone(), call.call_site.clone());
+        }
         if queued {
             return Class::Progressing(WhyProgressing::WaitsCanComplete);
         }
@@ -184,6 +198,7 @@ pub(super) fn find(
     let mut progressing: BTreeMap<WhyProgressing, Vec<u64>> = BTreeMap::new();
     let (mut finished, mut unknown) = (Vec::new(), Vec::new());
     let (mut queues_not_read, mut queues_empty) = (Vec::new(), Vec::new());
+    let mut waits_on_blocked = Vec::new();
     for r in &first.ranks {
         match classify(r) {
             Class::Blocked(call, site) => {
@@ -195,6 +210,10 @@ pub(super) fn find(
                 }
             }
             Class::Deadlocked => {}
+            Class::OnUnknown(call, site) => {
+                blocked.entry((call, site)).or_default().push(r.rank);
+                waits_on_blocked.push(r.rank);
+            }
             Class::Progressing(why) => progressing.entry(why).or_default().push(r.rank),
             Class::Finished => finished.push(r.rank),
             Class::Unknown => unknown.push(r.rank),
@@ -216,6 +235,7 @@ pub(super) fn find(
             .collect(),
         queues_not_read: RankSet::from_ranks(queues_not_read),
         queues_empty: RankSet::from_ranks(queues_empty),
+        waits_on_blocked: RankSet::from_ranks(waits_on_blocked),
         progressing: progressing
             .into_iter()
             .map(|(why, ranks)| ProgressingRanks {
@@ -265,6 +285,13 @@ impl StackWaits {
                 f,
                 "  the queues of {} show no pending operation, but their stacks are in MPI",
                 ranks_text(&self.queues_empty)
+            )?;
+        }
+        if !self.waits_on_blocked.is_empty() {
+            writeln!(
+                f,
+                "  {} wait, by their queues, on ranks blocked for something unknown",
+                ranks_text(&self.waits_on_blocked)
             )?;
         }
         if !self.finished.is_empty() {
