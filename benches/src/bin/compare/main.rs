@@ -35,9 +35,13 @@
 //!    node's first answer, one stacks request through agents against the same request read
 //!    directly, `mpir stacks` end to end, and gdb per rank on its node.
 //!
+//! 9. The wait-state library (issue 29): what it adds to an MPI call (a 2-rank ping-pong on
+//!    MPICH and Open MPI with and without it preloaded, the run without it the floor), and
+//!    reading its export from 64 held Open MPI ranks against reading their queues.
+//!
 //! `--quick` takes fewer samples and skips the 1M tables; `--no-gdb` skips gdb; `--only
 //! NAME` (`proctable`, `attach64`, `launch`, `attach-e2e`, `stacks`, `srun`, `pmix`,
-//! `agents`) runs one section.
+//! `agents`, `waits`) runs one section.
 //! Medians.
 
 use std::process::Stdio;
@@ -56,6 +60,8 @@ mod agents;
 mod pmix;
 mod srun;
 mod stacks;
+mod waits;
+mod waits_reads;
 
 struct Config {
     runs: usize,
@@ -452,6 +458,7 @@ fn main() {
         "srun",
         "pmix",
         "agents",
+        "waits",
     ];
     if let Some(o) = only.as_deref().filter(|o| !sections.contains(o)) {
         eprintln!("compare: unknown section {o:?} (use one of {sections:?})");
@@ -500,6 +507,9 @@ fn main() {
     }
     if run("agents") {
         agents::agents(&cfg, &dir.0);
+    }
+    if run("waits") {
+        waits::waits(&cfg, &dir.0);
     }
     println!("Whole run: {:.0} s.", start.elapsed().as_secs_f64());
 }
