@@ -14,20 +14,12 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::process::Command;
 
+use common::stock::{Stack, start};
 use common::{Job, fixture_line as line_of, mpich_root, mpir, ompi_sidecar};
 use mpir_target::testkit::{assert_untouched, have, run, scratch, skip};
 use serde_json::{Value, json};
-
-struct Stack {
-    name: &'static str,
-    mpicc: PathBuf,
-    launcher: Vec<String>,
-    /// Extra arguments for mpir (the types sidecar of stock Open MPI).
-    extra: Vec<String>,
-}
 
 fn open_mpi() -> Option<Stack> {
     if !have("mpicc.openmpi") || !have("orterun") {
@@ -39,6 +31,7 @@ fn open_mpi() -> Option<Stack> {
         return None;
     };
     Some(Stack {
+        env: Vec::new(),
         name: "openmpi",
         mpicc: "mpicc.openmpi".into(),
         launcher: ["orterun", "--allow-run-as-root", "--oversubscribe"]
@@ -62,6 +55,7 @@ fn open_mpi_5() -> Option<Stack> {
         return None;
     };
     Some(Stack {
+        env: Vec::new(),
         name: "openmpi5",
         mpicc: wheel.bin("mpicc"),
         launcher: vec![
@@ -80,29 +74,12 @@ fn mpich() -> Option<Stack> {
         return None;
     }
     Some(Stack {
+        env: Vec::new(),
         name: "mpich",
         mpicc: root.join("bin/mpicc"),
         launcher: vec![root.join("bin/mpiexec.hydra").display().to_string()],
         extra: Vec::new(),
     })
-}
-
-fn start(stack: &Stack, dir: &Path, program: &Path, mode: &str, n: usize) -> Job {
-    let sub = dir.join(mode);
-    std::fs::create_dir_all(&sub).unwrap();
-    let mut launcher = Command::new(&stack.launcher[0]);
-    launcher
-        .args(&stack.launcher[1..])
-        .args(["-n", &n.to_string()])
-        .arg(program)
-        .arg(mode)
-        .arg(&sub)
-        .env("OMPI_MPIR_DO_NOT_WARN", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    // The pid files are written just before the blocking call: let every rank get into it.
-    Job::start(&mut launcher, &sub, n, Duration::from_millis(700))
 }
 
 fn deadlock(stack: &Stack, job: &Job) -> (i32, Value) {

@@ -580,19 +580,8 @@ fn a_hydra_jobs_agents_are_a_second_hydra_job_reaching_nodes_as_the_first() {
     let Some((hydra, debug)) = common::mn::hydra_ring(&cluster, &dir) else {
         return;
     };
-    let mut wrapped = cluster.run_in(1, &hydra);
-    wrapped
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let mut starter = cluster.spawn(1, wrapped);
-    let out = common::mn::gather(starter.child().stdout.take().unwrap());
+    let (mut starter, out) = hydra_ring_running(&cluster, &hydra);
     let ranks = || common::mn::printed(&out.lock().unwrap());
-    assert!(
-        wait_for(90, || ranks().len() == 4),
-        "the hydra job did not start: {}",
-        out.lock().unwrap()
-    );
     // No template: the job's own mpiexec starts the agents, one hydra job per node.
     let pid = starter.local_pid.to_string();
     let o = mpir_in_node1(
@@ -643,19 +632,8 @@ fn ranks_on_other_nodes_are_read_from_their_wait_state_exports() {
         String::from_utf8(o.stdout).unwrap().trim().to_string()
     };
     hydra.env("LD_PRELOAD", &lib);
-    let mut wrapped = cluster.run_in(1, &hydra);
-    wrapped
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let mut starter = cluster.spawn(1, wrapped);
-    let out = common::mn::gather(starter.child().stdout.take().unwrap());
+    let (mut starter, out) = hydra_ring_running(&cluster, &hydra);
     let ranks = || common::mn::printed(&out.lock().unwrap());
-    assert!(
-        wait_for(90, || ranks().len() == 4),
-        "the hydra job did not start: {}",
-        out.lock().unwrap()
-    );
     std::thread::sleep(Duration::from_millis(500));
     let pid = starter.local_pid.to_string();
     let o = mpir_in_node1(
@@ -687,4 +665,28 @@ fn ranks_on_other_nodes_are_read_from_their_wait_state_exports() {
         cluster.assert_untouched(node, pid);
     }
     starter.stop();
+}
+
+/// The hydra ring of [`common::mn::hydra_ring`] started inside node1, once its four ranks
+/// printed themselves: the starter and the job's output.
+fn hydra_ring_running(
+    cluster: &Cluster,
+    hydra: &Command,
+) -> (
+    mpir_acquire::testkit::multinode::NodeChild,
+    std::sync::Arc<std::sync::Mutex<String>>,
+) {
+    let mut wrapped = cluster.run_in(1, hydra);
+    wrapped
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut starter = cluster.spawn(1, wrapped);
+    let out = common::mn::gather(starter.child().stdout.take().unwrap());
+    assert!(
+        wait_for(90, || common::mn::printed(&out.lock().unwrap()).len() == 4),
+        "the hydra job did not start: {}",
+        out.lock().unwrap()
+    );
+    (starter, out)
 }

@@ -67,6 +67,13 @@ def argv(dir: Path) -> list[str]:
     ]
 
 
+def launch(dir: Path, **options: str) -> mpir.Session:
+    """The ring launched under a session, its output discarded, left running at the end."""
+    return mpir.Session.launch(
+        argv(dir), stdout="devnull", stderr="devnull", timeout=60, leave_running=True, **options
+    )
+
+
 def wait_in_ring(dir: Path) -> None:
     """Until every rank wrote its pid file (just before its blocking receive), and a moment."""
     end = time.monotonic() + 60
@@ -80,14 +87,7 @@ def test_an_open_mpi_ring_deadlocks_and_is_released(ring: Path) -> None:
     types = sidecar()
     if types is None:
         skip_or_fail("no Open MPI types sidecar (scripts/openmpi-types-sidecar.sh failed)")
-    session = mpir.Session.launch(
-        argv(ring),
-        stdout="devnull",
-        stderr="devnull",
-        timeout=60,
-        types_sidecar=types,
-        leave_running=True,
-    )
+    session = launch(ring, types_sidecar=types)
     starter = session.starter_pid
     assert starter is not None
     try:
@@ -131,13 +131,7 @@ def test_without_types_the_ring_is_judged_by_its_stacks(ring: Path) -> None:
     """Stock Open MPI without a types sidecar: no queue can be read, yet the ring is a hang —
     every rank blocked in MPI_Recv and unmoved (``blocked_in_mpi``), each rank covered by its
     stacks with the reason its queues were not read (issue 29)."""
-    session = mpir.Session.launch(
-        argv(ring),
-        stdout="devnull",
-        stderr="devnull",
-        timeout=60,
-        leave_running=True,
-    )
+    session = launch(ring)
     starter = session.starter_pid
     assert starter is not None
     try:

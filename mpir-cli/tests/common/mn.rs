@@ -298,13 +298,7 @@ pub fn hydra_ring(cluster: &Cluster, dir: &Path) -> Option<(Command, String)> {
         skip("MPICH (mpicc.mpich, mpiexec.hydra) is not installed");
         return None;
     }
-    let Some(debug) = std::env::var("MPIR_HYDRA_DEBUG_DIR")
-        .ok()
-        .filter(|d| Path::new(d).is_dir())
-    else {
-        skip("no hydra debug file (MPIR_HYDRA_DEBUG_DIR, scripts/hydra-debug-symbols.sh)");
-        return None;
-    };
+    let debug = super::stock::hydra_debug_dir()?;
     let src = dir.join("ring.c");
     let exe = dir.join("ring_mpich");
     std::fs::write(&src, DEADLOCK_C).unwrap();

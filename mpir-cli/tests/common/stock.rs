@@ -23,6 +23,18 @@ pub struct Stack {
     pub extra: Vec<String>,
 }
 
+/// The debug directory of Debian's stripped hydra (`MPIR_HYDRA_DEBUG_DIR`, made by
+/// scripts/hydra-debug-symbols.sh); `None` after a skip without it.
+pub fn hydra_debug_dir() -> Option<String> {
+    let dir = std::env::var("MPIR_HYDRA_DEBUG_DIR")
+        .ok()
+        .filter(|d| Path::new(d).is_dir());
+    if dir.is_none() {
+        skip("no hydra debug file (MPIR_HYDRA_DEBUG_DIR, scripts/hydra-debug-symbols.sh)");
+    }
+    dir
+}
+
 /// Debian's MPICH 4.0.2 (ch4:ucx, no debugger support) and its stripped hydra, whose symbols
 /// come from `MPIR_HYDRA_DEBUG_DIR`.
 pub fn mpich_stock() -> Option<Stack> {
@@ -30,13 +42,7 @@ pub fn mpich_stock() -> Option<Stack> {
         skip("needs Debian's MPICH (mpicc.mpich, mpiexec.hydra)");
         return None;
     }
-    let Some(debug) = std::env::var("MPIR_HYDRA_DEBUG_DIR")
-        .ok()
-        .filter(|d| Path::new(d).is_dir())
-    else {
-        skip("no hydra debug file (MPIR_HYDRA_DEBUG_DIR, scripts/hydra-debug-symbols.sh)");
-        return None;
-    };
+    let debug = hydra_debug_dir()?;
     Some(Stack {
         name: "mpich-stock",
         mpicc: "mpicc.mpich".into(),

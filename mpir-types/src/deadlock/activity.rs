@@ -1,6 +1,8 @@
 //! What the ranks' stacks change in the wait-for analysis: a rank known not to be inside MPI
 //! does not wait, and a rank that finalized or exited never communicates again.
 
+use std::collections::HashMap;
+
 use super::graph::is_pending;
 use super::report::{CommRef, NotWaiting, WaitOp};
 use super::{JobSnapshot, MAX_LISTED_CANDIDATES};
@@ -108,4 +110,18 @@ pub(super) fn same_place(a: &RankActivity, b: &RankActivity) -> bool {
         | (RankActivity::Exited, RankActivity::Exited) => true,
         _ => false,
     }
+}
+
+/// Each later snapshot's activities, by rank: what [`same_place`] compares a rank's first
+/// activity with.
+pub(super) fn by_rank(snapshots: &[JobSnapshot]) -> Vec<HashMap<u64, &RankActivity>> {
+    snapshots
+        .iter()
+        .map(|s| {
+            s.ranks
+                .iter()
+                .filter_map(|r| Some((r.rank, r.activity.as_ref()?)))
+                .collect()
+        })
+        .collect()
 }

@@ -44,15 +44,7 @@ fn activities_stay(first: &JobSnapshot, rest: &[JobSnapshot]) -> bool {
             .as_ref()
             .filter(|a| !matches!(a, RankActivity::Unknown(_)))
     }
-    let later: Vec<HashMap<u64, &RankActivity>> = rest
-        .iter()
-        .map(|s| {
-            s.ranks
-                .iter()
-                .filter_map(|r| Some((r.rank, r.activity.as_ref()?)))
-                .collect()
-        })
-        .collect();
+    let later = super::activity::by_rank(rest);
     first.ranks.iter().all(|r| {
         known(r).is_none_or(|a| {
             later

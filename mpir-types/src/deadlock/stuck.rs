@@ -1,7 +1,7 @@
 //! Ranks blocked inside MPI whose waits no queue shows, from their stacks alone: the
 //! stacks-only verdict (the rule is in the [module documentation](super)).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 
 use super::activity::same_place;
 use super::graph::is_pending;
@@ -135,15 +135,7 @@ pub(super) fn find(
     report: &DeadlockReport,
     on_unknown: &HashSet<u64>,
 ) -> Option<StackWaits> {
-    let later: Vec<HashMap<u64, &RankActivity>> = rest
-        .iter()
-        .map(|s| {
-            s.ranks
-                .iter()
-                .filter_map(|r| Some((r.rank, r.activity.as_ref()?)))
-                .collect()
-        })
-        .collect();
+    let later = super::activity::by_rank(rest);
     // Ranks with waits in the queues' analysis, and those of them that cannot progress. (A
     // rank whose pending operations are all matched has none, but its queues still explain
     // it: see `queued` below.)
