@@ -119,6 +119,10 @@ pub struct CollectiveCallOut {
     pub ranks: String,
     pub communicator: Option<CommOut>,
     pub call_sites: Vec<CallSiteOut>,
+    /// Its number among the collectives on its communicator (wait-states only).
+    pub sequence: Option<u32>,
+    /// Its root (wait-states only, rooted collectives).
+    pub root: Option<u64>,
 }
 
 /// The call of ranks in MPI outside every collective.
@@ -173,6 +177,8 @@ fn call(c: &CollectiveCall) -> CollectiveCallOut {
         ranks: c.ranks.to_string(),
         communicator: c.communicator.as_ref().map(comm),
         call_sites: c.call_sites.iter().map(CallSiteOut::of).collect(),
+        sequence: c.sequence,
+        root: c.root,
     }
 }
 

@@ -9,7 +9,7 @@
 //! [`RequestEntry::decode`] take one entry's bytes. An entry whose generation is odd was being
 //! written when it was copied: it is [`Torn`], never used.
 
-use crate::deadlock::{CommQueues, RankQueues, WaitSource};
+use crate::deadlock::{CollectiveAt, CommQueues, RankQueues, WaitSource};
 use crate::error::{DecodeError, Result};
 use crate::model::DataModel;
 use crate::mqd::{OpClass, Operation, Peer};
@@ -943,6 +943,9 @@ impl WaitStates {
             o.buffer = identity;
             o
         };
+        // The collective a thread is in (the first such thread's: MPI forbids two threads of
+        // a process in collectives on one communicator at once).
+        let mut collective: Option<CollectiveAt> = None;
         // Requests a thread waits on, with that thread's call count.
         let mut waited: std::collections::HashMap<u32, u64> = std::collections::HashMap::new();
         for t in &self.threads {
@@ -977,6 +980,20 @@ impl WaitStates {
                         waited.insert(*r, t.calls);
                     }
                 }
+                CallKind::Collective if collective.is_none() => {
+                    if let Some(name) = t.call.name() {
+                        let comm = if t.comm == SELF {
+                            SELF | ((rank.wrapping_add(1)) << 32)
+                        } else {
+                            t.comm
+                        };
+                        let root = match t.root {
+                            Arg::Value(r) => Some(u64::from(r)),
+                            _ => None,
+                        };
+                        collective = Some(CollectiveAt::new(comm, t.coll_seq, name, root));
+                    }
+                }
                 _ => {}
             }
         }
@@ -994,6 +1011,7 @@ impl WaitStates {
         }
         let mut q = RankQueues::new(rank, pid, comms);
         q.source = WaitSource::WaitStates;
+        q.collective = collective;
         (q, notes)
     }
 }

@@ -62,6 +62,22 @@ struct SlotSpec {
     reqs: Vec<u32>,
 }
 
+/// A thread in collective `call` on `comm`, its number `seq` there, with `root` (-2: none).
+fn coll_slot(call: u32, comm: u64, seq: u32, root: i32) -> Vec<u8> {
+    let mut b = slot(&SlotSpec {
+        tid: 7,
+        call,
+        comm,
+        peer: -2,
+        tag: -2,
+        calls: 1,
+        reqs: vec![],
+    });
+    put32(&mut b, 48, root as u32);
+    put32(&mut b, 52, seq);
+    b
+}
+
 fn slot(s: &SlotSpec) -> Vec<u8> {
     let mut b = vec![0u8; 136];
     put64(&mut b, 8, s.calls);
@@ -103,14 +119,30 @@ fn request(handle: u64, kind: u32, peer: i32, tag: i32) -> Vec<u8> {
 /// The export of rank `rank` of `size` (on MPI_COMM_WORLD only) with these slots and
 /// requests (the request table has 8 entries).
 fn export(rank: i32, size: i32, slots: &[SlotSpec], reqs: &[Vec<u8>]) -> WaitStates {
-    let h = Header::decode(model(), 0x1000, &header(rank, size, slots.len() as u32)).unwrap();
     let s: Vec<u8> = slots.iter().flat_map(slot).collect();
+    export_raw(rank, size, slots.len() as u32, &s, &[], reqs)
+}
+
+/// The export of rank `rank` of `size` with raw slots, these communicators `(id, size, rank)`
+/// beside MPI_COMM_WORLD and MPI_COMM_SELF, and requests.
+fn export_raw(
+    rank: i32,
+    size: i32,
+    nslots: u32,
+    s: &[u8],
+    comms: &[(u64, i32, i32)],
+    reqs: &[Vec<u8>],
+) -> WaitStates {
+    let h = Header::decode(model(), 0x1000, &header(rank, size, nslots)).unwrap();
     let mut c = comm(1, size, rank);
     c.extend(comm(2, 1, 0));
+    for &(id, n, r) in comms {
+        c.extend(comm(id, n, r));
+    }
     c.resize(8 * 56, 0);
     let mut r: Vec<u8> = reqs.concat();
     r.resize(8 * 56, 0);
-    waits::decode_tables(model(), h, &s, &c, &r).unwrap()
+    waits::decode_tables(model(), h, s, &c, &r).unwrap()
 }
 
 fn recv_slot(peer: i32, calls: u64) -> SlotSpec {
@@ -368,4 +400,92 @@ proptest! {
         let _ = waits::CommEntry::decode(model(), 0, 0, &b);
         let _ = RequestEntry::decode(model(), 0, 0, &b);
     }
+}
+
+/// Ranks each in one collective (`call` code, communicator, number, root), with their
+/// communicators, as one snapshot.
+fn collectives(ranks: &[(u32, u64, u32, i32, Vec<(u64, i32, i32)>)]) -> JobSnapshot {
+    let n = ranks.len() as i32;
+    JobSnapshot::new(
+        ranks
+            .iter()
+            .enumerate()
+            .map(|(r, (call, comm, seq, root, comms))| {
+                let w = export_raw(
+                    r as i32,
+                    n,
+                    1,
+                    &coll_slot(*call, *comm, *seq, *root),
+                    comms,
+                    &[],
+                );
+                w.rank_queues(r as u64, None).0
+            })
+            .collect(),
+    )
+}
+
+#[test]
+fn collectives_are_matched_by_communicator_and_number() {
+    let world = |call: u32, seq: u32, root: i32| (call, 1u64, seq, root, vec![]);
+    // Different calls at the same number: MPI_Barrier (60) and MPI_Bcast (61), both #5.
+    let job = collectives(&[world(60, 5, -2), world(60, 5, -2), world(61, 5, 0)]);
+    let rep = deadlock::confirm(&[job.clone(), job]).unwrap();
+    assert_eq!(rep.verdict, Verdict::CollectiveMismatch, "{rep}");
+    let h = &rep.collective[0];
+    let calls: Vec<(&str, Option<u32>)> = h
+        .calls
+        .iter()
+        .map(|c| (c.call.as_str(), c.sequence))
+        .collect();
+    assert_eq!(calls, [("MPI_Barrier", Some(5)), ("MPI_Bcast", Some(5))]);
+    assert!(rep.to_string().contains("(its collective #5)"), "{rep}");
+    // The same call with different roots: MPI_Reduce (62) at root 0 and at root 1.
+    let job = collectives(&[world(62, 3, 0), world(62, 3, 1), world(62, 3, 1)]);
+    let rep = deadlock::confirm(&[job.clone(), job]).unwrap();
+    assert_eq!(rep.verdict, Verdict::CollectiveMismatch, "{rep}");
+    let roots: Vec<Option<u64>> = rep.collective[0].calls.iter().map(|c| c.root).collect();
+    assert_eq!(roots, [Some(0), Some(1)]);
+    // One call at different numbers (a broadcast's root has gone on to the next one): no
+    // mismatch from the collectives (the stacks-only rule still sees every rank blocked).
+    let job = collectives(&[world(61, 4, 0), world(61, 3, 0), world(61, 3, 0)]);
+    let rep = deadlock::confirm(&[job.clone(), job]).unwrap();
+    assert!(rep.collective.is_empty(), "{rep}");
+}
+
+#[test]
+fn the_same_collective_on_two_communicators_is_a_mismatch_on_each() {
+    // A and B both hold all four ranks; ranks 0-1 are in MPI_Allreduce (63) on A, ranks 2-3
+    // on B: each side waits for the other.
+    let both = vec![(0xa, 4, 0), (0xb, 4, 0)];
+    let on = |id: u64, r: i32| {
+        let comms = both.iter().map(|&(c, n, _)| (c, n, r)).collect::<Vec<_>>();
+        (63u32, id, 1u32, -2i32, comms)
+    };
+    let job = collectives(&[on(0xa, 0), on(0xa, 1), on(0xb, 2), on(0xb, 3)]);
+    let rep = deadlock::confirm(&[job.clone(), job]).unwrap();
+    assert_eq!(rep.verdict, Verdict::CollectiveMismatch, "{rep}");
+    assert_eq!(rep.collective.len(), 2, "{rep}");
+    let on_a = &rep.collective[0];
+    assert_eq!(
+        on_a.calls[0].communicator.as_ref().unwrap().context_id,
+        Some(0xa)
+    );
+    assert_eq!(on_a.calls[0].ranks, "0-1".parse().unwrap());
+    assert_eq!(on_a.elsewhere[0].ranks, "2-3".parse().unwrap());
+}
+
+#[test]
+fn sub_communicators_in_different_collectives_are_no_mismatch() {
+    // Ranks 0-1 in MPI_Barrier on A = {0, 1}, ranks 2-3 in MPI_Allreduce on B = {2, 3}: each
+    // communicator has all its members in one same collective. From call names alone this was
+    // one reported mismatch.
+    let job = collectives(&[
+        (60, 0xa, 1, -2, vec![(0xa, 2, 0)]),
+        (60, 0xa, 1, -2, vec![(0xa, 2, 1)]),
+        (63, 0xb, 1, -2, vec![(0xb, 2, 0)]),
+        (63, 0xb, 1, -2, vec![(0xb, 2, 1)]),
+    ]);
+    let rep = deadlock::confirm(&[job.clone(), job]).unwrap();
+    assert!(rep.collective.is_empty(), "{rep}");
 }

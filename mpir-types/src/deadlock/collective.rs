@@ -11,7 +11,7 @@ use crate::stacks::{CallKind, CallSite, RankActivity};
 
 /// The name collectives are matched by: the C name without a large-count `_c` suffix
 /// (`MPI_Bcast_c` and `MPI_Bcast` are one operation).
-fn matched_name(call: &str) -> &str {
+pub(super) fn matched_name(call: &str) -> &str {
     call.strip_suffix("_c").unwrap_or(call)
 }
 
@@ -48,7 +48,14 @@ fn traffic_comm(job: &JobSnapshot, ri: usize) -> Option<CommRef> {
     seen
 }
 
-/// The collective hang the activities show, if any.
+/// The collective hangs the ranks show: exactly, by communicator and sequence number, when
+/// every rank's wait-state export was read ([`super::collective_exact`]: one per communicator);
+/// from call names otherwise (at most one).
+pub(super) fn find_all(job: &JobSnapshot) -> Vec<CollectiveHang> {
+    super::collective_exact::find(job).unwrap_or_else(|| find(job).into_iter().collect())
+}
+
+/// The collective hang the activities show, if any, from call names.
 pub(super) fn find(job: &JobSnapshot) -> Option<CollectiveHang> {
     let mut calls: BTreeMap<String, Group> = BTreeMap::new();
     let mut others: Vec<(Elsewhere, usize)> = Vec::new();
@@ -103,6 +110,8 @@ pub(super) fn find(job: &JobSnapshot) -> Option<CollectiveHang> {
                 ranks: RankSet::from_ranks(g.ranks),
                 communicator,
                 call_sites: g.sites.into_iter().collect(),
+                sequence: None,
+                root: None,
             }
         })
         .collect();

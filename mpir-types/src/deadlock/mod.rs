@@ -187,6 +187,7 @@
 
 mod activity;
 mod collective;
+mod collective_exact;
 mod confirm;
 mod dot;
 mod graph;
@@ -308,6 +309,42 @@ pub struct RankQueues {
         serde(default, skip_serializing_if = "WaitSource::is_queues")
     )]
     pub source: WaitSource,
+    /// The collective this rank is in, exactly, when its wait-state export says so (the
+    /// communicator as its context id, the call's number on it, its name and root): collective
+    /// mismatches are then found by communicator and sequence number, not by call names.
+    /// Absent from JSON when `None`.
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
+    pub collective: Option<CollectiveAt>,
+}
+
+/// A collective call as the wait-state export records it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
+pub struct CollectiveAt {
+    /// The communicator's context id (as in [`CommQueues::context_id`]).
+    pub comm: u64,
+    /// The call's number among the collectives on that communicator.
+    pub seq: u32,
+    /// The call's C name.
+    pub call: String,
+    /// The root, for rooted collectives.
+    pub root: Option<u64>,
+}
+
+impl CollectiveAt {
+    /// A collective `call` on communicator `comm`, number `seq` there, with `root`.
+    pub fn new(comm: u64, seq: u32, call: impl Into<String>, root: Option<u64>) -> Self {
+        CollectiveAt {
+            comm,
+            seq,
+            call: call.into(),
+            root,
+        }
+    }
 }
 
 /// Where a rank's waits come from.
@@ -343,6 +380,7 @@ impl RankQueues {
             communicators,
             activity: None,
             source: WaitSource::Queues,
+            collective: None,
         }
     }
 
@@ -354,6 +392,7 @@ impl RankQueues {
             communicators: Vec::new(),
             activity: Some(activity),
             source: WaitSource::Stacks,
+            collective: None,
         }
     }
 
@@ -432,7 +471,7 @@ pub fn analyze(job: &JobSnapshot) -> Result<DeadlockReport, AnalysisError> {
     let graph = graph::Analysis::run(job, &applied.finished)?;
     let mut report = report::build(job, &graph, 1);
     report.not_waiting = applied.not_waiting;
-    report.collective = collective::find(job).into_iter().collect();
+    report.collective = collective::find_all(job);
     report.stack_waits = stuck::find(job, &[], &report, &on_unknown(job)?);
     report.sources = sources_of(job);
     report.verdict = report.verdict_for(1);

@@ -274,6 +274,13 @@ pub struct CollectiveCall {
     pub communicator: Option<CommRef>,
     /// Where the ranks called it from (distinct, sorted, at most [`MAX_LISTED_CANDIDATES`]).
     pub call_sites: Vec<CallSite>,
+    /// Its number among the collectives on its communicator, when the wait-state export
+    /// says it.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub sequence: Option<u32>,
+    /// Its root, when the wait-state export says it (rooted collectives).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub root: Option<u64>,
 }
 
 /// Where ranks that are not in a collective are.
@@ -361,7 +368,11 @@ impl fmt::Display for CollectiveHang {
                 .communicator
                 .as_ref()
                 .map_or_else(String::new, |m| format!(" on {m}"));
-            parts.push(format!("{} in {}{on}", ranks(&c.ranks), c.call));
+            let nth = c
+                .sequence
+                .map_or_else(String::new, |n| format!(" (its collective #{n})"));
+            let root = c.root.map_or_else(String::new, |r| format!(", root {r}"));
+            parts.push(format!("{} in {}{root}{on}{nth}", ranks(&c.ranks), c.call));
         }
         for e in &self.elsewhere {
             parts.push(format!("{} {}", ranks(&e.ranks), e.what));
