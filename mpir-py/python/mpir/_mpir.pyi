@@ -42,7 +42,7 @@ class _Session:
     def deadlock(self, /, samples: SupportsIndex, interval: SupportsFloat | SupportsIndex) -> str:
         """
         Samples the queues `samples` times, `interval` seconds apart, and analyses the
-        wait-for graph: `mpir.deadlock/3`.
+        wait-for graph: `mpir.deadlock/4`.
         """
     def job(self, /) -> str | None:
         """

@@ -20,6 +20,9 @@ use super::{JobSnapshot, MAX_LISTED_CANDIDATES, RankQueues, WaitSource};
 use crate::ranks::RankSet;
 use crate::stacks::RankActivity;
 
+/// A collective call as the exact rules tell calls apart: name, number, root.
+type CallKey = (String, u32, Option<u64>);
+
 /// The hangs, one per communicator with a mismatch; `None` when the exact rules do not apply
 /// (some rank of the snapshot has no wait-state export).
 pub(super) fn find(job: &JobSnapshot) -> Option<Vec<CollectiveHang>> {
@@ -73,8 +76,7 @@ pub(super) fn find(job: &JobSnapshot) -> Option<Vec<CollectiveHang>> {
             continue;
         }
         let comm_ref = CommRef::of(desc);
-        let mut calls: BTreeMap<(String, u32, Option<u64>), (Vec<u64>, BTreeSet<_>)> =
-            BTreeMap::new();
+        let mut calls: BTreeMap<CallKey, (Vec<u64>, BTreeSet<_>)> = BTreeMap::new();
         for &i in &in_it {
             let (Some(c), Some(r)) = (at(i), job.ranks.get(i)) else {
                 continue;
