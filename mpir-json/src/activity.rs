@@ -262,6 +262,7 @@ impl StackWaitsOut {
                         WhyProgressing::NotInMpi => "not_in_mpi",
                         WhyProgressing::Moved => "moved",
                         WhyProgressing::WaitsCanComplete => "waits_can_complete",
+                        WhyProgressing::CollectiveComplete => "collective_complete",
                         _ => "other",
                     },
                     ranks: p.ranks.to_string(),

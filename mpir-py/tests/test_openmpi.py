@@ -67,7 +67,7 @@ def argv(dir: Path) -> list[str]:
     ]
 
 
-def launch(dir: Path, **options: str) -> mpir.Session:
+def launch(dir: Path, **options: Optional[str]) -> mpir.Session:
     """The ring launched under a session, its output discarded, left running at the end."""
     return mpir.Session.launch(
         argv(dir), stdout="devnull", stderr="devnull", timeout=60, leave_running=True, **options

@@ -90,6 +90,9 @@ pub enum WhyProgressing {
     Moved,
     /// Its queues show waits that can all complete.
     WaitsCanComplete,
+    /// It is in a collective every member of whose communicator is in too, at the same number
+    /// (wait-state exports): that collective has all it needs.
+    CollectiveComplete,
 }
 
 impl std::fmt::Display for WhyProgressing {
@@ -98,6 +101,9 @@ impl std::fmt::Display for WhyProgressing {
             WhyProgressing::NotInMpi => "not inside MPI",
             WhyProgressing::Moved => "moved between snapshots",
             WhyProgressing::WaitsCanComplete => "its queued waits can complete",
+            WhyProgressing::CollectiveComplete => {
+                "every member of its collective's communicator is in it"
+            }
         })
     }
 }
@@ -149,6 +155,7 @@ pub(super) fn find(
     }
     deadlocked.extend(report.blocked.iter().map(|b| b.rank));
 
+    let complete = complete_collectives(first);
     let classify = |r: &super::RankQueues| -> Class {
         let Some(a) = r.activity.as_ref() else {
             return Class::Unknown;
@@ -169,6 +176,12 @@ pub(super) fn find(
         }
         if deadlocked.contains(&r.rank) {
             return Class::Deadlocked;
+        }
+        if r.collective
+            .as_ref()
+            .is_some_and(|c| complete.contains(&c.comm))
+        {
+            return Class::Progressing(WhyProgressing::CollectiveComplete);
         }
         let queued = r.source != WaitSource::Stacks
             && (with_waits.contains(&r.rank)
@@ -300,6 +313,33 @@ impl StackWaits {
         }
         Ok(())
     }
+}
+
+/// The communicators (context ids) whose every member is in the snapshot, in one same
+/// collective (call, number and root) on it, by the wait-state exports.
+fn complete_collectives(job: &JobSnapshot) -> HashSet<u64> {
+    let mut at: BTreeMap<u64, (Vec<&super::CollectiveAt>, u64)> = BTreeMap::new();
+    for r in &job.ranks {
+        if let Some(c) = &r.collective {
+            let size = r
+                .communicators
+                .iter()
+                .find(|q| q.context_id == Some(c.comm))
+                .map_or(0, |q| q.size);
+            let e = at.entry(c.comm).or_insert((Vec::new(), size));
+            e.0.push(c);
+        }
+    }
+    at.into_iter()
+        .filter(|(_, (calls, size))| {
+            calls.len() as u64 == *size
+                && calls.windows(2).all(|w| match w {
+                    [a, b] => a.seq == b.seq && a.call == b.call && a.root == b.root,
+                    _ => true,
+                })
+        })
+        .map(|(comm, _)| comm)
+        .collect()
 }
 
 /// `ranks 0-2` or `rank 3`.

@@ -21,6 +21,10 @@
 //!   address), so a symboliser preferring global symbols names the frame `ompi_barrier_f`. Such
 //!   a name counts only when `xxx` is a call this module knows (its collective, point-to-point,
 //!   completion, init or finalize tables), so Open MPI's internal `ompi_*` functions never do.
+//! * One more, checked on Debian's Open MPI 4.1.4: `MPI_Init` and `MPI_Finalize` end in a tail
+//!   call to `ompi_mpi_init` / `ompi_mpi_finalize` (ompi/mpi/c/finalize.c: `return
+//!   ompi_mpi_finalize();`), so in an optimised build a rank in `MPI_Finalize` shows only
+//!   `main → ompi_mpi_finalize`: those two exact names are the calls' entry points.
 //!
 //! A name longer than [`MAX_ENTRY_NAME`] is no MPI name (none is that long): it is rejected
 //! before being examined, so hostile symbol names cost nothing.
@@ -400,10 +404,29 @@ pub struct EntryPoint {
 /// assert!(mpi_entry_point("MPIR_Barrier_impl").is_none());
 /// assert!(mpi_entry_point("ompi_coll_base_barrier_intra_basic_linear").is_none());
 /// assert!(mpi_entry_point("mpich_progress").is_none());
+/// assert_eq!(mpi_entry_point("ompi_mpi_finalize").unwrap().kind, CallKind::Finalize);
 /// ```
 pub fn mpi_entry_point(name: &str) -> Option<EntryPoint> {
     if name.len() > MAX_ENTRY_NAME || !name.is_ascii() {
         return None;
+    }
+    // Open MPI's `MPI_Init` and `MPI_Finalize` end in a tail call to these (ompi/mpi/c/init.c,
+    // finalize.c: `return ompi_mpi_finalize();`): in an optimised build the entry point's frame
+    // is gone and the body is the only frame of the call.
+    match name {
+        "ompi_mpi_finalize" => {
+            return Some(EntryPoint {
+                call: "MPI_Finalize".to_string(),
+                kind: CallKind::Finalize,
+            });
+        }
+        "ompi_mpi_init" => {
+            return Some(EntryPoint {
+                call: "MPI_Init".to_string(),
+                kind: CallKind::Init,
+            });
+        }
+        _ => {}
     }
     let lower = name.to_ascii_lowercase();
     let (rest, ompi) = if let Some(r) = lower.strip_prefix("ompi_") {
@@ -701,7 +724,8 @@ mod tests {
             "MPIDI_CH3I_Progress",
             "MPII_Comm_init",
             "ompi_coll_base_barrier_intra_bruck",
-            "ompi_mpi_finalize",
+            "ompi_mpi_finalize_",
+            "ompi_mpi_initialized",
             "ompi_comm_split_f2",
             "ompi_info_f",
             "mca_pml_ob1_recv",
