@@ -62,26 +62,13 @@ const RANKS: usize = 3;
 
 /// The (configuration, class) pairs the analysis gets wrong today, measured: a hang not found
 /// (its class name) or a twin called a hang (`CLASS_twin`). Each configuration's test checks
-/// that its failing cases are exactly these. Both come from one fact of Debian's Open MPI
-/// 4.1.4: its `MPI_Finalize` tail-calls `ompi_mpi_finalize`, so a rank waiting in it has no
-/// frame with a standard MPI name and its stacks say "not inside MPI" (with the library, the
-/// export says it is in MPI_Finalize, and both are found).
-const KNOWN_MISSES: &[(&str, &str)] = &[
-    // Rank 0's MPI_Recv from rank 1 (in the ob1 queues) is judged able to complete: rank 1,
-    // in MPI_Finalize, looks progressing outside MPI. no_cycle, exit 0 — every time.
-    ("ompi+types", "finalize"),
-    // Ranks 0-1 in MPI_Reduce (queues empty), rank 2 in MPI_Finalize seen as not in MPI:
-    // mostly no_cycle, exit 4 (rank 2 "moved" inside ompi_mpi_finalize between samples), now
-    // and then collective_mismatch, exit 3, with rank 2 "not_in_mpi" (measured 2 of 7).
-    ("ompi+types", "coll_roots"),
-];
-
-// Not listed, because it is intermittent (measured once in two full runs, while another
-// build loaded the machine; 0 of 8 runs alone): `mpich+lib` `persistent_twin` called
-// `blocked_in_mpi`, exit 3 — the three ranks of the progressing twin were in one MPI_Barrier
-// with unchanged call counts over the three samples (a barrier slowed past 300 ms), although
-// ranks all inside the same collective (same communicator, same collective number in the
-// export) are no hang. When this test fails on it, that is this false positive, not the test.
+/// that its failing cases are exactly these, so a fix fails the test until it is taken off.
+/// Empty: the two misses this list held (`ompi+types` `finalize` and `coll_roots`: Debian's
+/// Open MPI 4.1.4 tail-calls `ompi_mpi_finalize` from `MPI_Finalize`, and a rank waiting there
+/// looked "not inside MPI") are found since that body counts as `MPI_Finalize`; and the
+/// intermittent false positive of `mpich+lib` `persistent_twin` (every rank in one slow
+/// `MPI_Barrier`) is gone since a collective every member is in counts as progressing.
+const KNOWN_MISSES: &[(&str, &str)] = &[];
 
 /// How many times a case of [`KNOWN_MISSES`] is run before it counts as fixed: a hang found
 /// only now and then is not found (the first miss ends the attempts).

@@ -338,3 +338,50 @@ fn a_rank_without_the_library_falls_back_and_the_report_says_so() {
     );
     untouched(&job);
 }
+
+#[test]
+fn a_program_linked_statically_against_mpi_is_said_and_read_by_its_stacks() {
+    // Debian's libmpich.a linked into the program: its calls go to its own MPI_* functions,
+    // which no preloaded library can replace. The export stays "loaded"; mpir says why it is
+    // not used (the executable defines PMPI_Init) and reads the ranks by their stacks.
+    let Some(stack) = mpich_stock() else { return };
+    let archive = Path::new("/usr/lib/x86_64-linux-gnu/libmpich.a");
+    if !archive.is_file() || !mpir_target::testkit::have("pkg-config") {
+        mpir_target::testkit::skip("no libmpich.a (libmpich-dev) or pkg-config");
+        return;
+    }
+    let dir = scratch("waits-static");
+    let program = dir.join("static_ring");
+    let libs =
+        mpir_target::testkit::run(Command::new("pkg-config").args(["--libs", "--static", "mpich"]))
+            .unwrap_or_else(|e| panic!("{e}"));
+    let mut cc = Command::new("gcc");
+    cc.args(["-g", "-o"])
+        .arg(&program)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/deadlock.c"))
+        .arg("-I/usr/include/x86_64-linux-gnu/mpich")
+        .arg(archive)
+        .args(libs.split_whitespace().filter(|a| *a != "-lmpich"));
+    mpir_target::testkit::run(&mut cc).unwrap_or_else(|e| panic!("{e}"));
+    let with = recording(&stack, &preload());
+    let job = start(&with, &dir, &program, "ring", 3);
+    let (code, doc, text) = deadlock(&with, &starter_args(&job));
+    assert_eq!(code, 3, "{doc:#}");
+    assert_eq!(doc["verdict"], "blocked_in_mpi", "{doc:#}");
+    assert_eq!(
+        doc["sources"],
+        json!([{ "source": "stacks", "ranks": "0-2" }]),
+        "{doc:#}"
+    );
+    let not_used = doc["coverage"]["wait_states_not_used"].as_array().unwrap();
+    assert_eq!(not_used.len(), 3, "{doc:#}");
+    for u in not_used {
+        let reason = u["reason"].as_str().unwrap();
+        assert!(
+            reason.contains("linked statically") && reason.contains("PMPI_Init"),
+            "{reason}"
+        );
+    }
+    assert!(text.contains("linked statically against its MPI"), "{text}");
+    untouched(&job);
+}

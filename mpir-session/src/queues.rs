@@ -356,7 +356,7 @@ impl ReaderState {
                 let waits = r
                     .target()
                     .ok()
-                    .and_then(|t| crate::waits::read(&**t).transpose());
+                    .and_then(|t| crate::waits::read(&**t, Some(&r.image)).transpose());
                 let rank = r
                     .rank
                     .or_else(|| queues.as_ref().ok().and_then(RankQueues::world_rank))

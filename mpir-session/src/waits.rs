@@ -30,6 +30,19 @@ pub enum WaitsReadError {
         /// Why, as the agent said.
         why: String,
     },
+    /// The library is there but the program calls an MPI linked into its own executable,
+    /// whose calls a preloaded library cannot wrap.
+    #[error(
+        "the program is linked statically against its MPI ({symbol} is in its executable {}): \
+         a preloaded library cannot see its calls",
+        executable.display()
+    )]
+    StaticMpi {
+        /// The executable.
+        executable: std::path::PathBuf,
+        /// The MPI symbol found in it.
+        symbol: &'static str,
+    },
     /// The library is there but records nothing.
     #[error("the wait-state library records nothing: {why}")]
     NotRecording {
@@ -41,10 +54,16 @@ pub enum WaitsReadError {
 /// Reads the export of `target`: `Ok(None)` when the process has no `mpir_waits` symbol (the
 /// library is not preloaded there).
 ///
+/// `executable` (the process's program, when known) tells a program linked statically against
+/// its MPI, whose calls the library cannot wrap, from one that has not initialized MPI yet.
+///
 /// # Errors
 /// [`WaitsReadError`]: unreadable memory, a hostile or torn header, a library that records
-/// nothing (disabled, or MPI not initialized through it).
-pub fn read(target: &dyn Target) -> Result<Option<WaitStates>, WaitsReadError> {
+/// nothing (disabled, MPI not initialized through it, or an MPI linked into the executable).
+pub fn read(
+    target: &dyn Target,
+    executable: Option<&std::path::Path>,
+) -> Result<Option<WaitStates>, WaitsReadError> {
     let sym = target
         .symbol(waits::SYMBOL)
         .map_err(|source| WaitsReadError::Read {
@@ -79,8 +98,19 @@ pub fn read(target: &dyn Target) -> Result<Option<WaitStates>, WaitsReadError> {
             });
         }
         State::Loaded => {
+            // An executable that defines the MPI itself calls its own MPI_Init.
+            if let Some(exe) = executable
+                && let Ok(Some(init)) = target.symbol("PMPI_Init")
+                && init.image.as_deref().is_some_and(|i| same_file(i, exe))
+            {
+                return Err(WaitsReadError::StaticMpi {
+                    executable: exe.to_path_buf(),
+                    symbol: "PMPI_Init",
+                });
+            }
             return Err(WaitsReadError::NotRecording {
-                why: "MPI was not initialized through it (the program has not called MPI_Init yet, or calls a statically linked MPI the library cannot wrap)".to_string(),
+                why: "MPI was not initialized through it (the program has not called MPI_Init yet)"
+                    .to_string(),
             });
         }
         State::Other(v) => {
@@ -123,4 +153,14 @@ pub fn read(target: &dyn Target) -> Result<Option<WaitStates>, WaitsReadError> {
     waits::decode_tables(model, header, &slots, &comms, &requests)
         .map(Some)
         .map_err(WaitsReadError::Format)
+}
+
+/// Whether the image path a symbol names is the executable (the same file, or the same path
+/// when either cannot be resolved).
+fn same_file(image: &str, exe: &std::path::Path) -> bool {
+    let a = std::path::Path::new(image);
+    match (std::fs::canonicalize(a), std::fs::canonicalize(exe)) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => a == exe,
+    }
 }

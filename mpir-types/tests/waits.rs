@@ -460,7 +460,7 @@ fn collectives_are_matched_by_communicator_and_number() {
 fn the_same_collective_on_two_communicators_is_a_mismatch_on_each() {
     // A and B both hold all four ranks; ranks 0-1 are in MPI_Allreduce (63) on A, ranks 2-3
     // on B: each side waits for the other.
-    let both = vec![(0xa, 4, 0), (0xb, 4, 0)];
+    let both = [(0xa, 4, 0), (0xb, 4, 0)];
     let on = |id: u64, r: i32| {
         let comms = both.iter().map(|&(c, n, _)| (c, n, r)).collect::<Vec<_>>();
         (63u32, id, 1u32, -2i32, comms)
