@@ -73,7 +73,7 @@ struct Rank {
 /// The rank's export is recording and shows its pending receive: an active `MPI_Irecv` from
 /// its right neighbour with the benchmark's tag.
 fn check_waits(r: &Rank) {
-    let w = read_waits(&*r.target)
+    let w = read_waits(&*r.target, None)
         .unwrap_or_else(|e| panic!("rank {}: {e}", r.rank))
         .unwrap_or_else(|| panic!("rank {}: no wait-state export", r.rank));
     assert_eq!(w.header.state, State::Recording, "rank {}", r.rank);
@@ -172,12 +172,12 @@ pub(super) fn reads_64(cfg: &Config, dir: &Path, lib: &Path) {
     // rank by rank, so that neither always pays for what they share. Checked afterwards.
     for (i, r) in ranks.iter().enumerate() {
         let (tw, tq, q) = if i % 2 == 0 {
-            let (tw, _) = timed(|| read_waits(&*r.target));
+            let (tw, _) = timed(|| read_waits(&*r.target, None));
             let (tq, q) = timed(|| read_queues(r));
             (tw, tq, q)
         } else {
             let (tq, q) = timed(|| read_queues(r));
-            let (tw, _) = timed(|| read_waits(&*r.target));
+            let (tw, _) = timed(|| read_waits(&*r.target, None));
             (tw, tq, q)
         };
         waits.first.push(tw);
@@ -190,12 +190,12 @@ pub(super) fn reads_64(cfg: &Config, dir: &Path, lib: &Path) {
         for r in &ranks {
             let (tw, tq) = if pass % 2 == 0 {
                 (
-                    timed(|| read_waits(&*r.target)).0,
+                    timed(|| read_waits(&*r.target, None)).0,
                     timed(|| read_queues(r)).0,
                 )
             } else {
                 let tq = timed(|| read_queues(r)).0;
-                (timed(|| read_waits(&*r.target)).0, tq)
+                (timed(|| read_waits(&*r.target, None)).0, tq)
             };
             waits.again.push(tw);
             queues.again.push(tq);
