@@ -11,6 +11,9 @@ use mpir_types::waits::{
     self, Abi, Arg, Call, Header, RequestEntry, Slot, State, Table, WaitStates, WaitsError,
 };
 use proptest::prelude::*;
+use stack_shapes::in_mpi;
+
+mod stack_shapes;
 
 fn model() -> DataModel {
     DataModel::LP64
@@ -422,7 +425,11 @@ fn collectives(ranks: &[InCollective]) -> JobSnapshot {
                     comms,
                     &[],
                 );
-                w.rank_queues(r as u64, None).0
+                // The stacks show the same call, from line 20 (every rank, every sample).
+                let name = Call(*call).name().unwrap().replace("MPI_", "PMPI_");
+                w.rank_queues(r as u64, None)
+                    .0
+                    .with_activity(in_mpi(&name, 20))
             })
             .collect(),
     )
@@ -505,4 +512,25 @@ fn a_collective_every_member_is_in_is_no_hang() {
     let rep = deadlock::confirm(&[job.clone(), job.clone(), job]).unwrap();
     assert!(!rep.has_hang(), "{rep}");
     assert!(rep.stack_waits.is_none(), "{rep}");
+}
+
+#[test]
+fn a_loop_of_collectives_at_one_call_site_moves_by_its_numbers() {
+    // Every rank in MPI_Barrier at the same line in both samples, but ranks 1-2 a barrier
+    // behind rank 0 in the first and all at the next in the second: they progress.
+    let first = collectives(&[
+        (60, 1, 6, -2, vec![]),
+        (60, 1, 5, -2, vec![]),
+        (60, 1, 5, -2, vec![]),
+    ]);
+    let second = collectives(&[
+        (60, 1, 7, -2, vec![]),
+        (60, 1, 7, -2, vec![]),
+        (60, 1, 6, -2, vec![]),
+    ]);
+    let rep = deadlock::confirm(&[first.clone(), second]).unwrap();
+    assert!(!rep.has_hang(), "{rep}");
+    // The same numbers in both samples, not all in one: stuck.
+    let rep = deadlock::confirm(&[first.clone(), first]).unwrap();
+    assert_eq!(rep.verdict, Verdict::BlockedInMpi, "{rep}");
 }

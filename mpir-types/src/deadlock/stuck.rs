@@ -1,7 +1,7 @@
 //! Ranks blocked inside MPI whose waits no queue shows, from their stacks alone: the
 //! stacks-only verdict (the rule is in the [module documentation](super)).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::activity::same_place;
 use super::graph::is_pending;
@@ -156,6 +156,15 @@ pub(super) fn find(
     deadlocked.extend(report.blocked.iter().map(|b| b.rank));
 
     let complete = complete_collectives(first);
+    let later_collectives: Vec<HashMap<u64, Option<&super::CollectiveAt>>> = rest
+        .iter()
+        .map(|s| {
+            s.ranks
+                .iter()
+                .map(|r| (r.rank, r.collective.as_ref()))
+                .collect()
+        })
+        .collect();
     let classify = |r: &super::RankQueues| -> Class {
         let Some(a) = r.activity.as_ref() else {
             return Class::Unknown;
@@ -168,9 +177,14 @@ pub(super) fn find(
             }
             RankActivity::InMpi(c) | RankActivity::Finalizing(c) => c,
         };
+        // Moved: another place in a later sample, or (wait-states) another collective there
+        // — a loop of barriers stays at one call site while its collective number moves.
         let moved = later
             .iter()
-            .any(|m| m.get(&r.rank).is_none_or(|b| !same_place(a, b)));
+            .any(|m| m.get(&r.rank).is_none_or(|b| !same_place(a, b)))
+            || later_collectives
+                .iter()
+                .any(|m| m.get(&r.rank).copied() != Some(r.collective.as_ref()));
         if moved {
             return Class::Progressing(WhyProgressing::Moved);
         }
