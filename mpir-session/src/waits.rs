@@ -164,3 +164,67 @@ fn same_file(image: &str, exe: &std::path::Path) -> bool {
         _ => a == exe,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use mpir_target::mock::MockTarget;
+    use mpir_types::DataModel;
+
+    use super::*;
+
+    /// A process whose `mpir_waits` header is recording and names its tables at `tables`.
+    fn process(tables: u64, state: u32) -> MockTarget {
+        let mut b = MockTarget::builder(DataModel::LP64);
+        let at = b.variable(waits::SYMBOL, waits::HEADER_SIZE);
+        b.write_with(at, waits::HEADER_SIZE, |v| {
+            v.put_bytes(0, waits::MAGIC, "magic")?;
+            for (off, x) in [
+                (8u64, 1u64),
+                (12, 232),
+                (16, 136),
+                (20, 56),
+                (24, 56),
+                (28, 4),
+                (32, 4),
+                (36, 4),
+                (40, 1),
+                (44, u64::from(state)),
+                (52, 0),
+                (56, 2),
+                (60, 1),
+            ] {
+                v.put_uint(off, 4, x, "field")?;
+            }
+            for off in [80u64, 88, 96] {
+                v.put_uint(off, 8, tables, "table")?;
+            }
+            Ok(())
+        });
+        b.build()
+    }
+
+    #[test]
+    fn tables_pointing_nowhere_are_a_typed_error_naming_the_address() {
+        let t = process(0xdead_0000, 1);
+        match read(&t, None) {
+            Err(WaitsReadError::Read { what, source }) => {
+                assert_eq!(what, "its thread slots");
+                assert!(source.to_string().contains("0xdead0000"), "{source}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_library_that_records_nothing_says_why_and_no_library_is_none() {
+        let t = process(0x1000, 0);
+        match read(&t, None) {
+            Err(WaitsReadError::NotRecording { why }) => {
+                assert!(why.contains("not initialized"), "{why}")
+            }
+            other => panic!("{other:?}"),
+        }
+        let bare = MockTarget::builder(DataModel::LP64).build();
+        assert!(matches!(read(&bare, None), Ok(None)));
+    }
+}
