@@ -67,10 +67,17 @@ def argv(dir: Path) -> list[str]:
     ]
 
 
-def launch(dir: Path, **options: Optional[str]) -> mpir.Session:
-    """The ring launched under a session, its output discarded, left running at the end."""
+def launch(dir: Path, types_sidecar: Optional[str] = None) -> mpir.Session:
+    """The ring launched under a session, its output discarded, left running at the end, with
+    the types sidecar when one is given."""
+    options = {} if types_sidecar is None else {"types_sidecar": types_sidecar}
     return mpir.Session.launch(
-        argv(dir), stdout="devnull", stderr="devnull", timeout=60, leave_running=True, **options
+        argv(dir),
+        stdout="devnull",
+        stderr="devnull",
+        timeout=60,
+        leave_running=True,
+        **options,
     )
 
 
