@@ -153,6 +153,13 @@ impl QueueRead {
         self.ranks.iter().all(|r| r.queues.is_ok())
     }
 
+    /// Whether every rank's waits were read: by its queues or by its wait-state export.
+    pub fn waits_read_everywhere(&self) -> bool {
+        self.ranks
+            .iter()
+            .all(|r| r.queues.is_ok() || matches!(r.waits, Some(Ok(_))))
+    }
+
     /// When no rank was read because the MPI keeps no message queue any engine reads
     /// ([`MqdError::NotExported`]): that error.
     pub fn not_exported(&self) -> Option<&MqdError> {

@@ -133,11 +133,7 @@ pub(crate) fn run(args: &CoreArgs) -> anyhow::Result<ExitCode> {
         out!("{report}");
     }
     // Every core read, by its queues or its wait-state export: 0; else 4.
-    let all_read = read
-        .ranks
-        .iter()
-        .all(|r| r.queues.is_ok() || matches!(r.waits, Some(Ok(_))));
-    Ok(if all_read {
+    Ok(if read.waits_read_everywhere() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(queues::PARTIAL)
