@@ -9,9 +9,10 @@
 use mpir_target::corefile::CoreTarget;
 use mpir_target::live::LiveTarget;
 use mpir_target::unwind::{SymbolCache, UnwindOptions, Unwinder, live_vdso_address, vdso_address};
-use mpir_types::stacks::{ThreadStack, Truncation};
+use mpir_types::stacks::{PythonRead, PythonView, ThreadStack, Truncation};
 
 use crate::hold::{Frozen, Held};
+use crate::python;
 
 /// The unwinder of live process `pid`, with its vDSO (read from the process's auxiliary
 /// vector) when it can be read.
@@ -42,9 +43,15 @@ pub(crate) fn core_unwinder<'a>(
     unwinder
 }
 
-/// Every thread's stack in a core (a thread the core has no registers for says so).
-pub(crate) fn core_stacks(target: &CoreTarget, unwinder: &Unwinder<'_>) -> Vec<ThreadStack> {
-    target
+/// Every thread's stack in a core (a thread the core has no registers for says so), with its
+/// Python frames as `python` shows them (`None`: not read), and what was read of the
+/// interpreter.
+pub(crate) fn core_stacks(
+    target: &CoreTarget,
+    unwinder: &Unwinder<'_>,
+    python: Option<PythonView>,
+) -> (Vec<ThreadStack>, Option<PythonRead>) {
+    let threads: Vec<ThreadStack> = target
         .core()
         .threads()
         .iter()
@@ -54,7 +61,19 @@ pub(crate) fn core_stacks(target: &CoreTarget, unwinder: &Unwinder<'_>) -> Vec<T
                 "no registers in the core for this thread".into(),
             )),
         })
-        .collect()
+        .collect();
+    let Some(view) = python else {
+        return (threads, None);
+    };
+    let found = python::find(target);
+    let ids: Vec<(u32, Option<u64>)> = target
+        .core()
+        .threads()
+        .iter()
+        .map(|t| (t.tid, t.registers.as_ref().and_then(|r| r.thread_pointer())))
+        .collect();
+    let read = python::read(&found, target, &ids);
+    python::merge(threads, &found, read, view)
 }
 
 impl Held<'_> {
@@ -79,24 +98,34 @@ impl Held<'_> {
                 }
                 let registers = tracer.registers_many(pid, &tids).ok()?;
                 let unwinder = live_unwinder(target, pid, options, symbols);
-                Some(
-                    tids.iter()
-                        .zip(registers)
-                        .map(|(&tid, regs)| match regs {
-                            Ok(r) => {
-                                unwinder.thread_stack(tid, &unwinder.unwind(target.memory(), &r))
-                            }
-                            Err(e) => ThreadStack::new(tid, Vec::new()).with_truncation(
-                                Truncation::Other(format!("registers unreadable: {e}")),
-                            ),
-                        })
-                        .collect(),
-                )
+                let ids: Vec<(u32, Option<u64>)> = tids
+                    .iter()
+                    .zip(&registers)
+                    .map(|(&tid, r)| (tid, r.as_ref().ok().and_then(|r| r.thread_pointer())))
+                    .collect();
+                let threads = tids
+                    .iter()
+                    .zip(registers)
+                    .map(|(&tid, regs)| match regs {
+                        Ok(r) => unwinder.thread_stack(tid, &unwinder.unwind(target.memory(), &r)),
+                        Err(e) => ThreadStack::new(tid, Vec::new()).with_truncation(
+                            Truncation::Other(format!("registers unreadable: {e}")),
+                        ),
+                    })
+                    .collect();
+                // The rank is held: its interpreter's frames stand still as its stacks do.
+                let found = python::find(&**target);
+                let read = python::read(&found, target.memory(), &ids);
+                Some(python::merge(threads, &found, read, PythonView::Interleaved).0)
             }
-            Frozen::Core(target) => Some(core_stacks(
-                target,
-                &core_unwinder(target, options, symbols),
-            )),
+            Frozen::Core(target) => Some(
+                core_stacks(
+                    target,
+                    &core_unwinder(target, options, symbols),
+                    Some(PythonView::Interleaved),
+                )
+                .0,
+            ),
         }
     }
 }

@@ -81,6 +81,7 @@ mod error;
 mod held_stacks;
 mod hold;
 mod options;
+mod python;
 mod queues;
 mod session;
 mod stacks;

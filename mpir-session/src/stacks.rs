@@ -16,22 +16,23 @@ use std::rc::Rc;
 use std::time::{Duration, Instant, SystemTime};
 
 use mpir_target::corefile::CoreTarget;
-use mpir_target::live::LiveTarget;
 use mpir_target::live::procfs;
 use mpir_target::live::tracer::Tracer;
+use mpir_target::live::{LiveMemory, LiveTarget};
 use mpir_target::unwind::{
-    ProcessSnapshot, SnapshotOptions, UnwindOptions, Unwinder, snapshot_live_with_mappings,
+    ProcessSnapshot, SnapshotOptions, ThreadSnapshot, UnwindOptions, Unwinder, snapshot_live_while,
 };
 use mpir_target::{ControlCause, Memory, TargetError};
 use mpir_types::ranks::RankSet;
 use mpir_types::stacks::{
-    HelperFolding, MergeKey, RankStacks, StackTree, TreeOptions, TreeView, Unreached,
-    UnreachedReason, outside_mpi, unmoved,
+    HelperFolding, MergeKey, PythonProblem, PythonStack, PythonView, RankStacks, StackTree,
+    TreeOptions, TreeView, Unreached, UnreachedReason, outside_mpi, unmoved,
 };
 
 use crate::error::{SessionError, Unreadable, chain};
 use crate::held_stacks::{core_stacks, core_unwinder, live_unwinder};
 use crate::hold::ReleaseReport;
+use crate::python;
 use crate::session::{Known, Session, Source};
 
 /// How stacks are read and merged, built with `with_*` setters.
@@ -58,6 +59,7 @@ pub struct StackOptions {
     max_stop: Option<Duration>,
     unwind: UnwindOptions,
     snapshot: SnapshotOptions,
+    python: Option<PythonView>,
 }
 
 impl Default for StackOptions {
@@ -73,6 +75,7 @@ impl Default for StackOptions {
             max_stop: None,
             unwind: UnwindOptions::default(),
             snapshot: SnapshotOptions::default(),
+            python: Some(PythonView::Interleaved),
         }
     }
 }
@@ -133,6 +136,20 @@ impl StackOptions {
     pub fn with_snapshot_options(mut self, snapshot: SnapshotOptions) -> Self {
         self.snapshot = snapshot;
         self
+    }
+
+    /// How Python frames are shown: in place of the interpreter's frames
+    /// ([`PythonView::Interleaved`], the default), beside every native frame
+    /// ([`PythonView::WithNative`]), or not read at all (`None`: the interpreter's memory is
+    /// not read, only native frames are shown).
+    pub fn with_python(mut self, python: Option<PythonView>) -> Self {
+        self.python = python;
+        self
+    }
+
+    /// How Python frames are shown (`None`: not read).
+    pub fn python(&self) -> Option<PythonView> {
+        self.python
     }
 
     /// Samples asked.
@@ -457,7 +474,9 @@ impl Session {
                     .iter()
                     .zip(&unwinders)
                     .map(|((rank, t), u)| {
-                        RankStacks::new(*rank, t.core().pid().unwrap_or(0), core_stacks(t, u))
+                        let pid = t.core().pid().unwrap_or(0);
+                        let threads = core_stacks(t, u, options.python);
+                        python::rank_stacks(*rank, pid, threads.0, threads.1)
                     })
                     .collect();
                 let tree = StackTree::build(&stacks, &unreached, &tree_options);
@@ -478,6 +497,14 @@ impl Session {
                     .iter()
                     .map(|l| live_unwinder(&l.target, l.pid, options.unwind, symbols))
                     .collect();
+                // Each rank's interpreter, found once from its symbols (not while stopped).
+                let pythons: Vec<python::Found> = live
+                    .iter()
+                    .map(|l| match options.python {
+                        Some(_) => python::find(&*l.target),
+                        None => None,
+                    })
+                    .collect();
                 let mut next = Instant::now();
                 for index in 1..=count {
                     if index > 1 {
@@ -490,6 +517,7 @@ impl Session {
                         &tracer,
                         live,
                         &unwinders,
+                        &pythons,
                         &unreached,
                         options,
                         &tree_options,
@@ -594,10 +622,12 @@ impl Session {
 
 /// One sample of live processes: each snapshot taken only while its pid names the process
 /// proven (start time before and after), unwound offline with that process's unwinder.
+#[allow(clippy::too_many_arguments)]
 fn live_sample(
     tracer: &Tracer,
     live: &[LiveRank],
     unwinders: &[Unwinder<'_>],
+    pythons: &[python::Found],
     unreached_before: &[Unreached],
     options: &StackOptions,
     tree_options: &TreeOptions,
@@ -613,10 +643,11 @@ fn live_sample(
     // (tens of milliseconds for a C library's DWARF, once per session) overlaps the next
     // processes' snapshots instead of following them. The worker never touches a process.
     let ranks = std::thread::scope(|scope| {
-        let (to_worker, jobs) = std::sync::mpsc::channel::<(usize, u64, u32, ProcessSnapshot)>();
+        let (to_worker, jobs) = std::sync::mpsc::channel::<Copied>();
+        let view = options.python.unwrap_or_default();
         let worker = scope.spawn(move || {
             jobs.into_iter()
-                .map(|(i, rank, pid, snap)| {
+                .map(|(i, rank, pid, snap, py)| {
                     let threads = unwinders[i]
                         .thread_stacks(&snap)
                         .into_iter()
@@ -628,7 +659,10 @@ fn live_sample(
                             }
                         })
                         .collect();
-                    RankStacks::new(rank, pid, threads)
+                    let none = None;
+                    let found = pythons.get(i).unwrap_or(&none);
+                    let (threads, read) = python::merge(threads, found, py, view);
+                    python::rank_stacks(rank, pid, threads, read)
                 })
                 .collect::<Vec<RankStacks>>()
         });
@@ -641,12 +675,25 @@ fn live_sample(
             // The stacks' mappings as read with the images (re-read only for a new stack).
             let mappings = l.target.images().writable_mappings();
             let model = l.target.data_model();
-            let snap = match snapshot_live_with_mappings(
+            let none = None;
+            let found = pythons.get(i).unwrap_or(&none);
+            let read_python = |memory: &LiveMemory, threads: &[ThreadSnapshot]| {
+                let ids: Vec<(u32, Option<u64>)> = threads
+                    .iter()
+                    .map(|t| {
+                        let tp = t.registers.as_ref().ok().and_then(|r| r.thread_pointer());
+                        (t.tid, tp)
+                    })
+                    .collect();
+                python::read(found, memory, &ids)
+            };
+            let (snap, py) = match snapshot_live_while(
                 tracer,
                 l.pid,
                 model,
                 &options.snapshot,
                 mappings,
+                read_python,
             ) {
                 Ok(s) => s,
                 Err(e) => {
@@ -669,7 +716,7 @@ fn live_sample(
             if options.max_stop.is_some_and(|m| snap.stopped_for > m) {
                 overran.push(l.rank);
             }
-            if to_worker.send((i, l.rank, l.pid, snap)).is_err() {
+            if to_worker.send((i, l.rank, l.pid, snap, py)).is_err() {
                 // The worker is gone (it panicked): its join below says why.
                 break;
             }
@@ -692,6 +739,16 @@ fn live_sample(
         tree,
     }
 }
+
+/// A snapshot on its way to the unwinding thread: the rank's index, rank, pid, the copy, and
+/// its Python frames when it runs Python.
+type Copied = (
+    usize,
+    u64,
+    u32,
+    ProcessSnapshot,
+    Option<Result<Vec<PythonStack>, PythonProblem>>,
+);
 
 /// "Did not move" over two samples or more: each thread compared outside MPI (a rank blocked
 /// in an MPI call whose progress engine polls — its innermost frames differ at every sample —

@@ -57,6 +57,7 @@ pub mod live;
 #[cfg(any(test, feature = "mock"))]
 pub mod mock;
 pub mod proctable;
+pub mod python;
 mod strings;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;

@@ -35,6 +35,13 @@ pub(crate) fn text(read: &StacksRead, source: &str) -> String {
             max.as_secs_f64() * 1e3
         );
     }
+    let python = mpir_types::stacks::PythonSummary::of(&last.ranks);
+    for (version, ranks) in &python.versions {
+        let _ = writeln!(out, "ranks running CPython {version}: [{ranks}]");
+    }
+    for (problem, ranks) in &python.problems {
+        let _ = writeln!(out, "Python frames not read: [{ranks}] {problem}");
+    }
     if !read.numbered.is_empty() {
         let list: Vec<String> = read
             .numbered

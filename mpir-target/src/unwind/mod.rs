@@ -114,7 +114,7 @@ pub(crate) fn unsupported_here() -> crate::TargetError {
 }
 pub use snapshot::{
     ProcessSnapshot, SnapshotOptions, StackCopy, ThreadSnapshot, snapshot_live,
-    snapshot_live_with_mappings,
+    snapshot_live_while, snapshot_live_with_mappings,
 };
 pub use walk::{AT_SYSINFO_EHDR, Unwinder, live_vdso_address, vdso_address};
 

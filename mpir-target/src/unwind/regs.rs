@@ -81,6 +81,7 @@ pub struct Registers {
     /// The instruction set.
     pub arch: Arch,
     values: [Option<u64>; MAX_REGS],
+    thread_pointer: Option<u64>,
 }
 
 impl Registers {
@@ -89,6 +90,7 @@ impl Registers {
         Registers {
             arch,
             values: [None; MAX_REGS],
+            thread_pointer: None,
         }
     }
 
@@ -139,6 +141,18 @@ impl Registers {
         self.get(self.arch.fp_reg())
     }
 
+    /// The thread pointer: x86_64's `fs_base`, which glibc points at the thread's control
+    /// block (its `pthread_t`). Known from a full register set only.
+    pub fn thread_pointer(&self) -> Option<u64> {
+        self.thread_pointer
+    }
+
+    /// With thread pointer `value`.
+    pub fn with_thread_pointer(mut self, value: u64) -> Self {
+        self.thread_pointer = Some(value);
+        self
+    }
+
     /// From the words of a Linux `user_regs_struct` (x86_64: 27 words in the order r15, r14,
     /// r13, r12, rbp, rbx, r11, r10, r9, r8, rax, rcx, rdx, rsi, rdi, orig_rax, rip, cs,
     /// eflags, rsp, …; i386: ebx, ecx, edx, esi, edi, ebp, eax, ds, es, fs, gs, orig_eax, eip,
@@ -183,6 +197,10 @@ impl Registers {
         for &(i, d) in map {
             r.set(d, *words.get(i)?);
         }
+        if arch == Arch::X86_64 {
+            // fs_base follows ss.
+            r.thread_pointer = words.get(21).copied();
+        }
         Some(r)
     }
 }
@@ -204,6 +222,7 @@ mod tests {
         assert_eq!(r.get(3), Some(105)); // rbx
         assert_eq!(r.get(12), Some(103)); // r12
         assert_eq!(r.get(15), Some(100)); // r15
+        assert_eq!(r.thread_pointer(), Some(121)); // fs_base
         // i386: ebx ecx edx esi edi ebp eax ds es fs gs orig_eax eip cs eflags esp ss.
         let r = Registers::from_user_regs(Arch::I386, &words[..17]).unwrap();
         assert_eq!(r.pc(), Some(112));

@@ -179,6 +179,32 @@ pub fn snapshot_live_with_mappings(
     snapshot(tracer, pid, model, options, mappings, false)
 }
 
+/// [`snapshot_live_with_mappings`] that also runs `while_stopped` on the process's memory and
+/// threads (their registers read) after the copy, before the process is let go: for reading what moves while the
+/// process runs and lives outside its stacks (an interpreter's frames). Its time counts in
+/// [`ProcessSnapshot::stopped_for`]; it is not run when the copy failed.
+pub fn snapshot_live_while<T>(
+    tracer: &Tracer,
+    pid: u32,
+    model: DataModel,
+    options: &SnapshotOptions,
+    mappings: &[(u64, u64)],
+    while_stopped: impl FnOnce(&LiveMemory, &[ThreadSnapshot]) -> T,
+) -> Result<(ProcessSnapshot, T)> {
+    let mut out = None;
+    let snap = snapshot_with(tracer, pid, model, options, mappings, false, |m, t| {
+        out = Some(while_stopped(m, t));
+    })?;
+    match out {
+        Some(t) => Ok((snap, t)),
+        None => Err(TargetError::InvalidValue {
+            what: format!("the snapshot of pid {pid}"),
+            address: 0,
+            problem: "the process was let go before it was read".into(),
+        }),
+    }
+}
+
 /// The snapshot itself; `fresh` says `mappings` were just read (no second read for a stack
 /// pointer outside them).
 fn snapshot(
@@ -189,6 +215,18 @@ fn snapshot(
     mappings: &[(u64, u64)],
     fresh: bool,
 ) -> Result<ProcessSnapshot> {
+    snapshot_with(tracer, pid, model, options, mappings, fresh, |_, _| ())
+}
+
+fn snapshot_with(
+    tracer: &Tracer,
+    pid: u32,
+    model: DataModel,
+    options: &SnapshotOptions,
+    mappings: &[(u64, u64)],
+    fresh: bool,
+    while_stopped: impl FnOnce(&LiveMemory, &[ThreadSnapshot]),
+) -> Result<ProcessSnapshot> {
     let memory = LiveMemory::new(pid, model);
     let start = Instant::now();
     let tids = tracer.attach(pid)?;
@@ -197,6 +235,9 @@ fn snapshot(
         fresh: fresh.then(Vec::new),
     };
     let copied = copy_stopped(tracer, &memory, pid, &tids, known, options);
+    if let Ok((threads, _)) = &copied {
+        while_stopped(&memory, threads);
+    }
     let detached = tracer.detach(pid);
     let stopped_for = start.elapsed();
     let (threads, stacks) = copied?;

@@ -53,6 +53,7 @@ mod analysis;
 mod document;
 mod helpers;
 pub mod mpi_frames;
+pub mod python;
 mod ranges;
 mod render;
 mod tree;
@@ -66,6 +67,7 @@ pub use mpi_frames::{
     BlockedCall, CallKind, CallSite, EntryPoint, MAX_ENTRY_NAME, MAX_FRAMES_EXAMINED,
     MAX_KEPT_NAME, RankActivity, UnknownWhy, classify_threads, mpi_entry_point, outside_mpi,
 };
+pub use python::{PythonFrame, PythonProblem, PythonStack, PythonSummary, PythonView, interleave};
 pub use tree::{
     Cut, HelperFolding, MergeError, MergeKey, NodeId, NodeKey, NodeKind, StackNode, StackTree,
     TreeLimits, TreeOptions, TreeView,
@@ -131,8 +133,27 @@ pub struct Frame {
     /// Whether this frame is a function inlined into the next (outer) frame. Trees do not
     /// tell inlined frames apart: an inlined function is a node like any other.
     pub inline: bool,
-    /// How the frame was found.
+    /// How the frame was found. A Python frame has the trust of the interpreter's native
+    /// frame that runs it.
     pub trust: Trust,
+    /// A machine-code frame, or a frame of an interpreted language that a native frame runs
+    /// ([`python`]).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub language: Language,
+}
+
+/// What a frame is a frame of.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
+pub enum Language {
+    /// Machine code: module, offset, symbol and source position from the image.
+    #[default]
+    Native,
+    /// A CPython function: [`Frame::symbol`] its qualified name, [`Frame::location`] its
+    /// file and line, [`Frame::module`] the file, [`Frame::offset`] the line.
+    Python,
 }
 
 impl Frame {
@@ -145,7 +166,33 @@ impl Frame {
             location: None,
             inline: false,
             trust,
+            language: Language::Native,
         }
+    }
+
+    /// A Python frame: function `function` of `file`, at `line` (0 when unknown), found with
+    /// the trust of the native frame running it.
+    pub fn python(
+        function: impl Into<Arc<str>>,
+        file: impl Into<Arc<str>>,
+        line: u32,
+        trust: Trust,
+    ) -> Self {
+        let file = file.into();
+        Frame {
+            module: file.clone(),
+            offset: u64::from(line),
+            symbol: Some(function.into()),
+            location: Some(SourceLocation { file, line }),
+            inline: false,
+            trust,
+            language: Language::Python,
+        }
+    }
+
+    /// Whether this is a Python frame.
+    pub fn is_python(&self) -> bool {
+        self.language == Language::Python
     }
 
     /// With a function name.
@@ -221,6 +268,10 @@ pub struct ThreadStack {
     pub frames: Vec<Frame>,
     /// Why the stack stops early, if it does (the last frame is the last one found).
     pub truncated: Option<Truncation>,
+    /// Why the thread's Python frames are missing or incomplete, when the rank runs Python
+    /// and they are ([`python`]).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub python_problem: Option<PythonProblem>,
 }
 
 impl ThreadStack {
@@ -231,6 +282,7 @@ impl ThreadStack {
             name: None,
             frames,
             truncated: None,
+            python_problem: None,
         }
     }
 
@@ -258,12 +310,39 @@ pub struct RankStacks {
     pub pid: u32,
     /// The threads; the main thread is the one whose tid equals `pid`.
     pub threads: Vec<ThreadStack>,
+    /// The Python interpreter the rank runs, when it runs one: its version and what kept
+    /// its frames from being read.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub python: Option<PythonRead>,
+}
+
+/// What was read of a rank's Python interpreter.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
+pub struct PythonRead {
+    /// The interpreter's version (`3.11`), when known.
+    pub version: Option<String>,
+    /// Why no thread's Python frames were read, when none were.
+    pub problem: Option<PythonProblem>,
+}
+
+impl PythonRead {
+    /// Version `version` read, with `problem` if the frames were not.
+    pub fn new(version: Option<String>, problem: Option<PythonProblem>) -> Self {
+        PythonRead { version, problem }
+    }
 }
 
 impl RankStacks {
     /// The stacks of `rank` (process `pid`).
     pub fn new(rank: u64, pid: u32, threads: Vec<ThreadStack>) -> Self {
-        RankStacks { rank, pid, threads }
+        RankStacks {
+            rank,
+            pid,
+            threads,
+            python: None,
+        }
     }
 }
 

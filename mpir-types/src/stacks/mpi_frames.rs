@@ -49,7 +49,11 @@
 //!
 //! The **call site** is the first frame outside the run, going outward: the user's caller,
 //! with its function, module+offset and file:line when known. It is `None` when the run is the
-//! last frame read.
+//! last frame read. In a thread running Python (its stack holds Python frames,
+//! [`super::python`]), the user's caller is the innermost Python frame outward of the run:
+//! the native frames between (a binding such as mpi4py's compiled code, the interpreter's
+//! call machinery) are how Python reaches MPI, and the call site names the Python function,
+//! file and line instead.
 //!
 //! # What is read, and what is not claimed
 //!
@@ -532,7 +536,12 @@ fn view_thread(t: &ThreadStack, pid: Option<u32>) -> ThreadView {
     if frames.is_empty() {
         return ThreadView::Unread;
     }
-    let entry = |f: &Frame| f.symbol.as_deref().and_then(mpi_entry_point);
+    let entry = |f: &Frame| {
+        (!f.is_python())
+            .then_some(f.symbol.as_deref())
+            .flatten()
+            .and_then(mpi_entry_point)
+    };
     let Some(inner) = frames.iter().position(|f| entry(f).is_some()) else {
         // No MPI frame: a helper by its frames (never the main thread), else outside MPI
         // when read whole.
@@ -567,7 +576,12 @@ fn view_thread(t: &ThreadStack, pid: Option<u32>) -> ThreadView {
             .map(bounded)
             .unwrap_or_default(),
         kind: e.kind,
-        call_site: frames.get(outer + 1).map(CallSite::of),
+        call_site: frames
+            .iter()
+            .skip(outer + 1)
+            .find(|f| f.is_python())
+            .or_else(|| frames.get(outer + 1))
+            .map(CallSite::of),
         tid: t.tid,
         threads_in_mpi: 1,
     })

@@ -135,6 +135,10 @@ pub enum NodeKind {
     Thread,
     /// Folded helper threads of one kind.
     Helpers,
+    /// A Python function at a line: Python frames are told apart by line under every
+    /// [`MergeKey`], so ranks waiting at different lines of one function are different
+    /// classes.
+    Python,
 }
 
 /// A node's identity.
@@ -164,6 +168,14 @@ impl NodeKey {
 
     /// The node of `frame` under `key`.
     pub fn of_frame(frame: &Frame, key: MergeKey) -> Self {
+        if frame.is_python() {
+            return NodeKey {
+                kind: NodeKind::Python,
+                function: frame.symbol.clone().unwrap_or_else(|| "?".into()),
+                module: frame.module.clone(),
+                location: frame.location.clone(),
+            };
+        }
         // A symbol is shared (an `Arc` clone), not copied: most frames have one.
         let (kind, function) = match &frame.symbol {
             Some(s) => (NodeKind::Function, s.clone()),
