@@ -81,5 +81,5 @@ pub use orte::{
 };
 pub use protocol::{
     Adopt, EngineChoice, FailureKind, HostClaims, Plan, Problem, ProblemKind, RankQueuesOut,
-    RankStatus, ReadSettings, Reply, Request, SampleOut, StacksAsk, StopOut, WaitsOut,
+    PythonAsk, RankStatus, ReadSettings, Reply, Request, SampleOut, StacksAsk, StopOut, WaitsOut,
 };

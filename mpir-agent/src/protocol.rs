@@ -162,6 +162,23 @@ pub struct StacksAsk {
     pub interval_ms: u64,
     /// Longest acceptable stop of one process, in microseconds.
     pub max_stop_us: Option<u64>,
+    /// How Python frames are shown (absent from older front ends: interleaved).
+    #[serde(default)]
+    pub python: PythonAsk,
+}
+
+/// How an agent shows the Python frames of its ranks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum PythonAsk {
+    /// In place of the interpreter's frames.
+    #[default]
+    Interleaved,
+    /// Beside every native frame.
+    WithNative,
+    /// Not read.
+    Off,
 }
 
 impl StacksAsk {
@@ -171,7 +188,14 @@ impl StacksAsk {
             samples,
             interval_ms,
             max_stop_us,
+            python: PythonAsk::Interleaved,
         }
+    }
+
+    /// With Python frames shown as `python` says.
+    pub fn with_python(mut self, python: PythonAsk) -> Self {
+        self.python = python;
+        self
     }
 }
 

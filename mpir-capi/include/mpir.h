@@ -386,7 +386,7 @@ mpir_status mpir_session_job_json(const mpir_session *session, char **out);
 mpir_status mpir_session_queues_json(const mpir_session *session, char **out);
 
 /**
- * Every selected rank's stacks: `samples` samples `interval_ms` apart (`mpir.stacks/1`), in
+ * Every selected rank's stacks: `samples` samples `interval_ms` apart (`mpir.stacks/2`), in
  * `*out`.
  *
  * Ownership: the caller frees `*out` with [`mpir_string_free`](crate::mpir_string_free).

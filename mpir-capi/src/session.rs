@@ -602,7 +602,7 @@ pub unsafe extern "C" fn mpir_session_queues_json(
     })
 }
 
-/// Every selected rank's stacks: `samples` samples `interval_ms` apart (`mpir.stacks/1`), in
+/// Every selected rank's stacks: `samples` samples `interval_ms` apart (`mpir.stacks/2`), in
 /// `*out`.
 ///
 /// Ownership: the caller frees `*out` with [`mpir_string_free`](crate::mpir_string_free).

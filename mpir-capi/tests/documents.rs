@@ -149,7 +149,7 @@ fn the_documents_agree_with_the_rank_table_and_release_ends_the_job() {
     let stacks = doc("stacks", |out| unsafe {
         mpir_session_stacks_json(s, 2, 20, out)
     });
-    assert_eq!(stacks["schema"], "mpir.stacks/1");
+    assert_eq!(stacks["schema"], "mpir.stacks/2");
     assert_eq!(stacks["source"], "starter");
     assert_eq!(stacks["samples"], 2);
     assert_eq!(stacks["interval_ms"], 20);

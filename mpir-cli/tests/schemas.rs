@@ -64,14 +64,17 @@ fn a_deadlock_document_without_verdict_needs_its_error() {
 #[test]
 fn a_stacks_document_is_the_tree_plus_its_envelope() {
     let doc = json!({
-        "schema": "mpir.stacks/1", "source": "pids", "merge_key": "function", "view": "process",
+        "schema": "mpir.stacks/2", "source": "pids", "merge_key": "function", "view": "process",
         "limits": { "max_depth": 1024, "max_nodes": 1000000 },
         "nodes": [
             { "parent": null, "kind": "root", "function": "/", "module": "", "file": null,
               "line": null, "ranks": "0-1", "threads": 2, "ends": "", "truncated": "",
               "trust": null },
             { "parent": 0, "kind": "function", "function": "main", "module": "/bin/app",
-              "file": null, "line": null, "ranks": "0-1", "threads": 2, "ends": "0-1",
+              "file": null, "line": null, "ranks": "0-1", "threads": 2, "ends": "",
+              "truncated": "", "trust": "cfi" },
+            { "parent": 1, "kind": "python", "function": "Ring.step", "module": "ring.py",
+              "file": "ring.py", "line": 12, "ranks": "0-1", "threads": 2, "ends": "0-1",
               "truncated": "", "trust": "cfi" }
         ],
         "unreached": [{ "rank": 2, "reason": "exited", "text": "process exited" },
@@ -80,9 +83,17 @@ fn a_stacks_document_is_the_tree_plus_its_envelope() {
         "unmoved": "0-1",
         "stops": [[{ "rank": 0, "pid": 10, "stopped_us": 120, "overran": false }], []],
         "numbered": [{ "rank": 0, "pid": 10 }],
+        "python": { "versions": [{ "version": "3.11", "ranks": "0-1" }],
+                    "problems": [{ "text": "the frame chain loops", "ranks": "1" }] },
         "coverage": { "ranks": 4, "read": 2, "complete": false }
     });
     common::validate(&doc);
+    let mut bad = doc.clone();
+    bad["python"]["versions"][0]["ranks"] = json!(3);
+    assert!(rejects(&bad));
+    let mut bad = doc.clone();
+    bad["nodes"][2]["kind"] = json!("perl");
+    assert!(rejects(&bad));
     let mut bad = doc.clone();
     bad["nodes"][1]["ranks"] = json!([0, 1]);
     assert!(rejects(&bad));

@@ -1,6 +1,6 @@
 //! `mpir stacks` on the bundled demo job (no MPI needed; ranks 0-2 sit in its `MPI_Recv`, rank
 //! 3 in its `MPI_Waitall`, under `main`: mpir-demo/demo/rank.c) from a starter, from pids and from gcore cores, in every
-//! output form (text, `mpir.stacks/1` JSON validated against docs/schema, DOT, folded), and on
+//! output form (text, `mpir.stacks/2` JSON validated against docs/schema, DOT, folded), and on
 //! a real Open MPI and MPICH ring (every rank under `main` in `MPI_Recv`). Each leaves the job
 //! running untraced.
 
@@ -93,7 +93,7 @@ fn stacks_of_the_demo_job_in_every_form() {
     assert!(text.contains("did not move in 2 samples: [0-3]"), "{text}");
     assert!(text.contains("each process stopped at most"), "{text}");
 
-    // JSON (validated against docs/schema/stacks.v1.json by json_doc).
+    // JSON (validated against docs/schema/stacks.v2.json by json_doc).
     let (code, doc) = stacks_json(&["--starter", &starter, "--samples", "2", "--interval", "20"]);
     assert_eq!(code, 0, "{doc:#}");
     assert_eq!(doc["source"], "starter");

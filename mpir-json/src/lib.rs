@@ -10,7 +10,7 @@
 //! | [`job()`] | `mpir.job/1` (or `mpir.core/3`'s job part for a starter's core) | [`Session`] |
 //! | [`queues()`] | `mpir.queues/1` | [`QueueRead`] |
 //! | [`deadlock()`] | `mpir.deadlock/4` | [`DeadlockRead`] |
-//! | [`stacks()`] | `mpir.stacks/1` | [`StacksRead`] |
+//! | [`stacks()`] | `mpir.stacks/2` | [`StacksRead`] |
 //!
 //! Every document is built from the types of this crate, field by field, never from a
 //! library type's own serde output: a refactor of the library cannot change a schema. Those
@@ -104,7 +104,7 @@ pub fn deadlock(read: &DeadlockRead, samples: u32, types_given: bool) -> Value {
     value(&doc)
 }
 
-/// The stacks document (`mpir.stacks/1`) of a read of every rank's stacks. `source` says where
+/// The stacks document (`mpir.stacks/2`) of a read of every rank's stacks. `source` says where
 /// the ranks came from (`"starter"`, `"pids"` or `"cores"`), `interval` the time between
 /// samples.
 pub fn stacks(read: &StacksRead, source: &str, interval: Duration) -> Value {

@@ -1,4 +1,4 @@
-//! The `mpir.stacks/1` document of `mpir stacks`: the merged tree of the last sample, in the
+//! The `mpir.stacks/2` document of `mpir stacks`: the merged tree of the last sample, in the
 //! field names and forms of the library's tree document (`mpir_types::stacks::TreeDocument`,
 //! so that `StackTree::from_document` reads it back), plus the tool's envelope: the source,
 //! the samples, each process's stop, the ranks that did not move, and the coverage. Built
@@ -38,7 +38,27 @@ pub struct StacksDoc {
     pub stops: Vec<Vec<StopOut>>,
     /// Ranks numbered by position (processes named by pid, cores without a starter core).
     pub numbered: Vec<NumberedOut>,
+    /// The ranks' Python interpreters: versions and why frames were not read.
+    pub python: PythonOut,
     pub coverage: CoverageOut,
+}
+
+#[derive(Serialize)]
+pub struct PythonOut {
+    versions: Vec<VersionOut>,
+    problems: Vec<ProblemOut>,
+}
+
+#[derive(Serialize)]
+pub struct VersionOut {
+    version: String,
+    ranks: String,
+}
+
+#[derive(Serialize)]
+pub struct ProblemOut {
+    text: String,
+    ranks: String,
 }
 
 #[derive(Serialize)]
@@ -113,6 +133,7 @@ fn kind(k: NodeKind) -> &'static str {
         NodeKind::Address => "address",
         NodeKind::Thread => "thread",
         NodeKind::Helpers => "helpers",
+        NodeKind::Python => "python",
         _ => "unknown",
     }
 }
@@ -237,6 +258,27 @@ impl StacksDoc {
                 .iter()
                 .map(|&(rank, pid)| NumberedOut { rank, pid })
                 .collect(),
+            python: {
+                let summary = mpir_types::stacks::PythonSummary::of(&last.ranks);
+                PythonOut {
+                    versions: summary
+                        .versions
+                        .iter()
+                        .map(|(v, r)| VersionOut {
+                            version: v.clone(),
+                            ranks: r.to_string(),
+                        })
+                        .collect(),
+                    problems: summary
+                        .problems
+                        .iter()
+                        .map(|(t, r)| ProblemOut {
+                            text: t.clone(),
+                            ranks: r.to_string(),
+                        })
+                        .collect(),
+                }
+            },
             coverage: CoverageOut {
                 ranks: last.ranks.len() + last.unreached.len(),
                 read: last.ranks.len(),

@@ -292,7 +292,7 @@ impl Session {
         )))
     }
 
-    /// Every rank's stacks, merged: `mpir.stacks/1` (the last of `samples`, `interval`
+    /// Every rank's stacks, merged: `mpir.stacks/2` (the last of `samples`, `interval`
     /// seconds apart).
     fn stacks(&mut self, samples: u32, interval: f64) -> PyResult<String> {
         let interval = args::seconds("interval", interval)?;

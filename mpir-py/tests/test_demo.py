@@ -85,9 +85,9 @@ def test_queues_document_and_operations(demo: mpir.Session) -> None:
 
 def test_stacks_document_and_frames(demo: mpir.Session) -> None:
     stacks = demo.stacks(samples=2, interval=0.05)
-    assert stacks["schema"] == "mpir.stacks/1"
+    assert stacks["schema"] == "mpir.stacks/2"
     assert stacks["source"] == "starter"
-    validate(stacks, "stacks.v1.json")
+    validate(stacks, "stacks.v2.json")
     frames = demo.frames()
     assert frames[0].kind == "root" and frames[0].parent is None
     assert frames[0].ranks == f"0-{DEMO_RANKS - 1}"

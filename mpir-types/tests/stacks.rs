@@ -458,7 +458,7 @@ mod json {
             &opts,
         );
         let json = serde_json::to_string(&tree.to_document()).unwrap();
-        assert!(json.contains("\"schema\":\"mpir.stacks/1\""), "{json}");
+        assert!(json.contains("\"schema\":\"mpir.stacks/2\""), "{json}");
         assert!(
             json.contains(r#""truncations":[{"reason":{"other":"odd"},"ranks":"0"}]"#),
             "{json}"

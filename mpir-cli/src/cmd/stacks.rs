@@ -1,13 +1,15 @@
 //! `stacks`: every rank's stacks, merged into one call-prefix tree like STAT. A live rank is
 //! stopped only for its own snapshot (registers and stack bytes copied, then let go) and
 //! unwound offline; core files are read from their threads' registers. With `--samples N`
-//! the ranks whose stacks did not move across the samples are marked.
+//! the ranks whose stacks did not move across the samples are marked. Python ranks show their
+//! Python frames in place of the interpreter's (`--native` keeps both, `--no-python` neither).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use mpir_session::{Session, StackOptions};
+use mpir_types::stacks::PythonView;
 
 use crate::cmd::agent::{RemoteArgs, local_error, read_settings};
 use crate::render::stacks::{StacksDoc, text};
@@ -59,6 +61,14 @@ pub(crate) struct StacksArgs {
     /// of one folded node per kind.
     #[arg(long)]
     pub(crate) helpers: bool,
+    /// Python ranks: keep the interpreter's own native frames beside the Python frames they
+    /// run (by default each `_PyEval_EvalFrameDefault` becomes its Python frames and the
+    /// interpreter's call machinery between them is left out).
+    #[arg(long, conflicts_with = "no_python")]
+    pub(crate) native: bool,
+    /// Do not read Python frames: native frames only (the interpreter's memory is not read).
+    #[arg(long = "no-python")]
+    pub(crate) no_python: bool,
     /// Samples to compare: ranks whose stacks are the same in every sample are marked.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub(crate) samples: u32,
@@ -107,7 +117,14 @@ pub(crate) fn run(args: &StacksArgs) -> anyhow::Result<ExitCode> {
         .with_samples(args.samples)
         .with_interval(interval)
         .with_per_thread(args.threads)
-        .with_fold_helpers(!args.helpers);
+        .with_fold_helpers(!args.helpers)
+        .with_python(if args.no_python {
+            None
+        } else if args.native {
+            Some(PythonView::WithNative)
+        } else {
+            Some(PythonView::Interleaved)
+        });
     let settings = read_settings(
         None,
         &args.common.debug_dirs,

@@ -24,7 +24,7 @@ pub const SCHEMAS: [(&str, &str); 6] = [
     ("mpir.core/3", "core.v3.json"),
     ("mpir.deadlock/4", "deadlock.v4.json"),
     ("mpir.demo/4", "demo.v4.json"),
-    ("mpir.stacks/1", "stacks.v1.json"),
+    ("mpir.stacks/2", "stacks.v2.json"),
 ];
 
 /// The schemas of `docs/schema/`, compiled once (they refer to each other by file name).

@@ -76,7 +76,7 @@ class _Session:
         """
     def stacks(self, /, samples: SupportsIndex, interval: SupportsFloat | SupportsIndex) -> str:
         """
-        Every rank's stacks, merged: `mpir.stacks/1` (the last of `samples`, `interval`
+        Every rank's stacks, merged: `mpir.stacks/2` (the last of `samples`, `interval`
         seconds apart).
         """
     @property

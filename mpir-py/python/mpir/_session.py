@@ -174,7 +174,7 @@ class Session:
         return Operation.from_queues(self.queues())
 
     def stacks(self, samples: int = 1, interval: float = 0.15) -> Dict[str, Any]:
-        """Every rank's stacks merged into one call-prefix tree (``mpir.stacks/1``), the last of
+        """Every rank's stacks merged into one call-prefix tree (``mpir.stacks/2``), the last of
         ``samples`` taken ``interval`` seconds apart. :meth:`Frame.from_stacks` gives typed
         nodes."""
         doc: Dict[str, Any] = json.loads(self._live().stacks(samples, interval))

@@ -1,6 +1,6 @@
 """Typed views of the rank table and of the JSON documents: :class:`Rank`,
 :class:`Operation` (a pending message-queue operation, from ``mpir.queues/1``) and
-:class:`Frame` (a node of the merged stack tree, from ``mpir.stacks/1``)."""
+:class:`Frame` (a node of the merged stack tree, from ``mpir.stacks/2``)."""
 
 from __future__ import annotations
 
@@ -91,14 +91,15 @@ class Operation:
 @dataclass(frozen=True)
 class Frame:
     """One node of the merged call-prefix tree of every rank's stacks (a ``nodes[]`` entry of
-    ``mpir.stacks/1``)."""
+    ``mpir.stacks/2``)."""
 
     index: int
     """The node's index in the document's ``nodes``."""
     parent: Optional[int]
     """The parent node's index (``None`` for the root ``/``)."""
     kind: str
-    """``"root"``, ``"function"``, ``"address"``, ``"thread"`` or ``"helpers"``."""
+    """``"root"``, ``"function"``, ``"address"``, ``"thread"``, ``"helpers"`` or ``"python"`` (a
+    Python function at a line: ``file`` and ``line`` always set)."""
     function: str
     """The function (or ``module+0xoffset``, or the thread kind)."""
     module: str
@@ -114,7 +115,7 @@ class Frame:
 
     @classmethod
     def from_stacks(cls, document: Mapping[str, Any]) -> List[Frame]:
-        """Every node of a ``mpir.stacks/1`` document, in pre-order."""
+        """Every node of a ``mpir.stacks/2`` document, in pre-order."""
         return [
             cls(
                 index=i,

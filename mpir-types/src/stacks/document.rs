@@ -32,7 +32,10 @@ mod maybe_empty {
 }
 
 /// The `schema` of a tree document.
-pub const SCHEMA: &str = "mpir.stacks/1";
+pub const SCHEMA: &str = "mpir.stacks/2";
+
+/// The earlier version, without Python nodes: read as well (its documents are a subset).
+pub(super) const SCHEMA_V1: &str = "mpir.stacks/1";
 
 /// One node of a [`TreeDocument`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -219,7 +222,7 @@ impl StackTree {
         limits: &DecodeLimits,
     ) -> Result<StackTree, TreeDecodeError> {
         use TreeDecodeError as E;
-        if doc.schema != SCHEMA {
+        if doc.schema != SCHEMA && doc.schema != SCHEMA_V1 {
             return Err(E::Schema {
                 found: doc.schema.chars().take(64).collect(),
             });

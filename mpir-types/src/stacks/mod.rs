@@ -4,7 +4,7 @@
 //! No I/O: an unwinder (in `mpir-target`) produces a [`RankStacks`] per rank; this module merges
 //! them into a [`StackTree`], compares samples, groups ranks with identical stacks, and renders
 //! text, Graphviz (STAT's 2D `.dot` layout) and folded stacks for flamegraph tools. With the
-//! `serde` feature a tree has a JSON form ([`TreeDocument`], schema `mpir.stacks/1`) whose
+//! `serde` feature a tree has a JSON form ([`TreeDocument`], schema `mpir.stacks/2`) whose
 //! decoder ([`StackTree::from_document`]) checks every bound before building anything.
 //!
 //! * **Order of frames.** [`ThreadStack::frames`] is innermost first (frame 0 is where the
