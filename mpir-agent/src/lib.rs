@@ -80,6 +80,7 @@ pub use orte::{
     ASK_TIMEOUT, MAX_HANDSHAKES, Rendezvous, TOKENS_ISSUED, TlsTarget, run_tls, token_file_name,
 };
 pub use protocol::{
-    Adopt, EngineChoice, FailureKind, HostClaims, Plan, Problem, ProblemKind, RankQueuesOut,
-    PythonAsk, RankStatus, ReadSettings, Reply, Request, SampleOut, StacksAsk, StopOut, WaitsOut,
+    Adopt, EngineChoice, FailureKind, HostClaims, Plan, Problem, ProblemKind, PythonAsk,
+    RankQueuesOut, RankStatus, ReadSettings, Reply, Request, SampleOut, StacksAsk, StopOut,
+    WaitsOut,
 };

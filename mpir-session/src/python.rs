@@ -58,7 +58,7 @@ pub(crate) fn merge(
         .map(|t| match stacks.iter().find(|p| p.tid == t.tid) {
             Some(p) => {
                 let (mut out, problem) = interleave(&t, p, view, py.module());
-                out.python_problem = problem.or_else(|| p.problem.clone());
+                out.python_problem = p.problem.clone().or(problem);
                 out
             }
             None => t,

@@ -470,7 +470,8 @@ impl<M: Memory + ?Sized> Walk<'_, M> {
             return Ok(Arc::clone(s));
         }
         let l = self.layout();
-        let head = self.read(what, address, l.compact_size)?;
+        // The smallest header (an ASCII string's): a short ASCII name may end right after it.
+        let head = self.read(what, address, l.ascii_size)?;
         self.typed(
             what,
             address,
