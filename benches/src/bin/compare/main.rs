@@ -39,9 +39,12 @@
 //!    MPICH and Open MPI with and without it preloaded, the run without it the floor), and
 //!    reading its export from 64 held Open MPI ranks against reading their queues.
 //!
+//! 10. Python frames (issue 34): `mpir stacks` on a 16-rank mpi4py job with and without
+//!     them, each rank's stop, and py-spy's dump of every rank.
+//!
 //! `--quick` takes fewer samples and skips the 1M tables; `--no-gdb` skips gdb; `--only
 //! NAME` (`proctable`, `attach64`, `launch`, `attach-e2e`, `stacks`, `srun`, `pmix`,
-//! `agents`, `waits`) runs one section.
+//! `agents`, `waits`, `python`) runs one section.
 //! Medians.
 
 use std::process::Stdio;
@@ -58,6 +61,7 @@ use mpir_target::proctable::{ReadOptions, read_proctable};
 
 mod agents;
 mod pmix;
+mod python;
 mod srun;
 mod stacks;
 mod waits;
@@ -459,6 +463,7 @@ fn main() {
         "pmix",
         "agents",
         "waits",
+        "python",
     ];
     if let Some(o) = only.as_deref().filter(|o| !sections.contains(o)) {
         eprintln!("compare: unknown section {o:?} (use one of {sections:?})");
@@ -510,6 +515,9 @@ fn main() {
     }
     if run("waits") {
         waits::waits(&cfg, &dir.0);
+    }
+    if run("python") {
+        python::python(&cfg, &dir.0);
     }
     println!("Whole run: {:.0} s.", start.elapsed().as_secs_f64());
 }
