@@ -24,7 +24,7 @@ struct Fake {
 impl Fake {
     fn new(version: u64) -> Fake {
         let mut b = MockTargetBuilder::new(DataModel::LP64);
-        let mut typ = |b: &mut MockTargetBuilder, name: &str| {
+        let typ = |b: &mut MockTargetBuilder, name: &str| {
             let a = b.alloc(64);
             b.symbol(Symbol::new(name, a, 64, SymbolKind::Object));
             a

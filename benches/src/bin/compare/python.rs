@@ -8,7 +8,6 @@
 //! py-spy's `dump` of every rank one process after the other (Python frames only, and
 //! `--native`), the peer that reads one process's Python stack.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -27,8 +26,8 @@ fn median(v: &mut [f64]) -> f64 {
 
 /// The 16-rank ring, started once every rank wrote its pid file; its pids.
 fn start(python: &Path, dir: &Path) -> (Running, Vec<u32>) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../mpir-cli/tests/fixtures/python/ring.py");
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../mpir-cli/tests/fixtures/python/ring.py");
     let mut c = Command::new("orterun");
     c.env("OMPI_MPIR_DO_NOT_WARN", "1")
         .args(["--allow-run-as-root", "--oversubscribe", "-n"])
