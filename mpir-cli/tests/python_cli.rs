@@ -225,6 +225,7 @@ fn every_cpython_shows_its_python_frames_live_and_from_a_core() {
         let mut cmd = Command::new(&python);
         cmd.arg(&script)
             .arg(&*dir)
+            .env("PYTHONDONTWRITEBYTECODE", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
@@ -304,6 +305,7 @@ fn start(stack: &Stack, python: &Path, script: &str, dir: &Path, n: usize) -> Jo
         .arg(fixture(script))
         .arg(dir)
         .env("OMPI_MPIR_DO_NOT_WARN", "1")
+        .env("PYTHONDONTWRITEBYTECODE", "1")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
