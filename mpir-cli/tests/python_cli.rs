@@ -295,6 +295,59 @@ fn every_cpython_shows_its_python_frames_live_and_from_a_core() {
     }
 }
 
+#[test]
+fn a_cpython_without_a_layout_keeps_its_native_frames_and_says_why() {
+    // pyenv's 3.8: older than every layout; its evaluation frames stay, the reason is given.
+    let root = std::env::var_os("PYENV_ROOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| "/root/.pyenv".into());
+    let Some(python) = std::fs::read_dir(root.join("versions"))
+        .ok()
+        .and_then(|d| {
+            d.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .find(|n| n.starts_with("3.8."))
+        })
+        .map(|v| root.join("versions").join(v).join("bin/python3.8"))
+    else {
+        skip("no CPython 3.8 under pyenv (a version without a layout)");
+        return;
+    };
+    let dir = scratch("python-old");
+    let mut cmd = Command::new(&python);
+    cmd.arg(fixture("threads.py"))
+        .arg(&*dir)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let job = Job::start(&mut cmd, &dir, 1, Duration::from_millis(200));
+    let pid = job.pids[0].to_string();
+    let doc = stacks(&["--pid", &pid]);
+    assert!(chains(&doc, 0).is_empty());
+    let problems = doc["python"]["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 1, "{}", doc["python"]);
+    assert_eq!(
+        problems[0]["text"],
+        "CPython older than 3.9 has no known layout (3.9–3.13 are read)"
+    );
+    assert_eq!(problems[0]["ranks"], "0");
+    assert!(
+        doc["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n["function"] == "_PyEval_EvalFrameDefault"),
+        "the native frames are kept"
+    );
+    let out = mpir().args(["stacks", "--pid", &pid]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("Python frames not read: [0] CPython older than 3.9 has no known layout"),
+        "{text}"
+    );
+    assert_untouched(job.pids[0]);
+}
+
 /// `n` ranks of `script` (run by `python`) under `stack`'s launcher, once each wrote its pid.
 fn start(stack: &Stack, python: &Path, script: &str, dir: &Path, n: usize) -> Job {
     let mut launcher = Command::new(&stack.launcher[0]);
