@@ -538,3 +538,106 @@ fn a_python_collective_mismatch_names_each_python_line() {
         assert_untouched(job.starter());
     }
 }
+
+#[test]
+fn python_ranks_on_other_nodes_show_their_python_frames_through_the_agents() {
+    // An mpi4py ring on Debian's MPICH across node2 and node3 of the simulated cluster,
+    // started by hydra inside node1; from node1, `mpir stacks` and `mpir deadlock` read every
+    // rank through agents on their nodes (a second hydra job): each rank's Python frames
+    // cross the wire with its stacks, and the waits name the Python line.
+    let Some(cluster) = mpir_acquire::testkit::multinode::Cluster::from_env() else {
+        return;
+    };
+    let Some(venvs) = mpi4py_dir() else { return };
+    if !have("mpiexec.hydra") {
+        skip("MPICH (mpiexec.hydra) is not installed");
+        return;
+    }
+    let Some(debug) = common::stock::hydra_debug_dir() else {
+        return;
+    };
+    let dir = scratch("python-multinode");
+    let mut hydra = Command::new("mpiexec.hydra");
+    hydra
+        .args(["-launcher", "ssh", "-launcher-exec"])
+        .arg(cluster.nsrsh())
+        .args(["-hosts", "node2,node3", "-n", "4"])
+        .arg(venvs.join("mpich/bin/python"))
+        .arg(fixture("ring.py"))
+        .arg(&*dir)
+        // UCX over TCP only: its shared-memory transports cannot cross the nodes' PID
+        // namespaces.
+        .env("UCX_TLS", "tcp,self")
+        .env("UCX_NET_DEVICES", "lo")
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .current_dir(&*dir);
+    let mut wrapped = cluster.run_in(1, &hydra);
+    wrapped
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut starter = cluster.spawn(1, wrapped);
+    let started = mpir_target::testkit::wait_for(90, || {
+        (0..4).all(|r| dir.join(format!("{r}.pid")).is_file())
+    });
+    assert!(started, "the ranks did not start");
+    std::thread::sleep(Duration::from_millis(1500));
+    let pid = starter.local_pid.to_string();
+    let o = common::mn::mpir_in_node1(
+        &cluster,
+        &["stacks", "--json", "--debug-dir", &debug, "--starter", &pid],
+    );
+    let doc = json_doc(&o);
+    validate(&doc);
+    assert_eq!(doc["coverage"]["read"], 4, "{doc:#}");
+    let script = fixture("ring.py").display().to_string();
+    let f = |name: &str, mark: &str| (name.to_string(), script.clone(), line("ring.py", mark));
+    let expected = vec![
+        f("<module>", "module"),
+        f("main", "main"),
+        f("step", "step"),
+        f("wait_for_left", "recv"),
+    ];
+    for rank in 0..4 {
+        assert_eq!(
+            chains(&doc, rank),
+            BTreeSet::from([expected.clone()]),
+            "rank {rank}"
+        );
+    }
+    assert_eq!(
+        doc["python"]["versions"][0]["ranks"], "0-3",
+        "{}",
+        doc["python"]
+    );
+    let o = common::mn::mpir_in_node1(
+        &cluster,
+        &[
+            "deadlock",
+            "--json",
+            "--debug-dir",
+            &debug,
+            "--starter",
+            &pid,
+        ],
+    );
+    let d = json_doc(&o);
+    validate(&d);
+    assert_eq!(o.status.code(), Some(3), "{d:#}");
+    sites_are_python_lines(
+        "mpich across nodes",
+        &d,
+        "ring.py",
+        &[("wait_for_left", line("ring.py", "recv"))],
+    );
+    for node in 1..=cluster.nodes() {
+        assert!(
+            mpir_target::testkit::wait_for(15, || !cluster
+                .processes(node)
+                .iter()
+                .any(|p| p.comm == "mpir")),
+            "an agent is left on node{node}"
+        );
+    }
+    starter.stop();
+}
