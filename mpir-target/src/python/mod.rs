@@ -17,7 +17,7 @@
 //!    exports (`PyFrame_Type`, `PyCode_Type`), every name is a `str` (`PyUnicode_Type`) and
 //!    every line table a `bytes` (`PyBytes_Type`). A build whose objects are laid out
 //!    otherwise — free-threaded 3.13t, `Py_DEBUG` or `Py_TRACE_REFS` builds — fails the
-//!    checks and is refused ([`PythonProblem::Unproven`]), never decoded wrong.
+//!    checks and is refused ([`PythonProblem::Unproven`](mpir_types::stacks::PythonProblem::Unproven)), never decoded wrong.
 //!
 //! ## Reading
 //!
