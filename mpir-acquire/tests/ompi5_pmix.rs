@@ -60,13 +60,86 @@ fn mpirun(prefix: &Path, dir: &Path, exe: &Path, n: usize, secs: u32) -> Command
     c
 }
 
+/// How long the ranks of a job may take to print themselves.
+const PRINT_DEADLINE: Duration = Duration::from_secs(120);
+
+/// The processes descending from `pid` (children first found, then theirs), from `/proc`.
+fn descendants(pid: u32) -> Vec<u32> {
+    let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
+        .map(|d| {
+            d.filter_map(|e| {
+                let p: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+                let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+                let ppid = stat
+                    .rsplit(')')
+                    .next()?
+                    .split_whitespace()
+                    .nth(1)?
+                    .parse()
+                    .ok()?;
+                Some((p, ppid))
+            })
+            .collect()
+        })
+        .unwrap_or_default();
+    let mut out = vec![pid];
+    let mut i = 0;
+    while let Some(&at) = out.get(i) {
+        out.extend(parents.iter().filter(|(_, pp)| *pp == at).map(|(p, _)| *p));
+        i += 1;
+    }
+    out.remove(0);
+    out
+}
+
 /// Reads lines until every one of `n` ranks printed its pid: the (rank, pid) pairs, sorted.
-fn wait_ranks(out: &mut impl BufRead, seen: &mut String, n: usize) -> Vec<(u64, i64)> {
+/// Bounded: past [`PRINT_DEADLINE`] the launcher and its ranks are killed, the output ends,
+/// and the test fails naming the ranks that never printed (a rank left waiting in `PMIx_Init`
+/// for a release that never reached it would otherwise hang the suite).
+fn wait_ranks(
+    out: &mut impl BufRead,
+    seen: &mut String,
+    n: usize,
+    launcher: u32,
+) -> Vec<(u64, i64)> {
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let fired = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watchdog = {
+        let (done, fired) = (done.clone(), fired.clone());
+        std::thread::spawn(move || {
+            let start = Instant::now();
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                if start.elapsed() > PRINT_DEADLINE {
+                    fired.store(true, std::sync::atomic::Ordering::SeqCst);
+                    let mut all = descendants(launcher);
+                    all.push(launcher);
+                    for p in all {
+                        let _ = nix::sys::signal::kill(
+                            nix::unistd::Pid::from_raw(p as i32),
+                            nix::sys::signal::Signal::SIGKILL,
+                        );
+                    }
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+    };
     while printed_ranks(seen).len() < n {
         if out.read_line(seen).unwrap() == 0 {
-            panic!("the job ended early: {seen}");
+            let why = if fired.load(std::sync::atomic::Ordering::SeqCst) {
+                format!("not every rank printed within {PRINT_DEADLINE:?} (job killed)")
+            } else {
+                "the job ended early".to_string()
+            };
+            panic!(
+                "{why}: {} of {n} printed: {seen}",
+                printed_ranks(seen).len()
+            );
         }
     }
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let _ = watchdog.join();
     printed_ranks(seen)
 }
 
@@ -90,7 +163,7 @@ fn attach_n(n: usize) {
     let mut child = mpirun(&prefix, &dir, &exe, n, 8).spawn().unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut seen = String::new();
-    let printed = wait_ranks(&mut out, &mut seen, n);
+    let printed = wait_ranks(&mut out, &mut seen, n, child.id());
     // Reading the running job touches no rank, and nothing is written into the launcher.
     let a = live::attach(child.id(), options()).unwrap();
     let job = a.job().clone();
@@ -189,7 +262,7 @@ fn launch_n(n: usize) {
     let notes = a.release().unwrap();
     assert!(notes.is_empty(), "{notes:?}");
     let mut seen = String::new();
-    let printed = wait_ranks(&mut out, &mut seen, n);
+    let printed = wait_ranks(&mut out, &mut seen, n, child.id());
     assert_eq!(table(&job), printed, "every pid is its rank's own getpid()");
     let end = a.wait_job_end(Duration::from_secs(30)).unwrap();
     let end = end.expect("the job's end is reported");
@@ -335,7 +408,7 @@ fn no_job_end_within_the_timeout_is_none_not_a_hang() {
     let mut child = mpirun(&prefix, &dir, &exe, 2, 20).spawn().unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut seen = String::new();
-    wait_ranks(&mut out, &mut seen, 2);
+    wait_ranks(&mut out, &mut seen, 2, child.id());
     let mut a = live::attach(child.id(), options()).unwrap();
     // Tool daemons beside the job, in a namespace of their own.
     let daemons = a.spawn_tool_daemons(&["/bin/true".to_string()], 1).unwrap();
