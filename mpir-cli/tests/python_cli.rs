@@ -426,6 +426,18 @@ fn sites_are_python_lines(name: &str, doc: &Value, script: &str, expect: &[(&str
     }
 }
 
+/// The Python frames every rank of ring.py shows, outermost first, from its own line marks.
+fn ring_chain() -> Vec<PyFrame> {
+    let script = fixture("ring.py").display().to_string();
+    let f = |name: &str, mark: &str| (name.to_string(), script.clone(), line("ring.py", mark));
+    vec![
+        f("<module>", "module"),
+        f("main", "main"),
+        f("step", "step"),
+        f("wait_for_left", "recv"),
+    ]
+}
+
 fn mpi_stacks() -> Vec<(Stack, &'static str)> {
     let mut out = Vec::new();
     if let Some(s) = open_mpi(false) {
@@ -440,14 +452,7 @@ fn mpi_stacks() -> Vec<(Stack, &'static str)> {
 #[test]
 fn an_mpi4py_ring_shows_each_ranks_python_frames_and_its_wait_names_the_python_line() {
     let Some(dir) = mpi4py_dir() else { return };
-    let script = fixture("ring.py").display().to_string();
-    let f = |name: &str, mark: &str| (name.to_string(), script.clone(), line("ring.py", mark));
-    let expected = vec![
-        f("<module>", "module"),
-        f("main", "main"),
-        f("step", "step"),
-        f("wait_for_left", "recv"),
-    ];
+    let expected = ring_chain();
     for (stack, venv) in mpi_stacks() {
         let name = stack.name;
         let work = scratch("python-ring");
@@ -590,14 +595,7 @@ fn python_ranks_on_other_nodes_show_their_python_frames_through_the_agents() {
     let doc = json_doc(&o);
     validate(&doc);
     assert_eq!(doc["coverage"]["read"], 4, "{doc:#}");
-    let script = fixture("ring.py").display().to_string();
-    let f = |name: &str, mark: &str| (name.to_string(), script.clone(), line("ring.py", mark));
-    let expected = vec![
-        f("<module>", "module"),
-        f("main", "main"),
-        f("step", "step"),
-        f("wait_for_left", "recv"),
-    ];
+    let expected = ring_chain();
     for rank in 0..4 {
         assert_eq!(
             chains(&doc, rank),
