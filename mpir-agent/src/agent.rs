@@ -14,7 +14,6 @@ use mpir_session::{
     AgentFailure, QueueRead, RankError, Session, SessionOptions, StackOptions, StacksRead,
     Unreadable, chain,
 };
-use mpir_types::stacks::PythonView;
 use mpir_types::stacks::{Unreached, UnreachedReason};
 use mpir_wire::{
     Connection, Hello, Message, MessageKind, Options, RequestId, Transport, WireError,
@@ -654,11 +653,7 @@ pub fn stack_options(ask: &StacksAsk) -> StackOptions {
         .with_samples(ask.samples.clamp(1, 1000))
         .with_interval(Duration::from_millis(ask.interval_ms.min(3_600_000)))
         .with_max_stop(ask.max_stop_us.map(Duration::from_micros))
-        .with_python(match ask.python {
-            crate::protocol::PythonAsk::Interleaved => Some(PythonView::Interleaved),
-            crate::protocol::PythonAsk::WithNative => Some(PythonView::WithNative),
-            _ => None,
-        })
+        .with_python(ask.python.view())
 }
 
 fn stacks_reply(read: &StacksRead) -> Reply {

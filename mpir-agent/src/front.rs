@@ -385,11 +385,7 @@ pub(crate) fn ask_of(options: &StackOptions) -> StacksAsk {
             .max_stop()
             .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX)),
     )
-    .with_python(match options.python() {
-        Some(mpir_types::stacks::PythonView::WithNative) => crate::protocol::PythonAsk::WithNative,
-        Some(_) => crate::protocol::PythonAsk::Interleaved,
-        None => crate::protocol::PythonAsk::Off,
-    })
+    .with_python(crate::protocol::PythonAsk::of(options.python()))
 }
 
 /// The selected ranks of `session`'s job that are not on this node, by node (in the order

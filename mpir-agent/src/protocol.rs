@@ -9,7 +9,7 @@ use mpir_acquire::live::{NodeExpectations, RankClaim};
 use mpir_mqd::native::NativeError;
 use mpir_mqd::{MqdError, RankQueues};
 use mpir_session::{AgentFailure, chain};
-use mpir_types::stacks::{RankStacks, ThreadStack, Unreached};
+use mpir_types::stacks::{PythonView, RankStacks, ThreadStack, Unreached};
 use mpir_wire::{ContentKind, Message, MessageKind, RequestId};
 use serde::{Deserialize, Serialize};
 
@@ -179,6 +179,26 @@ pub enum PythonAsk {
     WithNative,
     /// Not read.
     Off,
+}
+
+impl PythonAsk {
+    /// The wire form of the session's Python view (`None`: not read).
+    pub fn of(view: Option<PythonView>) -> Self {
+        match view {
+            Some(PythonView::WithNative) => PythonAsk::WithNative,
+            Some(_) => PythonAsk::Interleaved,
+            None => PythonAsk::Off,
+        }
+    }
+
+    /// The session's Python view it asks for (`None`: not read).
+    pub fn view(self) -> Option<PythonView> {
+        match self {
+            PythonAsk::Interleaved => Some(PythonView::Interleaved),
+            PythonAsk::WithNative => Some(PythonView::WithNative),
+            PythonAsk::Off => None,
+        }
+    }
 }
 
 impl StacksAsk {

@@ -66,14 +66,15 @@ pub(crate) fn core_stacks(
         return (threads, None);
     };
     let found = python::find(target);
-    let ids: Vec<(u32, Option<u64>)> = target
-        .core()
-        .threads()
-        .iter()
-        .map(|t| (t.tid, t.registers.as_ref().and_then(|r| r.thread_pointer())))
-        .collect();
-    let read = python::read(&found, target, &ids);
-    python::merge(threads, &found, read, view)
+    let ids = python::thread_ids(
+        target
+            .core()
+            .threads()
+            .iter()
+            .map(|t| (t.tid, t.registers.as_ref())),
+    );
+    let read = python::read(found, target, &ids);
+    python::merge(threads, found, read, view)
 }
 
 impl Held<'_> {
@@ -98,11 +99,11 @@ impl Held<'_> {
                 }
                 let registers = tracer.registers_many(pid, &tids).ok()?;
                 let unwinder = live_unwinder(target, pid, options, symbols);
-                let ids: Vec<(u32, Option<u64>)> = tids
-                    .iter()
-                    .zip(&registers)
-                    .map(|(&tid, r)| (tid, r.as_ref().ok().and_then(|r| r.thread_pointer())))
-                    .collect();
+                let ids = python::thread_ids(
+                    tids.iter()
+                        .zip(&registers)
+                        .map(|(&tid, r)| (tid, r.as_ref().ok())),
+                );
                 let threads = tids
                     .iter()
                     .zip(registers)
@@ -114,9 +115,9 @@ impl Held<'_> {
                     })
                     .collect();
                 // The rank is held: its interpreter's frames stand still as its stacks do.
-                let found = python::find(&**target);
-                let read = python::read(&found, target.memory(), &ids);
-                Some(python::merge(threads, &found, read, PythonView::Interleaved).0)
+                let found = python::find(target);
+                let read = python::read(found, target.memory(), &ids);
+                Some(python::merge(threads, found, read, PythonView::Interleaved).0)
             }
             Frozen::Core(target) => Some(
                 core_stacks(

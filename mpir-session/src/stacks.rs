@@ -25,8 +25,8 @@ use mpir_target::unwind::{
 use mpir_target::{ControlCause, Memory, TargetError};
 use mpir_types::ranks::RankSet;
 use mpir_types::stacks::{
-    HelperFolding, MergeKey, PythonProblem, PythonStack, PythonView, RankStacks, StackTree,
-    TreeOptions, TreeView, Unreached, UnreachedReason, outside_mpi, unmoved,
+    HelperFolding, MergeKey, PythonView, RankStacks, StackTree, TreeOptions, TreeView, Unreached,
+    UnreachedReason, outside_mpi, unmoved,
 };
 
 use crate::error::{SessionError, Unreadable, chain};
@@ -498,12 +498,9 @@ impl Session {
                     .map(|l| live_unwinder(&l.target, l.pid, options.unwind, symbols))
                     .collect();
                 // Each rank's interpreter, found once from its symbols (not while stopped).
-                let pythons: Vec<python::Found> = live
+                let pythons: Vec<python::Found<'_>> = live
                     .iter()
-                    .map(|l| match options.python {
-                        Some(_) => python::find(&*l.target),
-                        None => None,
-                    })
+                    .map(|l| options.python.and_then(|_| python::find(&l.target)))
                     .collect();
                 let mut next = Instant::now();
                 for index in 1..=count {
@@ -627,7 +624,7 @@ fn live_sample(
     tracer: &Tracer,
     live: &[LiveRank],
     unwinders: &[Unwinder<'_>],
-    pythons: &[python::Found],
+    pythons: &[python::Found<'_>],
     unreached_before: &[Unreached],
     options: &StackOptions,
     tree_options: &TreeOptions,
@@ -659,8 +656,7 @@ fn live_sample(
                             }
                         })
                         .collect();
-                    let none = None;
-                    let found = pythons.get(i).unwrap_or(&none);
+                    let found = pythons.get(i).copied().flatten();
                     let (threads, read) = python::merge(threads, found, py, view);
                     python::rank_stacks(rank, pid, threads, read)
                 })
@@ -675,16 +671,10 @@ fn live_sample(
             // The stacks' mappings as read with the images (re-read only for a new stack).
             let mappings = l.target.images().writable_mappings();
             let model = l.target.data_model();
-            let none = None;
-            let found = pythons.get(i).unwrap_or(&none);
+            let found = pythons.get(i).copied().flatten();
             let read_python = |memory: &LiveMemory, threads: &[ThreadSnapshot]| {
-                let ids: Vec<(u32, Option<u64>)> = threads
-                    .iter()
-                    .map(|t| {
-                        let tp = t.registers.as_ref().ok().and_then(|r| r.thread_pointer());
-                        (t.tid, tp)
-                    })
-                    .collect();
+                let ids =
+                    python::thread_ids(threads.iter().map(|t| (t.tid, t.registers.as_ref().ok())));
                 python::read(found, memory, &ids)
             };
             let (snap, py) = match snapshot_live_while(
@@ -742,13 +732,7 @@ fn live_sample(
 
 /// A snapshot on its way to the unwinding thread: the rank's index, rank, pid, the copy, and
 /// its Python frames when it runs Python.
-type Copied = (
-    usize,
-    u64,
-    u32,
-    ProcessSnapshot,
-    Option<Result<Vec<PythonStack>, PythonProblem>>,
-);
+type Copied = (usize, u64, u32, ProcessSnapshot, python::Read);
 
 /// "Did not move" over two samples or more: each thread compared outside MPI (a rank blocked
 /// in an MPI call whose progress engine polls — its innermost frames differ at every sample —

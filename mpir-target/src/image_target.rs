@@ -1,10 +1,14 @@
 //! [`ImageTarget`]: any memory backend plus the symbols and types of the process's images — the
 //! complete [`Target`](crate::Target) that live processes and core files both are.
 
+use std::sync::OnceLock;
+
+use mpir_types::stacks::PythonProblem;
 use mpir_types::{DataModel, TypeLayout};
 
 use crate::debuginfo::ProcessImages;
 use crate::error::Result;
+use crate::python::Interpreter;
 use crate::traits::{Memory, Symbol, SymbolLookup, TypeLookup, TypeQuery};
 
 /// Memory `M` with symbols and types from [`ProcessImages`].
@@ -16,12 +20,18 @@ use crate::traits::{Memory, Symbol, SymbolLookup, TypeLookup, TypeQuery};
 pub struct ImageTarget<M> {
     memory: M,
     images: ProcessImages,
+    /// The CPython interpreter of these images, found on first use.
+    python: OnceLock<std::result::Result<Option<Interpreter>, PythonProblem>>,
 }
 
 impl<M: Memory> ImageTarget<M> {
     /// Pairs `memory` with `images`.
     pub fn new(memory: M, images: ProcessImages) -> Self {
-        ImageTarget { memory, images }
+        ImageTarget {
+            memory,
+            images,
+            python: OnceLock::new(),
+        }
     }
 
     /// The memory backend.
@@ -36,7 +46,18 @@ impl<M: Memory> ImageTarget<M> {
 
     /// Re-reads the process's memory map (after it loaded libraries); a no-op for cores.
     pub fn refresh(&mut self) -> Result<()> {
+        self.python = OnceLock::new();
         self.images.refresh()
+    }
+
+    /// The CPython interpreter these images hold ([`Interpreter::find`]), found once per
+    /// target (again after [`refresh`](Self::refresh)): every read of the process's Python
+    /// frames, in every sample, shares it.
+    pub fn python(&self) -> std::result::Result<Option<&Interpreter>, &PythonProblem> {
+        self.python
+            .get_or_init(|| Interpreter::find(self))
+            .as_ref()
+            .map(Option::as_ref)
     }
 }
 

@@ -183,6 +183,19 @@ struct Code {
     firsttraceable: i64,
 }
 
+/// Part of an object: its bytes from offset `from`.
+struct Span {
+    from: u64,
+    buf: Vec<u8>,
+}
+
+impl Span {
+    /// The word at `offset` of the object.
+    fn word(&self, offset: u64) -> u64 {
+        word(&self.buf, offset.wrapping_sub(self.from))
+    }
+}
+
 fn word(buf: &[u8], offset: u64) -> u64 {
     let at = usize::try_from(offset).unwrap_or(usize::MAX);
     buf.get(at..at.saturating_add(8))
@@ -228,6 +241,14 @@ impl<M: Memory + ?Sized> Walk<'_, M> {
             })
     }
 
+    /// The words at `offsets` of the object at `address`, in one read of the span they cover.
+    fn span(&self, what: &str, address: u64, offsets: &[u64]) -> Result<Span, PythonProblem> {
+        let from = offsets.iter().copied().min().unwrap_or(0);
+        let to = offsets.iter().copied().max().unwrap_or(0) + 8;
+        let buf = self.read(what, address.wrapping_add(from), to - from)?;
+        Ok(Span { from, buf })
+    }
+
     fn pointer(&self, what: &str, address: u64) -> Result<u64, PythonProblem> {
         self.read(what, address, 8).map(|b| word(&b, 0))
     }
@@ -259,6 +280,16 @@ impl<M: Memory + ?Sized> Walk<'_, M> {
             "the interpreter list",
             self.py.runtime.wrapping_add(l.runtime_interpreters_head),
         )?;
+        // The words read of each interpreter and thread state (3.13's interpreter keeps its
+        // two 7 KB into the struct: only the span between them is read).
+        let interp_words = [l.interp_next, l.interp_threads_head];
+        let mut tstate_words = vec![
+            l.tstate_next,
+            l.tstate_interp,
+            l.tstate_thread_id,
+            l.tstate_frame,
+        ];
+        tstate_words.extend(l.tstate_native_thread_id);
         let mut out = Vec::new();
         let mut seen_interps = HashSet::new();
         let mut states = 0usize;
@@ -271,9 +302,8 @@ impl<M: Memory + ?Sized> Walk<'_, M> {
                     why: format!("loops or holds more than {MAX_INTERPRETERS} interpreters"),
                 });
             }
-            let span = l.interp_next.max(l.interp_threads_head) + 8;
-            let ibuf = self.read("an interpreter state", interp, span)?;
-            let mut tstate = word(&ibuf, l.interp_threads_head);
+            let ibuf = self.span("an interpreter state", interp, &interp_words)?;
+            let mut tstate = ibuf.word(l.interp_threads_head);
             let mut seen = HashSet::new();
             while tstate != 0 {
                 if !seen.insert(tstate) || seen.len() > MAX_THREADS {
@@ -283,19 +313,8 @@ impl<M: Memory + ?Sized> Walk<'_, M> {
                         why: format!("loops or holds more than {MAX_THREADS} threads"),
                     });
                 }
-                let span = [
-                    l.tstate_next,
-                    l.tstate_interp,
-                    l.tstate_thread_id,
-                    l.tstate_native_thread_id.unwrap_or(0),
-                    l.tstate_frame,
-                ]
-                .into_iter()
-                .max()
-                .unwrap_or(0)
-                    + 8;
-                let tbuf = self.read("a thread state", tstate, span)?;
-                let back = word(&tbuf, l.tstate_interp);
+                let tbuf = self.span("a thread state", tstate, &tstate_words)?;
+                let back = tbuf.word(l.tstate_interp);
                 if back != interp {
                     return Err(unproven(
                         &version,
@@ -307,13 +326,13 @@ impl<M: Memory + ?Sized> Walk<'_, M> {
                 states += 1;
                 let tid = match l.tstate_native_thread_id {
                     Some(o) => {
-                        let native = word(&tbuf, o);
+                        let native = tbuf.word(o);
                         u32::try_from(native)
                             .ok()
                             .filter(|t| threads.iter().any(|(tid, _)| tid == t))
                     }
                     None => {
-                        let pthread = word(&tbuf, l.tstate_thread_id);
+                        let pthread = tbuf.word(l.tstate_thread_id);
                         threads
                             .iter()
                             .find(|(_, tp)| pthread != 0 && *tp == Some(pthread))
@@ -322,12 +341,12 @@ impl<M: Memory + ?Sized> Walk<'_, M> {
                 };
                 if let Some(tid) = tid {
                     named += 1;
-                    let first = word(&tbuf, l.tstate_frame);
+                    let first = tbuf.word(l.tstate_frame);
                     out.push(self.thread(tid, first));
                 }
-                tstate = word(&tbuf, l.tstate_next);
+                tstate = tbuf.word(l.tstate_next);
             }
-            interp = word(&ibuf, l.interp_next);
+            interp = ibuf.word(l.interp_next);
         }
         if states > 0 && named == 0 {
             return Err(unproven(

@@ -160,7 +160,7 @@ pub fn snapshot_live(
 ) -> Result<ProcessSnapshot> {
     // Before stopping anything: where the stacks may be.
     let mappings = writable_mappings(pid);
-    snapshot(tracer, pid, model, options, &mappings, true)
+    snapshot(tracer, pid, model, options, &mappings, true, |_, _| ()).map(|(s, ())| s)
 }
 
 /// [`snapshot_live`] with the process's readable, writable mappings `(start, end)` already
@@ -176,13 +176,13 @@ pub fn snapshot_live_with_mappings(
     options: &SnapshotOptions,
     mappings: &[(u64, u64)],
 ) -> Result<ProcessSnapshot> {
-    snapshot(tracer, pid, model, options, mappings, false)
+    snapshot(tracer, pid, model, options, mappings, false, |_, _| ()).map(|(s, ())| s)
 }
 
 /// [`snapshot_live_with_mappings`] that also runs `while_stopped` on the process's memory and
-/// threads (their registers read) after the copy, before the process is let go: for reading what moves while the
-/// process runs and lives outside its stacks (an interpreter's frames). Its time counts in
-/// [`ProcessSnapshot::stopped_for`]; it is not run when the copy failed.
+/// threads (their registers read) after the copy, before the process is let go: for reading
+/// what moves while the process runs and lives outside its stacks (an interpreter's frames).
+/// Its time counts in [`ProcessSnapshot::stopped_for`]; it is not run when the copy failed.
 pub fn snapshot_live_while<T>(
     tracer: &Tracer,
     pid: u32,
@@ -191,42 +191,20 @@ pub fn snapshot_live_while<T>(
     mappings: &[(u64, u64)],
     while_stopped: impl FnOnce(&LiveMemory, &[ThreadSnapshot]) -> T,
 ) -> Result<(ProcessSnapshot, T)> {
-    let mut out = None;
-    let snap = snapshot_with(tracer, pid, model, options, mappings, false, |m, t| {
-        out = Some(while_stopped(m, t));
-    })?;
-    match out {
-        Some(t) => Ok((snap, t)),
-        None => Err(TargetError::InvalidValue {
-            what: format!("the snapshot of pid {pid}"),
-            address: 0,
-            problem: "the process was let go before it was read".into(),
-        }),
-    }
+    snapshot(tracer, pid, model, options, mappings, false, while_stopped)
 }
 
-/// The snapshot itself; `fresh` says `mappings` were just read (no second read for a stack
-/// pointer outside them).
-fn snapshot(
+/// The snapshot itself, `while_stopped` run on the copy before the process is let go;
+/// `fresh` says `mappings` were just read (no second read for a stack pointer outside them).
+fn snapshot<T>(
     tracer: &Tracer,
     pid: u32,
     model: DataModel,
     options: &SnapshotOptions,
     mappings: &[(u64, u64)],
     fresh: bool,
-) -> Result<ProcessSnapshot> {
-    snapshot_with(tracer, pid, model, options, mappings, fresh, |_, _| ())
-}
-
-fn snapshot_with(
-    tracer: &Tracer,
-    pid: u32,
-    model: DataModel,
-    options: &SnapshotOptions,
-    mappings: &[(u64, u64)],
-    fresh: bool,
-    while_stopped: impl FnOnce(&LiveMemory, &[ThreadSnapshot]),
-) -> Result<ProcessSnapshot> {
+    while_stopped: impl FnOnce(&LiveMemory, &[ThreadSnapshot]) -> T,
+) -> Result<(ProcessSnapshot, T)> {
     let memory = LiveMemory::new(pid, model);
     let start = Instant::now();
     let tids = tracer.attach(pid)?;
@@ -234,20 +212,22 @@ fn snapshot_with(
         known: mappings,
         fresh: fresh.then(Vec::new),
     };
-    let copied = copy_stopped(tracer, &memory, pid, &tids, known, options);
-    if let Ok((threads, _)) = &copied {
-        while_stopped(&memory, threads);
-    }
+    let copied =
+        copy_stopped(tracer, &memory, pid, &tids, known, options).map(|(threads, stacks)| {
+            let read = while_stopped(&memory, &threads);
+            (threads, stacks, read)
+        });
     let detached = tracer.detach(pid);
     let stopped_for = start.elapsed();
-    let (threads, stacks) = copied?;
+    let (threads, stacks, read) = copied?;
     detached?;
-    Ok(ProcessSnapshot {
+    let snap = ProcessSnapshot {
         pid,
         threads,
         stacks: StackCopy::new(model, stacks),
         stopped_for,
-    })
+    };
+    Ok((snap, read))
 }
 
 type Copied = (Vec<ThreadSnapshot>, Vec<(u64, Vec<u8>)>);

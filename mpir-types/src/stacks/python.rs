@@ -217,7 +217,7 @@ pub enum PythonView {
 /// ([`PythonProblem::NotMatched`]). A stack with no evaluation frame and no Python frame is
 /// returned as is.
 pub fn interleave(
-    stack: &ThreadStack,
+    mut stack: ThreadStack,
     python: &PythonStack,
     view: PythonView,
     interpreter: &str,
@@ -232,7 +232,7 @@ pub fn interleave(
         .collect();
     let calls = python.calls();
     if calls.is_empty() && evals.is_empty() {
-        return (stack.clone(), None);
+        return (stack, None);
     }
     // The native stack read whole must pair one to one; one cut short may hold fewer
     // evaluation frames than there are calls (the outer ones were not read).
@@ -243,22 +243,27 @@ pub fn interleave(
             python_calls: calls.len(),
             native_calls: evals.len(),
         };
-        return (stack.clone(), Some(problem));
+        return (stack, Some(problem));
     }
     let outermost_eval = evals.last().copied().unwrap_or(0);
-    let mut frames = Vec::with_capacity(stack.frames.len() + python.frames.len());
+    // Python frames carry the trust of the native frame that runs them (the last native
+    // frame's, for calls past the native frames read).
+    fn as_frames(group: &[PythonFrame], trust: super::Trust) -> impl Iterator<Item = Frame> + '_ {
+        group
+            .iter()
+            .map(move |p| Frame::python(p.function.clone(), p.file.clone(), p.line, trust))
+    }
+    let native = std::mem::take(&mut stack.frames);
+    let last_trust = native.last().map_or(super::Trust::Cfi, |f| f.trust);
+    let mut frames = Vec::with_capacity(native.len() + python.frames.len());
     let mut next_call = calls.iter();
-    for (i, f) in stack.frames.iter().enumerate() {
-        if is_eval(f) {
+    for (i, f) in native.into_iter().enumerate() {
+        if is_eval(&f) {
             if let Some(group) = next_call.next() {
-                frames.extend(
-                    group.iter().map(|p| {
-                        Frame::python(p.function.clone(), p.file.clone(), p.line, f.trust)
-                    }),
-                );
+                frames.extend(as_frames(group, f.trust));
             }
             if view == PythonView::WithNative {
-                frames.push(f.clone());
+                frames.push(f);
             }
             continue;
         }
@@ -266,23 +271,14 @@ pub fn interleave(
         if view == PythonView::Interleaved && inside {
             continue;
         }
-        frames.push(f.clone());
+        frames.push(f);
     }
     // Calls beyond the native frames read: at the outer end, in order.
-    let trust = stack.frames.last().map(|f| f.trust);
     for group in next_call {
-        frames.extend(group.iter().map(|p| {
-            Frame::python(
-                p.function.clone(),
-                p.file.clone(),
-                p.line,
-                trust.unwrap_or(super::Trust::Cfi),
-            )
-        }));
+        frames.extend(as_frames(group, last_trust));
     }
-    let mut out = stack.clone();
-    out.frames = frames;
-    (out, None)
+    stack.frames = frames;
+    (stack, None)
 }
 
 /// What the ranks' Python interpreters said, grouped for a report: each distinct problem (a
@@ -393,7 +389,7 @@ mod tests {
 
     #[test]
     fn interleaved_replaces_evaluation_frames_and_drops_the_interpreter_inside() {
-        let (out, problem) = interleave(&ring_stack(), &ring_python(), PythonView::Interleaved, PY);
+        let (out, problem) = interleave(ring_stack(), &ring_python(), PythonView::Interleaved, PY);
         assert_eq!(problem, None);
         assert_eq!(
             labels(&out),
@@ -418,7 +414,7 @@ mod tests {
 
     #[test]
     fn with_native_keeps_every_native_frame() {
-        let (out, problem) = interleave(&ring_stack(), &ring_python(), PythonView::WithNative, PY);
+        let (out, problem) = interleave(ring_stack(), &ring_python(), PythonView::WithNative, PY);
         assert_eq!(problem, None);
         assert_eq!(
             labels(&out),
@@ -444,7 +440,7 @@ mod tests {
     fn calls_that_do_not_pair_leave_the_stack_native() {
         let mut python = ring_python();
         python.frames[0].ends_call = true; // three calls against two native frames
-        let (out, problem) = interleave(&ring_stack(), &python, PythonView::Interleaved, PY);
+        let (out, problem) = interleave(ring_stack(), &python, PythonView::Interleaved, PY);
         assert_eq!(out, ring_stack());
         assert_eq!(
             problem,
@@ -455,13 +451,13 @@ mod tests {
         );
         // Python frames with no evaluation frame at all: native kept too.
         let plain = native(&[("/lib/libc.so.6", "poll")]);
-        let (out, problem) = interleave(&plain, &ring_python(), PythonView::Interleaved, PY);
+        let (out, problem) = interleave(plain.clone(), &ring_python(), PythonView::Interleaved, PY);
         assert_eq!(out, plain);
         assert!(problem.is_some());
         // Neither: nothing to say.
         let empty = PythonStack::new(7, Vec::new());
         assert_eq!(
-            interleave(&plain, &empty, PythonView::Interleaved, PY),
+            interleave(plain.clone(), &empty, PythonView::Interleaved, PY),
             (plain.clone(), None)
         );
     }
@@ -471,7 +467,7 @@ mod tests {
         let mut stack = ring_stack();
         stack.frames.truncate(5); // up to the first evaluation frame
         let stack = stack.with_truncation(Truncation::UnreadableStack);
-        let (out, problem) = interleave(&stack, &ring_python(), PythonView::Interleaved, PY);
+        let (out, problem) = interleave(stack, &ring_python(), PythonView::Interleaved, PY);
         assert_eq!(problem, None);
         assert_eq!(
             labels(&out),
