@@ -7,7 +7,9 @@
 //! mpir queues (--starter PID | --slurm-job J[.S] | --pid PID…) [--dll PATH] [--types FILE] [--engine auto|dll|native]
 //! mpir deadlock (--starter PID | --slurm-job J[.S] | --pid PID…) [--samples N] [--dot] [queues options]
 //! mpir stacks (--starter PID | --slurm-job J[.S] | --pid PID… | --core CORE…) [--ranks LIST] [--threads] [--samples N] [--json|--dot|--folded]
-//! mpir demo [-n N]
+//! mpir report (--starter PID | --slurm-job J[.S] | --pid PID… | --core CORE… | --from JSON…) [-o FILE] [queues options]
+//! mpir watch (--starter PID | --slurm-job J[.S] | --pid PID…) [--out DIR] [--every S] [--cores] [--then keep|detach|kill]
+//! mpir demo [-n N] [--html FILE]
 //! ```
 //!
 //! `launch` runs the starter (`mpiexec`, `orterun`, a wrapper that execs one…) under control,
@@ -49,7 +51,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{ArgAction, Parser, Subcommand};
-use cmd::{agent, core as cores, deadlock, demo, job, queues, stacks};
+use cmd::{agent, core as cores, deadlock, demo, job, queues, report, stacks, watch};
 use mpir_session::{SessionOptions, chain};
 
 /// The argument with which `mpir` runs as its own out-of-process MQD DLL helper.
@@ -122,6 +124,12 @@ enum Cmd {
         /// whom on any MPI.
         #[arg(long)]
         record_waits: bool,
+        /// Watch the job once it runs, as `mpir watch` does, until it ends (the watch's
+        /// options below); incompatible with --hold.
+        #[arg(long, conflicts_with_all = ["hold", "verify"])]
+        watch: bool,
+        #[command(flatten)]
+        watch_opts: watch::WatchOpts,
         #[command(flatten)]
         remote: agent::RemoteArgs,
         /// The starter command.
@@ -160,6 +168,14 @@ enum Cmd {
     /// Every rank's stacks merged into one call-prefix tree (like STAT): text, JSON, DOT or
     /// folded stacks; exit status 4 when some ranks could not be read.
     Stacks(stacks::StacksArgs),
+    /// One self-contained HTML report of the job (verdict, merged stacks, wait-for graph,
+    /// pending operations, the job), to open in any browser, offline; exit status as
+    /// `deadlock`'s.
+    Report(report::ReportArgs),
+    /// Watch a running job and write a bundle (HTML report, JSON documents, optionally a
+    /// core per stack class) when it hangs, when its Slurm time limit nears, or on SIGUSR1;
+    /// exit status 3 after a hang's bundle, 0 when the job ended without one.
+    Watch(watch::WatchArgs),
     /// Run the bundled demo job (no MPI needed): job, queues and deadlock report.
     Demo(demo::DemoArgs),
     /// Print the path of the wait-state library to put in a job's `LD_PRELOAD` (one library
@@ -312,6 +328,8 @@ pub fn main() -> ExitCode {
             timeout,
             verify,
             record_waits,
+            watch,
+            watch_opts,
             remote,
             starter,
         } => job::launch(
@@ -322,6 +340,7 @@ pub fn main() -> ExitCode {
                 timeout: *timeout,
                 verify: verify.then_some(remote),
                 record_waits: *record_waits,
+                watch: watch.then_some(watch_opts),
             },
             starter,
         ),
@@ -337,6 +356,8 @@ pub fn main() -> ExitCode {
         Cmd::Queues(args) => queues::run(args),
         Cmd::Deadlock(args) => deadlock::run(args),
         Cmd::Stacks(args) => stacks::run(args),
+        Cmd::Report(args) => report::run(args),
+        Cmd::Watch(args) => watch::run(args),
         Cmd::Demo(args) => demo::run(args),
         Cmd::Preload => mpir_waits::library()
             .map(|p| {

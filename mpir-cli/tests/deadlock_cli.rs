@@ -17,28 +17,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::stock::{Stack, start};
-use common::{Job, fixture_line as line_of, mpich_root, mpir, ompi_sidecar};
+use common::{Job, fixture_line as line_of, mpich_root, mpir};
 use mpir_target::testkit::{assert_untouched, have, run, scratch, skip};
 use serde_json::{Value, json};
 
 fn open_mpi() -> Option<Stack> {
-    if !have("mpicc.openmpi") || !have("orterun") {
-        skip("needs Open MPI (mpicc.openmpi, orterun)");
-        return None;
-    }
-    let Some(sidecar) = ompi_sidecar() else {
-        skip("no Open MPI types sidecar");
-        return None;
-    };
-    Some(Stack {
-        env: Vec::new(),
-        name: "openmpi",
-        mpicc: "mpicc.openmpi".into(),
-        launcher: ["orterun", "--allow-run-as-root", "--oversubscribe"]
-            .map(String::from)
-            .to_vec(),
-        extra: vec!["--types".into(), sidecar.display().to_string()],
-    })
+    common::stock::open_mpi_typed()
 }
 
 /// Open MPI 5 (the PyPI wheel, `MPIR_OMPI5_PREFIX`): its `mpirun` is PRRTE's, reached through

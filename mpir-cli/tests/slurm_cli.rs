@@ -11,35 +11,12 @@ mod common;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use common::{Job, json_doc, mpich_root, mpir};
+use common::{Job, json_doc, mpich_root, mpir, slurm_job_id as job_id};
 use mpir_acquire::testkit::{SlurmJobs, slurm_up};
 use mpir_target::testkit::{assert_untouched, run, scratch, skip, wait_for};
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// The Slurm job id of the jobs named `name` (`squeue`), once there is exactly one.
-fn job_id(name: &str) -> u64 {
-    let mut id = None;
-    assert!(
-        wait_for(20, || {
-            let out = Command::new("squeue")
-                .args(["-h", "-o", "%i", "-n", name])
-                .output()
-                .ok();
-            let text = out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
-            let ids: Vec<u64> = text
-                .unwrap_or_default()
-                .lines()
-                .filter_map(|l| l.trim().parse().ok())
-                .collect();
-            id = (ids.len() == 1).then(|| ids[0]);
-            id.is_some()
-        }),
-        "squeue never listed job {name}"
-    );
-    id.unwrap_or_default()
 }
 
 #[test]

@@ -385,8 +385,30 @@ impl Session {
     /// [`SessionError::Control`] when no tracer can be started; [`SessionError::Unsupported`]
     /// for an MPI2DD-only session. Per-rank trouble is in [`StackSample::unreached`].
     pub fn stacks(&mut self, options: &StackOptions) -> Result<StacksRead, SessionError> {
+        self.stacks_among(options, None)
+    }
+
+    /// [`stacks`](Session::stacks) of the ranks in `only` alone: the others are neither
+    /// stopped nor reported (a watch's cheap round reads a few ranks this way). Ranks on
+    /// other nodes are not read by a session (see `mpir-agent`).
+    ///
+    /// # Errors
+    /// As [`stacks`](Session::stacks).
+    pub fn stacks_of(
+        &mut self,
+        options: &StackOptions,
+        only: &RankSet,
+    ) -> Result<StacksRead, SessionError> {
+        self.stacks_among(options, Some(only))
+    }
+
+    fn stacks_among(
+        &mut self,
+        options: &StackOptions,
+        only: Option<&RankSet>,
+    ) -> Result<StacksRead, SessionError> {
         let mut samples = Vec::new();
-        let (proof_release, numbered) = self.run_samples(options, options.samples, |s| {
+        let (proof_release, numbered) = self.run_samples(options, options.samples, only, |s| {
             samples.push(s);
             ControlFlow::Continue(())
         })?;
@@ -434,7 +456,7 @@ impl Session {
         mut on_sample: impl FnMut(StackSample) -> ControlFlow<()>,
     ) -> Result<SamplingSummary, SessionError> {
         let mut summary = SamplingSummary::default();
-        let (proof, _) = self.run_samples(options, max_samples, |s| {
+        let (proof, _) = self.run_samples(options, max_samples, None, |s| {
             summary.samples += 1;
             if !s.overran.is_empty() {
                 summary.overran += 1;
@@ -452,9 +474,10 @@ impl Session {
         &mut self,
         options: &StackOptions,
         count: u32,
+        only: Option<&RankSet>,
         mut on_sample: impl FnMut(StackSample) -> ControlFlow<()>,
     ) -> Result<(Option<ReleaseReport>, Numbered), SessionError> {
-        let (ranks, unreached, proof, numbered) = self.stack_ranks()?;
+        let (ranks, unreached, proof, numbered) = self.stack_ranks(only)?;
         let symbols = &self.symbols;
         let count = if matches!(ranks, Ranks::Cores(_)) {
             1
@@ -535,6 +558,7 @@ impl Session {
     #[allow(clippy::type_complexity)]
     fn stack_ranks(
         &mut self,
+        only: Option<&RankSet>,
     ) -> Result<
         (
             Ranks,
@@ -557,6 +581,9 @@ impl Session {
                     numbered.push((i as u64, r.pid));
                     i as u64
                 });
+                if only.is_some_and(|o| !o.contains(rank)) {
+                    continue;
+                }
                 match all.ranks.iter().find(|c| Some(&c.path) == r.core.as_ref()) {
                     Some(c) => cores.push((rank, Rc::clone(&c.target))),
                     None => unreached.push(Unreached::new(rank, UnreachedReason::NoCore)),
@@ -584,6 +611,9 @@ impl Session {
                 numbered.push((i as u64, k.pid));
                 i as u64
             });
+            if only.is_some_and(|o| !o.contains(rank)) {
+                continue;
+            }
             let start = match &k.state {
                 Ok(s) => *s,
                 Err(why) => {

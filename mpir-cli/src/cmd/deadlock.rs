@@ -36,6 +36,11 @@ pub(crate) struct DeadlockArgs {
     /// Print the wait-for graph in Graphviz DOT instead (`| dot -Tsvg > waits.svg`).
     #[arg(long, conflicts_with = "json")]
     pub(crate) dot: bool,
+    /// Also write a self-contained HTML report of the analysis (verdict, wait-for graph,
+    /// pending operations, and the ranks' merged stacks, read once more after the samples)
+    /// to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) html: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub(crate) remote: RemoteArgs,
 }
@@ -119,12 +124,48 @@ pub(crate) fn run(args: &DeadlockArgs) -> anyhow::Result<ExitCode> {
         args.samples,
         Duration::from_millis(args.interval_ms),
     )?;
-    drop(agents);
-    drop(session);
     let types_given = args.reader.types_given();
     let coverage = CoverageOut::of(&read.coverage, types_given);
     let notes = printed_notes(read.engine.as_ref(), &read.printed);
     let mut doc = doc(&read, &coverage, &notes, args.samples, types_given);
+    if let Some(path) = &args.html {
+        if read.report.is_none() {
+            doc.error = Some(coverage.nothing_read(types_hint(&read, types_given)));
+        }
+        let mut documents: Vec<serde_json::Value> = mpir_json::job(&session).into_iter().collect();
+        documents.push(serde_json::to_value(&doc)?);
+        // The stacks once more, for the page's tree (their read holds each rank briefly).
+        let interval = Duration::from_millis(args.interval_ms);
+        let options = crate::cmd::report::stack_options(
+            1,
+            interval,
+            false,
+            Some(mpir_types::stacks::PythonView::Interleaved),
+        );
+        let stacks = match agents.as_mut() {
+            Some(a) => a.stacks(&mut session, &options).map_err(local_error),
+            None => session.stacks(&options).map_err(anyhow::Error::from),
+        };
+        match stacks {
+            Ok(s) => documents.push(mpir_json::stacks(
+                &s,
+                if args.ranks.pids.is_empty() {
+                    "starter"
+                } else {
+                    "pids"
+                },
+                interval,
+            )),
+            Err(e) => eprintln!(
+                "mpir: warning: the report has no stacks: {}",
+                crate::errors::report(&e)
+            ),
+        }
+        doc.error = None;
+        crate::cmd::report::write(path, documents, &[])?;
+    }
+    drop(agents);
+    drop(session);
     let Some(report) = &read.report else {
         // Nothing was read: no verdict at all, never "no cycle".
         let message = coverage.nothing_read(types_hint(&read, types_given));

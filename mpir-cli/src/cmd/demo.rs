@@ -35,6 +35,10 @@ pub(crate) struct DemoArgs {
     /// a pending send and an unexpected message).
     #[arg(short = 'n', default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub(crate) ranks: u32,
+    /// Also write a self-contained HTML report of the demo job (verdict, merged stacks,
+    /// wait-for graph, pending operations) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) html: Option<std::path::PathBuf>,
 }
 
 #[derive(Serialize)]
@@ -91,7 +95,17 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         queues::nothing_readable(&read)?;
         // Deadlock: three samples, confirmed.
         let sampled = deadlock::sample(&mut session, None, 3, Duration::from_millis(100))?;
-        Ok((read, sampled))
+        // The merged stacks for the report, two samples so that the page marks who did not move.
+        let stacks = match &args.html {
+            Some(_) => Some(session.stacks(&crate::cmd::report::stack_options(
+                2,
+                Duration::from_millis(100),
+                false,
+                None,
+            ))?),
+            None => None,
+        };
+        Ok((read, sampled, stacks))
     })();
     // Stop the demo job whatever happened, and check that nothing is left.
     let job = session.job().context("a launch has a job")?;
@@ -116,7 +130,7 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         std::thread::sleep(Duration::from_millis(50));
     }
     let left_running: Vec<u32> = pids.into_iter().filter(|&p| alive(p)).collect();
-    let (read, sampled) = result?;
+    let (read, sampled, stacks) = result?;
     let queues_doc = queues_out::queues_doc(&read, false);
     let coverage = CoverageOut::of(&sampled.coverage, false);
     let notes = printed_notes(sampled.engine.as_ref(), &sampled.printed);
@@ -127,6 +141,21 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         .context("no demo rank could be read")?;
 
     let job_doc = job_out(job, "mpir");
+    if let Some(path) = &args.html {
+        let mut documents = vec![
+            serde_json::to_value(&job_doc)?,
+            serde_json::to_value(&queues_doc)?,
+            serde_json::to_value(&deadlock_doc)?,
+        ];
+        if let Some(s) = &stacks {
+            documents.push(mpir_json::stacks(s, "starter", Duration::from_millis(100)));
+        }
+        crate::cmd::report::write(
+            path,
+            documents,
+            &["the bundled demo job (not a real MPI job)".to_string()],
+        )?;
+    }
     if json {
         let doc = DemoDoc {
             schema: DEMO_SCHEMA,

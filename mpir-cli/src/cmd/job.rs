@@ -18,6 +18,7 @@ pub(crate) struct LaunchArgs<'a> {
     pub(crate) timeout: u64,
     pub(crate) verify: Option<&'a RemoteArgs>,
     pub(crate) record_waits: bool,
+    pub(crate) watch: Option<&'a crate::cmd::watch::WatchOpts>,
 }
 
 pub(crate) fn launch(
@@ -55,6 +56,11 @@ pub(crate) fn launch(
     if let Some(p) = &prepared {
         options = p.session_options(options);
     }
+    // SIGUSR1 asks a watch for a bundle: the handler is in place before the job starts (an
+    // exec resets it, so the job keeps the signal's default).
+    let requests = args
+        .watch
+        .and_then(|_| crate::cmd::watch::request_channel());
     let mut session = Session::launch(cmd, options)?;
     let mut child = session.take_child().context("no starter process")?;
     if args.hold {
@@ -87,6 +93,27 @@ pub(crate) fn launch(
     let mut out = job_out(session.job().context("a launch has a job")?, "mpir");
     out.notes.extend(verified.into_iter().flatten());
     print(&out, common.json)?;
+    if let Some(opts) = args.watch {
+        let code = crate::cmd::watch::watch(
+            crate::cmd::watch::Watched {
+                session: &mut session,
+                agents: None,
+                child: Some(&mut child),
+                slurm_job: None,
+                samples: 3,
+                interval: Duration::from_millis(150),
+                types_given: false,
+            },
+            opts,
+            requests,
+        )?;
+        drop(session);
+        // The watch ended before the job (--then detach, --for): the job runs on, and the
+        // tool waits for it as `launch` does.
+        let status = child.wait()?;
+        tracing::info!(%status, "the watched job ended");
+        return Ok(code);
+    }
     drop(session);
     let status = child.wait()?;
     Ok(ExitCode::from(

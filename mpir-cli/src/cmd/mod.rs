@@ -7,4 +7,6 @@ pub(crate) mod deadlock;
 pub(crate) mod demo;
 pub(crate) mod job;
 pub(crate) mod queues;
+pub(crate) mod report;
 pub(crate) mod stacks;
+pub(crate) mod watch;

@@ -81,6 +81,10 @@ pub(crate) struct StacksArgs {
     /// Print folded stacks for flamegraph tools (`| flamegraph.pl > stacks.svg`).
     #[arg(long, conflicts_with = "json")]
     pub(crate) folded: bool,
+    /// Also write the stacks as a self-contained HTML report (the collapsible merged tree,
+    /// searchable by function or rank) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) html: Option<PathBuf>,
     /// Longest wait for the starter's acquisition and for each process to stop, in seconds.
     #[arg(long, default_value_t = 60)]
     pub(crate) timeout: u64,
@@ -140,6 +144,7 @@ pub(crate) fn run(args: &StacksArgs) -> anyhow::Result<ExitCode> {
     };
     spin.finish_and_clear();
     drop(agents);
+    let job = mpir_json::job(&session);
     drop(session);
     if let Some(release) = &read.proof_release {
         for p in &release.problems {
@@ -148,6 +153,10 @@ pub(crate) fn run(args: &StacksArgs) -> anyhow::Result<ExitCode> {
                 mpir_session::chain(p)
             );
         }
+    }
+    if let Some(path) = &args.html {
+        let doc = mpir_json::stacks(&read, source, interval);
+        crate::cmd::report::write(path, job.into_iter().chain([doc]).collect(), &[])?;
     }
     let tree = read.tree();
     if args.dot {

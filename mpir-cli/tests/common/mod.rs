@@ -290,3 +290,26 @@ pub fn fixture_line(anchor: &str, needle: &str) -> u64 {
         .unwrap();
     (from + at + 1) as u64
 }
+
+/// The Slurm job id of the jobs named `name` (`squeue`), once there is exactly one.
+pub fn slurm_job_id(name: &str) -> u64 {
+    let mut id = None;
+    assert!(
+        wait_for(20, || {
+            let out = Command::new("squeue")
+                .args(["-h", "-o", "%i", "-n", name])
+                .output()
+                .ok();
+            let text = out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+            let ids: Vec<u64> = text
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| l.trim().parse().ok())
+                .collect();
+            id = (ids.len() == 1).then(|| ids[0]);
+            id.is_some()
+        }),
+        "squeue never listed job {name}"
+    );
+    id.unwrap_or_default()
+}

@@ -100,6 +100,27 @@ pub fn open_mpi(pml_ucx: bool) -> Option<Stack> {
     })
 }
 
+/// Debian's Open MPI 4.1.4 given the types sidecar (`--types`): its queues are read.
+pub fn open_mpi_typed() -> Option<Stack> {
+    if !have("mpicc.openmpi") || !have("orterun") {
+        skip("needs Open MPI (mpicc.openmpi, orterun)");
+        return None;
+    }
+    let Some(sidecar) = ompi_sidecar() else {
+        skip("no Open MPI types sidecar");
+        return None;
+    };
+    Some(Stack {
+        env: Vec::new(),
+        name: "openmpi",
+        mpicc: "mpicc.openmpi".into(),
+        launcher: ["orterun", "--allow-run-as-root", "--oversubscribe"]
+            .map(String::from)
+            .to_vec(),
+        extra: vec!["--types".into(), sidecar.display().to_string()],
+    })
+}
+
 /// Intel MPI 2021 from PyPI (`MPIR_IMPI_PREFIX`).
 pub fn intel_mpi() -> Option<Stack> {
     let wheel = Wheel::find(&IMPI_WHEEL)?;
@@ -115,12 +136,17 @@ pub fn intel_mpi() -> Option<Stack> {
 
 /// tests/fixtures/deadlock.c built with the stack's compiler into `dir`.
 pub fn build(stack: &Stack, dir: &Path) -> PathBuf {
-    let program = dir.join("deadlock");
+    build_fixture(stack, dir, "deadlock")
+}
+
+/// tests/fixtures/`name`.c built with the stack's compiler into `dir`/`name`.
+pub fn build_fixture(stack: &Stack, dir: &Path, name: &str) -> PathBuf {
+    let program = dir.join(name);
     let mut cc = Command::new(&stack.mpicc);
     cc.envs(stack.env.iter().map(|(k, v)| (k, v)))
         .args(["-g", "-o"])
         .arg(&program)
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/deadlock.c"));
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/{name}.c")));
     run(&mut cc).unwrap_or_else(|e| panic!("{}: {e}", stack.name));
     program
 }

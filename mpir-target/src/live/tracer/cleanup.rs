@@ -238,3 +238,56 @@ pub fn detach_at_exit() -> Result<()> {
     }
     Ok(())
 }
+
+/// The write end of the request pipe (-1 before [`on_request_signal`]).
+static REQUEST_PIPE: AtomicI32 = AtomicI32::new(-1);
+
+extern "C" fn on_request(_signal: libc::c_int) {
+    let fd = REQUEST_PIPE.load(Ordering::Relaxed);
+    if fd >= 0 {
+        let byte = 1u8;
+        // SAFETY: write(2) is async-signal-safe; `byte` lives for the call; the pipe does not
+        // block (O_NONBLOCK), and a failed write (full pipe) means a request is pending anyway.
+        let _ = unsafe { libc::write(fd, (&raw const byte).cast(), 1) };
+    }
+}
+
+/// Makes `signal` (e.g. `SIGUSR1`) a request to the program instead of its default action:
+/// each delivery sends `()` on the returned channel (deliveries close together may arrive as
+/// one). The handler only writes a byte to a pipe; a thread forwards it. Handlers are reset by
+/// `exec`, so launched starters and their ranks keep the signal's default disposition and
+/// mask. Call it once per signal; a second call returns an error.
+pub fn on_request_signal(signal: Signal) -> Result<mpsc::Receiver<()>> {
+    let err = |e: &dyn std::fmt::Display| {
+        control_err(Pid::from_raw(0), "install the request signal handler", e)
+    };
+    if REQUEST_PIPE.load(Ordering::SeqCst) >= 0 {
+        return Err(err(&"a request signal is already installed"));
+    }
+    let (mut reader, writer) = std::io::pipe().map_err(|e| err(&e))?;
+    let flags = nix::fcntl::fcntl(&writer, nix::fcntl::FcntlArg::F_GETFL).map_err(|e| err(&e))?;
+    let flags = nix::fcntl::OFlag::from_bits_truncate(flags) | nix::fcntl::OFlag::O_NONBLOCK;
+    nix::fcntl::fcntl(&writer, nix::fcntl::FcntlArg::F_SETFL(flags)).map_err(|e| err(&e))?;
+    REQUEST_PIPE.store(writer.into_raw_fd(), Ordering::SeqCst);
+    let (tx, rx) = mpsc::channel();
+    std::thread::Builder::new()
+        .name("mpir-requests".into())
+        .spawn(move || {
+            let mut byte = [0u8];
+            while reader.read_exact(&mut byte).is_ok() {
+                if tx.send(()).is_err() {
+                    return;
+                }
+            }
+        })
+        .map_err(|e| err(&e))?;
+    let action = SigAction::new(
+        SigHandler::Handler(on_request),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    // SAFETY: `on_request` only loads an atomic and calls write(2), async-signal-safe; it
+    // allocates nothing and takes no lock.
+    unsafe { sigaction(signal, &action) }.map_err(|e| err(&e))?;
+    Ok(rx)
+}

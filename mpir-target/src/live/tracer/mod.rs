@@ -38,7 +38,9 @@ mod control;
 mod launch;
 mod sys;
 
-pub use cleanup::{detach_at_exit, detach_everything, detach_on_panic, detach_on_signals};
+pub use cleanup::{
+    detach_at_exit, detach_everything, detach_on_panic, detach_on_signals, on_request_signal,
+};
 
 use std::process::{Child, Command};
 use std::sync::mpsc::{self, RecvTimeoutError};
