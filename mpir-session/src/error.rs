@@ -69,6 +69,34 @@ pub enum SessionError {
     /// The deadlock analysis refused its input.
     #[error("the wait-for analysis")]
     Analysis(#[source] mpir_types::deadlock::AnalysisError),
+    /// The rank asked for is not one of the session's (not in the job, or outside the rank
+    /// selection).
+    #[error("rank {rank}: not a rank of this session")]
+    NoSuchRank {
+        /// The rank.
+        rank: u64,
+    },
+    /// The rank asked for is not read: it is not touched (remote, refused, exited), or
+    /// stopping it failed, as the reason says.
+    #[error("rank {rank}")]
+    RankUnreadable {
+        /// The rank.
+        rank: u64,
+        /// Why.
+        #[source]
+        reason: Unreadable,
+    },
+    /// Writing a rank's core failed (no file is left); the rank was let go.
+    #[error("writing the core of rank {rank} (pid {pid})")]
+    WriteCore {
+        /// The rank.
+        rank: u64,
+        /// Its process.
+        pid: u32,
+        /// Why.
+        #[source]
+        source: mpir_target::corefile::write::CoreWriteError,
+    },
     /// The operation needs a source the session does not have (e.g. `hand_over` on core
     /// files).
     #[error("{operation}: not possible for a session of {source_kind}")]

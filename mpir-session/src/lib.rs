@@ -8,7 +8,8 @@
 //! ([`Session::hold`], [`Session::with_held`]) and lets them run again, reads every rank's
 //! message queues with the engine that fits ([`Session::queues`]), confirms deadlocks over
 //! several samples ([`Session::deadlock`]), and reads every rank's stacks merged like STAT
-//! ([`Session::stacks`], and [`Session::sample_stacks`] for profilers).
+//! ([`Session::stacks`], and [`Session::sample_stacks`] for profilers), and writes a core file
+//! of one live rank, stopping only that rank ([`Session::write_core`]).
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -86,6 +87,7 @@ mod queues;
 mod session;
 mod stacks;
 mod waits;
+mod write_core;
 
 pub use deadlock::{Coverage, DeadlockRead, NotCovered, RemoteReads};
 pub use error::{AgentFailure, ReleaseProblem, SessionError, Unreadable, chain};
@@ -98,6 +100,7 @@ pub use stacks::{
     FoldedStacks, RemoteSample, SamplingSummary, StackOptions, StackSample, StacksRead, StopTime,
 };
 pub use waits::{WaitsReadError, read as read_waits};
+pub use write_core::CoreOfRank;
 
 /// Makes the program let go of every process it holds — breakpoints out, threads running,
 /// `MPIR_being_debugged` and the gates as the release leaves them — when it is told to stop

@@ -5,6 +5,9 @@
 //! Threads come from `NT_PRSTATUS`, the auxiliary vector from `NT_AUXV`, and the images (for
 //! symbols and types) from `NT_FILE`, so lookups work exactly as on a live process. The core is
 //! read on demand (`pread`), never loaded whole: cores of large jobs are large.
+//!
+//! [`write`](mod@write) writes such cores of live x86-64 processes held stopped
+//! ([`write::write_core`]: `gcore`, written by us).
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -20,6 +23,9 @@ use crate::debuginfo::{DebugInfoError, DebugOptions, ProcessImages};
 use crate::error::{Fault, Result, TargetError};
 use crate::image_target::ImageTarget;
 use crate::traits::Memory;
+
+mod layout;
+pub mod write;
 
 /// Largest note segment read (notes of a core with thousands of threads stay far below).
 const MAX_NOTES: u64 = 64 << 20;
@@ -203,13 +209,10 @@ fn parse<Elf: FileHeader<Endian = Endianness>>(
             let v = View::new(model, 0, note.desc());
             let n_type = note.n_type(endian);
             if n_type == elf::NT_PRSTATUS {
-                // struct elf_prstatus: siginfo (3 ints), short pr_cursig, then two words of
-                // signal sets, then pr_pid.
-                let pid = v.uint(16 + 2 * word, 4, "pr_pid");
-                let sig = v.uint(12, 2, "pr_cursig");
+                let pid = v.uint(prstatus::pid_at(word), 4, "pr_pid");
+                let sig = v.uint(prstatus::CURSIG_AT, 2, "pr_cursig");
                 if let (Ok(tid), Ok(signal)) = (pid, sig) {
-                    // pr_reg follows pr_pid, pr_ppid, pr_pgrp, pr_sid and four timevals.
-                    let reg_at = 16 + 2 * word + 16 + 8 * word;
+                    let reg_at = prstatus::reg_at(word);
                     let registers = arch.and_then(|arch| {
                         let words: Vec<u64> = (0..27)
                             .map_while(|i| v.uint(reg_at + i * word, word, "pr_reg").ok())
@@ -239,6 +242,23 @@ fn parse<Elf: FileHeader<Endian = Endianness>>(
         }
     }
     Ok(parsed)
+}
+
+/// Where `struct elf_prstatus`'s fields are, for a word of `word` bytes (the layout the
+/// writer's `layout::Prstatus64` spells out for x86-64, checked against it below).
+mod prstatus {
+    /// siginfo (3 ints), then `short pr_cursig`.
+    pub(super) const CURSIG_AT: u64 = 12;
+
+    /// After the cursig (padded to a word) and two words of signal sets.
+    pub(super) fn pid_at(word: u64) -> u64 {
+        16 + 2 * word
+    }
+
+    /// After pr_pid, pr_ppid, pr_pgrp, pr_sid and four timevals (two words each).
+    pub(super) fn reg_at(word: u64) -> u64 {
+        pid_at(word) + 16 + 8 * word
+    }
 }
 
 /// `NT_FILE`: count, page size, count × (start, end, offset in pages), then count paths.
@@ -515,5 +535,27 @@ impl ImageTarget<CoreFile> {
     /// The core.
     pub fn core(&self) -> &CoreFile {
         self.memory()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::layout::Prstatus64;
+    use super::prstatus;
+
+    #[test]
+    fn the_reader_finds_prstatus_fields_where_the_writer_puts_them() {
+        assert_eq!(
+            std::mem::offset_of!(Prstatus64, pr_cursig) as u64,
+            prstatus::CURSIG_AT
+        );
+        assert_eq!(
+            std::mem::offset_of!(Prstatus64, pr_pid) as u64,
+            prstatus::pid_at(8)
+        );
+        assert_eq!(
+            std::mem::offset_of!(Prstatus64, pr_reg) as u64,
+            prstatus::reg_at(8)
+        );
     }
 }

@@ -54,6 +54,48 @@ mod imp {
         regs.ok_or_else(|| control_err(tid, "read the registers", "too few registers"))
     }
 
+    /// The registers of stopped thread `tid` as a core file stores them: the 27 words of
+    /// `user_regs_struct` (`NT_PRSTATUS`'s `pr_reg`) and, when the kernel gives them, the
+    /// 512 bytes of the FXSAVE area (`NT_FPREGSET`). 64-bit threads only: a thread in 32-bit
+    /// code would need an i386 core.
+    pub(super) fn core_registers(tid: Pid) -> Result<crate::corefile::write::ThreadRegisters> {
+        use nix::sys::ptrace::regset::NT_PRFPREG;
+        let r = ptrace::getregs(tid).map_err(|e| control_err(tid, "PTRACE_GETREGS", e))?;
+        if word_size(tid, r.cs)? != 8 {
+            return Err(crate::error::TargetError::Unsupported {
+                operation: "writing a core".to_string(),
+                reason: format!("thread {tid} runs 32-bit code; only x86-64 cores are written"),
+            });
+        }
+        let general = [
+            r.r15, r.r14, r.r13, r.r12, r.rbp, r.rbx, r.r11, r.r10, r.r9, r.r8, r.rax, r.rcx,
+            r.rdx, r.rsi, r.rdi, r.orig_rax, r.rip, r.cs, r.eflags, r.rsp, r.ss, r.fs_base,
+            r.gs_base, r.ds, r.es, r.fs, r.gs,
+        ];
+        // The FXSAVE image, field by field in its little-endian layout (the kernel's
+        // `user_i387_struct`); a kernel that refuses the set leaves the core without it.
+        let fp = ptrace::getregset::<NT_PRFPREG>(tid).ok().map(|f| {
+            let mut bytes = [0u8; 512];
+            let mut out = Vec::with_capacity(512);
+            for h in [f.cwd, f.swd, f.ftw, f.fop] {
+                out.extend_from_slice(&h.to_le_bytes());
+            }
+            out.extend_from_slice(&f.rip.to_le_bytes());
+            out.extend_from_slice(&f.rdp.to_le_bytes());
+            out.extend_from_slice(&f.mxcsr.to_le_bytes());
+            out.extend_from_slice(&f.mxcr_mask.to_le_bytes());
+            for w in f.st_space.iter().chain(&f.xmm_space) {
+                out.extend_from_slice(&w.to_le_bytes());
+            }
+            // The rest (the kernel's padding and software-reserved words) stays zero.
+            for (d, s) in bytes.iter_mut().zip(&out) {
+                *d = *s;
+            }
+            Box::new(bytes)
+        });
+        Ok(crate::corefile::write::ThreadRegisters { general, fp })
+    }
+
     /// `int3` traps with the program counter just past it.
     pub(super) fn breakpoint_from_trap_pc(pc: u64) -> u64 {
         pc.wrapping_sub(BREAKPOINT.len() as u64)
@@ -128,6 +170,16 @@ mod imp {
     ) -> Result<()> {
         Err(unsupported("emulating a function return"))
     }
+
+    pub(super) fn core_registers(_: Pid) -> Result<crate::corefile::write::ThreadRegisters> {
+        Err(crate::error::TargetError::Unsupported {
+            operation: "writing a core".to_string(),
+            reason: format!(
+                "only x86-64 cores are written, this is {}",
+                std::env::consts::ARCH
+            ),
+        })
+    }
 }
 
 /// The error for what this instruction set does not support.
@@ -158,6 +210,11 @@ pub(super) fn pc(tid: Pid) -> Result<u64> {
 /// The registers of stopped thread `tid`, for the unwinder.
 pub(super) fn registers(tid: Pid) -> Result<crate::unwind::Registers> {
     imp::registers(tid)
+}
+
+/// The registers of stopped thread `tid` as a core file stores them.
+pub(super) fn core_registers(tid: Pid) -> Result<crate::corefile::write::ThreadRegisters> {
+    imp::core_registers(tid)
 }
 
 /// Sets the program counter of stopped thread `tid`.

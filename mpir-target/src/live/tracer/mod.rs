@@ -401,6 +401,22 @@ impl Tracer {
         })
     }
 
+    /// The registers of several stopped threads of `pid` as a core file stores them (general
+    /// and floating-point sets), in one round trip: one result per thread, in order. x86-64
+    /// threads only.
+    pub(crate) fn core_registers_many(
+        &self,
+        pid: u32,
+        tids: &[u32],
+    ) -> Result<Vec<Result<crate::corefile::write::ThreadRegisters>>> {
+        let tids = tids.to_vec();
+        self.call(move |c| {
+            tids.iter()
+                .map(|&t| c.core_registers(pid as i32, t as i32))
+                .collect()
+        })
+    }
+
     /// Executes the instruction under the breakpoint where thread `tid` is stopped, with every
     /// other thread of `pid` stopped, then puts the breakpoint back. All threads are left
     /// stopped; [`Tracer::resume`] continues.

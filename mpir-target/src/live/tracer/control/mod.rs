@@ -670,6 +670,16 @@ impl Control {
         arch::registers(Pid::from_raw(t))
     }
 
+    /// The registers of stopped thread `t` as a core file stores them.
+    pub(super) fn core_registers(
+        &mut self,
+        pid: i32,
+        t: i32,
+    ) -> Result<crate::corefile::write::ThreadRegisters> {
+        self.require_stopped(pid, t)?;
+        arch::core_registers(Pid::from_raw(t))
+    }
+
     fn require_stopped(&mut self, pid: i32, t: i32) -> Result<()> {
         match self.thread(pid, t) {
             Some(s) if s.stopped => Ok(()),
