@@ -111,7 +111,10 @@ fn expand(b: &Browser, function: &str) {
 }
 
 /// The wait-for graph's nodes (data-ranks, state) and edges (from, to, in a cycle).
-fn graph(b: &Browser) -> (Vec<(String, String)>, Vec<(String, String, bool)>) {
+/// A graph node: (data-ranks, state); an edge: (from, to, in a cycle).
+type Graph = (Vec<(String, String)>, Vec<(String, String, bool)>);
+
+fn graph(b: &Browser) -> Graph {
     let v = b
         .eval(
             "var s = document.getElementById('waits-graph'); \

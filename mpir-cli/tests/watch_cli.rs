@@ -84,10 +84,11 @@ fn finish(mut child: Child, rx: &mpsc::Receiver<String>, secs: u64) -> (i32, Str
 fn watching(rx: &mpsc::Receiver<String>) {
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while std::time::Instant::now() < deadline {
-        if let Ok(l) = rx.recv_timeout(Duration::from_millis(200)) {
-            if l.contains("watching") {
-                return;
-            }
+        if rx
+            .recv_timeout(Duration::from_millis(200))
+            .is_ok_and(|l| l.contains("watching"))
+        {
+            return;
         }
     }
     panic!("mpir never said it was watching");
@@ -112,13 +113,13 @@ fn hang_time(dir: &Path, ranks: usize) -> u64 {
         .unwrap()
 }
 
-fn watch_args(stack: &Stack, job: &Job, out: &Path, extra: &[&str]) -> Vec<String> {
+fn watch_args(stack: &Stack, job: &Job, out: &Path, every: &str, extra: &[&str]) -> Vec<String> {
     let mut a: Vec<String> = vec![
         "watch".into(),
         "--starter".into(),
         job.starter().to_string(),
         "--every".into(),
-        "1".into(),
+        every.into(),
         "--out".into(),
         out.display().to_string(),
     ];
@@ -155,6 +156,7 @@ fn a_job_that_hangs_later_gets_exactly_one_bundle_with_a_core_per_class() {
         &stack,
         &job,
         &out,
+        "1",
         &["--cores", "--then", "keep", "--for", "30"],
     );
     let (child, rx) = spawn(&args);
@@ -215,7 +217,7 @@ fn a_job_that_never_hangs_gets_no_bundle() {
     let program = build_fixture(&stack, &dir, "watch");
     let job = start(&stack, &dir, &program, "fine:8", 3);
     let out = dir.join("bundles");
-    let (child, rx) = spawn(&watch_args(&stack, &job, &out, &[]));
+    let (child, rx) = spawn(&watch_args(&stack, &job, &out, "1", &[]));
     let (code, log) = finish(child, &rx, 120);
     assert_eq!(code, 0, "{log}");
     assert!(log.contains("the job ended"), "{log}");
@@ -231,7 +233,7 @@ fn sigusr1_asks_for_a_bundle_now() {
     let program = build_fixture(&stack, &dir, "watch");
     let job = start(&stack, &dir, &program, "fine:12", 3);
     let out = dir.join("bundles");
-    let (child, rx) = spawn(&watch_args(&stack, &job, &out, &["--every", "3"]));
+    let (child, rx) = spawn(&watch_args(&stack, &job, &out, "3", &[]));
     watching(&rx);
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
@@ -256,7 +258,7 @@ fn an_output_directory_that_disappears_ends_the_watch_and_leaves_the_job() {
     let program = build_fixture(&stack, &dir, "watch");
     let job = start(&stack, &dir, &program, "hang_after:2", 3);
     let out = dir.join("bundles");
-    let (child, rx) = spawn(&watch_args(&stack, &job, &out, &[]));
+    let (child, rx) = spawn(&watch_args(&stack, &job, &out, "1", &[]));
     watching(&rx);
     std::fs::remove_dir_all(&out).unwrap();
     let (code, log) = finish(child, &rx, 120);

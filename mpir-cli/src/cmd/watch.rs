@@ -16,6 +16,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context as _;
 use mpir_session::{Session, StacksRead};
+use mpir_target::corefile::write::CoreOptions;
 use mpir_types::ranks::RankSet;
 use serde_json::{Value, json};
 
@@ -606,13 +607,16 @@ fn cores(
         };
         dumped.insert(rank);
         let path = dir.join(format!("rank-{rank}.core"));
-        match write_core(w.session, rank, &path, opts.max_core_mib << 20) {
+        let limits = CoreOptions::default().with_max_bytes(opts.max_core_mib << 20);
+        match w.session.write_core(rank, &path, &limits) {
             Ok(c) => out.push(json!({
                 "class": class.to_string(),
                 "rank": rank,
+                "pid": c.pid,
                 "file": format!("cores/rank-{rank}.core"),
-                "bytes": c.bytes,
-                "threads": c.threads,
+                "bytes": c.core.bytes,
+                "threads": c.core.threads,
+                "stopped_ms": c.stopped_for.as_secs_f64() * 1e3,
             })),
             Err(e) => {
                 let why = mpir_session::chain(&e);
@@ -622,23 +626,6 @@ fn cores(
         }
     }
     Ok(out)
-}
-
-// SHIM until the core writer lands.
-struct Written {
-    bytes: u64,
-    threads: usize,
-}
-fn write_core(
-    _s: &mut Session,
-    _rank: u64,
-    _path: &Path,
-    _max: u64,
-) -> Result<Written, mpir_session::SessionError> {
-    Err(mpir_session::SessionError::Unsupported {
-        operation: "write_core",
-        source_kind: "this build",
-    })
 }
 
 /// After a bundle: `None` to keep watching, else the exit status.
