@@ -348,8 +348,22 @@ impl Agents {
         session: &mut Session,
         options: &StackOptions,
     ) -> Result<StacksRead, FrontEndError> {
+        self.stacks_with(session, options, |_| {})
+    }
+
+    /// [`stacks`](Agents::stacks), telling `progress` how far this node's read is (the other
+    /// nodes' agents read at the same time; their answers are awaited after it).
+    ///
+    /// # Errors
+    /// As [`stacks`](Agents::stacks).
+    pub fn stacks_with(
+        &mut self,
+        session: &mut Session,
+        options: &StackOptions,
+        progress: impl FnMut(mpir_session::StackProgress),
+    ) -> Result<StacksRead, FrontEndError> {
         let id = self.fleet.send_all(&Request::Stacks(ask_of(options)));
-        let local = session.stacks(options);
+        let local = session.stacks_with(options, progress);
         let sampling = options
             .interval()
             .saturating_mul(options.samples().saturating_sub(1));

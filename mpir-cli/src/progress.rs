@@ -49,3 +49,18 @@ pub(crate) fn spinner(what: &str) -> ProgressBar {
     bar.enable_steady_tick(std::time::Duration::from_millis(120));
     bar
 }
+
+/// A bar for a stacks read: this node's ranks read over every sample; once they are, the
+/// message says the other nodes' agents are awaited (when there are any).
+pub(crate) fn stacks_bar(agents: bool) -> (ProgressBar, impl FnMut(mpir_session::StackProgress)) {
+    let bar = bar(0, "reading stacks");
+    let handle = bar.clone();
+    let tell = move |p: mpir_session::StackProgress| {
+        handle.set_length(u64::from(p.samples) * p.total as u64);
+        handle.set_position(u64::from(p.sample - 1) * p.total as u64 + p.done as u64);
+        if agents && p.sample == p.samples && p.done == p.total {
+            handle.set_message("waiting for the other nodes' agents");
+        }
+    };
+    (bar, tell)
+}

@@ -192,6 +192,20 @@ pub struct StopTime {
     pub stopped_for: Duration,
 }
 
+/// How far a [`Session::stacks_with`] read is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StackProgress {
+    /// The sample (1-based).
+    pub sample: u32,
+    /// Samples in all.
+    pub samples: u32,
+    /// This node's live ranks of this sample read so far.
+    pub done: usize,
+    /// This node's live ranks in a sample.
+    pub total: usize,
+}
+
 /// One sample of every selected rank's stacks.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -385,7 +399,20 @@ impl Session {
     /// [`SessionError::Control`] when no tracer can be started; [`SessionError::Unsupported`]
     /// for an MPI2DD-only session. Per-rank trouble is in [`StackSample::unreached`].
     pub fn stacks(&mut self, options: &StackOptions) -> Result<StacksRead, SessionError> {
-        self.stacks_among(options, None)
+        self.stacks_among(options, None, &mut |_| {})
+    }
+
+    /// [`stacks`](Session::stacks), telling `progress` before each live rank's snapshot and
+    /// once each sample is taken (a progress bar's ranks read / total).
+    ///
+    /// # Errors
+    /// As [`stacks`](Session::stacks).
+    pub fn stacks_with(
+        &mut self,
+        options: &StackOptions,
+        mut progress: impl FnMut(StackProgress),
+    ) -> Result<StacksRead, SessionError> {
+        self.stacks_among(options, None, &mut progress)
     }
 
     /// [`stacks`](Session::stacks) of the ranks in `only` alone: the others are neither
@@ -399,19 +426,21 @@ impl Session {
         options: &StackOptions,
         only: &RankSet,
     ) -> Result<StacksRead, SessionError> {
-        self.stacks_among(options, Some(only))
+        self.stacks_among(options, Some(only), &mut |_| {})
     }
 
     fn stacks_among(
         &mut self,
         options: &StackOptions,
         only: Option<&RankSet>,
+        progress: &mut dyn FnMut(StackProgress),
     ) -> Result<StacksRead, SessionError> {
         let mut samples = Vec::new();
-        let (proof_release, numbered) = self.run_samples(options, options.samples, only, |s| {
-            samples.push(s);
-            ControlFlow::Continue(())
-        })?;
+        let (proof_release, numbered) =
+            self.run_samples(options, options.samples, only, progress, |s| {
+                samples.push(s);
+                ControlFlow::Continue(())
+            })?;
         let unmoved = unmoved_of(&samples, options);
         Ok(StacksRead {
             samples,
@@ -456,7 +485,7 @@ impl Session {
         mut on_sample: impl FnMut(StackSample) -> ControlFlow<()>,
     ) -> Result<SamplingSummary, SessionError> {
         let mut summary = SamplingSummary::default();
-        let (proof, _) = self.run_samples(options, max_samples, None, |s| {
+        let (proof, _) = self.run_samples(options, max_samples, None, &mut |_| {}, |s| {
             summary.samples += 1;
             if !s.overran.is_empty() {
                 summary.overran += 1;
@@ -475,6 +504,7 @@ impl Session {
         options: &StackOptions,
         count: u32,
         only: Option<&RankSet>,
+        progress: &mut dyn FnMut(StackProgress),
         mut on_sample: impl FnMut(StackSample) -> ControlFlow<()>,
     ) -> Result<(Option<ReleaseReport>, Numbered), SessionError> {
         let (ranks, unreached, proof, numbered) = self.stack_ranks(only)?;
@@ -533,6 +563,14 @@ impl Session {
                             std::thread::sleep(wait);
                         }
                     }
+                    let mut tell = |done: usize| {
+                        progress(StackProgress {
+                            sample: index,
+                            samples: count,
+                            done,
+                            total: live.len(),
+                        })
+                    };
                     let sample = live_sample(
                         &tracer,
                         live,
@@ -542,7 +580,9 @@ impl Session {
                         options,
                         &tree_options,
                         index,
+                        &mut tell,
                     );
+                    tell(live.len());
                     if on_sample(sample).is_break() {
                         break;
                     }
@@ -659,6 +699,7 @@ fn live_sample(
     options: &StackOptions,
     tree_options: &TreeOptions,
     index: u32,
+    progress: &mut dyn FnMut(usize),
 ) -> StackSample {
     let taken_at = SystemTime::now();
     let started = Instant::now();
@@ -693,6 +734,7 @@ fn live_sample(
                 .collect::<Vec<RankStacks>>()
         });
         for (i, l) in live.iter().enumerate() {
+            progress(i);
             let same = || procfs::start_time(l.pid).is_ok_and(|t| t == l.start);
             if !same() {
                 unreached.push(Unreached::new(l.rank, UnreachedReason::Exited));

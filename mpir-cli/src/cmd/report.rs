@@ -163,14 +163,16 @@ pub(crate) fn read_all(
     let hang = read.report.as_ref().is_some_and(|r| r.has_hang());
     let mut complete =
         coverage.complete && !read.report.as_ref().is_some_and(|r| r.has_unknown_waits());
-    let spin = progress::spinner("reading stacks");
+    let (bar, tell) = progress::stacks_bar(agents.is_some());
     let stacks_read = match agents {
         Some(a) => a
-            .stacks(session, stacks)
+            .stacks_with(session, stacks, tell)
             .map_err(crate::cmd::agent::local_error),
-        None => session.stacks(stacks).map_err(anyhow::Error::from),
+        None => session
+            .stacks_with(stacks, tell)
+            .map_err(anyhow::Error::from),
     };
-    spin.finish_and_clear();
+    bar.finish_and_clear();
     let stacks_read = match stacks_read {
         Ok(s) => {
             let source = if session.core_files().is_empty() {

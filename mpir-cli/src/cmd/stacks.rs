@@ -135,14 +135,14 @@ pub(crate) fn run(args: &StacksArgs) -> anyhow::Result<ExitCode> {
         Duration::from_secs(args.timeout),
     );
     let mut agents = args.remote.start(&mut session, settings)?;
-    let spin = progress::spinner("reading stacks");
+    let (bar, tell) = progress::stacks_bar(agents.is_some());
     let read = match agents.as_mut() {
         Some(a) => a
-            .stacks(&mut session, &stack_options)
+            .stacks_with(&mut session, &stack_options, tell)
             .map_err(local_error)?,
-        None => session.stacks(&stack_options)?,
+        None => session.stacks_with(&stack_options, tell)?,
     };
-    spin.finish_and_clear();
+    bar.finish_and_clear();
     drop(agents);
     let job = mpir_json::job(&session);
     drop(session);
