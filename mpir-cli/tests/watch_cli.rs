@@ -385,3 +385,90 @@ fn slurm_s_time_limit_writes_a_bundle_before_the_end() {
     assert!(started.elapsed().unwrap() < Duration::from_secs(60));
     common::stock::untouched(&job);
 }
+
+#[test]
+fn ranks_that_die_end_the_watch() {
+    let Some(stack) = common::stock::open_mpi_typed() else {
+        return;
+    };
+    let dir = scratch("watch-die");
+    let program = build_fixture(&stack, &dir, "watch");
+    let job = start(&stack, &dir, &program, "fine:60", 3);
+    let out = dir.join("bundles");
+    // Named by pid: no starter whose exit would say the job ended; the ranks' own deaths must.
+    let pids: Vec<String> = job.pids.iter().map(u32::to_string).collect();
+    let mut args: Vec<String> = ["watch", "--every", "1", "--pid"]
+        .map(String::from)
+        .to_vec();
+    args.push(pids.join(","));
+    args.push("--out".into());
+    args.push(out.display().to_string());
+    let (child, rx) = spawn(&args);
+    watching(&rx);
+    std::thread::sleep(Duration::from_secs(2));
+    for &p in &job.pids {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(p as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    let (code, log) = finish(child, &rx, 60);
+    assert_eq!(code, 0, "{log}");
+    assert!(
+        log.contains("no rank of the job can be read any more"),
+        "{log}"
+    );
+    assert_eq!(bundles(&out), (Vec::new(), false), "{log}");
+}
+
+/// A tmpfs of `kib` KiB mounted on `dir` for the guard's life.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(dir: &Path, kib: u32) -> Option<Tmpfs> {
+        std::fs::create_dir_all(dir).unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "tmpfs"])
+            .arg(dir)
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then(|| Tmpfs(dir.to_path_buf()))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_full_output_directory_ends_the_watch_and_leaves_no_half_bundle() {
+    let Some(stack) = common::stock::open_mpi_typed() else {
+        return;
+    };
+    let dir = scratch("watch-full");
+    let out = dir.join("bundles");
+    // 16 KiB: the report page alone is larger.
+    let Some(_fs) = Tmpfs::mount(&out, 16) else {
+        skip("cannot mount a small tmpfs here (needs root): the full-disk case is not run");
+        return;
+    };
+    let program = build_fixture(&stack, &dir, "watch");
+    let job = start(&stack, &dir, &program, "hang_after:1", 3);
+    let (child, rx) = spawn(&watch_args(&stack, &job, &out, "1", &[]));
+    let (code, log) = finish(child, &rx, 120);
+    assert_eq!(code, 1, "{log}");
+    assert!(
+        log.contains("could not be written; the watch ends and the job runs on untouched")
+            && log.contains("No space left on device"),
+        "{log}"
+    );
+    assert_eq!(
+        bundles(&out),
+        (Vec::new(), false),
+        "nothing left behind: {log}"
+    );
+    untouched(&job);
+}

@@ -42,9 +42,13 @@
 //! 10. Python frames (issue 34): `mpir stacks` on a 16-rank mpi4py job with and without
 //!     them, each rank's stop, and py-spy's dump of every rank.
 //!
+//! 11. The HTML report and `mpir watch` (issue 33): a 4,096-rank report made and drawn in
+//!     headless Chromium against the same data parsed only; the watch's CPU per round and
+//!     peak memory on a 64-rank Open MPI job against one round's work as a one-shot command.
+//!
 //! `--quick` takes fewer samples and skips the 1M tables; `--no-gdb` skips gdb; `--only
 //! NAME` (`proctable`, `attach64`, `launch`, `attach-e2e`, `stacks`, `srun`, `pmix`,
-//! `agents`, `waits`, `python`) runs one section.
+//! `agents`, `waits`, `python`, `report`) runs one section.
 //! Medians.
 
 use std::process::Stdio;
@@ -62,6 +66,7 @@ use mpir_target::proctable::{ReadOptions, read_proctable};
 mod agents;
 mod pmix;
 mod python;
+mod report;
 mod srun;
 mod stacks;
 mod waits;
@@ -464,6 +469,7 @@ fn main() {
         "agents",
         "waits",
         "python",
+        "report",
     ];
     if let Some(o) = only.as_deref().filter(|o| !sections.contains(o)) {
         eprintln!("compare: unknown section {o:?} (use one of {sections:?})");
@@ -518,6 +524,9 @@ fn main() {
     }
     if run("python") {
         python::python(&cfg, &dir.0);
+    }
+    if run("report") {
+        report::report(&cfg, &dir.0);
     }
     println!("Whole run: {:.0} s.", start.elapsed().as_secs_f64());
 }
