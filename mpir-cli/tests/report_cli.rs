@@ -165,7 +165,9 @@ fn envelope(page: &Path) -> Value {
     let html = std::fs::read_to_string(page).unwrap();
     let start = html.find("id=\"mpir-data\">").unwrap() + "id=\"mpir-data\">".len();
     let end = start + html[start..].find("</script>").unwrap();
-    serde_json::from_str(&html[start..end]).unwrap()
+    let data: Value = serde_json::from_str(&html[start..end]).unwrap();
+    common::validate(&data);
+    data
 }
 
 #[test]

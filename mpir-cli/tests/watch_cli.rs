@@ -131,6 +131,7 @@ fn watch_args(stack: &Stack, job: &Job, out: &Path, every: &str, extra: &[&str])
 /// A bundle's documents are valid and its report holds them.
 fn check_bundle(bundle: &Path) -> Value {
     let summary = read_json(&bundle.join("bundle.json"));
+    common::validate(&summary);
     for f in ["job.json", "stacks.json", "deadlock.json"] {
         common::validate(&read_json(&bundle.join(f)));
     }

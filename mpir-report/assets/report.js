@@ -469,7 +469,8 @@
       var t = w.target || {};
       var cyc = info[r] && info[r].state === 'cycle';
       if (t.rank && num(t.rank.rank) !== null) edge(r, t.rank.rank, cyc && cycleOf[t.rank.rank] === cycleOf[r]);
-      else if (t.any_source) arr(t.any_source.candidates).slice(0, 256).forEach(function (c) { if (num(c) !== null) edge(r, c, false); });
+      // A knot (MPI_ANY_SOURCE receives that no candidate can satisfy) is a cycle of OR-waits.
+      else if (t.any_source) arr(t.any_source.candidates).slice(0, 256).forEach(function (c) { if (num(c) !== null) edge(r, c, cyc && cycleOf[c] === cycleOf[r]); });
     });
     order.forEach(function (k) { groups[k].ranks.sort(function (a, b) { return a - b; }); });
     var all = order.map(function (k) { return groups[k]; });

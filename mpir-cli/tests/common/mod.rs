@@ -18,13 +18,15 @@ pub fn mpir() -> Command {
 
 /// Every kind of document the tool prints, by its `schema` value, and the file of
 /// `docs/schema/` that describes it.
-pub const SCHEMAS: [(&str, &str); 6] = [
+pub const SCHEMAS: [(&str, &str); 8] = [
     ("mpir.job/1", "job.v1.json"),
     ("mpir.queues/1", "queues.v1.json"),
     ("mpir.core/3", "core.v3.json"),
     ("mpir.deadlock/4", "deadlock.v4.json"),
     ("mpir.demo/4", "demo.v4.json"),
     ("mpir.stacks/2", "stacks.v2.json"),
+    ("mpir.report/1", "report.v1.json"),
+    ("mpir.watch-bundle/1", "watch-bundle.v1.json"),
 ];
 
 /// The schemas of `docs/schema/`, compiled once (they refer to each other by file name).
