@@ -353,6 +353,39 @@ fn a_real_open_mpi_ring_s_report() {
     assert_eq!(status, "1 operation", "rank 2's receive from 3");
     let row = text(&b, "#ops-table tbody tr");
     assert!(row.contains("receive") && row.contains("MPI_Recv"), "{row}");
+    drop(job);
+
+    // The fixture's wildcard knot: rank 0 receives from MPI_ANY_SOURCE on "wild", every other
+    // rank from rank 0; nobody sends.
+    let job = common::stock::start(&stack, &dir, &program, "wildcard", 3);
+    let page = dir.join("knot.html");
+    let out = mpir()
+        .args(["report", "--starter", &job.starter().to_string(), "-o"])
+        .arg(&page)
+        .args(&stack.extra)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    common::stock::untouched(&job);
+    open(&b, &page);
+    fetched_nothing(&b, &page);
+    let line = text(&b, "#verdict .cycle-line");
+    assert!(
+        line.contains("ranks 0, 1, 2; a knot") && line.ends_with("on wild"),
+        "{line}"
+    );
+    let (_, edges) = graph(&b);
+    for (a, z) in [("0", "1"), ("0", "2"), ("1", "0"), ("2", "0")] {
+        assert!(
+            edges.contains(&(a.into(), z.into(), true)),
+            "{a}->{z} in {edges:?}"
+        );
+    }
 }
 
 #[test]

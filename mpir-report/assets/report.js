@@ -155,8 +155,22 @@
         var chain = arr(cy.chain);
         var first = chain[0] || {};
         var b = first.blocked_in || {};
-        var ranks = arr(cy.ranks).map(str);
-        var txt = 'Cycle ' + (i + 1) + ': ' + ranks.join(' \u2192 ') + (ranks.length ? ' \u2192 ' + ranks[0] : '') +
+        // A ring when each step waits for the next and the last for the first; otherwise
+        // (a knot of wildcard receives) each step's wait as it is.
+        var ring = chain.length > 0 && chain.every(function (c, k) {
+          return c.waits_for === chain[(k + 1) % chain.length].rank;
+        });
+        var steps = ring
+          ? chain.map(function (c) { return str(c.rank); }).concat([str(first.rank)]).join(' \u2192 ')
+          : chain.map(function (c) { return str(c.rank) + ' \u2192 ' + str(c.waits_for); }).join(', ');
+        var members = arr(cy.ranks);
+        var wild = arr(dl.waits).some(function (w) {
+          return w.target && w.target.any_source && members.indexOf(w.rank) >= 0;
+        });
+        if (members.length !== chain.length || wild) {
+          steps += ' (ranks ' + members.map(str).join(', ') + (wild ? '; a knot: wildcard receives none of them can satisfy' : '') + ')';
+        }
+        var txt = 'Cycle ' + (i + 1) + ': ' + steps +
           (b.call ? ', in ' + str(b.call) : '') + callSiteText(b.call_site, ' at ') +
           (arr(cy.communicators).length ? ' on ' + arr(cy.communicators).map(function (c) { return commText(c); }).join(', ') : '');
         add(s, el('p', 'cycle-line', txt));

@@ -40,7 +40,7 @@ pub(crate) struct ReportArgs {
     #[arg(long, requires = "cores")]
     pub(crate) exe: Option<PathBuf>,
     /// JSON documents saved earlier (`mpir … --json > FILE`: job, stacks, deadlock, queues,
-    /// or a demo document), instead of reading a job.
+    /// a demo document, or a report's own data from `report --json`), instead of reading a job.
     #[arg(long = "from", id = "from", value_name = "FILE", num_args = 1..)]
     pub(crate) from: Vec<PathBuf>,
     /// With --starter: only these ranks (a list and ranges, e.g. `0-3,7,12-`).
@@ -214,7 +214,12 @@ fn saved(files: &[PathBuf]) -> anyhow::Result<Vec<Value>> {
         let v: Value = serde_json::from_slice(&text)
             .with_context(|| format!("{} is not a JSON document", f.display()))?;
         let schema = v.get("schema").and_then(Value::as_str).unwrap_or("");
-        if schema.starts_with("mpir.demo/") {
+        if schema.starts_with("mpir.report/") {
+            // A report's own data (`mpir report --json`): its documents.
+            if let Some(docs) = v.get("documents").and_then(Value::as_object) {
+                out.extend(docs.values().cloned());
+            }
+        } else if schema.starts_with("mpir.demo/") {
             for part in ["job", "queues", "deadlock"] {
                 if let Some(p) = v.get(part) {
                     out.push(p.clone());
