@@ -548,6 +548,48 @@ fn a_slurm_jobs_agents_run_in_a_step_beside_it_and_read_every_rank() {
         serde_json::json!([0, 1, 2, 3]),
         "{doc:#}"
     );
+    // The HTML report reads every node's ranks through the same agents: its embedded data
+    // hold the cycle and every rank's stacks (the page itself is checked in report_cli.rs).
+    let page = dir.join("across-nodes.html");
+    let page_arg = page.display().to_string();
+    let o = mpir_in_node1(
+        &cluster,
+        &[
+            "report",
+            "--json",
+            "--types",
+            &types,
+            "--slurm-job",
+            &id,
+            "-o",
+            &page_arg,
+        ],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let data = json_doc(&o);
+    let docs = &data["documents"];
+    assert_eq!(
+        docs["deadlock"]["cycles"][0]["ranks"],
+        serde_json::json!([0, 1, 2, 3])
+    );
+    assert_eq!(docs["stacks"]["coverage"]["read"], 4, "{data:#}");
+    for (rank, _, host) in job.ranks() {
+        assert!(
+            docs["job"]["ranks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["rank"] == rank && r["host"] == host.as_str()),
+            "rank {rank} on {host}"
+        );
+    }
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("\"schema\":\"mpir.report/1\""));
     // The agents' steps are over; only the job's own step runs, its ranks untouched.
     let steps = || job.squeue(&["-s", "-o", "%i", "-j", &id]);
     assert!(
