@@ -535,3 +535,71 @@ fn saved_documents_make_the_same_report() {
     assert!(err.contains("not \"other/1\""), "{err}");
     assert!(!dir.join("junk.html").exists());
 }
+
+#[test]
+fn a_report_from_the_cores_of_the_demo_job() {
+    if !mpir_target::testkit::have("gcore") {
+        mpir_target::testkit::skip("needs gdb's gcore");
+        return;
+    }
+    let dir = scratch("report-cores");
+    let starter = mpir_demo::starter().unwrap();
+    let mut job = std::process::Command::new(starter)
+        .args(["-n", "4", "--lifetime", "60"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(job.stdout.take().unwrap()));
+    // "rank R pid P ready", in whatever order; the cores are given in rank order (without
+    // a starter's core they are numbered by position).
+    let mut ranked = Vec::new();
+    while ranked.len() < 4 {
+        let l = lines.next().unwrap().unwrap();
+        if let ["rank", r, "pid", p, "ready"] = l.split_whitespace().collect::<Vec<_>>()[..] {
+            ranked.push((r.parse::<u32>().unwrap(), p.to_string()));
+        }
+    }
+    ranked.sort();
+    let pids: Vec<String> = ranked.into_iter().map(|(_, p)| p).collect();
+    let mut cores = Vec::new();
+    for p in &pids {
+        let prefix = dir.join("core");
+        let ok = std::process::Command::new("gcore")
+            .arg("-o")
+            .arg(&prefix)
+            .arg(p)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "gcore {p}");
+        cores.push(dir.join(format!("core.{p}")));
+    }
+    let _ = job.kill();
+    let _ = job.wait();
+    let page = dir.join("cores.html");
+    let out = mpir()
+        .args(["report", "-o"])
+        .arg(&page)
+        .arg("--core")
+        .args(&cores)
+        .output()
+        .unwrap();
+    // One instant: the demo's ring of ranks 0-2 is a potential deadlock (exit 3).
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let data = envelope(&page);
+    let docs = &data["documents"];
+    assert_eq!(docs["deadlock"]["verdict"], "potential_deadlock");
+    assert_eq!(
+        docs["deadlock"]["cycles"][0]["ranks"],
+        serde_json::json!([0, 1, 2])
+    );
+    assert_eq!(docs["stacks"]["source"], "cores");
+    assert_eq!(docs["stacks"]["coverage"]["read"], 4);
+}
