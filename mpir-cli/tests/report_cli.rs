@@ -292,6 +292,25 @@ fn the_demo_job_s_report_reads_as_its_text_does() {
     assert_eq!(ranks, serde_json::json!(["3", "3", "3"]));
 }
 
+/// `mpir report` of a hung job of `stack` into `page`: exit status 3, the job left as it
+/// was; the page's data.
+fn hung_report(stack: &common::stock::Stack, job: &common::Job, page: &Path) -> Value {
+    let out = mpir()
+        .args(["report", "--starter", &job.starter().to_string(), "-o"])
+        .arg(page)
+        .args(&stack.extra)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    common::stock::untouched(job);
+    envelope(page)
+}
+
 #[test]
 fn a_real_open_mpi_ring_s_report() {
     let Some(stack) = common::stock::open_mpi_typed() else {
@@ -304,20 +323,7 @@ fn a_real_open_mpi_ring_s_report() {
     let program = common::stock::build(&stack, &dir);
     let job = common::stock::start(&stack, &dir, &program, "ring", 4);
     let page = dir.join("ring.html");
-    let out = mpir()
-        .args(["report", "--starter", &job.starter().to_string(), "-o"])
-        .arg(&page)
-        .args(&stack.extra)
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    common::stock::untouched(&job);
-    let data = envelope(&page);
+    let data = hung_report(&stack, &job, &page);
     for part in ["job", "stacks", "deadlock"] {
         common::validate(&data["documents"][part]);
     }
@@ -359,19 +365,7 @@ fn a_real_open_mpi_ring_s_report() {
     // rank from rank 0; nobody sends.
     let job = common::stock::start(&stack, &dir, &program, "wildcard", 3);
     let page = dir.join("knot.html");
-    let out = mpir()
-        .args(["report", "--starter", &job.starter().to_string(), "-o"])
-        .arg(&page)
-        .args(&stack.extra)
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    common::stock::untouched(&job);
+    hung_report(&stack, &job, &page);
     open(&b, &page);
     fetched_nothing(&b, &page);
     let line = text(&b, "#verdict .cycle-line");

@@ -94,7 +94,15 @@ pub(crate) fn page(documents: Vec<Value>, notes: &[String]) -> anyhow::Result<mp
 
 /// Writes the page of `documents` to `path` and says so on stderr.
 pub(crate) fn write(path: &Path, documents: Vec<Value>, notes: &[String]) -> anyhow::Result<()> {
-    let bytes = page(documents, notes)?.write(path)?;
+    emit(&page(documents, notes)?, path, false)
+}
+
+/// Writes `report` to `path` (with `json`, its data on stdout too) and says so on stderr.
+fn emit(report: &mpir_report::Report, path: &Path, json: bool) -> anyhow::Result<()> {
+    if json {
+        outln!("{}", serde_json::to_string_pretty(&report.envelope())?);
+    }
+    let bytes = report.write(path)?;
     eprintln!(
         "mpir: report written to {} ({:.1} kB)",
         path.display(),
@@ -235,16 +243,7 @@ fn saved(files: &[PathBuf]) -> anyhow::Result<Vec<Value>> {
 pub(crate) fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     if !args.from.is_empty() {
         let docs = saved(&args.from)?;
-        let report = page(docs, &[])?;
-        if args.common.json {
-            outln!("{}", serde_json::to_string_pretty(&report.envelope())?);
-        }
-        let bytes = report.write(&args.output)?;
-        eprintln!(
-            "mpir: report written to {} ({:.1} kB)",
-            args.output.display(),
-            bytes as f64 / 1e3
-        );
+        emit(&page(docs, &[])?, &args.output, args.common.json)?;
         return Ok(ExitCode::SUCCESS);
     }
     let mut options = args
@@ -305,16 +304,7 @@ pub(crate) fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     )?;
     drop(agents);
     drop(session);
-    let report = page(full.documents, &[])?;
-    if args.common.json {
-        outln!("{}", serde_json::to_string_pretty(&report.envelope())?);
-    }
-    let bytes = report.write(&args.output)?;
-    eprintln!(
-        "mpir: report written to {} ({:.1} kB)",
-        args.output.display(),
-        bytes as f64 / 1e3
-    );
+    emit(&page(full.documents, &[])?, &args.output, args.common.json)?;
     Ok(if full.hang {
         ExitCode::from(HANG)
     } else if !full.complete {

@@ -388,7 +388,7 @@ pub(crate) fn watch(
             "watch round"
         );
         if suspect >= opts.suspect_after && !reported_hang {
-            let outcome = full(&mut w, opts)?;
+            let outcome = full(&mut w)?;
             costs.full_reads += 1;
             if outcome.hang {
                 let verdict = outcome.verdict.clone();
@@ -438,8 +438,7 @@ struct Outcome {
 }
 
 /// The whole job, read as `mpir report` reads it.
-fn full(w: &mut Watched<'_>, opts: &WatchOpts) -> anyhow::Result<Outcome> {
-    let _ = opts;
+fn full(w: &mut Watched<'_>) -> anyhow::Result<Outcome> {
     let stacks = report::stack_options(
         2,
         w.interval,
@@ -482,7 +481,7 @@ fn bundle(
     trigger: Trigger,
     costs: &mut Costs,
 ) -> anyhow::Result<Outcome> {
-    let outcome = full(w, opts)?;
+    let outcome = full(w)?;
     costs.full_reads += 1;
     write_bundle(w, opts, trigger, outcome)
 }
