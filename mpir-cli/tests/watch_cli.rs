@@ -385,6 +385,29 @@ fn slurm_s_time_limit_writes_a_bundle_before_the_end() {
     assert!(left <= 60, "{why}");
     assert!(started.elapsed().unwrap() < Duration::from_secs(60));
     common::stock::untouched(&job);
+
+    // Named by its srun alone: the job the srun itself names (totalview_jobid) is watched.
+    let out2 = dir.join("bundles-by-starter");
+    let args: Vec<String> = vec![
+        "watch".into(),
+        "--starter".into(),
+        job.starter().to_string(),
+        "--every".into(),
+        "1".into(),
+        "--time-margin".into(),
+        "90".into(),
+        "--then".into(),
+        "detach".into(),
+        "--out".into(),
+        out2.display().to_string(),
+    ];
+    let (child, rx) = spawn(&args);
+    let (code, log) = finish(child, &rx, 90);
+    assert_eq!(code, 0, "no hang:\n{log}");
+    let (found, _) = bundles(&out2);
+    assert_eq!(found.len(), 1, "{found:?}\n{log}");
+    assert_eq!(check_bundle(&found[0])["trigger"], "time-limit");
+    common::stock::untouched(&job);
 }
 
 #[test]

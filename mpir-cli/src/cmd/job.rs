@@ -94,12 +94,13 @@ pub(crate) fn launch(
     out.notes.extend(verified.into_iter().flatten());
     print(&out, common.json)?;
     if let Some(opts) = args.watch {
+        let slurm_job = crate::cmd::watch::slurm_job_of(&session);
         let code = crate::cmd::watch::watch(
             crate::cmd::watch::Watched {
                 session: &mut session,
                 agents: None,
                 child: Some(&mut child),
-                slurm_job: None,
+                slurm_job,
                 samples: 3,
                 interval: Duration::from_millis(150),
                 types_given: false,

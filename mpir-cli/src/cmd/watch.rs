@@ -92,7 +92,8 @@ pub(crate) struct WatchArgs {
     /// The starter's pid (mpiexec, orterun, srun…).
     #[arg(long, required_unless_present_any = ["pids", "slurm_job"], conflicts_with_all = ["pids", "slurm_job"])]
     pub(crate) starter: Option<u32>,
-    /// A Slurm job (or step, `J.S`) whose srun runs on this node; its time limit is watched.
+    /// A Slurm job (or step, `J.S`) whose srun runs on this node. Its time limit is watched
+    /// (also when --starter names an srun: the job it names).
     #[arg(long = "slurm-job", value_name = "J[.S]", conflicts_with = "pids")]
     pub(crate) slurm_job: Option<mpir_acquire::slurm::StepId>,
     /// Rank processes to watch directly (repeat, or separate with commas).
@@ -189,12 +190,16 @@ pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<ExitCode> {
         Duration::from_secs(args.timeout),
     );
     let mut agents = args.remote.start(&mut session, settings)?;
+    let slurm_job = args
+        .slurm_job
+        .map(|s| s.job)
+        .or_else(|| slurm_job_of(&session));
     watch(
         Watched {
             session: &mut session,
             agents: agents.as_mut(),
             child: None,
-            slurm_job: args.slurm_job.map(|s| s.job),
+            slurm_job,
             samples: args.samples,
             interval: Duration::from_millis(args.interval_ms),
             types_given: args.reader.types_given(),
@@ -202,6 +207,15 @@ pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<ExitCode> {
         &args.watch,
         requests,
     )
+}
+
+/// The Slurm job of a session whose starter is `srun`, as the starter itself says
+/// (`totalview_jobid`, read with its table): its time limit is watched.
+pub(crate) fn slurm_job_of(session: &Session) -> Option<u64> {
+    let starter = &session.job()?.starter;
+    (starter.launcher == Some(mpir_acquire::quirks::Launcher::Slurm))
+        .then_some(starter.job_id)
+        .flatten()
 }
 
 /// SIGUSR1 as a request for a bundle; `None` (with a warning) when it cannot be had.
