@@ -128,6 +128,16 @@ fn watch_args(stack: &Stack, job: &Job, out: &Path, every: &str, extra: &[&str])
     a
 }
 
+/// A 3-rank job of tests/fixtures/watch.c in `mode` on Open MPI with its types, in scratch
+/// directory `name`; `None` after a skip.
+fn ring(name: &str, mode: &str) -> Option<(Stack, mpir_target::testkit::Scratch, Job)> {
+    let stack = common::stock::open_mpi_typed()?;
+    let dir = scratch(name);
+    let program = build_fixture(&stack, &dir, "watch");
+    let job = start(&stack, &dir, &program, mode, 3);
+    Some((stack, dir, job))
+}
+
 /// A bundle's documents are valid and its report holds them.
 fn check_bundle(bundle: &Path) -> Value {
     let summary = read_json(&bundle.join("bundle.json"));
@@ -211,12 +221,9 @@ fn a_job_that_hangs_later_gets_exactly_one_bundle_with_a_core_per_class() {
 
 #[test]
 fn a_job_that_never_hangs_gets_no_bundle() {
-    let Some(stack) = common::stock::open_mpi_typed() else {
+    let Some((stack, dir, job)) = ring("watch-fine", "fine:8") else {
         return;
     };
-    let dir = scratch("watch-fine");
-    let program = build_fixture(&stack, &dir, "watch");
-    let job = start(&stack, &dir, &program, "fine:8", 3);
     let out = dir.join("bundles");
     let (child, rx) = spawn(&watch_args(&stack, &job, &out, "1", &[]));
     let (code, log) = finish(child, &rx, 120);
@@ -227,12 +234,9 @@ fn a_job_that_never_hangs_gets_no_bundle() {
 
 #[test]
 fn sigusr1_asks_for_a_bundle_now() {
-    let Some(stack) = common::stock::open_mpi_typed() else {
+    let Some((stack, dir, job)) = ring("watch-usr1", "fine:12") else {
         return;
     };
-    let dir = scratch("watch-usr1");
-    let program = build_fixture(&stack, &dir, "watch");
-    let job = start(&stack, &dir, &program, "fine:12", 3);
     let out = dir.join("bundles");
     let (child, rx) = spawn(&watch_args(&stack, &job, &out, "3", &[]));
     watching(&rx);
@@ -252,12 +256,9 @@ fn sigusr1_asks_for_a_bundle_now() {
 
 #[test]
 fn an_output_directory_that_disappears_ends_the_watch_and_leaves_the_job() {
-    let Some(stack) = common::stock::open_mpi_typed() else {
+    let Some((stack, dir, job)) = ring("watch-gone", "hang_after:2") else {
         return;
     };
-    let dir = scratch("watch-gone");
-    let program = build_fixture(&stack, &dir, "watch");
-    let job = start(&stack, &dir, &program, "hang_after:2", 3);
     let out = dir.join("bundles");
     let (child, rx) = spawn(&watch_args(&stack, &job, &out, "1", &[]));
     watching(&rx);
@@ -355,21 +356,25 @@ fn slurm_s_time_limit_writes_a_bundle_before_the_end() {
     let job = Job::start(&mut srun, &sub, 2, Duration::from_millis(500));
     let id = common::slurm_job_id(jobs.name());
     let out = dir.join("bundles");
-    let args: Vec<String> = vec![
-        "watch".into(),
-        "--slurm-job".into(),
-        id.to_string(),
-        "--every".into(),
-        "1".into(),
-        "--time-margin".into(),
-        "90".into(),
-        "--then".into(),
-        "detach".into(),
-        "--out".into(),
-        out.display().to_string(),
-    ];
+    let args = |named: [&str; 2], out: &Path| -> Vec<String> {
+        let mut a: Vec<String> = vec!["watch".into(), named[0].into(), named[1].into()];
+        for x in [
+            "--every",
+            "1",
+            "--time-margin",
+            "90",
+            "--then",
+            "detach",
+            "--out",
+        ] {
+            a.push(x.into());
+        }
+        a.push(out.display().to_string());
+        a
+    };
+    let id_arg = id.to_string();
     let started = SystemTime::now();
-    let (child, rx) = spawn(&args);
+    let (child, rx) = spawn(&args(["--slurm-job", &id_arg], &out));
     let (code, log) = finish(child, &rx, 90);
     assert_eq!(code, 0, "no hang:\n{log}");
     let (found, _) = bundles(&out);
@@ -388,20 +393,8 @@ fn slurm_s_time_limit_writes_a_bundle_before_the_end() {
 
     // Named by its srun alone: the job the srun itself names (totalview_jobid) is watched.
     let out2 = dir.join("bundles-by-starter");
-    let args: Vec<String> = vec![
-        "watch".into(),
-        "--starter".into(),
-        job.starter().to_string(),
-        "--every".into(),
-        "1".into(),
-        "--time-margin".into(),
-        "90".into(),
-        "--then".into(),
-        "detach".into(),
-        "--out".into(),
-        out2.display().to_string(),
-    ];
-    let (child, rx) = spawn(&args);
+    let srun = job.starter().to_string();
+    let (child, rx) = spawn(&args(["--starter", &srun], &out2));
     let (code, log) = finish(child, &rx, 90);
     assert_eq!(code, 0, "no hang:\n{log}");
     let (found, _) = bundles(&out2);
@@ -412,12 +405,9 @@ fn slurm_s_time_limit_writes_a_bundle_before_the_end() {
 
 #[test]
 fn ranks_that_die_end_the_watch() {
-    let Some(stack) = common::stock::open_mpi_typed() else {
+    let Some((_, dir, job)) = ring("watch-die", "fine:60") else {
         return;
     };
-    let dir = scratch("watch-die");
-    let program = build_fixture(&stack, &dir, "watch");
-    let job = start(&stack, &dir, &program, "fine:60", 3);
     let out = dir.join("bundles");
     // Named by pid: no starter whose exit would say the job ended; the ranks' own deaths must.
     let pids: Vec<String> = job.pids.iter().map(u32::to_string).collect();
