@@ -97,8 +97,8 @@ pub use options::SessionOptions;
 pub use queues::{MissingTypes, Progress, QueueRead, RankError, RankRead};
 pub use session::{CoreInfo, Mpi2ddJob, Session, StarterCore};
 pub use stacks::{
-    FoldedStacks, RemoteSample, SamplingSummary, StackOptions, StackProgress, StackSample,
-    StacksRead, StopTime,
+    FoldedStacks, Position, RemoteSample, SamplingSummary, StackOptions, StackProgress,
+    StackSample, StacksRead, StopTime,
 };
 pub use waits::{WaitsReadError, read as read_waits};
 pub use write_core::CoreOfRank;

@@ -815,19 +815,44 @@ fn unmoved_of(samples: &[StackSample], options: &StackOptions) -> Option<RankSet
         let trees: Vec<StackTree> = samples
             .iter()
             .map(|s| {
-                let trimmed: Vec<RankStacks> = s
-                    .ranks
-                    .iter()
-                    .map(|r| {
-                        let threads = r.threads.iter().map(outside_mpi).collect();
-                        RankStacks::new(r.rank, r.pid, threads)
-                    })
-                    .collect();
+                let trimmed: Vec<RankStacks> = s.ranks.iter().map(outside_its_mpi_call).collect();
                 StackTree::build(&trimmed, &s.unreached, &tree_options)
             })
             .collect();
         unmoved(&trees)
     })
+}
+
+/// A rank's stacks as "did it move" compares them: each thread from its MPI call outward (the
+/// frames inside a blocking call change while it polls).
+fn outside_its_mpi_call(r: &RankStacks) -> RankStacks {
+    RankStacks::new(r.rank, r.pid, r.threads.iter().map(outside_mpi).collect())
+}
+
+/// Where one rank was at one read, compared as [`StacksRead::unmoved`] compares the samples of
+/// one read (each thread from its MPI call outward, merged with the read's options): for a
+/// tool that compares reads taken apart, such as a watch reading a few ranks per round.
+#[derive(Debug, Clone)]
+pub struct Position(StackTree);
+
+impl Position {
+    /// The position of each rank of `read`'s last sample, under `options` (the read's).
+    pub fn of(read: &StacksRead, options: &StackOptions) -> Vec<(u64, Position)> {
+        let tree_options = options.tree_options();
+        read.last()
+            .ranks
+            .iter()
+            .map(|r| {
+                let tree = StackTree::build(&[outside_its_mpi_call(r)], &[], &tree_options);
+                (r.rank, Position(tree))
+            })
+            .collect()
+    }
+
+    /// Whether the rank is where it was at `earlier` (same rank, same stacks).
+    pub fn same_as(&self, earlier: &Position) -> bool {
+        !unmoved(&[earlier.0.clone(), self.0.clone()]).is_empty()
+    }
 }
 
 /// Another node's part of a stacks read — an agent's answer for the ranks on its node — to

@@ -15,7 +15,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context as _;
-use mpir_session::{Session, StacksRead};
+use mpir_session::{Position, Session, StackOptions, StacksRead};
 use mpir_target::corefile::write::CoreOptions;
 use mpir_types::ranks::RankSet;
 use serde_json::{Value, json};
@@ -247,7 +247,7 @@ pub(crate) fn watch(
         opts.every,
         opts.out.display()
     );
-    let mut last: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
+    let mut last: std::collections::HashMap<u64, Position> = std::collections::HashMap::new();
     let mut suspect = 0u32;
     let mut reported_hang = false;
     let mut time_limit_done = false;
@@ -340,13 +340,7 @@ pub(crate) fn watch(
             continue;
         }
         // The cheap round: a few ranks' stacks.
-        let ranks: Vec<u64> = w
-            .session
-            .known_ranks()
-            .into_iter()
-            .filter(|(_, _, why)| why.is_none())
-            .filter_map(|(r, _, _)| r)
-            .collect();
+        let ranks: Vec<u64> = readable(w.session).into_iter().map(|(r, _)| r).collect();
         let chosen: Vec<u64> = if ranks.is_empty() {
             Vec::new()
         } else {
@@ -384,7 +378,7 @@ pub(crate) fn watch(
                 );
             }
         }
-        let (compared, moved) = compare(&mut last, &read);
+        let (compared, moved) = compare(&mut last, &read, &options);
         if moved {
             suspect = 0;
             if reported_hang {
@@ -417,11 +411,8 @@ pub(crate) fn watch(
                 continue;
             }
             tracing::info!(verdict = %outcome.verdict, "the ranks did not move, but the job is not hung");
-            // Looked stuck but is not: the same ranks will be compared afresh.
+            // Looked stuck but is not: the rounds start counting again.
             suspect = 0;
-            if let Some(s) = &outcome.stacks {
-                compare(&mut last, s);
-            }
         }
         note_cpu(&mut costs, cpu);
         if bundles >= opts.max_bundles {
@@ -593,12 +584,8 @@ fn cores(
         ]);
     };
     std::fs::create_dir(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let local: std::collections::HashSet<u64> = w
-        .session
-        .known_ranks()
-        .into_iter()
-        .filter_map(|(r, _, why)| r.filter(|_| why.is_none()))
-        .collect();
+    let local: std::collections::HashSet<u64> =
+        readable(w.session).into_iter().map(|(r, _)| r).collect();
     // The classes: the rank sets ending at each leaf of the merged tree.
     let mut classes: Vec<RankSet> = Vec::new();
     for (_, node) in stacks.tree().nodes() {
@@ -672,13 +659,7 @@ fn end_job(w: &mut Watched<'_>) {
     use nix::unistd::Pid;
     let pids: Vec<u32> = match w.session.starter_pid() {
         Some(p) => vec![p],
-        None => w
-            .session
-            .known_ranks()
-            .into_iter()
-            .filter(|(_, _, why)| why.is_none())
-            .map(|(_, p, _)| p)
-            .collect(),
+        None => readable(w.session).into_iter().map(|(_, p)| p).collect(),
     };
     // Let go of every process first: a signal to a held process would wait for the release.
     mpir_session::release_everything();
@@ -721,33 +702,35 @@ fn start_time(pid: u32) -> Option<u64> {
     fields.get(19)?.parse().ok()
 }
 
-/// Compares each rank's stacks with the last seen: (ranks compared, whether any moved).
-fn compare(last: &mut std::collections::HashMap<u64, u64>, read: &StacksRead) -> (usize, bool) {
-    let mut compared = 0;
-    let mut moved = false;
-    for r in &read.last().ranks {
-        let sig = signature(r);
-        if let Some(old) = last.insert(r.rank, sig) {
-            compared += 1;
-            moved |= old != sig;
-        }
-    }
-    (compared, moved)
+/// This node's ranks the session can read (rank, pid); processes named by pid have no rank
+/// of their own and are numbered by position, as the session's reads number them.
+fn readable(session: &Session) -> Vec<(u64, u32)> {
+    session
+        .known_ranks()
+        .into_iter()
+        .enumerate()
+        .filter(|(_, (_, _, why))| why.is_none())
+        .map(|(i, (r, p, _))| (r.unwrap_or(i as u64), p))
+        .collect()
 }
 
-/// A rank's stacks as one number: every thread's frames (module, offset, Python line).
-fn signature(r: &mpir_types::stacks::RankStacks) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    for t in &r.threads {
-        t.tid.hash(&mut h);
-        for f in &t.frames {
-            f.module.hash(&mut h);
-            f.offset.hash(&mut h);
-            f.location.as_ref().map(|l| l.line).hash(&mut h);
+/// Compares each rank of `read` with where it was when last seen, as the library compares
+/// samples ([`Position`]): (ranks compared, whether any moved).
+fn compare(
+    last: &mut std::collections::HashMap<u64, Position>,
+    read: &StacksRead,
+    options: &StackOptions,
+) -> (usize, bool) {
+    let mut compared = 0;
+    let mut moved = false;
+    for (rank, now) in Position::of(read, options) {
+        if let Some(before) = last.get(&rank) {
+            compared += 1;
+            moved |= !now.same_as(before);
         }
+        last.insert(rank, now);
     }
-    h.finish()
+    (compared, moved)
 }
 
 /// The Slurm job's remaining time in seconds (`squeue -h -j J -o %L`), `None` when unlimited
