@@ -142,18 +142,10 @@ pub(crate) fn run(args: &DeadlockArgs) -> anyhow::Result<ExitCode> {
             false,
             Some(mpir_types::stacks::PythonView::Interleaved),
         );
-        let stacks = match agents.as_mut() {
-            Some(a) => a.stacks(&mut session, &options).map_err(local_error),
-            None => session.stacks(&options).map_err(anyhow::Error::from),
-        };
-        match stacks {
+        match crate::cmd::report::read_stacks(&mut session, agents.as_mut(), &options) {
             Ok(s) => documents.push(mpir_json::stacks(
                 &s,
-                if args.ranks.pids.is_empty() {
-                    "starter"
-                } else {
-                    "pids"
-                },
+                crate::cmd::report::source_of(&session),
                 interval,
             )),
             Err(e) => eprintln!(

@@ -171,28 +171,9 @@ pub(crate) fn read_all(
     let hang = read.report.as_ref().is_some_and(|r| r.has_hang());
     let mut complete =
         coverage.complete && !read.report.as_ref().is_some_and(|r| r.has_unknown_waits());
-    let (bar, tell) = progress::stacks_bar(agents.is_some());
-    let stacks_read = match agents {
-        Some(a) => a
-            .stacks_with(session, stacks, tell)
-            .map_err(crate::cmd::agent::local_error),
-        None => session
-            .stacks_with(stacks, tell)
-            .map_err(anyhow::Error::from),
-    };
-    bar.finish_and_clear();
-    let stacks_read = match stacks_read {
+    let stacks_read = match read_stacks(session, agents, stacks) {
         Ok(s) => {
-            let source = if session.core_files().is_empty() {
-                if session.job().is_some() {
-                    "starter"
-                } else {
-                    "pids"
-                }
-            } else {
-                "cores"
-            };
-            documents.push(mpir_json::stacks(&s, source, interval));
+            documents.push(mpir_json::stacks(&s, source_of(session), interval));
             complete &= s.last().unreached.is_empty();
             Some(s)
         }
@@ -211,6 +192,37 @@ pub(crate) fn read_all(
         complete,
         stacks: stacks_read,
     })
+}
+
+/// Every selected rank's stacks, this node's and (through `agents`) the others', with a
+/// progress bar on a terminal.
+pub(crate) fn read_stacks(
+    session: &mut Session,
+    agents: Option<&mut mpir_agent::Agents>,
+    options: &StackOptions,
+) -> anyhow::Result<StacksRead> {
+    let (bar, tell) = progress::stacks_bar(agents.is_some());
+    let read = match agents {
+        Some(a) => a
+            .stacks_with(session, options, tell)
+            .map_err(crate::cmd::agent::local_error),
+        None => session
+            .stacks_with(options, tell)
+            .map_err(anyhow::Error::from),
+    };
+    bar.finish_and_clear();
+    read
+}
+
+/// The stacks document's `source` for `session`.
+pub(crate) fn source_of(session: &Session) -> &'static str {
+    if !session.core_files().is_empty() {
+        "cores"
+    } else if session.job().is_some() {
+        "starter"
+    } else {
+        "pids"
+    }
 }
 
 /// Documents saved by `mpir … --json`: each file one document, a demo document giving its

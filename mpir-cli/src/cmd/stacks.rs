@@ -11,7 +11,7 @@ use std::time::Duration;
 use mpir_session::{Session, StackOptions};
 use mpir_types::stacks::PythonView;
 
-use crate::cmd::agent::{RemoteArgs, local_error, read_settings};
+use crate::cmd::agent::{RemoteArgs, read_settings};
 use crate::render::stacks::{StacksDoc, text};
 use crate::{Common, progress, session_options};
 
@@ -135,14 +135,7 @@ pub(crate) fn run(args: &StacksArgs) -> anyhow::Result<ExitCode> {
         Duration::from_secs(args.timeout),
     );
     let mut agents = args.remote.start(&mut session, settings)?;
-    let (bar, tell) = progress::stacks_bar(agents.is_some());
-    let read = match agents.as_mut() {
-        Some(a) => a
-            .stacks_with(&mut session, &stack_options, tell)
-            .map_err(local_error)?,
-        None => session.stacks_with(&stack_options, tell)?,
-    };
-    bar.finish_and_clear();
+    let read = crate::cmd::report::read_stacks(&mut session, agents.as_mut(), &stack_options)?;
     drop(agents);
     let job = mpir_json::job(&session);
     drop(session);
