@@ -92,6 +92,17 @@
   }
   var app = document.getElementById('app');
 
+  // A table with these column heads: {table, body}.
+  function dataTable(id, heads) {
+    var table = el('table', 'data');
+    if (id) table.id = id;
+    var hd = el('tr');
+    heads.forEach(function (h) { add(hd, el('th', null, h)); });
+    var body = el('tbody');
+    add(table, add(el('thead'), hd), body);
+    return { table: table, body: body };
+  }
+
   function section(id, title) {
     var s = el('section', 'card');
     s.id = id;
@@ -402,11 +413,8 @@
     var cs = el('div', 'classes');
     cs.id = 'classes';
     add(cs, el('h3', null, plural(classes.length, 'equivalence class', 'equivalence classes')));
-    var tbl = el('table', 'data');
-    var hd = el('tr');
-    ['ranks', 'count', 'innermost frames', ''].forEach(function (h) { add(hd, el('th', null, h)); });
-    add(tbl, add(el('thead'), hd));
-    var body = el('tbody');
+    var ct = dataTable(null, ['ranks', 'count', 'innermost frames', '']);
+    var body = ct.body;
     classes.slice(0, MAX_ROWS).forEach(function (ci) {
       var tr = el('tr');
       tr.dataset.node = String(ci);
@@ -424,8 +432,7 @@
       add(tr, tdr, el('td', 'num', String(ends[ci].count())), el('td', null, names.join(' \u2190 ')), add(el('td'), show));
       add(body, tr);
     });
-    add(tbl, body);
-    add(cs, tbl);
+    add(cs, ct.table);
     if (classes.length > MAX_ROWS) add(cs, el('p', 'note', (classes.length - MAX_ROWS) + ' smaller classes not listed'));
     add(s, cs);
     var py = st.python || {};
@@ -658,14 +665,9 @@
     status.id = 'ops-status';
     add(tools, f, status);
     add(s, tools);
-    var tbl = el('table', 'data');
-    tbl.id = 'ops-table';
-    var hd = el('tr');
-    heads.forEach(function (h) { add(hd, el('th', null, h)); });
-    add(tbl, add(el('thead'), hd));
-    var body = el('tbody');
-    add(tbl, body);
-    add(s, tbl);
+    var ot = dataTable('ops-table', heads);
+    var body = ot.body;
+    add(s, ot.table);
     var lows = rows.map(function (r) { return r.join('\u0001').toLowerCase(); });
     function draw() {
       var q = f.value.trim().toLowerCase();
@@ -705,34 +707,24 @@
     add(s, dl);
     var nodes = arr(jd.nodes);
     if (nodes.length) {
-      var t = el('table', 'data');
-      t.id = 'job-nodes';
-      var hd = el('tr');
-      ['node', 'this node', 'ranks'].forEach(function (h) { add(hd, el('th', null, h)); });
-      add(t, add(el('thead'), hd));
-      var b = el('tbody');
-      nodes.slice(0, 1000).forEach(function (nd) { add(b, add(el('tr'), el('td', null, str(nd.host)), el('td', null, nd.local ? 'yes' : ''), el('td', 'num', str(nd.ranks)))); });
-      add(t, b);
-      add(s, t);
+      var nt = dataTable('job-nodes', ['node', 'this node', 'ranks']);
+      nodes.slice(0, 1000).forEach(function (nd) { add(nt.body, add(el('tr'), el('td', null, str(nd.host)), el('td', null, nd.local ? 'yes' : ''), el('td', 'num', str(nd.ranks)))); });
+      add(s, nt.table);
       if (nodes.length > 1000) add(s, el('p', 'note', (nodes.length - 1000) + ' more nodes'));
     }
     var ranks = arr(jd.ranks);
     if (ranks.length) {
       var d = el('details');
       add(d, el('summary', null, 'Ranks (' + ranks.length + ')'));
-      var t2 = el('table', 'data');
-      var hd2 = el('tr');
-      ['rank', 'node', 'pid', 'executable', 'control'].forEach(function (h) { add(hd2, el('th', null, h)); });
-      add(t2, add(el('thead'), hd2));
-      var b2 = el('tbody');
-      add(t2, b2);
+      var rt = dataTable(null, ['rank', 'node', 'pid', 'executable', 'control']);
+      var b2 = rt.body;
       d.addEventListener('toggle', function () {
         if (b2.firstChild || !d.open) return;
         ranks.slice(0, 5000).forEach(function (r) {
           add(b2, add(el('tr'), el('td', 'num', str(r.rank)), el('td', null, str(r.host)), el('td', 'num', str(r.pid)), el('td', null, str(r.executable)), el('td', null, str(r.control))));
         });
       });
-      add(d, t2);
+      add(d, rt.table);
       add(s, d);
     }
     arr(jd.problems).concat(arr(jd.notes)).forEach(function (n) { add(s, el('p', 'note', typeof n === 'string' ? n : JSON.stringify(n))); });
