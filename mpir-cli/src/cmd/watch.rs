@@ -241,6 +241,11 @@ pub(crate) fn watch(
     let every = Duration::from_secs_f64(opts.every);
     let started = Instant::now();
     let starter = w.session.starter_pid().map(|p| (p, start_time(p)));
+    // Each process as first seen (pid → start time): `--then kill` signals only these.
+    let mut seen: std::collections::HashMap<u32, u64> = starter
+        .and_then(|(p, t)| Some((p, t?)))
+        .into_iter()
+        .collect();
     eprintln!(
         "mpir: watching{} every {:.1} s; bundles go to {} (SIGUSR1 asks for one now)",
         starter.map_or(String::new(), |(p, _)| format!(" the job of starter {p}")),
@@ -298,7 +303,7 @@ pub(crate) fn watch(
                 let outcome = bundle(&mut w, opts, Trigger::Request, &mut costs)?;
                 note_cpu(&mut costs, cpu);
                 bundles += 1;
-                if let Some(code) = after_bundle(&mut w, opts, outcome, bundles)? {
+                if let Some(code) = after_bundle(&mut w, opts, outcome, bundles, &seen)? {
                     return Ok(code);
                 }
                 continue;
@@ -334,13 +339,21 @@ pub(crate) fn watch(
                 hang_bundles += 1;
                 reported_hang = true;
             }
-            if let Some(code) = after_bundle(&mut w, opts, outcome, bundles)? {
+            if let Some(code) = after_bundle(&mut w, opts, outcome, bundles, &seen)? {
                 return Ok(code);
             }
             continue;
         }
         // The cheap round: a few ranks' stacks.
-        let ranks: Vec<u64> = readable(w.session).into_iter().map(|(r, _)| r).collect();
+        let known = readable(w.session);
+        for &(_, pid) in &known {
+            if let (std::collections::hash_map::Entry::Vacant(e), Some(t)) =
+                (seen.entry(pid), start_time(pid))
+            {
+                e.insert(t);
+            }
+        }
+        let ranks: Vec<u64> = known.into_iter().map(|(r, _)| r).collect();
         let chosen: Vec<u64> = if ranks.is_empty() {
             Vec::new()
         } else {
@@ -405,7 +418,7 @@ pub(crate) fn watch(
                 bundles += 1;
                 hang_bundles += 1;
                 reported_hang = true;
-                if let Some(code) = after_bundle(&mut w, opts, outcome, bundles)? {
+                if let Some(code) = after_bundle(&mut w, opts, outcome, bundles, &seen)? {
                     return Ok(code);
                 }
                 continue;
@@ -634,6 +647,7 @@ fn after_bundle(
     opts: &WatchOpts,
     outcome: Outcome,
     bundles: u32,
+    seen: &std::collections::HashMap<u32, u64>,
 ) -> anyhow::Result<Option<ExitCode>> {
     let code = if outcome.hang {
         ExitCode::from(crate::cmd::deadlock::HANG)
@@ -647,14 +661,15 @@ fn after_bundle(
             Ok(Some(code))
         }
         Then::Kill => {
-            end_job(w);
+            end_job(w, seen);
             Ok(Some(code))
         }
     }
 }
 
-/// Ends the job: SIGTERM to its starter (which ends its ranks), or to each rank without one.
-fn end_job(w: &mut Watched<'_>) {
+/// Ends the job: SIGTERM to its starter (which ends its ranks), or to each rank without one;
+/// each only while its pid still names the process first seen (`seen`: pid → start time).
+fn end_job(w: &mut Watched<'_>, seen: &std::collections::HashMap<u32, u64>) {
     use nix::sys::signal::{Signal, kill};
     use nix::unistd::Pid;
     let pids: Vec<u32> = match w.session.starter_pid() {
@@ -664,7 +679,11 @@ fn end_job(w: &mut Watched<'_>) {
     // Let go of every process first: a signal to a held process would wait for the release.
     mpir_session::release_everything();
     for p in pids {
-        let _ = kill(Pid::from_raw(p as i32), Signal::SIGTERM);
+        if seen.get(&p).is_some_and(|&t| start_time(p) == Some(t)) {
+            let _ = kill(Pid::from_raw(p as i32), Signal::SIGTERM);
+        } else {
+            eprintln!("mpir: pid {p} is not the job's process any more: left alone");
+        }
     }
     eprintln!("mpir: the job was told to end (SIGTERM)");
     if let Some(c) = w.child.as_deref_mut() {
@@ -694,12 +713,8 @@ fn job_ended(w: &mut Watched<'_>, starter: Option<(u32, Option<u64>)>) -> Option
 /// The start time of `pid` (clock ticks since boot), `None` when it is gone or a zombie.
 fn start_time(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = stat.rsplit_once(')')?.1;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    if fields.first() == Some(&"Z") || fields.first() == Some(&"X") {
-        return None;
-    }
-    fields.get(19)?.parse().ok()
+    let (_, state, start, _) = mpir_target::live::procfs::parse_stat(pid, &stat).ok()?;
+    (!matches!(state, 'Z' | 'X')).then_some(start)
 }
 
 /// This node's ranks the session can read (rank, pid); processes named by pid have no rank
