@@ -28,7 +28,7 @@
 # shellcheck disable=SC2016  # '$(…)' strings are for apt
 set -Eeuo pipefail
 
-RECIPE=2
+RECIPE=3
 PACKAGES=(gcc libc6-dev libopenmpi-dev binutils dpkg-dev xz-utils)
 DEB_SRC_LIST=/etc/apt/sources.list.d/mpir-rs-deb-src.sources
 # TYPES and HEADERS: the types the sidecar describes, the headers that declare them.

@@ -24,7 +24,7 @@
 # with the other scripts through $CACHE_DIR/.lock.
 set -Eeuo pipefail
 
-RECIPE=1
+RECIPE=2
 VERSION=5.0.7
 TARBALL=openmpi_$VERSION.orig.tar.xz
 URL=http://deb.debian.org/debian/pool/main/o/openmpi/$TARBALL

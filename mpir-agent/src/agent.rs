@@ -588,6 +588,9 @@ pub fn session_options(read: &ReadSettings, dll_helper: Option<HelperOptions>) -
     if let Some(dll) = &read.dll {
         reader = reader.with_dll(dll);
     }
+    if read.no_shipped_layouts {
+        reader = reader.without_shipped_layouts();
+    }
     let mut options = SessionOptions::default()
         .with_reader_options(reader)
         .with_allow_other_users(read.allow_other_users)

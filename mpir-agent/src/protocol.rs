@@ -150,6 +150,9 @@ pub struct ReadSettings {
     /// deadlock search keeps them (it joins each wait to the call it is blocked in).
     #[serde(default)]
     pub queues_without_stacks: bool,
+    /// Not to try the Open MPI layout sets shipped with mpir (`--no-shipped-layouts`).
+    #[serde(default)]
+    pub no_shipped_layouts: bool,
 }
 
 /// A stacks request's settings.

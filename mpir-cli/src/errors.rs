@@ -19,13 +19,27 @@ pub(crate) fn hint(e: &anyhow::Error) -> Option<&'static str> {
                 _ => None,
             };
         }
-        // The engine (native walker or the MPI's DLL) missed the MPI's internal types.
-        (!mpir_mqd::MqdError::missing_types_in(cause).is_empty()).then_some(
-            "the MPI library may lack debug information: give a types sidecar with --types \
-             (scripts/openmpi-types-sidecar.sh builds one for Open MPI)",
-        )
+        // No shipped layout set fits, or the engine (native walker or the MPI's DLL) missed
+        // the MPI's internal types.
+        let refused = matches!(
+            cause.downcast_ref::<mpir_mqd::MqdError>(),
+            Some(mpir_mqd::MqdError::Layouts(_))
+        ) || cause
+            .downcast_ref::<mpir_mqd::layouts::LayoutRefusal>()
+            .is_some();
+        (refused || !mpir_mqd::MqdError::missing_types_in(cause).is_empty())
+        .then_some(TYPES_HINT)
     })
 }
+
+/// What a user of the installed `mpir` can do when the MPI's internal types are missing and no
+/// shipped layout set fits the library.
+pub(crate) const TYPES_HINT: &str = "the MPI library has no debug information for its internal \
+     types and no layout set shipped with mpir fits it (`mpir layouts` lists them): install the \
+     library's debug symbols (its -dbgsym or -debuginfo package, --debug-dir DIR, or a \
+     debuginfod server), or give --types FILE, an object compiled with `gcc -g -c` from a C \
+     file that includes this build's internal headers (installed with --with-devel-headers) \
+     and declares a variable of each type named";
 
 /// The line `mpir` prints for a failure: the error with its causes, and the hint if any.
 pub(crate) fn report(e: &anyhow::Error) -> String {

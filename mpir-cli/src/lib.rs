@@ -51,7 +51,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{ArgAction, Parser, Subcommand};
-use cmd::{agent, core as cores, deadlock, demo, job, queues, report, stacks, watch};
+use cmd::{agent, core as cores, deadlock, demo, job, layouts, queues, report, stacks, watch};
 use mpir_session::{SessionOptions, chain};
 
 /// The argument with which `mpir` runs as its own out-of-process MQD DLL helper.
@@ -178,6 +178,10 @@ enum Cmd {
     Watch(watch::WatchArgs),
     /// Run the bundled demo job (no MPI needed): job, queues and deadlock report.
     Demo(demo::DemoArgs),
+    /// The Open MPI struct layouts shipped in this binary, which `queues` and `deadlock` use
+    /// for a stock Open MPI without debug information once one is proven on the process: list
+    /// them, or generate one from a types object.
+    Layouts(layouts::LayoutsArgs),
     /// Print the path of the wait-state library to put in a job's `LD_PRELOAD` (one library
     /// for every MPI: it tells MPICH's family and Open MPI apart by itself), e.g. `mpiexec
     /// -genv LD_PRELOAD "$(mpir preload)" ...`, `mpirun -x LD_PRELOAD="$(mpir preload)" ...`.
@@ -359,6 +363,7 @@ pub fn main() -> ExitCode {
         Cmd::Report(args) => report::run(args),
         Cmd::Watch(args) => watch::run(args),
         Cmd::Demo(args) => demo::run(args),
+        Cmd::Layouts(args) => layouts::run(args),
         Cmd::Preload => mpir_waits::library()
             .map(|p| {
                 outln!("{}", p.display());

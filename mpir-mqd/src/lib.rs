@@ -66,6 +66,7 @@ mod ffi;
 pub mod fuzzing;
 mod helper;
 mod host;
+pub mod layouts;
 pub mod model;
 mod mpi2;
 pub mod native;

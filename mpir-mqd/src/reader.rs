@@ -25,6 +25,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::Arc;
 
 use mpir_target::Target;
 
@@ -32,6 +33,7 @@ use crate::discover::{DllSource, discover_dll};
 use crate::error::native::NativeError;
 use crate::error::{MqdError, Result};
 use crate::host::{HostOptions, ProcessSpec, QueueHost};
+use crate::layouts::{self, Chosen, Expect, LayoutSet, ShippedTypes};
 use crate::model::{RankQueues, ReadNote};
 use crate::native::{self, ProcessInfo, WalkOptions, Walker, WalkerKind};
 use crate::output::OutputLog;
@@ -82,6 +84,19 @@ pub struct ReaderOptions {
     place: DllPlace,
     host: HostOptions,
     walk: WalkOptions,
+    layouts: Layouts,
+}
+
+/// Which layout sets a [`QueueReader`] may prove on a stock Open MPI process that has no debug
+/// information ([`crate::layouts`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Layouts {
+    /// The sets shipped with this build.
+    Shipped,
+    /// These sets only.
+    Given(Vec<Arc<LayoutSet>>),
+    /// None: such a process's types must come from debug information or a types sidecar.
+    Off,
 }
 
 impl Default for ReaderOptions {
@@ -92,6 +107,7 @@ impl Default for ReaderOptions {
             place: DllPlace::OutOfProcess(HelperOptions::default()),
             host: HostOptions::default(),
             walk: WalkOptions::default(),
+            layouts: Layouts::Shipped,
         }
     }
 }
@@ -138,6 +154,20 @@ impl ReaderOptions {
     /// With other bounds for the native walkers.
     pub fn with_walk_options(mut self, walk: WalkOptions) -> Self {
         self.walk = walk;
+        self
+    }
+
+    /// With `sets` as the only candidate layout sets for a stock Open MPI process (instead of
+    /// the shipped ones): for sets of one's own, and for tests of the proof.
+    pub fn with_layout_sets(mut self, sets: Vec<LayoutSet>) -> Self {
+        self.layouts = Layouts::Given(sets.into_iter().map(Arc::new).collect());
+        self
+    }
+
+    /// Without the shipped layout sets: a stock Open MPI's types must then come from debug
+    /// information or a types sidecar.
+    pub fn without_shipped_layouts(mut self) -> Self {
+        self.layouts = Layouts::Off;
         self
     }
 
@@ -188,6 +218,8 @@ pub struct ReadRank {
     pub global_rank: Option<u64>,
     /// The executable (named in the DLL's messages).
     pub image: PathBuf,
+    /// The job's size, when known (checked by the proof of shipped layouts).
+    pub job_size: Option<u64>,
 }
 
 impl ReadRank {
@@ -196,7 +228,14 @@ impl ReadRank {
         ReadRank {
             global_rank,
             image: image.into(),
+            job_size: None,
         }
+    }
+
+    /// The same rank, of a job of `size` processes.
+    pub fn with_job_size(mut self, size: u64) -> Self {
+        self.job_size = Some(size);
+        self
     }
 }
 
@@ -214,6 +253,8 @@ enum Inner {
 pub struct QueueReader {
     inner: Inner,
     fallback: Option<NativeError>,
+    /// The shipped layout set proven on the probe, used for every rank proven in turn.
+    layouts: Option<Chosen>,
 }
 
 impl fmt::Debug for QueueReader {
@@ -221,6 +262,7 @@ impl fmt::Debug for QueueReader {
         f.debug_struct("QueueReader")
             .field("engine", &self.engine())
             .field("fallback", &self.fallback)
+            .field("layouts", &self.layouts.as_ref().map(|c| c.set.id()))
             .finish_non_exhaustive()
     }
 }
@@ -232,19 +274,39 @@ impl QueueReader {
     /// With [`Engine::Auto`], when neither fits: [`MqdError::NoEngine`], with both reasons, or
     /// [`MqdError::NotExported`] when the MPI keeps no queue symbol any walker reads and names
     /// no DLL.
+    ///
+    /// A stock Open MPI process without debug information or types sidecar gets its types from
+    /// a shipped layout set proven on `probe` ([`crate::layouts::choose`]), or the open fails
+    /// with [`MqdError::Layouts`] saying why none fits.
     pub fn open(probe: &dyn Target, options: ReaderOptions) -> Result<Self> {
+        let layouts = choose_layouts(probe, &options)?;
+        let wrapped = layouts
+            .as_ref()
+            .map(|c| ShippedTypes::new(probe, Arc::clone(&c.set)));
+        let probe: &dyn Target = match &wrapped {
+            Some(w) => w,
+            None => probe,
+        };
+        let mut reader = Self::open_engine(probe, options)?;
+        reader.layouts = layouts;
+        Ok(reader)
+    }
+
+    fn open_engine(probe: &dyn Target, options: ReaderOptions) -> Result<Self> {
         let native = |o: &ReaderOptions| native::detect(probe, &o.walk);
         match options.engine {
             Engine::Dll => Ok(Self::dll(probe, options, None)?),
             Engine::Native => Ok(QueueReader {
                 inner: Inner::Native(native(&options)?),
                 fallback: None,
+                layouts: None,
             }),
             Engine::Auto if options.dll.is_some() => Self::dll(probe, options, None),
             Engine::Auto => match native(&options) {
                 Ok(walker) => Ok(QueueReader {
                     inner: Inner::Native(walker),
                     fallback: None,
+                    layouts: None,
                 }),
                 Err(why) => Self::dll(probe, options, Some(why.clone())).map_err(|dll| {
                     match (&dll, why.missing_symbols_text()) {
@@ -294,6 +356,7 @@ impl QueueReader {
                 path: read_path,
             },
             fallback,
+            layouts: None,
         })
     }
 
@@ -303,6 +366,11 @@ impl QueueReader {
             Inner::Native(w) => EngineUsed::Native(w.kind()),
             Inner::Dll { used, .. } => used.clone(),
         }
+    }
+
+    /// The shipped layout set in use, when the MPI's types come from one.
+    pub fn layouts(&self) -> Option<&Chosen> {
+        self.layouts.as_ref()
     }
 
     /// Why [`Engine::Auto`] chose the DLL: the native walkers' failure to recognise the
@@ -320,10 +388,33 @@ impl QueueReader {
     /// [`MqdError::Blind`], and the rank is not read — an empty queue read elsewhere would
     /// be a false all-clear. Where the engine sees all but the unexpected messages (MPICH
     /// ch4), those queues are [`crate::Queue::NoInformation`] with a note.
+    ///
+    /// With a shipped layout set, the set is proven on this rank first (its rank and the job's
+    /// size checked when `rank` gives them): [`MqdError::Layouts`] when it does not fit.
     pub fn read(&mut self, rank: &ReadRank, target: Rc<dyn Target>) -> Result<RankQueues> {
+        let target: Rc<dyn Target> = match &self.layouts {
+            Some(chosen) => {
+                let expect = Expect::rank(rank.global_rank, rank.job_size);
+                layouts::prove_again(&*target, chosen, expect)?;
+                Rc::new(ShippedTypes::new(target, Arc::clone(&chosen.set)))
+            }
+            None => target,
+        };
         let sight = self.read_path().prove(&*target, &self.reader_name())?;
         let mut queues = self.read_unproven(rank, target)?;
         sight.apply(&mut queues);
+        if let Some(chosen) = &self.layouts {
+            let set = if chosen.other_release {
+                format!(
+                    "{} (for {}: same series)",
+                    chosen.set.id(),
+                    chosen.identity.release
+                )
+            } else {
+                chosen.set.id()
+            };
+            queues.notes.push(ReadNote::ShippedTypes { set });
+        }
         Ok(queues)
     }
 
@@ -389,6 +480,24 @@ impl QueueReader {
             Inner::Dll { host, .. } => host.finish_printed(),
         }
     }
+}
+
+/// The shipped (or given) layout set for `probe`, when it is a stock Open MPI process without
+/// the types.
+fn choose_layouts(probe: &dyn Target, options: &ReaderOptions) -> Result<Option<Chosen>> {
+    let sets: Vec<Arc<LayoutSet>> = match &options.layouts {
+        Layouts::Off => return Ok(None),
+        Layouts::Shipped => layouts::shipped().into_iter().map(Arc::new).collect(),
+        Layouts::Given(sets) => sets.clone(),
+    };
+    if !layouts::needs_shipped(probe) {
+        return Ok(None);
+    }
+    Ok(Some(layouts::choose_among(
+        probe,
+        &sets,
+        Expect::nothing(),
+    )?))
 }
 
 fn image_name(image: &Path) -> String {

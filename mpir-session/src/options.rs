@@ -151,6 +151,14 @@ impl SessionOptions {
         self
     }
 
+    /// Without the Open MPI layout sets shipped with the library
+    /// ([`ReaderOptions::without_shipped_layouts`]): a stock Open MPI's queues are then read only
+    /// with types from its debug information or a types sidecar.
+    pub fn without_shipped_layouts(mut self) -> Self {
+        self.reader = self.reader.without_shipped_layouts();
+        self
+    }
+
     /// Whether [`Session::queues`] also unwinds each rank's threads while it is held
     /// ([`RankRead::stacks`], which [`QueueRead::analyze`] joins to the queues). On by default;
     /// a tool that shows the queues only turns it off, so that no rank stays stopped longer

@@ -50,6 +50,12 @@ pub enum LayoutSource {
     },
     /// Given directly by the caller (tests, user overrides).
     Given,
+    /// Layouts shipped with the tool for a release of an MPI library, chosen for and proven on
+    /// the process (`mpir_mqd::layouts`).
+    Shipped {
+        /// The set: library, release, configuration and data model.
+        set: String,
+    },
 }
 
 impl std::fmt::Display for LayoutSource {
@@ -59,6 +65,7 @@ impl std::fmt::Display for LayoutSource {
             LayoutSource::DebugInfo { file: Some(file) } => write!(f, "debug info in {file}"),
             LayoutSource::DebugInfo { file: None } => f.write_str("debug info"),
             LayoutSource::Given => f.write_str("given by the caller"),
+            LayoutSource::Shipped { set } => write!(f, "shipped layouts of {set}"),
         }
     }
 }

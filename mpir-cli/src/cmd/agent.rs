@@ -226,6 +226,7 @@ pub(crate) fn read_settings(
         };
         read.dll.clone_from(&r.dll);
         read.types.clone_from(&r.types);
+        read.no_shipped_layouts = r.no_shipped_layouts;
     }
     read.debug_dirs = debug_dirs.to_vec();
     read.timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);

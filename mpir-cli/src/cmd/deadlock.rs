@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use mpir_agent::Agents;
+use mpir_mqd::MqdError;
 use mpir_session::{DeadlockRead, EngineUsed, RankError, Session};
 
 use crate::cmd::agent::{RemoteArgs, local_error, read_settings};
@@ -69,8 +70,9 @@ pub(crate) fn sample(
     read
 }
 
-/// What to do when ranks the session could stop were not read with the MPI's DLL and no
-/// types were given: the usual cause is an MPI library without debug information.
+/// What to do when ranks the session could stop were not read with the MPI's DLL, or no
+/// shipped layout set fits them, and no types were given: the usual cause is an MPI library
+/// without debug information.
 fn types_hint(read: &DeadlockRead, types_given: bool) -> Option<&'static str> {
     let dll = matches!(read.engine, Some(EngineUsed::Dll { .. }));
     let reader_failed = read
@@ -79,10 +81,19 @@ fn types_hint(read: &DeadlockRead, types_given: bool) -> Option<&'static str> {
         .iter()
         .chain(&read.coverage.stacks_only)
         .any(|n| !matches!(n.reason, RankError::Unreadable(_)));
-    (reader_failed && dll && !types_given).then_some(
-        "if the MPI library has no debug information (stock Open MPI), build a types \
-         sidecar (scripts/openmpi-types-sidecar.sh) and give it with --types",
-    )
+    // No shipped layout set fits the stock Open MPI (on some rank, or on the probe).
+    let refused = read
+        .coverage
+        .not_read
+        .iter()
+        .chain(&read.coverage.stacks_only)
+        .any(|n| {
+            matches!(
+                n.reason,
+                RankError::NoReader(MqdError::Layouts(_)) | RankError::Read(MqdError::Layouts(_))
+            )
+        });
+    ((reader_failed && dll || refused) && !types_given).then_some(crate::errors::TYPES_HINT)
 }
 
 /// The text lines on ranks covered by their stacks alone: each distinct reason their queues

@@ -6,6 +6,7 @@ pub(crate) mod core;
 pub(crate) mod deadlock;
 pub(crate) mod demo;
 pub(crate) mod job;
+pub(crate) mod layouts;
 pub(crate) mod queues;
 pub(crate) mod report;
 pub(crate) mod stacks;

@@ -111,14 +111,18 @@ pub(crate) struct ReaderArgs {
     /// The message-queue DLL to use instead of the one the MPI names.
     #[arg(long)]
     pub(crate) dll: Option<PathBuf>,
-    /// A types sidecar: an object file whose DWARF describes the MPI's internal types (for MPI
-    /// libraries shipped without debug info, e.g. stock Open MPI:
-    /// scripts/openmpi-types-sidecar.sh builds one).
+    /// A types sidecar: an object file whose DWARF describes the MPI's internal types, for an
+    /// MPI library without debug information that no shipped layout set fits (`mpir layouts`
+    /// lists them; a stock Open MPI of a shipped release needs none).
     #[arg(long = "types")]
     pub(crate) types: Vec<PathBuf>,
     /// Which reader to use.
     #[arg(long, value_enum, default_value_t = Engine::Auto)]
     pub(crate) engine: Engine,
+    /// Read a stock Open MPI only with the types given (--types) or its debug information:
+    /// the layout sets shipped with mpir (`mpir layouts`) are not tried.
+    #[arg(long)]
+    pub(crate) no_shipped_layouts: bool,
     /// Load the DLL into this process (faster) instead of a helper process (safer: a DLL
     /// that crashes or hangs cannot take the tool, and the ranks it holds, down with it).
     #[arg(long)]
@@ -142,6 +146,9 @@ impl ReaderArgs {
             .with_helper(HelperOptions::default().with_program_args(me, [HELPER_ARG]));
         if let Some(d) = &self.dll {
             reader = reader.with_dll(d.clone());
+        }
+        if self.no_shipped_layouts {
+            reader = reader.without_shipped_layouts();
         }
         if self.in_process {
             #[allow(unsafe_code)]
@@ -203,9 +210,7 @@ pub(crate) fn read(
 }
 
 /// The hint of the line for [`mpir_session::QueueRead::missing_types`].
-pub(crate) const TYPES_HINT: &str = "give the MPI's types with --types (a types sidecar, or \
-     debug information for the library from a --debug-dir or debuginfod) and its queues are \
-     read";
+pub(crate) const TYPES_HINT: &str = crate::errors::TYPES_HINT;
 
 /// The error when nothing at all could be read because no engine could be set up, or no
 /// rank could be stopped (a per-rank reading failure is a partial result instead).

@@ -158,6 +158,11 @@ pub enum MqdError {
         #[source]
         dll: Box<MqdError>,
     },
+    /// A stock Open MPI without debug information, and no shipped layout set is proven on the
+    /// process: the library unidentified, no set for its release, or no candidate (or more
+    /// than one) decoding the process consistently. Nothing is read with a layout not proven.
+    #[error(transparent)]
+    Layouts(Box<crate::layouts::LayoutRefusal>),
     /// The process (its MPI library, if any) keeps no message queue any engine can read
     /// ([`crate::Engine::Auto`]):
     /// every native walker lacks the symbols it reads queues from (not only types, which a
@@ -299,6 +304,12 @@ fn faults_text(faults: &[String]) -> String {
 
 /// Short alias.
 pub type Result<T, E = MqdError> = std::result::Result<T, E>;
+
+impl From<crate::layouts::LayoutRefusal> for MqdError {
+    fn from(e: crate::layouts::LayoutRefusal) -> Self {
+        MqdError::Layouts(Box::new(e))
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -164,12 +164,21 @@ pub enum ReadNote {
         #[cfg_attr(feature = "serde", serde(with = "relayed::native"))]
         error: NativeError,
     },
+    /// The MPI's types came from a layout set shipped with the tool (a stock Open MPI without
+    /// debug information), proven on this rank before it was read ([`crate::layouts`]).
+    ShippedTypes {
+        /// The set (`openmpi 4.1.4 debian lp64`).
+        set: String,
+    },
 }
 
 impl fmt::Display for ReadNote {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ReadNote::NotRead { what } => write!(f, "not read: {what}"),
+            ReadNote::ShippedTypes { set } => {
+                write!(f, "types: shipped layouts of {set}, proven on this rank")
+            }
             ReadNote::CommunicatorsCutShort { error } => {
                 // A note is not an error: it shows its cause's whole chain itself.
                 write!(f, "communicator list cut short: {error}")?;

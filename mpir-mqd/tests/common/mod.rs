@@ -430,3 +430,20 @@ pub fn check_ompi_unexpected(comms: &[mpir_mqd::CommunicatorQueues], rank: u64) 
     assert_eq!(comm(comms, "mpir_dup").origin, mpir_mqd::CommOrigin::User);
     assert_eq!(world.group.as_deref(), Some(&[Some(0), Some(1)][..]));
 }
+
+/// A stock Open MPI rank (no debug information, no types sidecar) with the shipped layout set
+/// proven on it (`mpir_mqd::layouts`): what `QueueReader` does for such a rank, for the tests
+/// that drive a walker or a DLL host directly. Panics when no set is proven.
+pub fn with_shipped<T: mpir_target::Target + 'static>(
+    target: T,
+    rank: Option<u64>,
+) -> std::rc::Rc<dyn mpir_target::Target> {
+    use mpir_mqd::layouts::{Expect, ShippedTypes, choose};
+    assert!(
+        mpir_mqd::layouts::needs_shipped(&target),
+        "the rank has types of its own"
+    );
+    let chosen =
+        choose(&target, Expect::rank(rank, None)).unwrap_or_else(|e| panic!("rank {rank:?}: {e}"));
+    std::rc::Rc::new(ShippedTypes::new(std::rc::Rc::new(target), chosen.set))
+}
