@@ -7,8 +7,8 @@
 //!
 //! - `mpich+lib`: Debian's stock MPICH 4.0.2 with the wait-state library preloaded;
 //! - `ompi+lib`: Debian's Open MPI 4.1.4 with the library;
-//! - `ompi+types`: Open MPI 4.1.4 without the library, its ob1 queues read through the types
-//!   sidecar (`$MPIR_OMPI_TYPES_SIDECAR`);
+//! - `ompi+types`: stock Open MPI 4.1.4 without the library, its ob1 queues read with the
+//!   layouts shipped with mpir (no debug information, no types sidecar);
 //! - `mpich-dbg`: the debugger-enabled MPICH (`$MPIR_MPICH_DEBUGINFO`, ch3) without the
 //!   library, its queues read;
 //! - `mpich-stacks`: stock MPICH without the library: stacks only.
@@ -34,7 +34,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use common::stock::{Stack, mpich_stock, open_mpi, start};
-use common::{json_doc, mpich_root, mpir, ompi_sidecar};
+use common::{json_doc, mpich_root, mpir};
 use mpir_target::testkit::{run, scratch, skip};
 use serde_json::Value;
 
@@ -126,15 +126,10 @@ fn mpich_debug() -> Option<Stack> {
     })
 }
 
-/// Open MPI 4.1.4 without the library, with the types sidecar.
-fn open_mpi_types() -> Option<Stack> {
-    let mut stack = open_mpi(false)?;
-    let Some(sidecar) = ompi_sidecar() else {
-        skip("no Open MPI types sidecar (MPIR_OMPI_TYPES_SIDECAR)");
-        return None;
-    };
-    stack.extra = vec!["--types".into(), sidecar.display().to_string()];
-    Some(stack)
+/// Stock Open MPI 4.1.4 without the library: its queues read with the shipped layouts (no
+/// debug information, no types sidecar).
+fn open_mpi_shipped() -> Option<Stack> {
+    common::stock::open_mpi_stock()
 }
 
 /// tests/fixtures/hangs.c built with the stack's compiler into `dir`.
@@ -414,8 +409,8 @@ fn b_stock_open_mpi_with_the_library() {
 }
 
 #[test]
-fn c_stock_open_mpi_with_the_types_sidecar() {
-    matrix("ompi+types", open_mpi_types());
+fn c_stock_open_mpi_with_the_shipped_layouts() {
+    matrix("ompi+types", open_mpi_shipped());
 }
 
 #[test]

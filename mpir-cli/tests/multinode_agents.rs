@@ -90,13 +90,6 @@ fn agents_read_every_remote_rank_on_its_own_node() {
     };
     let starter = job.orterun.local_pid.to_string();
     let launch = template(&cluster);
-    let types = std::env::var("MPIR_OMPI_TYPES_SIDECAR").ok();
-    let Some(types) = types.filter(|t| Path::new(t).is_file()) else {
-        mpir_target::testkit::skip(
-            "no Open MPI types sidecar (MPIR_OMPI_TYPES_SIDECAR; scripts/openmpi-types-sidecar.sh)",
-        );
-        return;
-    };
 
     // attach --verify: each node's agent proves its ranks (nothing stopped).
     let o = mpir_in_node1(
@@ -160,14 +153,13 @@ fn agents_read_every_remote_rank_on_its_own_node() {
     }
     job.assert_untouched(&cluster);
 
-    // Queues: every rank's pending receive, read by its node's agent with the types.
+    // Queues: every rank's pending receive, read by its node's agent with the shipped layouts
+    // (stock Open MPI, no types given), proven by that agent on each of its ranks.
     let o = mpir_in_node1(
         &cluster,
         &[
             "queues",
             "--json",
-            "--types",
-            &types,
             "--starter",
             &starter,
             "--agent-launch",
@@ -178,6 +170,14 @@ fn agents_read_every_remote_rank_on_its_own_node() {
     let doc = json_doc(&o);
     assert_eq!(doc["engine"], "native Open MPI ob1", "{doc:#}");
     assert_ring_queues(&doc, &job);
+    for r in doc["ranks"].as_array().unwrap() {
+        assert!(
+            r["notes"]
+                .to_string()
+                .contains("shipped layouts of openmpi 4.1.4 debian lp64"),
+            "{r:#}"
+        );
+    }
     job.assert_untouched(&cluster);
 
     // Deadlock: the ring across the two nodes, in every sample; exit 3.
@@ -186,8 +186,6 @@ fn agents_read_every_remote_rank_on_its_own_node() {
         &[
             "deadlock",
             "--json",
-            "--types",
-            &types,
             "--starter",
             &starter,
             "--agent-launch",
@@ -512,13 +510,6 @@ fn a_slurm_jobs_agents_run_in_a_step_beside_it_and_read_every_rank() {
     };
     let id = job.id();
     assert!(!id.is_empty(), "no job id");
-    let Some(types) = std::env::var("MPIR_OMPI_TYPES_SIDECAR")
-        .ok()
-        .filter(|t| Path::new(t).is_file())
-    else {
-        mpir_target::testkit::skip("no Open MPI types sidecar (MPIR_OMPI_TYPES_SIDECAR)");
-        return;
-    };
     // No template: the job is srun's, so the agents are started with srun, in a step of
     // their own beside the job's, one task per node.
     let o = mpir_in_node1(&cluster, &["stacks", "--json", "--slurm-job", &id]);
@@ -532,10 +523,7 @@ fn a_slurm_jobs_agents_run_in_a_step_beside_it_and_read_every_rank() {
             "rank {rank} (pid {pid}): {stops:?}"
         );
     }
-    let o = mpir_in_node1(
-        &cluster,
-        &["deadlock", "--json", "--types", &types, "--slurm-job", &id],
-    );
+    let o = mpir_in_node1(&cluster, &["deadlock", "--json", "--slurm-job", &id]);
     assert_eq!(
         o.status.code(),
         Some(3),
@@ -554,16 +542,7 @@ fn a_slurm_jobs_agents_run_in_a_step_beside_it_and_read_every_rank() {
     let page_arg = page.display().to_string();
     let o = mpir_in_node1(
         &cluster,
-        &[
-            "report",
-            "--json",
-            "--types",
-            &types,
-            "--slurm-job",
-            &id,
-            "-o",
-            &page_arg,
-        ],
+        &["report", "--json", "--slurm-job", &id, "-o", &page_arg],
     );
     assert_eq!(
         o.status.code(),

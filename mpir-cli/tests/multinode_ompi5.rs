@@ -24,7 +24,7 @@ use common::mn::{
 };
 use common::{json_doc, mpir};
 use mpir_acquire::testkit::multinode::{Cluster, NodeChild, StartFailure, start_job};
-use mpir_target::testkit::{OMPI5_WHEEL, Wheel, build_decoy, scratch, skip, wait_for};
+use mpir_target::testkit::{OMPI5_WHEEL, Wheel, build_decoy, scratch, wait_for};
 
 /// The running job: `prterun` in node1, ranks on node2 and node3, a decoy in node1 with the
 /// pid of one of them.
@@ -305,10 +305,13 @@ fn stacks_and_queues_inside_node1_read_every_rank_through_prrte_tool_daemons() {
     );
     drop(front);
 
-    // Queues without the types, every rank on another node: the same one line as for a
-    // local job (the agents tell the front end why no reader could be set up, not only in
-    // words), naming a node, exit 4, the --types hint.
-    let o = mpir_in_node1(&cluster, &["queues", "--starter", &starter]);
+    // Queues without any types (the shipped layouts turned off), every rank on another node:
+    // the same one line as for a local job (the agents tell the front end why no reader could
+    // be set up, not only in words), naming a node, exit 4, the --types hint.
+    let o = mpir_in_node1(
+        &cluster,
+        &["queues", "--no-shipped-layouts", "--starter", &starter],
+    );
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(4), "{}", text(&o));
     assert_eq!(err.trim_end().lines().count(), 1, "{}", text(&o));
@@ -322,13 +325,8 @@ fn stacks_and_queues_inside_node1_read_every_rank_through_prrte_tool_daemons() {
     );
     assert_clean(&mut job, &cluster);
 
-    // Queues with Open MPI 5's types: every rank's pending receive (tag 42) is read by its
-    // node's agent.
-    let Some(types) = std::env::var_os("MPIR_OMPI5_TYPES_SIDECAR") else {
-        skip("MPIR_OMPI5_TYPES_SIDECAR is not set (Open MPI 5's types, for queues)");
-        job.prterun.stop();
-        return;
-    };
+    // Queues with no types given: every rank's pending receive (tag 42) is read by its
+    // node's agent, with the shipped 5.0 layouts proven there on each rank.
     let started = std::time::Instant::now();
     let o = mpir_in_node1(
         &cluster,
@@ -336,8 +334,6 @@ fn stacks_and_queues_inside_node1_read_every_rank_through_prrte_tool_daemons() {
             "queues",
             "--starter",
             &starter,
-            "--types",
-            &types.to_string_lossy(),
             "--agent-token-dir",
             &tokens.to_string_lossy(),
             "--json",
@@ -350,17 +346,7 @@ fn stacks_and_queues_inside_node1_read_every_rank_through_prrte_tool_daemons() {
 
     // The deadlock across nodes: one cycle of the four ranks, each wait joined to the call
     // its rank is blocked in (read by the agents with its queues).
-    let o = mpir_in_node1(
-        &cluster,
-        &[
-            "deadlock",
-            "--json",
-            "--types",
-            &types.to_string_lossy(),
-            "--starter",
-            &starter,
-        ],
-    );
+    let o = mpir_in_node1(&cluster, &["deadlock", "--json", "--starter", &starter]);
     assert_eq!(o.status.code(), Some(3), "{}", text(&o));
     let doc = json_doc(&o);
     assert_eq!(doc["coverage"]["complete"], true, "{doc:#}");

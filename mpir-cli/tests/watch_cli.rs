@@ -131,7 +131,7 @@ fn watch_args(stack: &Stack, job: &Job, out: &Path, every: &str, extra: &[&str])
 /// A 3-rank job of tests/fixtures/watch.c in `mode` on Open MPI with its types, in scratch
 /// directory `name`; `None` after a skip.
 fn ring(name: &str, mode: &str) -> Option<(Stack, mpir_target::testkit::Scratch, Job)> {
-    let stack = common::stock::open_mpi_typed()?;
+    let stack = common::stock::open_mpi_stock()?;
     let dir = scratch(name);
     let program = build_fixture(&stack, &dir, "watch");
     let job = start(&stack, &dir, &program, mode, 3);
@@ -152,7 +152,7 @@ fn check_bundle(bundle: &Path) -> Value {
 
 #[test]
 fn a_job_that_hangs_later_gets_exactly_one_bundle_with_a_core_per_class() {
-    let Some(stack) = common::stock::open_mpi_typed() else {
+    let Some(stack) = common::stock::open_mpi_stock() else {
         return;
     };
     if !have("gdb") {
@@ -459,7 +459,7 @@ impl Drop for Tmpfs {
 
 #[test]
 fn a_full_output_directory_ends_the_watch_and_leaves_no_half_bundle() {
-    let Some(stack) = common::stock::open_mpi_typed() else {
+    let Some(stack) = common::stock::open_mpi_stock() else {
         return;
     };
     let dir = scratch("watch-full");

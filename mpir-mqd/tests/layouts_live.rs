@@ -119,10 +119,11 @@ fn options(engine: Engine) -> ReaderOptions {
         .with_helper(HelperOptions::default().with_program(env!("CARGO_BIN_EXE_mpir-mqd-host")))
 }
 
+/// The LP64 set of `config` (this machine's ranks).
 fn shipped(config: &str) -> LayoutSet {
     layouts::shipped()
         .into_iter()
-        .find(|s| s.config == config)
+        .find(|s| s.config == config && s.model == mpir_types::DataModel::LP64)
         .unwrap_or_else(|| panic!("no shipped set of configuration {config}"))
 }
 
@@ -380,6 +381,43 @@ fn a_corrupt_world_communicator_is_refused_live_and_in_a_core() {
     let core = CoreTarget::open(&cores[0], DebugOptions::default()).expect("open the core");
     let chosen = layouts::choose(&core, Expect::rank(Some(2), Some(3))).expect("a sound core");
     assert_eq!(chosen.set.id(), stack.set);
+
+    // Rank 1's communicator list (the pointer array the walker reads) pointed at nothing: the
+    // set still fits (its world is sound), and the read says the list was cut short or fails,
+    // never a queue read from the wrong place.
+    let addr = shipped("debian")
+        .get("opal_pointer_array_t")
+        .unwrap()
+        .member("addr")
+        .unwrap()
+        .offset;
+    testkit::run(Command::new("gdb").args([
+        "-p",
+        &job.pids[1].to_string(),
+        "-batch",
+        "-nx",
+        "-ex",
+        &format!("set *(long *)((char *)&ompi_mpi_communicators + {addr}) = 0x10"),
+    ]))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut reader = QueueReader::open(&*open(job.pids[2]), options(Engine::Native)).unwrap();
+    match reader.read(&ReadRank::new(Some(1), &app), open(job.pids[1])) {
+        Err(e) => eprintln!("rank 1 with a corrupt communicator list: {e}"),
+        Ok(q) => {
+            assert!(
+                q.notes
+                    .iter()
+                    .any(|n| matches!(n, ReadNote::CommunicatorsCutShort { .. })),
+                "{q:#?}"
+            );
+            assert!(
+                q.communicators
+                    .iter()
+                    .all(|c| c.receives.operations().is_empty()),
+                "{q:#?}"
+            );
+        }
+    }
 }
 
 /// One line of objects.tsv: (release, config, debug, object, source).

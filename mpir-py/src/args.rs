@@ -53,7 +53,7 @@ pub(crate) struct Extra {
 }
 
 /// The keyword options every session source takes (`timeout`, `ranks`, `debug_dirs`,
-/// `types_sidecar`, `hold_from_acquisition`, `allow_other_users`, `exe`, `this_node_aliases`,
+/// `types_sidecar`, `shipped_layouts`, `hold_from_acquisition`, `allow_other_users`, `exe`, `this_node_aliases`,
 /// and for launch `leave_running`).
 pub(crate) fn options(
     given: Option<&Bound<'_, PyDict>>,
@@ -87,6 +87,11 @@ pub(crate) fn options(
                 options = options.with_types_sidecar(path(&value)?);
                 extra.types_given = true;
             }
+            "shipped_layouts" => {
+                if !value.extract::<bool>()? {
+                    options = options.without_shipped_layouts();
+                }
+            }
             "hold_from_acquisition" => {
                 options = options.with_hold_from_acquisition(value.extract()?)
             }
@@ -101,7 +106,7 @@ pub(crate) fn options(
             other => {
                 return Err(PyTypeError::new_err(format!(
                     "unknown session option {other:?} (known: timeout, ranks, debug_dirs, \
-                     types_sidecar, hold_from_acquisition, allow_other_users, exe, \
+                     types_sidecar, shipped_layouts, hold_from_acquisition, allow_other_users, exe, \
                      this_node_aliases{})",
                     if launch { ", leave_running" } else { "" }
                 )));

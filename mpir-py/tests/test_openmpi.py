@@ -1,17 +1,16 @@
 """A real Open MPI job (Debian's openmpi-bin): launched under a session through ``mpirun``, its
-ranks' queues read by the native Open MPI walker (types from the sidecar
-scripts/openmpi-types-sidecar.sh makes), the ring's deadlock found, every rank released.
+ranks' queues read by the native Open MPI walker (stock: no debug information, no types
+sidecar; the types come from the layout set shipped with mpir, proven on each rank), the
+ring's deadlock found, every rank released.
 Skipped with a reason when Open MPI is not installed; fails instead under
 ``MPIR_REQUIRE_PEERS=1`` (CI)."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import time
 from pathlib import Path
-from typing import Optional
 
 import pytest
 from conftest import ROOT, assert_released, gone, kill_job, skip_or_fail, validate
@@ -19,22 +18,6 @@ from conftest import ROOT, assert_released, gone, kill_job, skip_or_fail, valida
 import mpir
 
 RANKS = 2
-
-
-def sidecar() -> Optional[str]:
-    """The Open MPI types sidecar: ``$MPIR_OMPI_TYPES_SIDECAR``, else the script's output."""
-    given = os.environ.get("MPIR_OMPI_TYPES_SIDECAR")
-    if given and os.path.isfile(given):
-        return given
-    script = ROOT / "scripts" / "openmpi-types-sidecar.sh"
-    try:
-        out = subprocess.run(
-            ["bash", str(script)], capture_output=True, text=True, timeout=600, check=True
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    lines = out.strip().splitlines()
-    return lines[-1] if lines and os.path.isfile(lines[-1]) else None
 
 
 @pytest.fixture
@@ -67,10 +50,10 @@ def argv(dir: Path) -> list[str]:
     ]
 
 
-def launch(dir: Path, types_sidecar: Optional[str] = None) -> mpir.Session:
-    """The ring launched under a session, its output discarded, left running at the end, with
-    the types sidecar when one is given."""
-    options = {} if types_sidecar is None else {"types_sidecar": types_sidecar}
+def launch(dir: Path, shipped_layouts: bool = True) -> mpir.Session:
+    """The ring launched under a session, its output discarded, left running at the end; with
+    ``shipped_layouts=False``, an Open MPI whose layouts mpir does not ship."""
+    options = {} if shipped_layouts else {"shipped_layouts": False}
     return mpir.Session.launch(
         argv(dir),
         stdout="devnull",
@@ -91,10 +74,7 @@ def wait_in_ring(dir: Path) -> None:
 
 
 def test_an_open_mpi_ring_deadlocks_and_is_released(ring: Path) -> None:
-    types = sidecar()
-    if types is None:
-        skip_or_fail("no Open MPI types sidecar (scripts/openmpi-types-sidecar.sh failed)")
-    session = launch(ring, types_sidecar=types)
+    session = launch(ring)
     starter = session.starter_pid
     assert starter is not None
     try:
@@ -111,6 +91,10 @@ def test_an_open_mpi_ring_deadlocks_and_is_released(ring: Path) -> None:
             queues = session.queues()
             validate(queues, "queues.v1.json")
             assert queues["engine"].startswith("native Open MPI"), queues["engine"]
+            for r in queues["ranks"]:
+                assert "types: shipped layouts of openmpi 4.1.4 debian lp64, proven on this rank" in r[
+                    "notes"
+                ], r
             # Each rank waits in a receive from the next (tag 10).
             ops = mpir.Operation.from_queues(queues)
             waits = {(op.rank, op.peer_global) for op in ops if op.kind == "receive" and op.tag == 10}
@@ -135,10 +119,11 @@ def test_an_open_mpi_ring_deadlocks_and_is_released(ring: Path) -> None:
 
 
 def test_without_types_the_ring_is_judged_by_its_stacks(ring: Path) -> None:
-    """Stock Open MPI without a types sidecar: no queue can be read, yet the ring is a hang —
+    """An Open MPI whose types are nowhere (no debug information, no types sidecar, the shipped
+    layouts not tried): no queue can be read, yet the ring is a hang —
     every rank blocked in MPI_Recv and unmoved (``blocked_in_mpi``), each rank covered by its
     stacks with the reason its queues were not read (issue 29)."""
-    session = launch(ring)
+    session = launch(ring, shipped_layouts=False)
     starter = session.starter_pid
     assert starter is not None
     try:

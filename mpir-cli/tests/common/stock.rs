@@ -62,7 +62,8 @@ pub fn open_mpi(pml_ucx: bool) -> Option<Stack> {
     let mut launcher: Vec<String> = ["orterun", "--allow-run-as-root", "--oversubscribe"]
         .map(String::from)
         .to_vec();
-    let mut extra = Vec::new();
+    // An Open MPI whose types are nowhere: the shipped layouts not tried either.
+    let mut extra = vec!["--no-shipped-layouts".to_string()];
     if pml_ucx {
         // UCX is Open MPI's PML on InfiniBand clusters; 4.1 enables it elsewhere only with
         // these two (docs: ../shared/notes/stock-stacks.md).
@@ -100,16 +101,13 @@ pub fn open_mpi(pml_ucx: bool) -> Option<Stack> {
     })
 }
 
-/// Debian's Open MPI 4.1.4 given the types sidecar (`--types`): its queues are read.
-pub fn open_mpi_typed() -> Option<Stack> {
+/// Debian's Open MPI 4.1.4 as it is (no debug information, no `--types`): its queues are read
+/// with the layouts shipped with mpir.
+pub fn open_mpi_stock() -> Option<Stack> {
     if !have("mpicc.openmpi") || !have("orterun") {
         skip("needs Open MPI (mpicc.openmpi, orterun)");
         return None;
     }
-    let Some(sidecar) = ompi_sidecar() else {
-        skip("no Open MPI types sidecar");
-        return None;
-    };
     Some(Stack {
         env: Vec::new(),
         name: "openmpi",
@@ -117,7 +115,7 @@ pub fn open_mpi_typed() -> Option<Stack> {
         launcher: ["orterun", "--allow-run-as-root", "--oversubscribe"]
             .map(String::from)
             .to_vec(),
-        extra: vec!["--types".into(), sidecar.display().to_string()],
+        extra: Vec::new(),
     })
 }
 

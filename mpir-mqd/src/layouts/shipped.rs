@@ -12,6 +12,10 @@ pub(super) const FILES: &[(&str, &str)] = &[
         include_str!("../../layouts/openmpi/openmpi-4.1.4-debian-lp64.layout"),
     ),
     (
+        "openmpi-4.1.4-debian-ilp32.layout",
+        include_str!("../../layouts/openmpi/openmpi-4.1.4-debian-ilp32.layout"),
+    ),
+    (
         "openmpi-4.1.4-debug-lp64.layout",
         include_str!("../../layouts/openmpi/openmpi-4.1.4-debug-lp64.layout"),
     ),

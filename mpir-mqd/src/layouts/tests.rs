@@ -87,7 +87,11 @@ fn the_mca_component_header_read_without_types_is_where_every_set_puts_it() {
 #[test]
 fn debug_and_release_builds_differ_where_the_proof_looks() {
     let sets = shipped_sets();
-    let of = |config: &str| sets.iter().find(|s| s.config == config).unwrap();
+    let of = |config: &str| {
+        sets.iter()
+            .find(|s| s.config == config && s.model == mpir_types::DataModel::LP64)
+            .unwrap()
+    };
     let (debian, debug) = (of("debian"), of("debug"));
     assert!(debug.debug && !debian.debug);
     assert_eq!(

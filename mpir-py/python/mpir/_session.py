@@ -38,8 +38,10 @@ class Session:
 
     Options (keywords of every constructor): ``timeout`` (seconds to wait for the job),
     ``ranks`` (a selection such as ``"0-3,7"``), ``debug_dirs`` (directories of separate
-    debug information), ``types_sidecar`` (an object file describing the MPI's types, e.g.
-    Open MPI's), ``hold_from_acquisition`` (keep the ranks stopped from the acquisition to the
+    debug information), ``types_sidecar`` (an object file describing the MPI's types, for an
+    MPI without debug information that no layout set shipped with mpir fits),
+    ``shipped_layouts`` (``False``: do not try the Open MPI layout sets shipped with mpir),
+    ``hold_from_acquisition`` (keep the ranks stopped from the acquisition to the
     first read), ``allow_other_users`` (read other users' processes, as root),
     ``this_node_aliases`` (more names of this node), ``exe`` (cores: the executable).
 
