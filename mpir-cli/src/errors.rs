@@ -27,8 +27,7 @@ pub(crate) fn hint(e: &anyhow::Error) -> Option<&'static str> {
         ) || cause
             .downcast_ref::<mpir_mqd::layouts::LayoutRefusal>()
             .is_some();
-        (refused || !mpir_mqd::MqdError::missing_types_in(cause).is_empty())
-        .then_some(TYPES_HINT)
+        (refused || !mpir_mqd::MqdError::missing_types_in(cause).is_empty()).then_some(TYPES_HINT)
     })
 }
 
