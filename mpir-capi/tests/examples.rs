@@ -171,3 +171,69 @@ fn the_c_example_under_address_sanitizer_with_the_starter_given() {
     );
     check_demo_run(&out);
 }
+
+/// The C example launching a stock Open MPI job (Debian's `orterun`: no debug information in
+/// `libmpi`, no types given) whose three ranks block in a ring of receives
+/// (mpir-cli/tests/fixtures/deadlock.c `ring`): the library reads their queues with the layouts
+/// shipped for that release, proven on each rank, so the deadlock is confirmed from the queues
+/// — without them the verdict could only be `blocked_in_mpi`, and the example would print
+/// "not confirmed".
+#[test]
+fn the_c_example_on_a_stock_open_mpi_ring() {
+    if !need("cc") || !need("mpicc.openmpi") || !need("orterun") {
+        return;
+    }
+    let _one = ONE_JOB
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let (_lib, exe) = compile_dynamic(
+        "cc",
+        "job-ompi",
+        "-std=c99",
+        &crate_dir().join("examples/job.c"),
+    );
+    let dir = mpir_target::testkit::scratch("capi-ompi-ring");
+    let program = dir.join("deadlock");
+    mpir_target::testkit::run(
+        Command::new("mpicc.openmpi")
+            .args(["-g", "-o"])
+            .arg(&program)
+            .arg(crate_dir().join("../mpir-cli/tests/fixtures/deadlock.c")),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let pids = dir.join("ring");
+    std::fs::create_dir_all(&pids).unwrap();
+    let out = run(
+        Command::new(&exe)
+            .args([
+                "orterun",
+                "--allow-run-as-root",
+                "--oversubscribe",
+                "-n",
+                "3",
+            ])
+            .arg(&program)
+            .arg("ring")
+            .arg(&pids)
+            .env("OMPI_MPIR_DO_NOT_WARN", "1"),
+        Duration::from_secs(120),
+    );
+    assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
+    let line = out
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("deadlock "))
+        .unwrap_or_else(|| panic!("no deadlock line: {}", out.stdout));
+    let doc: serde_json::Value =
+        serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    assert_eq!(doc["verdict"], "deadlock", "{doc}");
+    let mut ring: Vec<u64> = doc["cycles"][0]["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_u64().unwrap())
+        .collect();
+    ring.sort_unstable();
+    assert_eq!(ring, [0, 1, 2], "{doc}");
+    assert!(out.stdout.contains("\nreleased"), "{}", out.stdout);
+}

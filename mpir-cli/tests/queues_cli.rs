@@ -350,3 +350,64 @@ fn a_core_without_its_executable_says_so_and_exe_fixes_it() {
     );
     assert_eq!(json(&out)["ranks"].as_array().unwrap().len(), 10);
 }
+
+/// A stock Open MPI rank that no shipped layout set fits — gdb (not the code under test) points
+/// its `MPI_COMM_WORLD` group at nothing — is refused alone, with the reason and the
+/// candidate; the job's other ranks are read (the reader proves its set on the next rank when
+/// the first does not fit), and nothing is left stopped.
+#[test]
+fn an_open_mpi_rank_no_shipped_set_fits_is_refused_alone() {
+    let Some(stack) = common::stock::open_mpi_stock() else {
+        return;
+    };
+    if !have("gdb") {
+        skip("needs gdb to corrupt a rank");
+        return;
+    }
+    let dir = scratch("cli-queues-ompi-corrupt");
+    let program = common::stock::build(&stack, &dir);
+    let job = common::stock::start(&stack, &dir, &program, "ring", 3);
+    // c_local_group's offset in Debian's 4.1.4 build, as gdb's ptype/o of libopenmpi-dev's
+    // headers gives it (struct ompi_communicator_t: 248, 8 bytes).
+    run(Command::new("gdb").args([
+        "-p",
+        &job.pids[0].to_string(),
+        "-batch",
+        "-nx",
+        "-ex",
+        "set *(long *)((char *)&ompi_mpi_comm_world + 248) = 0x10",
+    ]))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let out = mpir()
+        .args(["queues", "--json", "--starter"])
+        .arg(job.starter().to_string())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "partial: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = json(&out);
+    let bad = rank(&doc, 0)["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        bad.contains("no shipped Open MPI layouts fit")
+            && bad.contains("openmpi 4.1.4 debian lp64")
+            && bad.contains("c_local_group"),
+        "{bad}"
+    );
+    for r in 1..3u64 {
+        let read = rank(&doc, r);
+        assert!(read["error"].is_null(), "{read:#}");
+        // deadlock.c's ring: a receive from the next rank, tag 10.
+        let recv = op(comm(read, "MPI_COMM_WORLD"), "receive", 10);
+        assert_eq!(recv["peer_local"], (r + 1) % 3);
+    }
+    for &pid in job.pids.iter().chain([job.starter()].iter()) {
+        assert_untouched(pid);
+    }
+}

@@ -539,3 +539,121 @@ fn a_sidecar_still_wins() {
         );
     }
 }
+
+/// The top-level members gdb's `ptype/o` gives for `ty` in `object`: (name, offset, size), and
+/// the total size. gdb is the independent reader of the same types objects.
+fn gdb_layout(object: &Path, ty: &str) -> (Vec<(String, u64, u64)>, u64) {
+    let out = testkit::run(
+        Command::new("gdb")
+            .args(["-batch", "-nx", "-ex"])
+            .arg(format!("ptype/o {ty}"))
+            .arg(object),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut members = Vec::new();
+    let mut total = 0;
+    for line in out.lines() {
+        if let Some(t) = line.split("total size (bytes):").nth(1) {
+            total = t.trim().trim_end_matches("*/").trim().parse().unwrap_or(0);
+            continue;
+        }
+        let Some(rest) = line.strip_prefix("/*") else {
+            continue;
+        };
+        let Some((head, decl)) = rest.split_once("*/") else {
+            continue;
+        };
+        // Top level only: four spaces, then the declaration (nested members are indented more).
+        let Some(decl) = decl.strip_prefix("    ").filter(|d| !d.starts_with(' ')) else {
+            continue;
+        };
+        let Some((offset, size)) = head.split_once('|') else {
+            continue;
+        };
+        let (Ok(offset), Ok(size)) = (
+            offset.split(':').next().unwrap_or("").trim().parse::<u64>(),
+            size.trim().parse::<u64>(),
+        ) else {
+            continue;
+        };
+        let decl = decl.trim_end_matches(';');
+        let name = match decl.split_once("(*") {
+            Some((_, f)) => f.split(')').next().unwrap_or(""),
+            None => decl
+                .split('[')
+                .next()
+                .unwrap_or("")
+                .rsplit([' ', '*'])
+                .next()
+                .unwrap_or(""),
+        };
+        // An aggregate declared in place (`union {`): its name comes lines later; skipped.
+        if decl.ends_with('{') || name.is_empty() {
+            continue;
+        }
+        members.push((name.to_string(), offset, size));
+    }
+    (members, total)
+}
+
+#[test]
+fn gdb_reads_the_generator_s_objects_as_the_shipped_files_say() {
+    let Some(objects) = objects() else { return };
+    if !testkit::have("gdb") {
+        testkit::skip("needs gdb");
+        return;
+    }
+    let sets = layouts::shipped();
+    let mut compared = 0;
+    let count = objects.len();
+    for (release, config, _, object, _) in objects {
+        let elf = ElfFile::open(&object).expect("types object");
+        let set = sets
+            .iter()
+            .find(|s| {
+                s.release.to_string() == release
+                    && s.config == config
+                    && s.model == elf.data_model()
+            })
+            .unwrap_or_else(|| panic!("no shipped set for {}", object.display()));
+        for ty in [
+            "ompi_communicator_t",
+            "ompi_group_t",
+            "opal_object_t",
+            "opal_class_t",
+            "opal_list_t",
+            "opal_list_item_t",
+            "mca_base_component_t",
+            "mca_pml_ob1_comm_t",
+            "mca_pml_ob1_comm_proc_t",
+            "mca_pml_base_request_t",
+            "mca_pml_ob1_recv_frag_t",
+            "ompi_request_t",
+        ] {
+            let ours = set
+                .get(ty)
+                .unwrap_or_else(|| panic!("{}: no {ty}", set.id()));
+            let (members, total) = gdb_layout(&object, ty);
+            assert!(
+                members.len() >= 2,
+                "{}: gdb shows {members:?} for {ty}",
+                set.id()
+            );
+            assert_eq!(ours.byte_size, total, "{}: sizeof {ty}", set.id());
+            for (name, offset, size) in members {
+                let m = ours
+                    .member(&name)
+                    .unwrap_or_else(|| panic!("{}: {ty}.{name} (gdb) is not shipped", set.id()));
+                assert_eq!(
+                    (m.offset, m.byte_size),
+                    (offset, Some(size)),
+                    "{}: {ty}.{name}",
+                    set.id()
+                );
+                compared += 1;
+            }
+        }
+    }
+    // Every set, a dozen types each, most of their members.
+    assert!(compared > 60 * count, "only {compared} members compared");
+}

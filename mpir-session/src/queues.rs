@@ -311,6 +311,9 @@ impl Session {
     }
 }
 
+/// How many ranks are tried as the probe when no shipped layout set fits the first.
+const MAX_LAYOUT_PROBES: usize = 4;
+
 /// The engine of one read (or of every sample of a deadlock analysis): set up from the
 /// first readable rank, then kept.
 #[derive(Default)]
@@ -338,13 +341,30 @@ impl ReaderState {
         symbols: Option<&mpir_target::unwind::SymbolCache>,
         mut progress: impl FnMut(usize, usize, &RankRead),
     ) -> Vec<RankRead> {
-        if self.reader.is_none()
-            && self.failed.is_none()
-            && let Some(probe) = held.ranks().iter().find_map(|r| r.target().ok())
-        {
-            match QueueReader::open(&**probe, options.clone()) {
-                Ok(r) => self.reader = Some(r),
-                Err(e) => self.failed = Some(e),
+        if self.reader.is_none() && self.failed.is_none() {
+            // The first readable rank is the probe. A rank no shipped layout set fits (its own
+            // memory corrupt, say) does not stop the others: the next few are tried, and that
+            // rank is refused alone when it is read.
+            let probes = held
+                .ranks()
+                .iter()
+                .filter_map(|r| r.target().ok())
+                .take(MAX_LAYOUT_PROBES);
+            for probe in probes {
+                match QueueReader::open(&**probe, options.clone()) {
+                    Ok(r) => {
+                        self.reader = Some(r);
+                        self.failed = None;
+                        break;
+                    }
+                    Err(e @ MqdError::Layouts(_)) => {
+                        self.failed.get_or_insert(e);
+                    }
+                    Err(e) => {
+                        self.failed = Some(e);
+                        break;
+                    }
+                }
             }
         }
         let total = held.ranks().len();
