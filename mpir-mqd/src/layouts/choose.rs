@@ -580,8 +580,11 @@ fn prove(
 }
 
 /// Whether `target` is an Open MPI process without the types its queue readers need: it defines
-/// `ompi_mpi_comm_world`, and neither its debug information nor a types sidecar describes
-/// `ompi_communicator_t` (none, only `mpi.h`'s declaration, or unreadable DWARF).
+/// `ompi_mpi_comm_world`, and neither the debug information of the image that defines it (its
+/// own DWARF or a separate debug file) nor a types sidecar describes `ompi_communicator_t`
+/// (none, or unreadable DWARF). Other images are not searched: a program compiled with `-g`
+/// against `mpi.h` only declares the type, and indexing every library's DWARF for it would cost
+/// more than the whole read.
 pub fn needs_shipped(target: &dyn Target) -> bool {
     let Ok(Some(_)) = target.symbol("ompi_mpi_comm_world") else {
         return false;
@@ -591,10 +594,6 @@ pub fn needs_shipped(target: &dyn Target) -> bool {
         symbol: "ompi_mpi_comm_world",
     };
     !matches!(target.type_layout(near), Ok(Some(_)))
-        && !matches!(
-            target.type_layout(TypeQuery::Named("ompi_communicator_t")),
-            Ok(Some(_))
-        )
 }
 
 /// Chooses among the sets shipped with this build ([`shipped`](super::shipped)).

@@ -54,20 +54,18 @@ impl<T: Deref<Target: SymbolLookup>> SymbolLookup for ShippedTypes<T> {
 }
 
 impl<T: Deref<Target: TypeLookup>> TypeLookup for ShippedTypes<T> {
-    /// `T`'s answer first; when it has none (or only a declaration, or an error), the set's
-    /// type of that name; `T`'s answer when the set has none either.
+    /// The set's type of that name, when it has one; `T`'s answer otherwise. The set is used
+    /// only for a process whose MPI library has no such types of its own
+    /// ([`needs_shipped`](super::needs_shipped)), so asking `T` first would only search every
+    /// other image's debug information for each type, on every rank.
     fn type_layout(&self, query: TypeQuery<'_>) -> mpir_target::Result<Option<TypeLayout>> {
-        let own = self.inner.type_layout(query);
-        if let Ok(Some(_)) = own {
-            return own;
-        }
         let shipped = match query {
             TypeQuery::Named(name) | TypeQuery::NamedNear { name, .. } => self.set.get(name),
             _ => None,
         };
         match shipped {
             Some(t) => Ok(Some(t)),
-            None => own,
+            None => self.inner.type_layout(query),
         }
     }
 }
