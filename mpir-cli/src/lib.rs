@@ -10,6 +10,7 @@
 //! mpir report (--starter PID | --slurm-job J[.S] | --pid PID… | --core CORE… | --from JSON…) [-o FILE] [queues options]
 //! mpir watch (--starter PID | --slurm-job J[.S] | --pid PID…) [--out DIR] [--every S] [--cores] [--then keep|detach|kill]
 //! mpir demo [-n N] [--html FILE]
+//! mpir layouts [list | generate --object OBJ --release R --config C [--debug] --source S]
 //! ```
 //!
 //! `launch` runs the starter (`mpiexec`, `orterun`, a wrapper that execs one…) under control,

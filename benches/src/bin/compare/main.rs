@@ -64,6 +64,7 @@ use mpir_target::live::LiveTarget;
 use mpir_target::proctable::{ReadOptions, read_proctable};
 
 mod agents;
+mod layouts;
 mod pmix;
 mod python;
 mod report;
@@ -470,6 +471,7 @@ fn main() {
         "waits",
         "python",
         "report",
+        "layouts",
     ];
     if let Some(o) = only.as_deref().filter(|o| !sections.contains(o)) {
         eprintln!("compare: unknown section {o:?} (use one of {sections:?})");
@@ -527,6 +529,9 @@ fn main() {
     }
     if run("report") {
         report::report(&cfg, &dir.0);
+    }
+    if run("layouts") {
+        layouts::layouts(&cfg, &dir.0);
     }
     println!("Whole run: {:.0} s.", start.elapsed().as_secs_f64());
 }
