@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
+from typing import Any, Dict
 
 import pytest
 from conftest import ROOT, assert_released, gone, kill_job, skip_or_fail, validate
@@ -53,7 +54,7 @@ def argv(dir: Path) -> list[str]:
 def launch(dir: Path, shipped_layouts: bool = True) -> mpir.Session:
     """The ring launched under a session, its output discarded, left running at the end; with
     ``shipped_layouts=False``, an Open MPI whose layouts mpir does not ship."""
-    options = {} if shipped_layouts else {"shipped_layouts": False}
+    options: Dict[str, Any] = {} if shipped_layouts else {"shipped_layouts": False}
     return mpir.Session.launch(
         argv(dir),
         stdout="devnull",
