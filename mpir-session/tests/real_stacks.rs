@@ -287,12 +287,21 @@ fn a_ring_deadlock_on_open_mpi() {
             .with_types_sidecar(&sidecar),
         "native Open MPI ob1",
     );
-    // Without the types no native walker fits stock Open MPI, and the reason is typed: kept
-    // as the fallback reason when the DLL is used, or with the DLL's own failure when it
-    // cannot be either (its helper process is another crate's binary, built or not).
+    // With no types given: the shipped layouts, proven on each rank, find the same ring.
+    check_ring(
+        &job,
+        SessionOptions::default().with_timeout(Duration::from_secs(30)),
+        "native Open MPI ob1",
+    );
+    // With no types at all (the shipped layouts off) no native walker fits stock Open MPI, and
+    // the reason is typed: kept as the fallback reason when the DLL is used, or with the DLL's
+    // own failure when it cannot be either (its helper process is another crate's binary,
+    // built or not).
     let mut session = Session::attach(
         job.launcher.id(),
-        SessionOptions::default().with_timeout(Duration::from_secs(30)),
+        SessionOptions::default()
+            .with_timeout(Duration::from_secs(30))
+            .without_shipped_layouts(),
     )
     .unwrap();
     let read = session.queues().unwrap();
