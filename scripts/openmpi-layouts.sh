@@ -32,6 +32,8 @@ exec 3>&1 1>&2 </dev/null          # fd 3: the result line; all other output goe
 log() { printf '[openmpi-layouts %(%T)T] %s\n' -1 "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 trap 'log "ERROR: line $LINENO: \"$BASH_COMMAND\" failed (exit $?)"' ERR
+# shellcheck source=lib/fetch.sh
+. "$HERE/lib/fetch.sh"
 
 WRITE=0
 case "${1:-}" in
@@ -79,24 +81,12 @@ I386_DEBS=("o/openmpi/libopenmpi-dev_4.1.4-3+b1_i386.deb f74eef5f916910fdebedd5d
 i386_obj=$OUT/openmpi-4.1.4-debian-i386-types-r$RECIPE.o
 i386_stamp="recipe=$RECIPE debs=${I386_DEBS[*]} types=${TYPES[*]}"
 if ! { [ -s "$i386_obj" ] && [ "$(cat "$i386_obj.stamp" 2>/dev/null)" = "$i386_stamp" ]; }; then
-    for p in gcc-multilib libc6-dev-i386 dpkg xz-utils curl; do
-        [ "$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null || true)" = "ii " ] && continue
-        [ "$(id -u)" -eq 0 ] || die "not root: cannot install $p"
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$p" ||
-            { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$p"; }
-    done
+    ensure_packages gcc-multilib libc6-dev-i386 dpkg xz-utils curl
     work=$(mktemp -d "$OUT/tmp.XXXXXX")
     for entry in "${I386_DEBS[@]}"; do
         read -r path sum <<<"$entry"
         deb=$CACHE_DIR/src/$(basename "$path")
-        if ! { [ -s "$deb" ] && echo "$sum  $deb" | sha256sum -c --quiet - 2>/dev/null; }; then
-            mkdir -p "$CACHE_DIR/src"
-            log "downloading $path"
-            curl -fsS --retry 3 --connect-timeout 30 --max-time 600 -o "$deb.part" "$POOL/${path//+/%2B}" ||
-                die "cannot download $POOL/$path"
-            echo "$sum  $deb.part" | sha256sum -c --quiet - || die "$path: sha256 mismatch"
-            mv -f "$deb.part" "$deb"
-        fi
+        fetch_pinned "$POOL/${path//+/%2B}" "$sum" "$deb"
         dpkg-deb -x "$deb" "$work/root"
     done
     include=$work/root/usr/lib/i386-linux-gnu/openmpi/include/openmpi

@@ -44,6 +44,8 @@ exec 3>&1 1>&2 </dev/null          # fd 3: the result line; all other output goe
 log() { printf '[openmpi5-types-sidecar %(%T)T] %s\n' -1 "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 trap 'log "ERROR: line $LINENO: \"$BASH_COMMAND\" failed (exit $?)"' ERR
+# shellcheck source=lib/fetch.sh
+. "$(dirname -- "${BASH_SOURCE[0]}")/lib/fetch.sh"
 
 case "${1:-}" in
     -h|--help) sed -n '2,/^set -Eeuo/{/^set -Eeuo/d; s/^# \{0,1\}//p}' "$0" >&3; exit 0 ;;
@@ -70,28 +72,11 @@ if cached; then
     exit 0
 fi
 
-export DEBIAN_FRONTEND=noninteractive
-missing=()
-for p in "${PACKAGES[@]}"; do
-    [ "$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null || true)" = "ii " ] || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-    [ "$(id -u)" -eq 0 ] || die "not root: cannot install ${missing[*]}"
-    log "installing: ${missing[*]}"
-    apt-get install -y -q --no-install-recommends "${missing[@]}" ||
-        { apt-get update -q && apt-get install -y -q --no-install-recommends "${missing[@]}"; }
-fi
+ensure_packages "${PACKAGES[@]}"
 
 # --- the source, pinned ------------------------------------------------------------------------
 SRC=$CACHE_DIR/src/$TARBALL
-if ! { [ -s "$SRC" ] && echo "$SHA256  $SRC" | sha256sum -c --quiet - 2>/dev/null; }; then
-    mkdir -p "$CACHE_DIR/src"
-    log "downloading $URL"
-    curl -fsS --retry 3 --connect-timeout 30 --max-time 900 -o "$SRC.part" "$URL" ||
-        die "cannot download $URL"
-    echo "$SHA256  $SRC.part" | sha256sum -c --quiet - || die "$URL: sha256 mismatch"
-    mv -f "$SRC.part" "$SRC"
-fi
+fetch_pinned "$URL" "$SHA256" "$SRC"
 
 mkdir -p "$OUT_DIR"
 WORK=$(mktemp -d "$OUT_DIR.tmp5.XXXXXX")

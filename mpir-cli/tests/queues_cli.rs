@@ -369,14 +369,10 @@ fn an_open_mpi_rank_no_shipped_set_fits_is_refused_alone() {
     let job = common::stock::start(&stack, &dir, &program, "ring", 3);
     // c_local_group's offset in Debian's 4.1.4 build, as gdb's ptype/o of libopenmpi-dev's
     // headers gives it (struct ompi_communicator_t: 248, 8 bytes).
-    run(Command::new("gdb").args([
-        "-p",
-        &job.pids[0].to_string(),
-        "-batch",
-        "-nx",
-        "-ex",
-        "set *(long *)((char *)&ompi_mpi_comm_world + 248) = 0x10",
-    ]))
+    mpir_target::testkit::gdb_set(
+        job.pids[0],
+        "*(long *)((char *)&ompi_mpi_comm_world + 248) = 0x10",
+    )
     .unwrap_or_else(|e| panic!("{e}"));
     let out = mpir()
         .args(["queues", "--json", "--starter"])

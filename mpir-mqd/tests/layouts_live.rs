@@ -14,7 +14,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -94,16 +94,7 @@ fn ring(stack: &Stack, name: &str) -> (testkit::Scratch, PathBuf, Job) {
             .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ompi_ring.c")),
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let mut launcher = Command::new(&stack.launcher);
-    launcher
-        .args(["--allow-run-as-root", "--oversubscribe", "-n", "3"])
-        .arg(&app)
-        .arg(&*dir)
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .env("OMPI_MPIR_DO_NOT_WARN", "1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+    let mut launcher = common::open_mpi_launcher(&stack.launcher, RANKS, &app, &dir);
     let job = Job::start(&mut launcher, &dir, RANKS);
     (dir, app, job)
 }
@@ -350,14 +341,10 @@ fn a_corrupt_world_communicator_is_refused_live_and_in_a_core() {
         .member("c_local_group")
         .unwrap()
         .offset;
-    testkit::run(Command::new("gdb").args([
-        "-p",
-        &victim.to_string(),
-        "-batch",
-        "-nx",
-        "-ex",
-        &format!("set *(long *)((char *)&ompi_mpi_comm_world + {offset}) = 0x10"),
-    ]))
+    testkit::gdb_set(
+        victim,
+        &format!("*(long *)((char *)&ompi_mpi_comm_world + {offset}) = 0x10"),
+    )
     .unwrap_or_else(|e| panic!("{e}"));
     let live = open(victim);
     let e = layouts::choose(&*live, Expect::nothing()).expect_err("a corrupt world is refused");
@@ -391,14 +378,10 @@ fn a_corrupt_world_communicator_is_refused_live_and_in_a_core() {
         .member("addr")
         .unwrap()
         .offset;
-    testkit::run(Command::new("gdb").args([
-        "-p",
-        &job.pids[1].to_string(),
-        "-batch",
-        "-nx",
-        "-ex",
-        &format!("set *(long *)((char *)&ompi_mpi_communicators + {addr}) = 0x10"),
-    ]))
+    testkit::gdb_set(
+        job.pids[1],
+        &format!("*(long *)((char *)&ompi_mpi_communicators + {addr}) = 0x10"),
+    )
     .unwrap_or_else(|e| panic!("{e}"));
     let mut reader = QueueReader::open(&*open(job.pids[2]), options(Engine::Native)).unwrap();
     match reader.read(&ReadRank::new(Some(1), &app), open(job.pids[1])) {

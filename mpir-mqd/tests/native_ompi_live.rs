@@ -10,7 +10,7 @@ mod common;
 use common::Job;
 use common::compare::{DllGaps, assert_native_matches_dll};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::rc::Rc;
 
 use mpir_mqd::native::{self, ProcessInfo, WalkOptions, WalkerKind};
@@ -65,16 +65,7 @@ fn native_open_mpi_walker_equals_the_dll_and_adds_unexpected_messages() {
             )),
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let mut launcher = Command::new("orterun");
-    launcher
-        .args(["--allow-run-as-root", "--oversubscribe", "-n", "2"])
-        .arg(&app)
-        .arg(&*dir)
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .env("OMPI_MPIR_DO_NOT_WARN", "1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+    let mut launcher = common::open_mpi_launcher(std::path::Path::new("orterun"), 2, &app, &dir);
     let job = Job::start(&mut launcher, &dir, 2);
     let probe = LiveTarget::open(job.pids[0], DebugOptions::default()).expect("open rank 0");
     let (dll, _) = discover_dll(&probe, None).expect("discover the DLL");

@@ -8,7 +8,7 @@ mod common;
 
 use common::{Hosting, Job, comm};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use mpir_mqd::{DllSource, HelperOptions, HostOptions, QueueHost, discover_dll};
 use mpir_target::debuginfo::DebugOptions;
@@ -90,16 +90,7 @@ fn open_mpi_dll_reports_posted_operations_of_live_ranks_in_both_modes() {
             )),
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let mut launcher = Command::new("orterun");
-    launcher
-        .args(["--allow-run-as-root", "--oversubscribe", "-n", "2"])
-        .arg(&app)
-        .arg(&*dir)
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .env("OMPI_MPIR_DO_NOT_WARN", "1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+    let mut launcher = common::open_mpi_launcher(std::path::Path::new("orterun"), 2, &app, &dir);
     let job = Job::start(&mut launcher, &dir, 2);
 
     // Discovery: the rank's own MPIR_dll_name names the stock DLL.

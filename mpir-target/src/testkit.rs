@@ -73,6 +73,14 @@ pub fn run(cmd: &mut Command) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// Has gdb attach to `pid`, evaluate `set EXPRESSION` in it and detach (the process runs on):
+/// how tests corrupt a fixture's memory with a tool that is not the code under test.
+pub fn gdb_set(pid: u32, expression: &str) -> Result<String, String> {
+    run(Command::new("gdb")
+        .args(["-p", &pid.to_string(), "-batch", "-nx", "-ex"])
+        .arg(format!("set {expression}")))
+}
+
 /// Whether `tool` is on the `PATH`.
 pub fn have(tool: &str) -> bool {
     std::env::var_os("PATH").is_some_and(|paths| {

@@ -447,3 +447,28 @@ pub fn with_shipped<T: mpir_target::Target + 'static>(
         choose(&target, Expect::rank(rank, None)).unwrap_or_else(|e| panic!("rank {rank:?}: {e}"));
     std::rc::Rc::new(ShippedTypes::new(std::rc::Rc::new(target), chosen.set))
 }
+
+/// `launcher` (`orterun`, `mpirun`) running `n` copies of `app DIR`, allowed as root, its
+/// output discarded: the command a live Open MPI test starts with [`Job::start`].
+pub fn open_mpi_launcher(
+    launcher: &std::path::Path,
+    n: usize,
+    app: &std::path::Path,
+    dir: &std::path::Path,
+) -> std::process::Command {
+    let mut c = std::process::Command::new(launcher);
+    c.args([
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "-n",
+        &n.to_string(),
+    ])
+    .arg(app)
+    .arg(dir)
+    .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    .env("OMPI_MPIR_DO_NOT_WARN", "1")
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null());
+    c
+}

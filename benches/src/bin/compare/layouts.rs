@@ -6,14 +6,12 @@
 //! same structs read by `process_vm_readv`, no decoding). gdb has no equivalent: without debug
 //! information it cannot decode these structs at all.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::rc::Rc;
 use std::time::Instant;
 
 use mpir_benches::have;
-use mpir_benches::stacks::Running;
 use mpir_mqd::layouts::{self, Expect};
 use mpir_session::{Session, SessionOptions};
 use mpir_target::{MemoryExt, Target};
@@ -27,30 +25,6 @@ fn median(v: &[f64]) -> f64 {
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
-}
-
-/// The 64-rank job, once every rank has posted its receive and printed its line.
-fn start(exe: &Path) -> Running {
-    let mut c = Command::new("orterun");
-    c.env_remove("LD_PRELOAD")
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .env("OMPI_MPIR_DO_NOT_WARN", "1")
-        .args(["--allow-run-as-root", "--oversubscribe", "-n"])
-        .arg(RANKS.to_string())
-        .arg(exe)
-        .arg("3600")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let mut running = Running(c.spawn().expect("start orterun"));
-    let mut out = BufReader::new(running.0.stdout.take().expect("stdout"));
-    let mut line = String::new();
-    for _ in 0..RANKS {
-        line.clear();
-        out.read_line(&mut line).expect("a rank's line");
-    }
-    running
 }
 
 /// Seconds of one `mpir queues --json --starter PID` (with `extra`), checked: every rank read,
@@ -98,7 +72,7 @@ pub(super) fn layouts(cfg: &Config, dir: &Path) {
     };
     eprintln!("compare: layouts");
     let mpir = mpir_binary();
-    let job = start(&exe);
+    let job = super::waits_reads::start(&exe, None);
     let starter = job.0.id();
     let sidecar_arg = sidecar.display().to_string();
     let (mut shipped, mut typed) = (Vec::new(), Vec::new());

@@ -23,19 +23,20 @@ const RANKS: usize = 64;
 /// The tag each rank's pending receive waits for (`benches/waits/ranks.c`).
 const TAG: u32 = 29;
 
-/// Starts the 64-rank job of `ranks.c` with `lib` preloaded in its ranks (`-x LD_PRELOAD`),
-/// once every rank has posted its receive and printed its line.
-fn start(exe: &Path, lib: &Path) -> Running {
+/// Starts the 64-rank job of `ranks.c`, with `lib` preloaded in its ranks (`-x LD_PRELOAD`)
+/// when given, once every rank has posted its receive and printed its line.
+pub(super) fn start(exe: &Path, lib: Option<&Path>) -> Running {
     let mut c = Command::new("orterun");
     c.env_remove("LD_PRELOAD")
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .env("OMPI_MPIR_DO_NOT_WARN", "1")
         .args(["--allow-run-as-root", "--oversubscribe", "-n"])
-        .arg(RANKS.to_string())
-        .arg("-x")
-        .arg(format!("LD_PRELOAD={}", lib.display()))
-        .arg(exe)
+        .arg(RANKS.to_string());
+    if let Some(lib) = lib {
+        c.arg("-x").arg(format!("LD_PRELOAD={}", lib.display()));
+    }
+    c.arg(exe)
         .arg("3600")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -136,7 +137,7 @@ pub(super) fn reads_64(cfg: &Config, dir: &Path, lib: &Path) {
         return;
     };
     eprintln!("compare: waits reads");
-    let job = start(&exe, lib);
+    let job = start(&exe, Some(lib));
     let passes = if cfg.quick { 3 } else { 9 };
     let options = SessionOptions::default()
         .with_types_sidecar(&sidecar)
