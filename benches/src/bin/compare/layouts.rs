@@ -17,15 +17,10 @@ use mpir_session::{Session, SessionOptions};
 use mpir_target::{MemoryExt, Target};
 
 use super::waits::compile_c;
+use super::waits_reads::median;
 use super::{Config, mpir_binary, ms, verdict};
 
 const RANKS: usize = 64;
-
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
 
 /// Seconds of one `mpir queues --json --starter PID` (with `extra`), checked: every rank read,
 /// and the note says which types were used.

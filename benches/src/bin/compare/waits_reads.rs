@@ -58,7 +58,8 @@ fn timed<R>(f: impl FnOnce() -> R) -> (f64, R) {
     (start.elapsed().as_secs_f64(), r)
 }
 
-fn median(v: &[f64]) -> f64 {
+/// The median of `v` (not empty).
+pub(super) fn median(v: &[f64]) -> f64 {
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
