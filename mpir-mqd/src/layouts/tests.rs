@@ -52,7 +52,7 @@ fn every_shipped_file_parses_and_renders_back_to_itself() {
 
 #[test]
 fn every_file_of_the_directory_is_shipped() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("layouts/openmpi");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/layouts/openmpi");
     let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
