@@ -536,7 +536,10 @@ fn agents_on_256_hosts_answer_stacks_and_queues_through_a_tree() {
     if stacks.out.status.code() != Some(0) {
         // What was not read, and why: the document says (stderr is empty on a partial read).
         let d = common::json_doc(&stacks.out);
-        println!("unreached: {:#}\ncoverage: {:#}", d["unreached"], d["coverage"]);
+        println!(
+            "unreached: {:#}\ncoverage: {:#}",
+            d["unreached"], d["coverage"]
+        );
     }
     assert_eq!(stacks.out.status.code(), Some(0), "mpir stacks: {stderr}");
     let doc = common::json_doc(&stacks.out);
