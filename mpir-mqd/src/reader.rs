@@ -487,7 +487,7 @@ impl QueueReader {
 fn choose_layouts(probe: &dyn Target, options: &ReaderOptions) -> Result<Option<Chosen>> {
     let sets: Vec<Arc<LayoutSet>> = match &options.layouts {
         Layouts::Off => return Ok(None),
-        Layouts::Shipped => layouts::shipped().into_iter().map(Arc::new).collect(),
+        Layouts::Shipped => layouts::shipped().to_vec(),
         Layouts::Given(sets) => sets.clone(),
     };
     if !layouts::needs_shipped(probe) {

@@ -113,7 +113,8 @@ fn options(engine: Engine) -> ReaderOptions {
 /// The LP64 set of `config` (this machine's ranks).
 fn shipped(config: &str) -> LayoutSet {
     layouts::shipped()
-        .into_iter()
+        .iter()
+        .map(|s| (**s).clone())
         .find(|s| s.config == config && s.model == mpir_types::DataModel::LP64)
         .unwrap_or_else(|| panic!("no shipped set of configuration {config}"))
 }

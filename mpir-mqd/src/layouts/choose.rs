@@ -268,6 +268,12 @@ fn text_at(bytes: &[u8], (offset, size): (u64, u64)) -> Option<String> {
 
 /// The library `target` runs, from its own memory.
 pub fn identify(target: &dyn Target) -> Result<Identity, String> {
+    read_identity(target).map(|(identity, _)| identity)
+}
+
+/// The identity, and the component header's bytes it was read from (the proof reads them
+/// again through each candidate's own `mca_base_component_t`, not the process).
+fn read_identity(target: &dyn Target) -> Result<(Identity, Vec<u8>), String> {
     let model = target.data_model();
     let sym = target
         .symbol("mca_pml_base_selected_component")
@@ -314,11 +320,12 @@ pub fn identify(target: &dyn Target) -> Result<Identity, String> {
     let pml = text_at(&bytes, h.component)
         .filter(|c| !c.is_empty() && c.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
         .ok_or("the selected PML component has no readable name")?;
-    Ok(Identity {
+    let identity = Identity {
         release: Release::new(major, minor, patch),
         model,
         pml,
-    })
+    };
+    Ok((identity, bytes))
 }
 
 /// A candidate's view of one object.
@@ -507,19 +514,14 @@ impl View<'_> {
         Ok(())
     }
 
-    /// The set's own `mca_base_component_t` reads back the identity.
-    fn component(&mut self, identity: &Identity) -> Result<(), String> {
+    /// The set's own `mca_base_component_t` reads back the identity from `header`, the
+    /// component header's bytes the identity was read from.
+    fn component(&mut self, identity: &Identity, header: &[u8]) -> Result<(), String> {
         let ty = self.ty("mca_base_component_t")?;
-        let sym = self
-            .target
-            .symbol("mca_pml_base_selected_component")
-            .map_err(|e| e.to_string())?
-            .ok_or("no symbol mca_pml_base_selected_component")?;
-        let bytes = self.read(sym.address, &ty, "mca_pml_base_selected_component")?;
         let v = [
-            self.int(&bytes, &ty, "mca_project_major_version")?,
-            self.int(&bytes, &ty, "mca_project_minor_version")?,
-            self.int(&bytes, &ty, "mca_project_release_version")?,
+            self.int(header, &ty, "mca_project_major_version")?,
+            self.int(header, &ty, "mca_project_minor_version")?,
+            self.int(header, &ty, "mca_project_release_version")?,
         ];
         let r = identity.release;
         if v != [i64::from(r.major), i64::from(r.minor), i64::from(r.patch)] {
@@ -536,6 +538,7 @@ fn prove(
     target: &dyn Target,
     set: &LayoutSet,
     identity: &Identity,
+    header: &[u8],
     expect: Expect,
 ) -> Result<Proof, String> {
     if set.model != identity.model {
@@ -550,7 +553,7 @@ fn prove(
         model: identity.model,
         checks: Vec::new(),
     };
-    v.component(identity)?;
+    v.component(identity, header)?;
     let (rank, size, world, comm_t) = v.communicator("ompi_mpi_comm_world", "MPI_COMM_WORLD", 0)?;
     let (self_rank, self_size, _, _) = v.communicator("ompi_mpi_comm_self", "MPI_COMM_SELF", 1)?;
     if (self_rank, self_size) != (0, 1) {
@@ -598,8 +601,7 @@ pub fn needs_shipped(target: &dyn Target) -> bool {
 
 /// Chooses among the sets shipped with this build ([`shipped`](super::shipped)).
 pub fn choose(target: &dyn Target, expect: Expect) -> Result<Chosen, LayoutRefusal> {
-    let sets: Vec<Arc<LayoutSet>> = super::shipped().into_iter().map(Arc::new).collect();
-    choose_among(target, &sets, expect)
+    choose_among(target, super::shipped(), expect)
 }
 
 /// Chooses among `sets`: the candidates are those of the process's release and data model (or,
@@ -616,7 +618,7 @@ pub fn choose_among(
         .filter(|s| s.model == model)
         .map(|s| s.id())
         .collect();
-    let identity = identify(target).map_err(|why| LayoutRefusal {
+    let (identity, header) = read_identity(target).map_err(|why| LayoutRefusal {
         identity: None,
         reason: RefusalReason::Unidentified(why),
         candidates: Vec::new(),
@@ -640,38 +642,32 @@ pub fn choose_among(
             shipped,
         });
     }
-    let tried: Vec<(&Arc<LayoutSet>, Candidate)> = pool
-        .into_iter()
-        .map(|s| {
-            let outcome = prove(target, s, &identity, expect);
-            (
-                s,
-                Candidate {
-                    set: s.id(),
-                    outcome,
-                },
-            )
+    let candidates: Vec<Candidate> = pool
+        .iter()
+        .map(|s| Candidate {
+            set: s.id(),
+            outcome: prove(target, s, &identity, &header, expect),
         })
         .collect();
-    let candidates: Vec<Candidate> = tried.iter().map(|(_, c)| c.clone()).collect();
-    let fits: Vec<&(&Arc<LayoutSet>, Candidate)> =
-        tried.iter().filter(|(_, c)| c.outcome.is_ok()).collect();
+    // The sets that fit, with their proofs.
+    let fits: Vec<(&Arc<LayoutSet>, &Proof)> = pool
+        .iter()
+        .zip(&candidates)
+        .filter_map(|(s, c)| Some((*s, c.outcome.as_ref().ok()?)))
+        .collect();
     let refuse = |reason| LayoutRefusal {
         identity: Some(identity.clone()),
         reason,
         candidates: candidates.clone(),
         shipped: shipped.clone(),
     };
-    let Some(((first, first_c), rest)) = fits.split_first().map(|(f, r)| ((f.0, &f.1), r)) else {
+    let Some(((first, proof), rest)) = fits.split_first() else {
         return Err(refuse(RefusalReason::NoneFits));
     };
     if rest.iter().any(|(s, _)| s.types != first.types) {
         return Err(refuse(RefusalReason::Ambiguous));
     }
-    let proof = match &first_c.outcome {
-        Ok(p) => p.clone(),
-        Err(_) => return Err(refuse(RefusalReason::NoneFits)),
-    };
+    let proof = (*proof).clone();
     Ok(Chosen {
         set: Arc::clone(first),
         identity,
@@ -701,7 +697,8 @@ pub fn prove_again(
             .unwrap_or_default(),
         shipped: vec![chosen.set.id()],
     };
-    let identity = identify(target).map_err(|w| refuse(RefusalReason::Unidentified(w), None))?;
+    let (identity, header) =
+        read_identity(target).map_err(|w| refuse(RefusalReason::Unidentified(w), None))?;
     if identity != chosen.identity {
         return Err(LayoutRefusal {
             identity: Some(identity),
@@ -714,7 +711,7 @@ pub fn prove_again(
             )
         });
     }
-    prove(target, &chosen.set, &identity, expect).map_err(|w| LayoutRefusal {
+    prove(target, &chosen.set, &identity, &header, expect).map_err(|w| LayoutRefusal {
         identity: Some(identity.clone()),
         ..refuse(RefusalReason::NoneFits, Some(w))
     })

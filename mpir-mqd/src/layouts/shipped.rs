@@ -1,6 +1,6 @@
 //! The sets embedded in this build, from `mpir-mqd/src/layouts/openmpi/`.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use super::{LayoutSet, ParseError};
 
@@ -37,11 +37,14 @@ pub fn shipped_files() -> &'static [(&'static str, Result<LayoutSet, ParseError>
     })
 }
 
-/// The sets shipped with this build (a file that does not parse — which the tests rule out —
-/// is left out, never guessed at).
-pub fn shipped() -> Vec<LayoutSet> {
-    shipped_files()
-        .iter()
-        .filter_map(|(_, s)| s.as_ref().ok().cloned())
-        .collect()
+/// The sets shipped with this build, parsed once (a file that does not parse — which the tests
+/// rule out — is left out, never guessed at).
+pub fn shipped() -> &'static [Arc<LayoutSet>] {
+    static SETS: OnceLock<Vec<Arc<LayoutSet>>> = OnceLock::new();
+    SETS.get_or_init(|| {
+        shipped_files()
+            .iter()
+            .filter_map(|(_, s)| s.as_ref().ok().cloned().map(Arc::new))
+            .collect()
+    })
 }
