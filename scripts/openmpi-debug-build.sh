@@ -53,18 +53,9 @@ cached() {
         [ "$(<"$PREFIX/.mpir-stamp")" = "$(stamp_text)" ] && "$PREFIX/bin/ompi_info" --version >/dev/null 2>&1
 }
 
-if cached; then
-    log "cached: $PREFIX"
-    echo "$PREFIX" >&3
-    exit 0
-fi
-
-exec 9>"$CACHE_DIR/.lock"
-flock -w 3600 9 || die "could not lock $CACHE_DIR/.lock"
-if cached; then
-    echo "$PREFIX" >&3
-    exit 0
-fi
+exit_if_cached "$PREFIX"
+lock_cache
+exit_if_cached "$PREFIX"
 
 ensure_packages "${PACKAGES[@]}"
 SRC=$CACHE_DIR/src/$TARBALL

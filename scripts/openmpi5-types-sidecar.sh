@@ -59,18 +59,9 @@ OBJ=$OUT_DIR/openmpi-$VERSION-types-r$RECIPE.o
 stamp_text() { printf 'recipe=%s\nsource=%s sha256 %s\ntypes=%s\n' "$RECIPE" "$TARBALL" "$SHA256" "${TYPES[*]}"; }
 cached() { [ -s "$OBJ" ] && [ -f "$OBJ.stamp" ] && [ "$(<"$OBJ.stamp")" = "$(stamp_text)" ]; }
 
-if cached; then
-    log "cached: $OBJ"
-    echo "$OBJ" >&3
-    exit 0
-fi
-
-exec 9>"$CACHE_DIR/.lock"
-flock -w 3600 9 || die "could not lock $CACHE_DIR/.lock"
-if cached; then
-    echo "$OBJ" >&3
-    exit 0
-fi
+exit_if_cached "$OBJ"
+lock_cache
+exit_if_cached "$OBJ"
 
 ensure_packages "${PACKAGES[@]}"
 

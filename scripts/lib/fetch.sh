@@ -31,3 +31,19 @@ fetch_pinned() {
     echo "$sum  $file.part" | sha256sum -c --quiet - || die "$url: sha256 mismatch"
     mv -f "$file.part" "$file"
 }
+
+# exit_if_cached RESULT: when the script's `cached` says so, prints RESULT (fd 3: the result line)
+# and ends the script.
+exit_if_cached() {
+    if cached; then
+        log "cached: $1"
+        echo "$1" >&3
+        exit 0
+    fi
+}
+
+# lock_cache: serialises with the other scripts through $CACHE_DIR/.lock (held until exit).
+lock_cache() {
+    exec 9>"$CACHE_DIR/.lock"
+    flock -w 3600 9 || die "could not lock $CACHE_DIR/.lock"
+}
