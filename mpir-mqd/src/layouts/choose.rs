@@ -489,8 +489,10 @@ impl View<'_> {
         let sentinel_at = list_at.wrapping_add(sentinel);
         let (next_o, next_s) = self.member(&item_t, "opal_list_next")?;
         let (prev_o, prev_s) = self.member(&item_t, "opal_list_prev")?;
-        let next = uint_at(&self.model, &list, sentinel + next_o, next_s).ok_or("sentinel next")?;
-        let prev = uint_at(&self.model, &list, sentinel + prev_o, prev_s).ok_or("sentinel prev")?;
+        let next = uint_at(&self.model, &list, sentinel.saturating_add(next_o), next_s)
+            .ok_or("sentinel next")?;
+        let prev = uint_at(&self.model, &list, sentinel.saturating_add(prev_o), prev_s)
+            .ok_or("sentinel prev")?;
         let length = self.uint(&list, &list_t, "opal_list_length")?;
         let first_prev = if next == sentinel_at {
             sentinel_at
