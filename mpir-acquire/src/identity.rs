@@ -107,6 +107,16 @@ pub enum Refusal {
         /// The reported `executable_name` (`?` when none could be read).
         reported: String,
     },
+    /// The kernel refuses this tool what the proof needs to read (`/proc/PID/exe` of a
+    /// non-dumpable process, of a process in another user namespace…): it may be the job's
+    /// process, but it cannot be proven, so it is left alone.
+    #[error("cannot prove pid {pid} is this job's process: refused: {denial}")]
+    Denied {
+        /// The pid.
+        pid: u32,
+        /// Why.
+        denial: mpir_types::access::AccessDenial,
+    },
     /// Its pid was reused between the check and the attach.
     #[error("not this job's process: pid {pid} exited and was reused before the attach")]
     Reused {

@@ -7,8 +7,15 @@ use mpir_session::chain;
 use mpir_demo::DemoFilesError;
 
 /// What to do about `e`, when one of its causes is of a type that says.
-pub(crate) fn hint(e: &anyhow::Error) -> Option<&'static str> {
+pub(crate) fn hint(e: &anyhow::Error) -> Option<std::borrow::Cow<'static, str>> {
     e.chain().find_map(|cause| {
+        // The kernel refused: the remedy that fits the reason.
+        if let Some(d) = cause
+            .downcast_ref::<mpir_target::TargetError>()
+            .and_then(mpir_target::TargetError::denial)
+        {
+            return Some(d.remedy().into());
+        }
         if let Some(d) = cause.downcast_ref::<DemoFilesError>() {
             return match d {
                 DemoFilesError::NotPrivate { .. } => Some(
@@ -17,7 +24,8 @@ pub(crate) fn hint(e: &anyhow::Error) -> Option<&'static str> {
                 ),
                 DemoFilesError::NotInDemoDir { .. } => Some("unset MPIR_DEMO_DIR"),
                 _ => None,
-            };
+            }
+            .map(Into::into);
         }
         // No shipped layout set fits, or the engine (native walker or the MPI's DLL) missed
         // the MPI's internal types.
@@ -27,7 +35,8 @@ pub(crate) fn hint(e: &anyhow::Error) -> Option<&'static str> {
         ) || cause
             .downcast_ref::<mpir_mqd::layouts::LayoutRefusal>()
             .is_some();
-        (refused || !mpir_mqd::MqdError::missing_types_in(cause).is_empty()).then_some(TYPES_HINT)
+        (refused || !mpir_mqd::MqdError::missing_types_in(cause).is_empty())
+            .then_some(TYPES_HINT.into())
     })
 }
 

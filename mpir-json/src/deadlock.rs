@@ -27,6 +27,9 @@ pub struct UnreadRank {
     pub rank: Option<u64>,
     pub pid: u32,
     pub reason: String,
+    /// When the kernel refused this tool the rank: why, as in every document.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub denial: Option<crate::DenialOut>,
 }
 
 /// Which ranks a verdict rests on: a verdict is only about the ranks read.
@@ -77,6 +80,7 @@ impl CoverageOut {
                     rank: *rank,
                     pid: *pid,
                     reason: reason.clone(),
+                    denial: None,
                 })
                 .collect(),
             selection: c.selection.as_ref().map(ToString::to_string),
@@ -153,6 +157,7 @@ fn unread_rank(n: &NotCovered, types_given: bool) -> UnreadRank {
         rank: n.rank,
         pid: n.pid,
         reason: super::queues::rank_error(&n.reason, types_given),
+        denial: n.reason.denial().map(crate::DenialOut::of),
     }
 }
 

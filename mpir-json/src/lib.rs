@@ -37,6 +37,8 @@ use serde_json::Value;
 
 #[doc(hidden)]
 pub mod activity;
+mod denial;
+pub use denial::DenialOut;
 #[doc(hidden)]
 pub mod deadlock;
 #[doc(hidden)]

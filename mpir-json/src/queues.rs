@@ -57,6 +57,9 @@ pub struct RankDoc {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
     pub error: Option<String>,
+    /// When the kernel refused this tool the rank: why, as in every document.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub denial: Option<crate::DenialOut>,
     /// What the reader could not see in an otherwise good result.
     pub notes: Vec<String>,
     pub communicators: Vec<CommDoc>,
@@ -228,6 +231,12 @@ pub fn rank_doc(r: &RankRead, types_given: bool) -> RankDoc {
         pid: r.pid,
         source: r.core.as_ref().map(|c| c.display().to_string()),
         error,
+        denial: r
+            .queues
+            .as_ref()
+            .err()
+            .and_then(RankError::denial)
+            .map(crate::DenialOut::of),
         notes,
         communicators,
     }

@@ -96,6 +96,9 @@ pub struct UnreachedOut {
     reason: ReasonOut,
     /// The reason in words.
     text: String,
+    /// When the kernel refused this tool the rank: why, as in every document.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    denial: Option<crate::DenialOut>,
 }
 
 #[derive(Serialize)]
@@ -155,6 +158,7 @@ fn unreached_reason(r: &UnreachedReason) -> ReasonOut {
         UnreachedReason::Timeout => ReasonOut::Named("timeout"),
         UnreachedReason::NoCore => ReasonOut::Named("no_core"),
         UnreachedReason::NotSelected => ReasonOut::Named("not_selected"),
+        UnreachedReason::Denied(_) => ReasonOut::Named("denied"),
         other => ReasonOut::Other {
             other: other.to_string(),
         },
@@ -222,6 +226,10 @@ impl StacksDoc {
                     rank: u.rank,
                     reason: unreached_reason(&u.reason),
                     text: u.reason.to_string(),
+                    denial: match &u.reason {
+                        UnreachedReason::Denied(d) => Some(crate::DenialOut::of(d)),
+                        _ => None,
+                    },
                 })
                 .collect(),
             truncations: doc

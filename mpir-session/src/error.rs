@@ -175,6 +175,18 @@ pub enum Unreadable {
     },
 }
 
+impl Unreadable {
+    /// The kernel's refusal behind it, if that is why the rank was not read (the same
+    /// [`AccessDenial`](mpir_types::access::AccessDenial) in every command and document).
+    pub fn denial(&self) -> Option<&mpir_types::access::AccessDenial> {
+        match self {
+            Unreadable::Refused(Refusal::Denied { denial, .. }) => Some(denial),
+            Unreadable::AttachFailed(e) | Unreadable::Stop(e) | Unreadable::Open(e) => e.denial(),
+            _ => None,
+        }
+    }
+}
+
 /// Why a node's agent did not read a rank ([`Unreadable::Agent`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -30,6 +30,16 @@ pub enum RankError {
     NoReader(#[source] MqdError),
 }
 
+impl RankError {
+    /// The kernel's refusal behind it, if that is why the rank was not read.
+    pub fn denial(&self) -> Option<&mpir_types::access::AccessDenial> {
+        match self {
+            RankError::Unreadable(u) => u.denial(),
+            _ => None,
+        }
+    }
+}
+
 /// One rank's outcome of a read.
 #[derive(Debug)]
 #[non_exhaustive]

@@ -342,12 +342,18 @@ fn unreached_reason(why: &Unreadable) -> UnreachedReason {
         Unreadable::Stop(e) | Unreadable::AttachFailed(e) | Unreadable::Open(e) => {
             target_reason(e, why)
         }
+        Unreadable::Refused(mpir_acquire::Refusal::Denied { denial, .. }) => {
+            UnreachedReason::Denied(denial.clone())
+        }
         other => UnreachedReason::Other(chain(other)),
     }
 }
 
 /// Why a snapshot failed, from the error's kind (never its text).
 fn target_reason(e: &TargetError, context: &dyn std::error::Error) -> UnreachedReason {
+    if let Some(denial) = e.denial() {
+        return UnreachedReason::Denied(denial.clone());
+    }
     match e {
         TargetError::Control { cause, .. } => match cause {
             ControlCause::PermissionDenied => UnreachedReason::PermissionDenied,
@@ -968,6 +974,28 @@ mod tests {
         assert_eq!(
             unreached_reason(&Unreadable::Stop(denied)),
             UnreachedReason::PermissionDenied
+        );
+        let gdb = mpir_types::access::AccessDenial::TracedBy {
+            pid: 9,
+            name: "gdb".into(),
+        };
+        let diagnosed = TargetError::Denied {
+            pid: 5,
+            operation: "attach".into(),
+            denial: gdb.clone(),
+        };
+        assert_eq!(
+            unreached_reason(&Unreadable::AttachFailed(diagnosed)),
+            UnreachedReason::Denied(gdb.clone())
+        );
+        let read = TargetError::Unreadable {
+            address: 0x1000,
+            len: 8,
+            fault: mpir_target::Fault::Denied(gdb.clone()),
+        };
+        assert_eq!(
+            unreached_reason(&Unreadable::Open(read)),
+            UnreachedReason::Denied(gdb)
         );
         // The kind decides, not the text: a stop timeout and a vanished process.
         let control = |cause| TargetError::Control {

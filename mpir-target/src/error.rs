@@ -25,6 +25,9 @@ pub enum Fault {
     /// An operating-system error, as text.
     #[error("{0}")]
     Os(String),
+    /// The kernel refused this tool the read, for the reason the facts give.
+    #[error("refused: {0}")]
+    Denied(mpir_types::access::AccessDenial),
 }
 
 /// The kind of a failed process-control request ([`TargetError::Control`]).
@@ -109,6 +112,19 @@ pub enum TargetError {
         /// reason) without reading `reason`.
         cause: ControlCause,
     },
+    /// The kernel refused this tool access to the process (`EPERM`, `EACCES`), for the one
+    /// reason gathered from `/proc` right after the refusal. Never retried: only
+    /// [`AccessDenial::is_transient`](mpir_types::access::AccessDenial::is_transient) ones
+    /// may change.
+    #[error("{operation} on pid {pid}: refused: {denial}")]
+    Denied {
+        /// The process.
+        pid: u32,
+        /// What was asked (e.g. `PTRACE_SEIZE`).
+        operation: String,
+        /// Why.
+        denial: mpir_types::access::AccessDenial,
+    },
     /// The operation is not implemented for this platform (e.g. software breakpoints on an
     /// instruction set other than x86_64).
     #[error("{operation} is not supported here: {reason}")]
@@ -124,6 +140,29 @@ pub enum TargetError {
     /// Symbols or debug information could not be loaded.
     #[error(transparent)]
     DebugInfo(#[from] crate::debuginfo::DebugInfoError),
+}
+
+impl TargetError {
+    /// The kernel's refusal behind this error, if it is one: an attach refused, or a read
+    /// refused.
+    pub fn denial(&self) -> Option<&mpir_types::access::AccessDenial> {
+        match self {
+            TargetError::Denied { denial, .. } => Some(denial),
+            TargetError::Unreadable {
+                fault: Fault::Denied(d),
+                ..
+            }
+            | TargetError::ShortRead {
+                fault: Fault::Denied(d),
+                ..
+            }
+            | TargetError::Unwritable {
+                fault: Fault::Denied(d),
+                ..
+            } => Some(d),
+            _ => None,
+        }
+    }
 }
 
 /// Short alias.

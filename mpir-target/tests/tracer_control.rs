@@ -380,10 +380,28 @@ fn a_refused_or_vanished_attach_says_which_kind_of_failure_it_is() {
     let first = Tracer::new().unwrap();
     first.attach(pid).unwrap();
     let second = Tracer::new().unwrap();
-    assert_eq!(
-        cause(second.attach(pid).unwrap_err()),
-        ControlCause::PermissionDenied
-    );
+    // The refusal is diagnosed: the holder is named (the first tracer's thread).
+    let tracer: u32 = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("TracerPid:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    match second.attach(pid).unwrap_err() {
+        TargetError::Denied { denial, .. } => assert_eq!(
+            denial,
+            mpir_types::access::AccessDenial::TracedBy {
+                pid: tracer,
+                name: std::fs::read_to_string(format!("/proc/{tracer}/comm"))
+                    .unwrap()
+                    .trim_end()
+                    .to_string(),
+            }
+        ),
+        other => panic!("not a diagnosed refusal: {other}"),
+    }
     first.detach(pid).unwrap();
     // A process that is gone.
     let _ = child.kill();

@@ -52,6 +52,7 @@
 // exemption says why.
 #![warn(clippy::exhaustive_enums, clippy::exhaustive_structs)]
 
+pub mod access;
 pub mod deadlock;
 mod error;
 #[cfg(feature = "fuzzing")]

@@ -137,6 +137,19 @@ impl Prover {
                 reason: format!("pid {pid} is exiting (its executable no longer resolves)"),
             });
         }
+        // Its executable cannot be read because the kernel refuses this tool (a non-dumpable
+        // process, a user namespace, a security module): it may well be the job's; say why it
+        // cannot be proven, and leave it alone.
+        if facts.exe.is_none()
+            && let Err(e) = std::fs::read_link(format!("/proc/{pid}/exe"))
+            && let Some(errno @ (nix::errno::Errno::EACCES | nix::errno::Errno::EPERM)) =
+                e.raw_os_error().map(nix::errno::Errno::from_raw)
+        {
+            return Err(Refusal::Denied {
+                pid,
+                denial: mpir_target::live::access::diagnose(pid, errno, false),
+            });
+        }
         if executable.is_some_and(|e| self.runs(&facts, e)) {
             return Ok(ProvenRank {
                 facts,

@@ -23,6 +23,9 @@ fn print_table(doc: &QueuesDoc) {
             Some(e) => outln!("rank {rank} (pid {}{from}): not read: {e}", r.pid),
             None => outln!("rank {rank} (pid {}{from}):", r.pid),
         }
+        if let Some(d) = &r.denial {
+            outln!("  what to do: {}", d.remedy);
+        }
         for n in r.notes.iter().filter(|n| !common.contains(n)) {
             outln!("  ({n})");
         }

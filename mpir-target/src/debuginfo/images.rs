@@ -279,8 +279,23 @@ impl ProcessImages {
             return Ok(());
         };
         let maps_err = |reason: String| DebugInfoError::Maps { pid, reason };
-        let text = std::fs::read_to_string(format!("/proc/{pid}/maps"))
-            .map_err(|e| maps_err(e.to_string()))?;
+        let text = match std::fs::read_to_string(format!("/proc/{pid}/maps")) {
+            Ok(text) => text,
+            Err(e) => {
+                // Refused by the kernel (another user's process, a non-dumpable one…): the
+                // one typed reason, not the errno alone.
+                let errno = e.raw_os_error().map(nix::errno::Errno::from_raw);
+                if let Some(errno @ (nix::errno::Errno::EACCES | nix::errno::Errno::EPERM)) = errno
+                {
+                    return Err(TargetError::Denied {
+                        pid,
+                        operation: "read its memory map".into(),
+                        denial: crate::live::access::diagnose(pid, errno, false),
+                    });
+                }
+                return Err(maps_err(e.to_string()).into());
+            }
+        };
         if text.is_empty() {
             let state = std::fs::read_to_string(format!("/proc/{pid}/status"))
                 .ok()

@@ -43,13 +43,12 @@ pub struct LiveMemory {
     mem: Mutex<Option<File>>,
 }
 
-fn fault(e: Errno) -> Fault {
+/// The fault an `errno` from reading `pid` means; a refusal is diagnosed from `/proc`.
+fn fault(pid: u32, e: Errno) -> Fault {
     match e {
         Errno::ESRCH => Fault::ProcessGone,
         Errno::EFAULT | Errno::EIO => Fault::Unmapped,
-        Errno::EPERM | Errno::EACCES => {
-            Fault::Os("permission denied (reading another process needs ptrace rights)".into())
-        }
+        Errno::EPERM | Errno::EACCES => Fault::Denied(super::access::diagnose(pid, e, false)),
         e => Fault::Os(e.desc().into()),
     }
 }
@@ -93,18 +92,22 @@ impl LiveMemory {
             fault,
         };
         for reopen in [false, true] {
-            let guard = self
-                .mem_file(reopen)
-                .map_err(|e| unreadable(fault(Errno::from_raw(e.raw_os_error().unwrap_or(0)))))?;
+            let guard = self.mem_file(reopen).map_err(|e| {
+                unreadable(fault(
+                    self.pid,
+                    Errno::from_raw(e.raw_os_error().unwrap_or(0)),
+                ))
+            })?;
             let Some(file) = guard.as_ref() else { break };
             match file.read_at(buf, address) {
                 Ok(0) if !reopen => continue,
                 Ok(0) => break,
                 Ok(n) => return Ok(n),
                 Err(e) => {
-                    return Err(unreadable(fault(Errno::from_raw(
-                        e.raw_os_error().unwrap_or(0),
-                    ))));
+                    return Err(unreadable(fault(
+                        self.pid,
+                        Errno::from_raw(e.raw_os_error().unwrap_or(0)),
+                    )));
                 }
             }
         }
@@ -209,7 +212,8 @@ impl Memory for LiveMemory {
             len: data.len() as u64,
             fault,
         };
-        let os = |e: std::io::Error| fault(Errno::from_raw(e.raw_os_error().unwrap_or(0)));
+        let os =
+            |e: std::io::Error| fault(self.pid, Errno::from_raw(e.raw_os_error().unwrap_or(0)));
         let mut last = Fault::Unmapped;
         // A descriptor opened before the target exec'd no longer reaches its memory: on
         // failure, reopen once and retry.

@@ -4,8 +4,9 @@
 //! Reading does not stop or trace the process. Process control (launch and attach, breakpoints,
 //! signals, detach) is [`tracer::Tracer`], one thread that owns every ptrace request.
 
-mod memory;
 #[cfg(target_os = "linux")]
+pub mod access;
+mod memory;
 pub mod node;
 #[cfg(target_os = "linux")]
 pub mod procfs;

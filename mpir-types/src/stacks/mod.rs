@@ -362,6 +362,8 @@ pub enum UnreachedReason {
     NoCore,
     /// Not selected (`--ranks`), so not asked.
     NotSelected,
+    /// The kernel refused this tool access to it, for this reason.
+    Denied(crate::access::AccessDenial),
     /// Anything else, as text.
     Other(String),
 }
@@ -374,6 +376,7 @@ impl fmt::Display for UnreachedReason {
             UnreachedReason::Timeout => f.write_str("did not stop in time"),
             UnreachedReason::NoCore => f.write_str("no core file"),
             UnreachedReason::NotSelected => f.write_str("not selected"),
+            UnreachedReason::Denied(d) => write!(f, "refused: {d}"),
             UnreachedReason::Other(s) => f.write_str(s),
         }
     }

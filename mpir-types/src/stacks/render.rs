@@ -38,13 +38,21 @@ impl StackTree {
         for (reason, ranks) in &self.truncations {
             let _ = writeln!(out, "truncated [{ranks}]: {reason}");
         }
-        let mut unreached: BTreeMap<String, Ranges> = BTreeMap::new();
+        // A refusal by the kernel carries its remedy: said once per reason.
+        let mut unreached: BTreeMap<(String, Option<String>), Ranges> = BTreeMap::new();
         for (rank, reason) in &self.unreached {
-            let entry = unreached.entry(reason.to_string()).or_default();
+            let remedy = match reason {
+                super::UnreachedReason::Denied(d) => Some(d.remedy()),
+                _ => None,
+            };
+            let entry = unreached.entry((reason.to_string(), remedy)).or_default();
             entry.add(&Ranges::one(*rank));
         }
-        for (reason, ranks) in &unreached {
+        for ((reason, remedy), ranks) in &unreached {
             let _ = writeln!(out, "unreached [{ranks}]: {reason}");
+            if let Some(remedy) = remedy {
+                let _ = writeln!(out, "  what to do: {remedy}");
+            }
         }
         if !self.cut.depth.is_empty() {
             let _ = writeln!(

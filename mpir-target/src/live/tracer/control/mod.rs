@@ -80,26 +80,29 @@ fn tasks(pid: i32) -> Vec<i32> {
         .unwrap_or_default()
 }
 
-/// Why `pid` cannot be attached, when /proc tells more than the errno.
-fn describe_unattachable(pid: i32, e: Errno) -> String {
+/// The error for an attach of `pid` refused with `e`: a refusal by the kernel is diagnosed
+/// from `/proc` ([`crate::live::access`]) into one typed reason; anything else keeps its errno.
+fn unattachable(pid: Pid, operation: &str, e: Errno) -> crate::TargetError {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .map(str::trim)
-    };
-    if field("State:").is_some_and(|s| s.starts_with('Z')) {
-        return "the process has exited (zombie)".into();
+    let zombie = status
+        .lines()
+        .find_map(|l| l.strip_prefix("State:"))
+        .is_some_and(|s| s.trim().starts_with('Z'));
+    if zombie {
+        return control_err_as(
+            pid,
+            operation,
+            "the process has exited (zombie)",
+            crate::ControlCause::Gone,
+        );
     }
-    match field("TracerPid:") {
-        Some(t) if t != "0" => format!("{} (already traced by pid {t})", e.desc()),
-        _ if e == Errno::EPERM => format!(
-            "{} (attaching needs ptrace rights: same user and a permissive \
-             /proc/sys/kernel/yama/ptrace_scope, or CAP_SYS_PTRACE)",
-            e.desc()
-        ),
-        _ => e.desc().to_string(),
+    match e {
+        Errno::EPERM | Errno::EACCES => crate::TargetError::Denied {
+            pid: pid.as_raw().max(0) as u32,
+            operation: operation.to_string(),
+            denial: crate::live::access::diagnose(pid.as_raw().max(0) as u32, e, true),
+        },
+        e => control_err_as(pid, operation, e.desc(), cause_of(e)),
     }
 }
 
@@ -161,13 +164,7 @@ impl Control {
     pub(super) fn launch(&mut self, command: Command) -> Result<Child> {
         self.refuse_if_interrupted(0)?;
         let child = launch::spawn_seized(command, |pid| {
-            ptrace::seize(pid, OPTIONS).map_err(|e| {
-                control_err(
-                    pid,
-                    "launch (PTRACE_SEIZE)",
-                    describe_unattachable(pid.as_raw(), e),
-                )
-            })
+            ptrace::seize(pid, OPTIONS).map_err(|e| unattachable(pid, "launch (PTRACE_SEIZE)", e))
         })?;
         let pid = child.id() as i32;
         let mut traced = Traced::new(pid);
@@ -236,12 +233,7 @@ impl Control {
                             self.procs.insert(pid, traced);
                             let _ = self.detach(pid);
                         }
-                        return Err(control_err_as(
-                            p,
-                            "attach (PTRACE_SEIZE)",
-                            describe_unattachable(pid, e),
-                            cause_of(e),
-                        ));
+                        return Err(unattachable(p, "attach (PTRACE_SEIZE)", e));
                     }
                 }
             }
