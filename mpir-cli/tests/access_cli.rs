@@ -174,8 +174,8 @@ fn a_rank_held_by_gdb_is_named_with_its_holder_in_every_document() {
         return;
     }
     let dir = scratch("access-gdb");
-    let program = build(&stack, &*dir);
-    let job = ring(Command::new(&stack.launcher[0]), &program, &*dir, &[], None);
+    let program = build(&stack, &dir);
+    let job = ring(Command::new(&stack.launcher[0]), &program, &dir, &[], None);
     let held = job.pids[1];
     // gdb at its prompt, holding rank 1 until its input closes.
     let mut gdb = Command::new("gdb")
@@ -272,9 +272,9 @@ fn seccomp_exec(dir: &Path) -> PathBuf {
 fn a_tool_whose_ptrace_is_filtered_says_so_at_once() {
     let Some(stack) = mpich() else { return };
     let dir = scratch("access-seccomp");
-    let program = build(&stack, &*dir);
-    let filter = seccomp_exec(&*dir);
-    let job = ring(Command::new(&stack.launcher[0]), &program, &*dir, &[], None);
+    let program = build(&stack, &dir);
+    let filter = seccomp_exec(&dir);
+    let job = ring(Command::new(&stack.launcher[0]), &program, &dir, &[], None);
     let mut cmd = Command::new(&filter);
     cmd.arg("ptrace,process_vm_readv,process_vm_writev")
         .arg(mpir_path());
@@ -314,14 +314,14 @@ fn an_unprivileged_user_reads_its_own_job_and_is_refused_another_s() {
         return;
     };
     let dir = scratch("access-users");
-    open_up(&*dir);
-    let program = build(&stack, &*dir);
-    let a_home = home_of(&*dir, "a", a_uid, a_gid);
-    let b_home = home_of(&*dir, "b", b_uid, b_gid);
+    open_up(&dir);
+    let program = build(&stack, &dir);
+    let a_home = home_of(&dir, "a", a_uid, a_gid);
+    let b_home = home_of(&dir, "b", b_uid, b_gid);
     let job = ring(
         as_user(a_uid, a_gid, &a_home, &stack.launcher[0]),
         &program,
-        &*dir,
+        &dir,
         &[],
         Some((a_uid, a_gid)),
     );
@@ -379,9 +379,9 @@ fn ranks_that_made_themselves_non_dumpable_are_refused_as_such() {
         return;
     };
     let dir = scratch("access-dumpable");
-    open_up(&*dir);
-    let program = build(&stack, &*dir);
-    let home = home_of(&*dir, "a", uid, gid);
+    open_up(&dir);
+    let program = build(&stack, &dir);
+    let home = home_of(&dir, "a", uid, gid);
     let preload = dir.join("undumpable.so");
     run(Command::new("cc")
         .args(["-shared", "-fPIC", "-o"])
@@ -394,7 +394,7 @@ fn ranks_that_made_themselves_non_dumpable_are_refused_as_such() {
     let job = ring(
         as_user(uid, gid, &home, &stack.launcher[0]),
         &program,
-        &*dir,
+        &dir,
         &[
             "-genv",
             "LD_PRELOAD",
