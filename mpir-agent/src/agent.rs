@@ -615,7 +615,9 @@ fn problem_of(why: &Unreadable) -> Problem {
         }
         _ => ProblemKind::NotStopped,
     };
-    Problem::new(kind, chain(why))
+    let mut problem = Problem::new(kind, chain(why));
+    problem.denial = why.denial().cloned();
+    problem
 }
 
 fn queues_reply(read: &QueueRead) -> Reply {

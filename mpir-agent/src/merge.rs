@@ -104,6 +104,7 @@ pub(crate) fn queues(
             host,
             failure,
             detail,
+            denial: None,
         })
     };
     match outcome {
@@ -131,14 +132,24 @@ pub(crate) fn queues(
                             message: format!("on {host}: {}", p.message),
                         }),
                         (ProblemKind::Remote | ProblemKind::Refused, _) => {
-                            agent(host, AgentFailure::Refused, p.message)
+                            RankError::Unreadable(Unreadable::Agent {
+                                host,
+                                failure: AgentFailure::Refused,
+                                detail: p.message,
+                                denial: p.denial,
+                            })
                         }
+                        (ProblemKind::NotStopped, _) => RankError::Unreadable(Unreadable::Agent {
+                            host,
+                            failure: AgentFailure::ReadFailed,
+                            detail: p.message,
+                            denial: p.denial,
+                        }),
                         (ProblemKind::Agent, _) => agent(
                             host,
                             p.failure.map_or(AgentFailure::BadAnswer, Into::into),
                             p.message,
                         ),
-                        _ => agent(host, AgentFailure::ReadFailed, p.message),
                     }),
                     (None, None) => Err(agent(
                         host,
@@ -200,6 +211,7 @@ pub(crate) fn unreached_for(m: &Member, d: &Down) -> Vec<Unreached> {
                 host,
                 failure: d.failure,
                 detail,
+                denial: None,
             };
             Unreached::new(c.rank, UnreachedReason::Other(why.to_string()))
         })

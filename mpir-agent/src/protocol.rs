@@ -342,6 +342,10 @@ pub struct Problem {
     /// the front end decides on it (its one-line errors and hints).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_reader: Option<NoReader>,
+    /// The kernel on the agent's node refused it the rank: why, as is (every document shows
+    /// the same `denial` for a rank of any node).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub denial: Option<mpir_types::access::AccessDenial>,
 }
 
 impl Problem {
@@ -352,6 +356,7 @@ impl Problem {
             message: message.into(),
             failure: None,
             no_reader: None,
+            denial: None,
         }
     }
 
@@ -362,6 +367,7 @@ impl Problem {
             message: message.into(),
             failure: Some(failure),
             no_reader: None,
+            denial: None,
         }
     }
 

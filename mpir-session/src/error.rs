@@ -172,6 +172,9 @@ pub enum Unreadable {
         failure: AgentFailure,
         /// The details, as one line.
         detail: String,
+        /// When the kernel on that node refused the agent the rank: why (carried over the
+        /// wire as is).
+        denial: Option<mpir_types::access::AccessDenial>,
     },
 }
 
@@ -182,6 +185,7 @@ impl Unreadable {
         match self {
             Unreadable::Refused(Refusal::Denied { denial, .. }) => Some(denial),
             Unreadable::AttachFailed(e) | Unreadable::Stop(e) | Unreadable::Open(e) => e.denial(),
+            Unreadable::Agent { denial, .. } => denial.as_ref(),
             _ => None,
         }
     }
