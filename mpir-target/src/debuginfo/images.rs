@@ -272,6 +272,29 @@ impl ProcessImages {
         Ok(me)
     }
 
+    /// The images of a process whose memory map came as text (`/proc/PID/maps` as the process
+    /// itself read it, over the cooperative channel, when this tool may not read it): like
+    /// [`for_pid_with_cache`](ProcessImages::for_pid_with_cache), but never re-read
+    /// ([`refresh`](ProcessImages::refresh) keeps them); `exe` names the main executable.
+    pub fn from_maps_text(
+        text: &str,
+        exe: Option<&Path>,
+        options: DebugOptions,
+        cache: Arc<FileCache>,
+    ) -> Result<Self> {
+        let sidecars = load_sidecars(&options, &cache)?;
+        let mut me = ProcessImages {
+            pid: None,
+            options,
+            cache,
+            images: Vec::new(),
+            sidecars,
+            writable: writable_ranges(text),
+        };
+        me.images = me.build(parse_maps(text), exe, None);
+        Ok(me)
+    }
+
     /// Re-reads the process's memory map, keeping what is unchanged (and its caches), adding
     /// libraries loaded since and dropping those unloaded. A no-op for file sets.
     pub fn refresh(&mut self) -> Result<()> {

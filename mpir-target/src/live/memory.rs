@@ -35,12 +35,22 @@ const MAX_RANGE: u64 = 1 << 20;
 /// are copied out (reused: a large job's string area is not faulted in anew per call).
 const SCRATCH: u64 = 4 << 20;
 
+/// Reads a process's memory on its behalf, when the kernel refuses this tool direct reads:
+/// the process answers for itself (the cooperative channel, [`crate::live::coop`]).
+pub trait RemoteMemory: std::fmt::Debug + Send + Sync {
+    /// Reads up to `buf.len()` bytes at `address`: how many were read (fewer: the range ran
+    /// into unreadable memory), or why not even the first byte.
+    fn read_remote(&self, address: u64, buf: &mut [u8]) -> Result<usize>;
+}
+
 /// The memory of process `pid`.
 #[derive(Debug)]
 pub struct LiveMemory {
     pid: u32,
     model: DataModel,
     mem: Mutex<Option<File>>,
+    /// Set: every read goes through the process itself instead.
+    remote: Option<std::sync::Arc<dyn RemoteMemory>>,
 }
 
 /// The fault an `errno` from reading `pid` means; a refusal is diagnosed from `/proc`.
@@ -60,7 +70,22 @@ impl LiveMemory {
             pid,
             model,
             mem: Mutex::new(None),
+            remote: None,
         }
+    }
+
+    /// The memory of `pid` as the process itself reads it for this tool (`remote`), for a
+    /// process whose memory the kernel refuses this tool. Writes are refused.
+    pub fn through(pid: u32, model: DataModel, remote: std::sync::Arc<dyn RemoteMemory>) -> Self {
+        LiveMemory {
+            remote: Some(remote),
+            ..LiveMemory::new(pid, model)
+        }
+    }
+
+    /// Whether reads go through the process itself ([`LiveMemory::through`]).
+    pub fn is_remote(&self) -> bool {
+        self.remote.is_some()
     }
 
     /// The process.
@@ -119,6 +144,12 @@ impl LiveMemory {
     /// bytes read (fewer than asked: the range ran into unreadable memory) or why not even the
     /// first byte could be read.
     pub fn read_many(&self, requests: &mut [(u64, &mut [u8])]) -> Vec<Result<usize>> {
+        if let Some(remote) = &self.remote {
+            return requests
+                .iter_mut()
+                .map(|(a, b)| remote.read_remote(*a, b))
+                .collect();
+        }
         let mut results: Vec<Result<usize>> = Vec::with_capacity(requests.len());
         let mut i = 0;
         while i < requests.len() {
@@ -212,6 +243,10 @@ impl Memory for LiveMemory {
             len: data.len() as u64,
             fault,
         };
+        if self.remote.is_some() {
+            // The cooperative channel reads only: nothing is ever written into the process.
+            return Err(unwritable(Fault::Unsupported));
+        }
         let os =
             |e: std::io::Error| fault(self.pid, Errno::from_raw(e.raw_os_error().unwrap_or(0)));
         let mut last = Fault::Unmapped;

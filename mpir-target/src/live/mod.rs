@@ -13,7 +13,7 @@ pub mod procfs;
 #[cfg(target_os = "linux")]
 pub mod tracer;
 
-pub use memory::LiveMemory;
+pub use memory::{LiveMemory, RemoteMemory};
 
 use crate::debuginfo::{DebugOptions, ProcessImages};
 use crate::error::Result;
