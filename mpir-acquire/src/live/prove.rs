@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use mpir_target::live::procfs::{self, FileId, ProcessFacts};
 
+use crate::container::Contained;
 use crate::error::AcquireError;
 use crate::identity::{Proven, Refusal};
 
@@ -18,8 +19,12 @@ const MAX_ANCESTRY: usize = 64;
 /// before acting) and how it stands.
 #[derive(Debug, Clone)]
 pub(crate) struct ProvenRank {
+    /// The facts of the rank's process (inside a container: of the process found there, whose
+    /// pid is [`ProcessFacts::pid`], not the table's).
     pub(crate) facts: ProcessFacts,
     pub(crate) proven: Proven,
+    /// When the table's pid runs a container runtime: the rank found inside.
+    pub(crate) container: Option<Contained>,
 }
 
 /// Proves ranks against one starter.
@@ -137,10 +142,34 @@ impl Prover {
                 reason: format!("pid {pid} is exiting (its executable no longer resolves)"),
             });
         }
+        // A container runtime (bwrap, Apptainer's starter…): the rank is its descendant in
+        // another namespace, found by facts (issue 32), and checked as a rank again.
+        if let Some((leaf, container)) = super::container::resolve(&facts, rank)? {
+            if let Some(&first) = self.seen.get(&leaf.pid) {
+                return Err(Refusal::Duplicate {
+                    pid: leaf.pid,
+                    first,
+                });
+            }
+            self.seen.insert(leaf.pid, rank);
+            if leaf.uid != self.starter.uid && !self.allow_other_users {
+                return Err(Refusal::OtherUser {
+                    pid: leaf.pid,
+                    uid: leaf.uid,
+                    starter_uid: self.starter.uid,
+                });
+            }
+            return Ok(ProvenRank {
+                facts: leaf,
+                proven: Proven::InProgram,
+                container: Some(container),
+            });
+        }
         if executable.is_some_and(|e| self.runs(&facts, e)) {
             return Ok(ProvenRank {
                 facts,
                 proven: Proven::InProgram,
+                container: None,
             });
         }
         // Not (yet) the reported program: a child of the job between its fork and its exec
@@ -153,6 +182,7 @@ impl Prover {
             return Ok(ProvenRank {
                 facts,
                 proven: Proven::BeforeExec,
+                container: None,
             });
         }
         Err(Refusal::OtherProgram {
