@@ -175,6 +175,39 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "opens files: Miri's isolation has no file system (HARDENING.md, section Miri)"
+    )]
+    fn a_path_under_a_processs_root_has_no_link_and_no_dot_dot() {
+        let dir = std::env::temp_dir().join(format!("mpir-in-root-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("real")).unwrap();
+        std::fs::write(dir.join("real/file"), b"x").unwrap();
+        let _ = std::fs::remove_file(dir.join("link"));
+        std::os::unix::fs::symlink(dir.join("real"), dir.join("link")).unwrap();
+        let me = std::process::id();
+        let ok = in_root(me, &dir.join("real/file")).unwrap();
+        assert_eq!(
+            ok,
+            Path::new(&format!("/proc/{me}/root"))
+                .join(dir.strip_prefix("/").unwrap())
+                .join("real/file")
+        );
+        // The same file through a link in the path: refused, whatever it names.
+        let e = in_root(me, &dir.join("link/file")).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}");
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        for bad in ["real/../real/file", "link/../real/file"] {
+            let p = dir.join(bad);
+            assert!(in_root(me, &p).is_err(), "{}", p.display());
+        }
+        assert!(in_root(me, Path::new("/")).is_err());
+        // Not in another mount namespace than ourselves.
+        assert!(!other_mount_namespace(me));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn kernel_interfaces_are_devices_proc_and_sys_but_not_shm() {
         for p in [
             "/dev/zero",
