@@ -321,6 +321,110 @@ mod tests {
         }
     }
 
+    /// `bwrap` (a new PID namespace, the host's root) running `args`, with `env`, once it
+    /// has `processes` descendants, none of them a shell still (every exec done); `None`
+    /// (skipped) without bwrap.
+    fn bwrap(args: &[&str], env: &[(&str, &str)], processes: usize) -> Option<Killed> {
+        if !mpir_target::testkit::have("bwrap") {
+            mpir_target::testkit::skip("needs bubblewrap (bwrap)");
+            return None;
+        }
+        let child = std::process::Command::new("bwrap")
+            .args(["--bind", "/", "/", "--dev", "/dev", "--proc", "/proc"])
+            .args(["--unshare-pid", "--die-with-parent"])
+            .args(args)
+            .envs(env.iter().copied())
+            .stdin(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let k = Killed(child);
+        let me = k.0.id();
+        assert!(
+            mpir_target::testkit::wait_for(20, || {
+                let d = descendants(me).unwrap_or_default();
+                d.len() == processes
+                    && d.iter().all(|&p| {
+                        ProcessFacts::read(p).is_ok_and(|f| f.comm == "sleep" || f.comm == "bwrap")
+                    })
+            }),
+            "bwrap {args:?} never settled"
+        );
+        Some(k)
+    }
+
+    struct Killed(std::process::Child);
+
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    fn resolve_child(k: &Killed, rank: u64) -> Result<Option<(ProcessFacts, Contained)>, Refusal> {
+        resolve(&ProcessFacts::read(k.0.id()).unwrap(), rank)
+    }
+
+    #[test]
+    fn the_one_program_in_the_container_is_the_rank() {
+        let Some(k) = bwrap(&["sleep", "30"], &[("PMI_RANK", "3")], 2) else {
+            return;
+        };
+        let (leaf, c) = resolve_child(&k, 3).unwrap().expect("a container");
+        // The oracle: the sleep among bwrap's descendants, pid 2 in its namespace (bwrap's
+        // init is 1).
+        let sleep = descendants(k.0.id())
+            .unwrap()
+            .into_iter()
+            .find(|&p| ProcessFacts::read(p).is_ok_and(|f| f.comm == "sleep"))
+            .unwrap();
+        assert_eq!((leaf.pid, c.pid), (sleep, sleep));
+        assert_eq!(c.ns_pid, Some(2));
+        assert_eq!(c.runtime_pid, k.0.id());
+        assert!(c.new_pid_namespace && c.new_mount_namespace);
+        assert_eq!(c.runtime, Path::new("/usr/bin/bwrap"));
+        // Another rank's environment: refused.
+        let e = resolve_child(&k, 4).unwrap_err();
+        assert!(
+            matches!(&e, Refusal::OtherRank { pid, variable, .. } if *pid == sleep && variable == "PMI_RANK"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn two_programs_in_the_container_are_ambiguous() {
+        let Some(k) = bwrap(&["sh", "-c", "sleep 30 & exec sleep 31"], &[], 3) else {
+            return;
+        };
+        let e = resolve_child(&k, 0).unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                Refusal::Container { problem: ContainerProblem::Ambiguous { candidates }, .. }
+                    if candidates.len() == 2
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_program_the_runtimes_arguments_do_not_name_is_refused() {
+        let Some(k) = bwrap(&["sh", "-c", "exec sleep 30"], &[], 2) else {
+            return;
+        };
+        let e = resolve_child(&k, 0).unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                Refusal::Container {
+                    problem: ContainerProblem::NotNamed { .. },
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+
     #[test]
     fn a_process_without_children_runs_no_container() {
         let me = ProcessFacts::read(std::process::id()).unwrap();
