@@ -21,9 +21,6 @@ const MAX_DEPTH: usize = 16;
 const MAX_MAPS: u64 = 16 << 20;
 /// Most bytes of a runtime's command line read.
 const MAX_CMDLINE: u64 = 1 << 20;
-/// The launchers' rank variables: when the rank's environment has one, it must be the
-/// table's rank.
-const RANK_VARIABLES: [&str; 3] = ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"];
 
 /// What a process's namespaces are: the targets of `/proc/PID/ns/{pid,mnt}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -260,13 +257,13 @@ pub(crate) fn resolve(
     }
     if let Ok(env) = super::node_prove::environment(leaf.pid) {
         let expected = rank.to_string();
-        for var in RANK_VARIABLES {
+        for var in super::node_prove::RANK_VARIABLES {
             if let Some((_, v)) = env.iter().find(|(k, _)| k == var)
                 && v.trim() != expected
             {
                 return Err(Refusal::OtherRank {
                     pid: leaf.pid,
-                    variable: var.to_string(),
+                    variable: (*var).to_string(),
                     found: v.clone(),
                     expected,
                 });
