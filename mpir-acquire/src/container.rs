@@ -17,12 +17,18 @@
 //!    relative one naming the same file from the rank's working directory, or a bare name).
 //!
 //! The rank is then known by its pid in this tool's namespace ([`Contained::pid`]), and the
-//! table's pid is kept ([`Contained::runtime_pid`]) for what is told to the user.
+//! table's pid is kept ([`Contained::table_pid`]) for what is told to the user.
+//!
+//! A starter that runs in another PID namespace than this tool (`bwrap --unshare-pid mpiexec
+//! …`) fills its table with that namespace's pids: each is translated to this tool's by the
+//! facts (the starter's descendant whose `NSpid` at the starter's level is the table's pid),
+//! then proven as any rank ([`Contained::runtime`] is `None`).
 
 use std::path::PathBuf;
 
-/// A rank found inside a container: the process the table names runs the runtime, the rank is
-/// its descendant.
+/// A rank whose process is not the pid the table names as this tool sees it: the table's
+/// pid runs a container runtime and the rank is its descendant, or the starter itself runs in
+/// another PID namespace and the table's pids are that namespace's.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
@@ -31,36 +37,42 @@ pub struct Contained {
     pub pid: u32,
     /// The rank's pid inside its own (innermost) PID namespace, as it knows itself
     /// (`getpid()` there; the last field of `NSpid` in `/proc/PID/status`), when in another
-    /// namespace.
+    /// namespace than this tool.
     pub ns_pid: Option<u32>,
-    /// The pid the table names: the runtime's process.
-    pub runtime_pid: u32,
-    /// The runtime's executable (`/proc/PID/exe` of [`Contained::runtime_pid`]).
-    pub runtime: PathBuf,
+    /// The pid the table names (the runtime's process, or the rank's pid in the starter's
+    /// namespace).
+    pub table_pid: u32,
+    /// The runtime's executable (`/proc/PID/exe` of the table's pid) when the table names a
+    /// container runtime; `None` when the table's pid is the rank's own in the starter's
+    /// namespace.
+    pub runtime: Option<PathBuf>,
     /// The program the rank runs, by its path inside the container (`/proc/PID/exe`: a path
     /// valid in the rank's mount namespace, perhaps not on this host).
     pub executable: PathBuf,
-    /// Whether the rank is in another PID namespace than the runtime's process.
+    /// Whether the rank is in another PID namespace than the table's pid (a runtime), or
+    /// than this tool (a starter in a namespace).
     pub new_pid_namespace: bool,
-    /// Whether the rank is in another mount namespace than the runtime's process.
+    /// Whether the rank is in another mount namespace than the table's pid (a runtime), or
+    /// than this tool (a starter in a namespace).
     pub new_mount_namespace: bool,
 }
 
 impl std::fmt::Display for Contained {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "pid {}", self.pid)?;
-        if let Some(n) = self.ns_pid {
-            write!(f, " ({n} in its namespace)")?;
+        match &self.runtime {
+            Some(runtime) => {
+                if let Some(n) = self.ns_pid {
+                    write!(f, " ({n} in its namespace)")?;
+                }
+                let runtime = runtime.file_name().map_or_else(
+                    || runtime.display().to_string(),
+                    |n| n.to_string_lossy().into(),
+                );
+                write!(f, " in a container under {runtime} pid {}", self.table_pid)
+            }
+            None => write!(f, " ({} in the starter's PID namespace)", self.table_pid),
         }
-        let runtime = self.runtime.file_name().map_or_else(
-            || self.runtime.display().to_string(),
-            |n| n.to_string_lossy().into(),
-        );
-        write!(
-            f,
-            " in a container under {runtime} pid {}",
-            self.runtime_pid
-        )
     }
 }
 
@@ -115,8 +127,8 @@ mod tests {
         let c = Contained {
             pid: 4242,
             ns_pid: Some(2),
-            runtime_pid: 4240,
-            runtime: "/usr/bin/bwrap".into(),
+            table_pid: 4240,
+            runtime: Some("/usr/bin/bwrap".into()),
             executable: "/opt/app/ring".into(),
             new_pid_namespace: true,
             new_mount_namespace: true,
@@ -125,6 +137,13 @@ mod tests {
             c.to_string(),
             "pid 4242 (2 in its namespace) in a container under bwrap pid 4240"
         );
+        let t = Contained {
+            runtime: None,
+            ns_pid: Some(7),
+            table_pid: 7,
+            ..c
+        };
+        assert_eq!(t.to_string(), "pid 4242 (7 in the starter's PID namespace)");
         let p = ContainerProblem::Ambiguous {
             candidates: vec![7, 9],
         };

@@ -6,7 +6,9 @@
 //! and `mpir deadlock` analyse them. The ranks are found for the oracle independently from
 //! `/proc`: a descendant of the starter running the copied program, whose innermost `NSpid` is
 //! the pid the rank wrote itself (its `getpid()` in the container) and whose environment names
-//! its rank. Skipped without bwrap or the stacks, failed under `MPIR_REQUIRE_PEERS=1`.
+//! its rank. And the other way round: the launcher itself in bwrap, whose table names the
+//! ranks by its namespace's pids, translated to this host's. Skipped without bwrap or the
+//! stacks, failed under `MPIR_REQUIRE_PEERS=1`.
 
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
@@ -26,6 +28,8 @@ const RANKS: usize = 3;
 /// drop (the ranks' pid files hold pids of their own namespaces: never signalled).
 struct ContainerJob {
     launcher: Child,
+    /// The starter's pid on this host.
+    starter: u32,
     /// The ranks' pids on this host, by rank (the oracle's).
     ranks: Vec<u32>,
 }
@@ -111,9 +115,40 @@ fn find_rank(starter: u32, program: &Path, rank: usize, ns_pid: u32) -> u32 {
     found[0]
 }
 
-/// The ring in containers: `stack`'s launcher runs `bwrap` for each rank; the program is
-/// visible at `inside` only in the container.
-fn start(stack: &Stack, dir: &Path, inside: &Path) -> ContainerJob {
+/// Where the container is.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Wrapped {
+    /// The launcher runs `bwrap … program` for each rank: the table names the `bwrap`s.
+    Ranks,
+    /// The launcher itself runs in `bwrap`: the table names the ranks by the pids of the
+    /// container's PID namespace.
+    Starter,
+}
+
+/// The arguments of a bwrap whose container sees `shared` at `inside` (a path this host does
+/// not have), in a new PID namespace.
+fn bwrap_args(shared: &Path, inside: &Path) -> Vec<std::ffi::OsString> {
+    let mut a: Vec<std::ffi::OsString> = ["bwrap", "--bind", "/", "/", "--dev", "/dev"]
+        .iter()
+        .map(Into::into)
+        .collect();
+    // MPICH's and Open MPI's shared memory is found by name in /dev/shm: the host's.
+    for x in [
+        "--bind", "/dev/shm", "/dev/shm", "--tmpfs", "/mnt", "--bind",
+    ] {
+        a.push(x.into());
+    }
+    a.push(shared.into());
+    a.push(inside.into());
+    for x in ["--proc", "/proc", "--unshare-pid", "--die-with-parent"] {
+        a.push(x.into());
+    }
+    a
+}
+
+/// The ring in containers: the program is visible at `inside` only in the container;
+/// `wrapped` says what runs in it.
+fn start(stack: &Stack, dir: &Path, inside: &Path, wrapped: Wrapped) -> ContainerJob {
     let built = build_fixture(stack, dir, "deadlock");
     let shared = dir.join("shared");
     std::fs::create_dir_all(&shared).unwrap();
@@ -121,18 +156,24 @@ fn start(stack: &Stack, dir: &Path, inside: &Path) -> ContainerJob {
     let out = dir.join("ring");
     std::fs::create_dir_all(&out).unwrap();
     let program = inside.join("deadlock");
-    let mut launcher = Command::new(&stack.launcher[0]);
+    let bwrap = bwrap_args(&shared, inside);
+    let mut argv: Vec<std::ffi::OsString> = Vec::new();
+    let launcher_args = stack.launcher.iter().map(Into::into);
+    match wrapped {
+        Wrapped::Ranks => {
+            argv.extend(launcher_args);
+            argv.extend(["-n".into(), RANKS.to_string().into()]);
+            argv.extend(bwrap);
+        }
+        Wrapped::Starter => {
+            argv.extend(bwrap);
+            argv.extend(launcher_args);
+            argv.extend(["-n".into(), RANKS.to_string().into()]);
+        }
+    }
+    let mut launcher = Command::new(&argv[0]);
     launcher
-        .args(&stack.launcher[1..])
-        .args(["-n", &RANKS.to_string()])
-        .args(["bwrap", "--bind", "/", "/", "--dev", "/dev"])
-        // MPICH's and Open MPI's shared memory is found by name in /dev/shm: the host's.
-        .args([
-            "--bind", "/dev/shm", "/dev/shm", "--tmpfs", "/mnt", "--bind",
-        ])
-        .arg(&shared)
-        .arg(inside)
-        .args(["--proc", "/proc", "--unshare-pid", "--die-with-parent"])
+        .args(&argv[1..])
         .arg(&program)
         .arg("ring")
         .arg(&out)
@@ -144,6 +185,7 @@ fn start(stack: &Stack, dir: &Path, inside: &Path) -> ContainerJob {
         .stderr(Stdio::null());
     let mut job = ContainerJob {
         launcher: launcher.spawn().expect("start the launcher"),
+        starter: 0,
         ranks: Vec::new(),
     };
     let file = |r: usize| out.join(format!("{r}.pid"));
@@ -153,7 +195,18 @@ fn start(stack: &Stack, dir: &Path, inside: &Path) -> ContainerJob {
         stack.name
     );
     std::thread::sleep(std::time::Duration::from_millis(700));
-    let starter = job.launcher.id();
+    job.starter = match wrapped {
+        Wrapped::Ranks => job.launcher.id(),
+        Wrapped::Starter => {
+            // The launcher under bwrap's init: the descendant running its program.
+            let exe = which(&stack.launcher[0]);
+            descendants(job.launcher.id())
+                .into_iter()
+                .find(|&p| std::fs::read_link(format!("/proc/{p}/exe")).ok() == Some(exe.clone()))
+                .expect("the launcher under bwrap")
+        }
+    };
+    let starter = job.starter;
     job.ranks = (0..RANKS)
         .map(|r| {
             let ns_pid: u32 = std::fs::read_to_string(file(r))
@@ -173,6 +226,15 @@ fn bwrap() -> bool {
         return false;
     }
     true
+}
+
+/// The file `program` names through `PATH`, links resolved.
+fn which(program: &str) -> PathBuf {
+    std::env::split_paths(&std::env::var_os("PATH").unwrap())
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+        .and_then(|p| std::fs::canonicalize(p).ok())
+        .unwrap_or_else(|| PathBuf::from(program))
 }
 
 /// A path inside the container that this host does not have.
@@ -197,11 +259,12 @@ fn run_mpir(args: &[&str], stack: &Stack, starter: u32) -> (i32, Vec<u8>, String
 }
 
 /// `mpir attach`, `stacks` and `deadlock` on the ring in containers of `stack`.
-fn check(stack: &Stack) {
-    let dir = scratch(&format!("containers-{}", stack.name));
-    let inside = inside_only(stack.name);
-    let job = start(stack, &dir, &inside);
-    let starter = job.launcher.id();
+fn check(stack: &Stack, wrapped: Wrapped) {
+    let name = format!("{}-{wrapped:?}", stack.name);
+    let dir = scratch(&format!("containers-{name}"));
+    let inside = inside_only(&name);
+    let job = start(stack, &dir, &inside, wrapped);
+    let starter = job.starter;
     let program = inside.join("deadlock");
 
     // attach: each rank's pid is the oracle's, found under a bwrap the table names.
@@ -229,7 +292,14 @@ fn check(stack: &Stack) {
             c["ns_pid"].as_u64(),
             ns_pids(pid).last().map(|&p| u64::from(p))
         );
-        let runtime = c["runtime_pid"].as_u64().unwrap() as u32;
+        let table_pid = c["table_pid"].as_u64().unwrap() as u32;
+        if wrapped == Wrapped::Starter {
+            // The table's pid is the rank's own in the starter's namespace (what it wrote).
+            assert_eq!(c["runtime"], Value::Null, "{entry}");
+            assert_eq!(Some(&table_pid), ns_pids(pid).last(), "{entry}");
+            continue;
+        }
+        let runtime = table_pid;
         // The runtime is an ancestor of the rank, runs bwrap, and lives in our PID namespace.
         let mut p = pid;
         let mut hops = 0;
@@ -248,6 +318,7 @@ fn check(stack: &Stack) {
             std::fs::read_link(format!("/proc/{runtime}/exe")).unwrap(),
             Path::new("/usr/bin/bwrap")
         );
+        assert_eq!(c["runtime"].as_str(), Some("/usr/bin/bwrap"));
         assert_eq!(ns_pids(runtime).len(), 1, "the runtime is in our namespace");
     }
     // The program's path does not exist here: its symbols were read inside the container.
@@ -308,7 +379,7 @@ fn ranks_in_bwrap_under_hydra_are_found_proven_and_read() {
     let Some(stack) = common::stock::mpich_stock() else {
         return;
     };
-    check(&stack);
+    check(&stack, Wrapped::Ranks);
 }
 
 #[test]
@@ -319,5 +390,27 @@ fn ranks_in_bwrap_under_orterun_are_found_proven_and_read() {
     let Some(stack) = common::stock::open_mpi_stock() else {
         return;
     };
-    check(&stack);
+    check(&stack, Wrapped::Ranks);
+}
+
+#[test]
+fn hydra_in_bwrap_names_its_ranks_by_its_namespaces_pids_and_they_are_translated() {
+    if !bwrap() {
+        return;
+    }
+    let Some(stack) = common::stock::mpich_stock() else {
+        return;
+    };
+    check(&stack, Wrapped::Starter);
+}
+
+#[test]
+fn orterun_in_bwrap_names_its_ranks_by_its_namespaces_pids_and_they_are_translated() {
+    if !bwrap() {
+        return;
+    }
+    let Some(stack) = common::stock::open_mpi_stock() else {
+        return;
+    };
+    check(&stack, Wrapped::Starter);
 }

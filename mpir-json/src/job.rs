@@ -75,10 +75,12 @@ pub struct RankOut<'a> {
 /// Where a rank inside a container was found (`mpir_acquire::Contained`).
 #[derive(Serialize, Clone, PartialEq, Eq, Debug)]
 pub struct ContainerOut {
-    /// The pid the table names: the container runtime's process.
-    pub runtime_pid: u32,
-    /// The runtime's executable.
-    pub runtime: String,
+    /// The pid the table names: the container runtime's process, or the rank's pid in the
+    /// starter's PID namespace.
+    pub table_pid: u32,
+    /// The runtime's executable; `None` when the table's pid is the rank's own in the
+    /// starter's namespace.
+    pub runtime: Option<String>,
     /// The rank's program, by its path inside the container.
     pub executable: String,
     /// The rank's pid inside its own PID namespace, when in another.
@@ -88,8 +90,8 @@ pub struct ContainerOut {
 impl From<&mpir_acquire::Contained> for ContainerOut {
     fn from(c: &mpir_acquire::Contained) -> Self {
         ContainerOut {
-            runtime_pid: c.runtime_pid,
-            runtime: c.runtime.display().to_string(),
+            table_pid: c.table_pid,
+            runtime: c.runtime.as_ref().map(|r| r.display().to_string()),
             executable: c.executable.display().to_string(),
             ns_pid: c.ns_pid,
         }
@@ -385,10 +387,13 @@ pub fn write_rank(
     if let Some(c) = &r.container {
         write!(
             w,
-            ",\n      \"container\": {{\n        \"runtime_pid\": {},\n        \"runtime\": ",
-            c.runtime_pid
+            ",\n      \"container\": {{\n        \"table_pid\": {},\n        \"runtime\": ",
+            c.table_pid
         )?;
-        json_str(w, &c.runtime)?;
+        match &c.runtime {
+            Some(r) => json_str(w, r)?,
+            None => w.write_all(b"null")?,
+        }
         w.write_all(b",\n        \"executable\": ")?;
         json_str(w, &c.executable)?;
         match c.ns_pid {

@@ -186,6 +186,41 @@ fn named_by(arguments: &[OsString], leaf: &ProcessFacts) -> bool {
     })
 }
 
+/// How deep process `pid`'s PID namespace is below this tool's: 0 in the same namespace
+/// (or unknown), 1 in a child namespace, and so on (`NSpid` has one field per level).
+pub(crate) fn ns_level(pid: u32) -> usize {
+    ns_pids(pid).len().saturating_sub(1)
+}
+
+/// The pid in this tool's namespace of the process that has pid `pid` in the namespace
+/// `level` levels below ours, where the starter `starter` lives: the starter's descendant
+/// (bounded walk) whose `NSpid` has `pid` at that level; `None` when there is none.
+pub(crate) fn translate(starter: u32, level: usize, pid: u32) -> Option<u32> {
+    if ns_pids(starter).get(level) == Some(&pid) {
+        return Some(starter);
+    }
+    descendants(starter)
+        .ok()?
+        .into_iter()
+        .find(|&p| ns_pids(p).get(level) == Some(&pid))
+}
+
+/// The rank's place when the starter runs in another PID namespace than this tool and the
+/// table named it by `table_pid` there: `facts` are the translated process's.
+pub(crate) fn translated(facts: &ProcessFacts, table_pid: u32) -> Contained {
+    let mine = Namespaces::of(std::process::id());
+    let (new_pid, new_mnt) = mine.differs(&Namespaces::of(facts.pid));
+    Contained {
+        pid: facts.pid,
+        ns_pid: ns_pids(facts.pid).last().copied().filter(|_| new_pid),
+        table_pid,
+        runtime: None,
+        executable: facts.exe.clone().unwrap_or_else(|| PathBuf::from("?")),
+        new_pid_namespace: new_pid,
+        new_mount_namespace: new_mnt,
+    }
+}
+
 /// The rank inside a container whose runtime `runtime` (proven, the pid the table names for
 /// rank `rank`) runs: `Ok(None)` when `runtime` runs no container (no descendant in another
 /// namespace) or is an MPI process itself; the rank's facts and how it was found; or why the
@@ -287,8 +322,8 @@ pub(crate) fn resolve(
     let contained = Contained {
         pid: leaf.pid,
         ns_pid,
-        runtime_pid: runtime.pid,
-        runtime: runtime.exe.clone().unwrap_or_else(|| PathBuf::from("?")),
+        table_pid: runtime.pid,
+        runtime: Some(runtime.exe.clone().unwrap_or_else(|| PathBuf::from("?"))),
         executable: leaf.exe.clone().unwrap_or_else(|| PathBuf::from("?")),
         new_pid_namespace: new_pid,
         new_mount_namespace: new_mnt,
@@ -377,9 +412,9 @@ mod tests {
             .unwrap();
         assert_eq!((leaf.pid, c.pid), (sleep, sleep));
         assert_eq!(c.ns_pid, Some(2));
-        assert_eq!(c.runtime_pid, k.0.id());
+        assert_eq!(c.table_pid, k.0.id());
         assert!(c.new_pid_namespace && c.new_mount_namespace);
-        assert_eq!(c.runtime, Path::new("/usr/bin/bwrap"));
+        assert_eq!(c.runtime.as_deref(), Some(Path::new("/usr/bin/bwrap")));
         // Another rank's environment: refused.
         let e = resolve_child(&k, 4).unwrap_err();
         assert!(

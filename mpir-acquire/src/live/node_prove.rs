@@ -403,7 +403,7 @@ mod tests {
         let r = got[0].as_ref().unwrap();
         assert_eq!(r.pid, sleep);
         let c = r.container.as_ref().unwrap();
-        assert_eq!((c.runtime_pid, c.ns_pid), (runtime, Some(2)));
+        assert_eq!((c.table_pid, c.ns_pid), (runtime, Some(2)));
         assert!(got[1].is_err(), "{:?}", got[1]);
         bwrap.kill().unwrap();
         bwrap.wait().unwrap();

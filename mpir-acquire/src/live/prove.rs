@@ -37,6 +37,9 @@ pub(crate) struct Prover {
     allow_other_users: bool,
     /// pid → the first rank that named it.
     seen: HashMap<u32, u64>,
+    /// How many PID namespaces the starter is below this tool's (0: the same): the table's
+    /// pids are then that namespace's, translated before anything else.
+    starter_level: usize,
 }
 
 /// The starter's `PATH` (bounded read of its environment).
@@ -73,6 +76,7 @@ impl Prover {
             tool: std::process::id(),
             allow_other_users,
             seen: HashMap::new(),
+            starter_level: super::container::ns_level(starter),
         })
     }
 
@@ -88,6 +92,11 @@ impl Prover {
         }
         if reported.is_empty() {
             return false;
+        }
+        // From the starter's own working directory (its path may be valid only in its mount
+        // namespace); compared by identity, so no link can make another file count.
+        if same(&Path::new(&format!("/proc/{}/cwd", self.starter.pid)).join(path)) {
+            return true;
         }
         if self
             .starter_cwd
@@ -111,6 +120,43 @@ impl Prover {
 
     /// Proves that `pid` (reported as rank `rank`'s, running `executable`) is that rank.
     pub(crate) fn prove(
+        &mut self,
+        rank: u64,
+        pid: i64,
+        executable: Option<&str>,
+    ) -> Result<ProvenRank, Refusal> {
+        // A starter in another PID namespace names its ranks by that namespace's pids.
+        let table_pid = pid;
+        let pid = if self.starter_level > 0 {
+            let in_ns = u32::try_from(pid)
+                .ok()
+                .filter(|&p| p > 0)
+                .ok_or(Refusal::InvalidPid { pid })?;
+            let here = super::container::translate(self.starter.pid, self.starter_level, in_ns)
+                .ok_or_else(|| Refusal::NoProcess {
+                    reason: format!(
+                        "no process of the starter's PID namespace has pid {in_ns} there"
+                    ),
+                })?;
+            i64::from(here)
+        } else {
+            pid
+        };
+        let translated = (self.starter_level > 0).then_some(table_pid);
+        let mut proven = self.prove_here(rank, pid, executable)?;
+        if let Some(table_pid) = translated.and_then(|p| u32::try_from(p).ok()) {
+            match &mut proven.container {
+                Some(c) => c.table_pid = table_pid,
+                None => {
+                    proven.container = Some(super::container::translated(&proven.facts, table_pid));
+                }
+            }
+        }
+        Ok(proven)
+    }
+
+    /// [`Prover::prove`] of a pid of this tool's namespace.
+    fn prove_here(
         &mut self,
         rank: u64,
         pid: i64,

@@ -37,20 +37,27 @@ pub(crate) fn print(out: &JobOut<'_>, json: bool) -> anyhow::Result<()> {
             )?;
             match &r.container {
                 // The rank's own program, and where it was found.
-                Some(c) => {
-                    let runtime = std::path::Path::new(&c.runtime)
-                        .file_name()
-                        .map_or_else(|| c.runtime.clone(), |n| n.to_string_lossy().into());
-                    write!(
-                        w,
-                        "{} (in a container under {runtime} pid {}",
-                        c.executable, c.runtime_pid
-                    )?;
-                    match c.ns_pid {
-                        Some(n) => writeln!(w, "; pid {n} inside)")?,
-                        None => writeln!(w, ")")?,
+                Some(c) => match &c.runtime {
+                    Some(runtime) => {
+                        let runtime = std::path::Path::new(runtime)
+                            .file_name()
+                            .map_or_else(|| runtime.clone(), |n| n.to_string_lossy().into());
+                        write!(
+                            w,
+                            "{} (in a container under {runtime} pid {}",
+                            c.executable, c.table_pid
+                        )?;
+                        match c.ns_pid {
+                            Some(n) => writeln!(w, "; pid {n} inside)")?,
+                            None => writeln!(w, ")")?,
+                        }
                     }
-                }
+                    None => writeln!(
+                        w,
+                        "{} (pid {} in the starter's PID namespace)",
+                        c.executable, c.table_pid
+                    )?,
+                },
                 None => writeln!(w, "{}", r.executable.unwrap_or("?"))?,
             }
         }
