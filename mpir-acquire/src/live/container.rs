@@ -1,7 +1,7 @@
 //! The facts behind [`crate::container`]: whether a proven pid runs a container runtime, and
 //! which of its descendants is the rank. Reads `/proc` only; never stops or signals anything.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -76,8 +76,17 @@ fn children(pid: u32) -> Vec<u32> {
     out
 }
 
+/// Most processes of a starter's namespace translated (a job's ranks and their launchers'
+/// helpers; a bound against a hostile tree).
+const MAX_TRANSLATED: usize = 1 << 20;
+
 /// The descendants of `pid`, breadth first, at most [`MAX_DESCENDANTS`]; `Err` when it has more.
 fn descendants(pid: u32) -> Result<Vec<u32>, ContainerProblem> {
+    descendants_bounded(pid, MAX_DESCENDANTS)
+}
+
+/// The descendants of `pid`, breadth first, at most `limit`; `Err` when it has more.
+fn descendants_bounded(pid: u32, limit: usize) -> Result<Vec<u32>, ContainerProblem> {
     let mut seen: HashSet<u32> = HashSet::from([pid]);
     let mut out = Vec::new();
     let mut level = vec![pid];
@@ -86,10 +95,8 @@ fn descendants(pid: u32) -> Result<Vec<u32>, ContainerProblem> {
         for p in level {
             for c in children(p) {
                 if seen.insert(c) {
-                    if out.len() == MAX_DESCENDANTS {
-                        return Err(ContainerProblem::TooManyDescendants {
-                            limit: MAX_DESCENDANTS,
-                        });
+                    if out.len() == limit {
+                        return Err(ContainerProblem::TooManyDescendants { limit });
                     }
                     out.push(c);
                     next.push(c);
@@ -192,17 +199,15 @@ pub(crate) fn ns_level(pid: u32) -> usize {
     ns_pids(pid).len().saturating_sub(1)
 }
 
-/// The pid in this tool's namespace of the process that has pid `pid` in the namespace
-/// `level` levels below ours, where the starter `starter` lives: the starter's descendant
-/// (bounded walk) whose `NSpid` has `pid` at that level; `None` when there is none.
-pub(crate) fn translate(starter: u32, level: usize, pid: u32) -> Option<u32> {
-    if ns_pids(starter).get(level) == Some(&pid) {
-        return Some(starter);
-    }
-    descendants(starter)
-        .ok()?
-        .into_iter()
-        .find(|&p| ns_pids(p).get(level) == Some(&pid))
+/// The pids in this tool's namespace of the starter `starter` and its descendants (bounded
+/// walk), by their pids in the namespace `level` levels below ours, where the starter lives:
+/// one walk for a whole table. Processes with no pid at that level are left out.
+pub(crate) fn translation(starter: u32, level: usize) -> HashMap<u32, u32> {
+    let all = descendants_bounded(starter, MAX_TRANSLATED).unwrap_or_default();
+    std::iter::once(starter)
+        .chain(all)
+        .filter_map(|p| ns_pids(p).get(level).map(|&inner| (inner, p)))
+        .collect()
 }
 
 /// The rank's place when the starter runs in another PID namespace than this tool and the

@@ -40,6 +40,8 @@ pub(crate) struct Prover {
     /// How many PID namespaces the starter is below this tool's (0: the same): the table's
     /// pids are then that namespace's, translated before anything else.
     starter_level: usize,
+    /// The starter's namespace's pids → ours, read once when first needed.
+    translation: Option<HashMap<u32, u32>>,
 }
 
 /// The starter's `PATH` (bounded read of its environment).
@@ -77,6 +79,7 @@ impl Prover {
             allow_other_users,
             seen: HashMap::new(),
             starter_level: super::container::ns_level(starter),
+            translation: None,
         })
     }
 
@@ -132,7 +135,12 @@ impl Prover {
                 .ok()
                 .filter(|&p| p > 0)
                 .ok_or(Refusal::InvalidPid { pid })?;
-            let here = super::container::translate(self.starter.pid, self.starter_level, in_ns)
+            let (starter, level) = (self.starter.pid, self.starter_level);
+            let here = self
+                .translation
+                .get_or_insert_with(|| super::container::translation(starter, level))
+                .get(&in_ns)
+                .copied()
                 .ok_or_else(|| Refusal::NoProcess {
                     reason: format!(
                         "no process of the starter's PID namespace has pid {in_ns} there"
