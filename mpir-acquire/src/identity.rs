@@ -153,6 +153,19 @@ pub enum Refusal {
         /// The clock skew allowed between the nodes.
         skew_s: u64,
     },
+    /// The pid runs a container runtime (it has descendants in another PID or mount
+    /// namespace), and which of them is the rank could not be told ([`crate::container`]).
+    #[error(
+        "not this job's process: pid {pid} runs the container runtime {runtime}, and {problem}"
+    )]
+    Container {
+        /// The pid the table names.
+        pid: u32,
+        /// What it runs (`/proc/PID/exe`, or `?`).
+        runtime: String,
+        /// Why no rank was found in it.
+        problem: crate::container::ContainerProblem,
+    },
 }
 
 #[cfg(test)]

@@ -138,6 +138,10 @@ pub struct Job {
     pub table: ProcTable,
     /// How each rank that we tried to attach was handled; ranks not listed were not attached.
     pub control: BTreeMap<u64, RankControl>,
+    /// The ranks found inside a container ([`crate::container`]): the table names the
+    /// runtime's process, and the rank (the process held and read) is this one. Ranks not
+    /// listed are the table's pids themselves.
+    pub containers: BTreeMap<u64, crate::container::Contained>,
     /// Facts worth telling the user (quirks met, fallbacks taken, events ignored).
     pub notes: Vec<Note>,
     /// The facts that said which hosts are this node.
@@ -255,20 +259,28 @@ impl Job {
         nodes
     }
 
-    /// The ranks we hold (attached): rank, pid and how each was proven.
+    /// The pid of rank `rank`'s process: the one found inside its container
+    /// ([`Job::containers`]), else the table's (`None` for no such rank or an invalid pid).
+    pub fn pid(&self, rank: u64) -> Option<u32> {
+        if let Some(c) = self.containers.get(&rank) {
+            return Some(c.pid);
+        }
+        let pid = self
+            .table
+            .resolved
+            .entries
+            .get(usize::try_from(rank).ok()?)?
+            .pid;
+        u32::try_from(pid).ok().filter(|&p| p > 0)
+    }
+
+    /// The ranks we hold (attached): rank, pid (inside a container, the rank's, not the
+    /// table's: [`Job::pid`]) and how each was proven.
     pub fn attached(&self) -> Vec<(u64, u32, Proven)> {
         self.control
             .iter()
             .filter_map(|(&r, c)| match c {
-                RankControl::Attached { proven, .. } => {
-                    let pid = self
-                        .table
-                        .resolved
-                        .entries
-                        .get(usize::try_from(r).ok()?)?
-                        .pid;
-                    Some((r, u32::try_from(pid).ok()?, *proven))
-                }
+                RankControl::Attached { proven, .. } => Some((r, self.pid(r)?, *proven)),
                 _ => None,
             })
             .collect()

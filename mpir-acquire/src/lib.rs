@@ -62,6 +62,7 @@
 // exemption says why.
 #![warn(clippy::exhaustive_enums, clippy::exhaustive_structs)]
 
+pub mod container;
 pub mod daemon;
 mod error;
 pub mod identity;
@@ -79,6 +80,7 @@ pub mod slurm;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 
+pub use container::Contained;
 pub use error::{AcquireError, PmixCause};
 pub use identity::{Proven, Refusal};
 pub use interface::{Interface, InterfaceChoice};

@@ -89,12 +89,25 @@ pub struct AttachOutcome {
     pub rank: u64,
     /// What was done to it.
     pub control: RankControl,
+    /// When the table's pid runs a container runtime: the rank found inside it, whose pid
+    /// was the one handled ([`Job::containers`](crate::Job::containers)).
+    pub container: Option<crate::container::Contained>,
 }
 
 impl AttachOutcome {
     /// `rank` was handled as `control` says.
     pub fn new(rank: u64, control: RankControl) -> Self {
-        AttachOutcome { rank, control }
+        AttachOutcome {
+            rank,
+            control,
+            container: None,
+        }
+    }
+
+    /// The rank was found inside a container ([`AttachOutcome::container`]).
+    pub fn with_container(mut self, container: Option<crate::container::Contained>) -> Self {
+        self.container = container;
+        self
     }
 
     /// `rank` is attached (proven first as `proven` says); these are its threads.
@@ -186,6 +199,7 @@ pub struct Acquisition {
     starter: Option<Starter>,
     table: Option<ProcTable>,
     control: BTreeMap<u64, RankControl>,
+    containers: BTreeMap<u64, crate::container::Contained>,
     notes: Vec<Note>,
     events: u32,
     /// Whether the job was spawned while we held the starter (so its ranks may wait at
@@ -235,6 +249,7 @@ impl Acquisition {
             starter: None,
             table: None,
             control: BTreeMap::new(),
+            containers: BTreeMap::new(),
             notes: Vec::new(),
             events: 0,
             spawned_here: false,
@@ -437,8 +452,12 @@ impl Acquisition {
                 Ok(())
             }
             (Phase::Attaching, Event::RanksAttached(results)) => {
-                self.control
-                    .extend(results.into_iter().map(|o| (o.rank, o.control)));
+                for o in results {
+                    if let Some(c) = o.container {
+                        self.containers.insert(o.rank, c);
+                    }
+                    self.control.insert(o.rank, o.control);
+                }
                 self.finish();
                 Ok(())
             }
@@ -682,6 +701,7 @@ impl Acquisition {
                 starter,
                 table,
                 control: std::mem::take(&mut self.control),
+                containers: std::mem::take(&mut self.containers),
                 notes: std::mem::take(&mut self.notes),
                 this_node: self.options.node_facts(),
                 host_locality: std::mem::take(&mut self.host_locality),

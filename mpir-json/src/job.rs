@@ -66,6 +66,36 @@ pub struct RankOut<'a> {
     pub pid: i64,
     /// "attached", "not_attached", "remote", "refused: …", or "failed: …".
     pub control: Cow<'a, str>,
+    /// When the table's pid runs a container runtime and the rank was found inside it:
+    /// `pid` is then the rank's own process, and this says where it was found.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container: Option<ContainerOut>,
+}
+
+/// Where a rank inside a container was found (`mpir_acquire::Contained`).
+#[derive(Serialize, Clone, PartialEq, Eq, Debug)]
+pub struct ContainerOut {
+    /// The pid the table names: the container runtime's process, or the rank's pid in the
+    /// starter's PID namespace.
+    pub table_pid: u32,
+    /// The runtime's executable; `None` when the table's pid is the rank's own in the
+    /// starter's namespace.
+    pub runtime: Option<String>,
+    /// The rank's program, by its path inside the container.
+    pub executable: String,
+    /// The rank's pid inside its own PID namespace, when in another.
+    pub ns_pid: Option<u32>,
+}
+
+impl From<&mpir_acquire::Contained> for ContainerOut {
+    fn from(c: &mpir_acquire::Contained) -> Self {
+        ContainerOut {
+            table_pid: c.table_pid,
+            runtime: c.runtime.as_ref().map(|r| r.display().to_string()),
+            executable: c.executable.display().to_string(),
+            ns_pid: c.ns_pid,
+        }
+    }
 }
 
 /// One node of the job: a distinct host string as reported.
@@ -262,17 +292,18 @@ impl<'a> Ranks<'a> {
 
     pub fn iter(&self) -> Box<dyn Iterator<Item = RankOut<'a>> + '_> {
         match &self.source {
-            RanksSource::List(l) => Box::new(l.iter().map(|r| RankOut {
-                control: r.control.clone(),
-                ..*r
-            })),
-            RanksSource::Job(job) => Box::new(job.ranks().map(|r| RankOut {
-                rank: r.rank,
-                host: r.host,
-                local: local_of(&job.locality(r.rank)),
-                executable: r.executable,
-                pid: r.pid,
-                control: control_text(job, r.rank),
+            RanksSource::List(l) => Box::new(l.iter().cloned()),
+            RanksSource::Job(job) => Box::new(job.ranks().map(|r| {
+                let container = job.containers.get(&r.rank);
+                RankOut {
+                    rank: r.rank,
+                    host: r.host,
+                    local: local_of(&job.locality(r.rank)),
+                    executable: r.executable,
+                    pid: container.map_or(r.pid, |c| i64::from(c.pid)),
+                    control: control_text(job, r.rank),
+                    container: container.map(ContainerOut::from),
+                }
             })),
         }
     }
@@ -353,6 +384,23 @@ pub fn write_rank(
     }
     write!(w, ",\n      \"pid\": {},\n      \"control\": ", r.pid)?;
     json_str(w, &r.control)?;
+    if let Some(c) = &r.container {
+        write!(
+            w,
+            ",\n      \"container\": {{\n        \"table_pid\": {},\n        \"runtime\": ",
+            c.table_pid
+        )?;
+        match &c.runtime {
+            Some(r) => json_str(w, r)?,
+            None => w.write_all(b"null")?,
+        }
+        w.write_all(b",\n        \"executable\": ")?;
+        json_str(w, &c.executable)?;
+        match c.ns_pid {
+            Some(n) => write!(w, ",\n        \"ns_pid\": {n}\n      }}")?,
+            None => w.write_all(b",\n        \"ns_pid\": null\n      }")?,
+        }
+    }
     w.write_all(b"\n    }")
 }
 
@@ -371,6 +419,7 @@ fn table_out<'a>(
             executable: r.executable,
             pid: r.pid,
             control: control(r.rank),
+            container: None,
         })
         .collect()
 }
@@ -484,6 +533,7 @@ pub fn mpi2dd_job_out<'a>(
             executable: r.executable.as_deref(),
             pid: i64::from(r.process.pid),
             control: format!("world {}", w.id).into(),
+            container: None,
         })
         .collect();
     // The flags of the process named (else of the metadirectory), in MPIR's shape.

@@ -452,7 +452,11 @@ fn known_of_job(job: &Job, selection: Option<&mpir_types::ranks::RankSet>) -> Ve
         .zip(local)
         .filter(|(r, _)| selection.is_none_or(|s| s.contains(r.rank)))
         .map(|(r, l)| {
-            let pid = u32::try_from(r.pid).ok().filter(|&p| p > 0);
+            // Inside a container, the rank found there (the table names the runtime).
+            let pid = match &l.container {
+                Some(c) => Some(c.pid),
+                None => u32::try_from(r.pid).ok().filter(|&p| p > 0),
+            };
             let state = match (job.control(r.rank), pid) {
                 (RankControl::Attached { .. }, Some(pid)) => {
                     procfs::start_time(pid).map_err(|_| Unreadable::Changed { pid })

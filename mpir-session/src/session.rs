@@ -269,7 +269,7 @@ impl Session {
         let source = match (any.mpir, mpi2dd) {
             (Some(acquired), mpi2dd) => Source::Starter {
                 pid,
-                job: Box::new(acquired.job().clone()),
+                job: with_containers(acquired.job()),
                 held: options.hold_from_acquisition.then(|| Box::new(acquired)),
                 child: None,
                 mpi2dd,
@@ -302,7 +302,7 @@ impl Session {
             .map_err(|source| SessionError::Acquire { pid: 0, source })?;
         let child = acquired.take_child();
         let pid = acquired.job().starter.pid;
-        let job = Box::new(acquired.job().clone());
+        let job = with_containers(acquired.job());
         let held = options.hold_from_acquisition.then(|| Box::new(acquired));
         Ok(Session::new(
             options,
@@ -621,4 +621,13 @@ fn open_cores(
         ranks,
         info,
     })
+}
+
+/// A copy of `job` with the ranks of this node that run inside a container found
+/// ([`live::find_containers`]: reads `/proc` only), so that what the session shows and reads
+/// is the rank's process, not its container runtime's.
+fn with_containers(job: &Job) -> Box<Job> {
+    let mut job = Box::new(job.clone());
+    live::find_containers(&mut job);
+    job
 }

@@ -23,6 +23,7 @@ use mpir_target::live::LiveTarget;
 use mpir_target::live::tracer::{StopEvent, Tracer, TracerOptions};
 
 mod any;
+mod container;
 pub mod discover;
 pub mod node_prove;
 mod normalize;
@@ -37,7 +38,7 @@ pub use node_prove::{
     NodeExpectations, NodeRank, RankClaim, environment, process_started_unix, prove_on_node,
     started_unix,
 };
-pub use normalize::{LocalRank, normalize};
+pub use normalize::{LocalRank, find_containers, normalize};
 use release::{
     Release, arm_being_debugged, arm_gates, open_gate, release, settle_ranks, writes_gate,
 };
@@ -511,6 +512,11 @@ fn attach_proven(
             Err(reason) => out.push(AttachOutcome::refused(rank, reason)),
         }
     }
+    // Inside a container the rank is the process found there, not the table's pid.
+    let proven: Vec<_> = proven
+        .into_iter()
+        .map(|(rank, _, p)| (rank, p.facts.pid, p))
+        .collect();
     // Right before attaching: the pid still names the proven process.
     let (proven, reused): (Vec<_>, Vec<_>) = proven
         .into_iter()
@@ -539,7 +545,7 @@ fn attach_proven(
             },
             Err(error) => RankControl::Failed { error },
         };
-        out.push(AttachOutcome::new(rank, control));
+        out.push(AttachOutcome::new(rank, control).with_container(p.container));
     }
     Ok(out)
 }

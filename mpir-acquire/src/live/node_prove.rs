@@ -132,6 +132,9 @@ pub struct NodeRank {
     pub image: std::path::PathBuf,
     /// How it stands.
     pub proven: Proven,
+    /// When the entry's pid runs a container runtime: the rank found inside it
+    /// ([`crate::container`]), whose pid is [`NodeRank::pid`].
+    pub container: Option<crate::container::Contained>,
 }
 
 /// Proves each claim against this node's `/proc` (see the [module](self) for the rules). One
@@ -185,6 +188,32 @@ fn prove_one(
             });
         }
     }
+    // A container runtime: the rank is its descendant found by facts, checked again.
+    if let Some((leaf, container)) = super::container::resolve(&facts, c.rank)? {
+        if let Some(&first) = seen.get(&leaf.pid) {
+            return Err(Refusal::Duplicate {
+                pid: leaf.pid,
+                first,
+            });
+        }
+        seen.insert(leaf.pid, c.rank);
+        if leaf.uid != expect.uid && !expect.allow_other_users {
+            return Err(Refusal::OtherUser {
+                pid: leaf.pid,
+                uid: leaf.uid,
+                starter_uid: expect.uid,
+            });
+        }
+        check_environment(leaf.pid, c.rank, expect)?;
+        return Ok(NodeRank {
+            rank: c.rank,
+            pid: leaf.pid,
+            start_time: leaf.start_time,
+            image: container.executable.clone(),
+            proven: Proven::InProgram,
+            container: Some(container),
+        });
+    }
     let Some(image) = facts.exe.clone() else {
         return Err(Refusal::NoProcess {
             reason: format!("pid {pid}: its executable cannot be read (exiting?)"),
@@ -205,6 +234,7 @@ fn prove_one(
         start_time: facts.start_time,
         image,
         proven: Proven::InProgram,
+        container: None,
     })
 }
 
@@ -326,6 +356,57 @@ mod tests {
 
     fn uid() -> u32 {
         nix::unistd::getuid().as_raw()
+    }
+
+    #[test]
+    fn a_rank_in_a_container_is_proven_on_its_node() {
+        if !mpir_target::testkit::have("bwrap") {
+            mpir_target::testkit::skip("needs bubblewrap (bwrap)");
+            return;
+        }
+        let mut bwrap = Command::new("bwrap")
+            .args(["--bind", "/", "/", "--dev", "/dev", "--proc", "/proc"])
+            .args(["--unshare-pid", "--die-with-parent", "sleep", "20"])
+            .env("PMI_RANK", "1")
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        let runtime = bwrap.id();
+        // The oracle: the sleep under the container's init, pid 2 in its namespace.
+        let mut sleep = None;
+        assert!(mpir_target::testkit::wait_for(20, || {
+            let kids = |p: u32| {
+                std::fs::read_to_string(format!("/proc/{p}/task/{p}/children"))
+                    .unwrap_or_default()
+                    .split_whitespace()
+                    .filter_map(|x| x.parse::<u32>().ok())
+                    .collect::<Vec<_>>()
+            };
+            sleep = kids(runtime)
+                .into_iter()
+                .flat_map(kids)
+                .find(|&p| ProcessFacts::read(p).is_ok_and(|f| f.comm == "sleep"));
+            sleep.is_some()
+        }));
+        let sleep = sleep.unwrap();
+        let host = here().display_name().to_string();
+        let expect = NodeExpectations::new(uid());
+        let got = prove_on_node(
+            &[
+                RankClaim::new(1, i64::from(runtime), host.clone(), Some("bwrap".into())),
+                // Another rank naming the same runtime: the rank inside is not taken twice.
+                RankClaim::new(2, i64::from(runtime), host, Some("bwrap".into())),
+            ],
+            &expect,
+            &here(),
+        );
+        let r = got[0].as_ref().unwrap();
+        assert_eq!(r.pid, sleep);
+        let c = r.container.as_ref().unwrap();
+        assert_eq!((c.table_pid, c.ns_pid), (runtime, Some(2)));
+        assert!(got[1].is_err(), "{:?}", got[1]);
+        bwrap.kill().unwrap();
+        bwrap.wait().unwrap();
     }
 
     #[test]

@@ -17,6 +17,10 @@ pub struct LocalRank {
     pub executable: Option<PathBuf>,
     /// Whether the rank's host is this node ([`Job::locality`]).
     pub local_host: bool,
+    /// When the table's pid runs a container runtime: the rank found inside it (attached, or
+    /// proven now from `/proc`), whose pid is the one to read ([`Job::pid`] for attached
+    /// ranks); [`LocalRank::executable`] is then its program's path inside the container.
+    pub container: Option<crate::container::Contained>,
 }
 
 /// Normalises what the starter reported: relative executable names (`./a.out`, or a bare
@@ -31,16 +35,19 @@ pub fn normalize(job: &Job) -> Vec<LocalRank> {
     job.ranks()
         .map(|r| {
             let local = job.locality(r.rank).is_local();
-            let proven = match job.control(r.rank) {
-                RankControl::Attached { proven, .. } => Some(*proven),
+            let (proven, container) = match job.control(r.rank) {
+                RankControl::Attached { proven, .. } => {
+                    (Some(*proven), job.containers.get(&r.rank).cloned())
+                }
                 _ if local => prover
                     .as_mut()
                     .and_then(|p| p.prove(r.rank, r.pid, r.executable).ok())
-                    .map(|p| p.proven),
-                _ => None,
+                    .map_or((None, None), |p| (Some(p.proven), p.container)),
+                _ => (None, None),
             };
-            let from_proc = if proven == Some(crate::Proven::InProgram) && r.pid > 0 {
-                std::fs::read_link(format!("/proc/{}/exe", r.pid)).ok()
+            let pid = container.as_ref().map_or(r.pid, |c| i64::from(c.pid));
+            let from_proc = if proven == Some(crate::Proven::InProgram) && pid > 0 {
+                std::fs::read_link(format!("/proc/{pid}/exe")).ok()
             } else {
                 None
             };
@@ -53,7 +60,23 @@ pub fn normalize(job: &Job) -> Vec<LocalRank> {
                 rank: r.rank,
                 executable,
                 local_host: local,
+                container,
             }
         })
         .collect()
+}
+
+/// Records in [`Job::containers`] the ranks of `job` on this node that run inside a container
+/// ([`crate::container`]): each local rank not yet handled is proven from `/proc` as
+/// [`normalize`] proves it (reads only), and the ones whose table pid runs a container
+/// runtime are listed with the rank found inside. Ranks acquisition already handled keep
+/// what it found.
+pub fn find_containers(job: &mut Job) {
+    let found: Vec<_> = normalize(job)
+        .into_iter()
+        .filter_map(|l| Some((l.rank, l.container?)))
+        .collect();
+    for (rank, c) in found {
+        job.containers.entry(rank).or_insert(c);
+    }
 }

@@ -317,6 +317,7 @@ fn build_job(
         },
         table,
         control: BTreeMap::new(),
+        containers: BTreeMap::new(),
         notes: Vec::new(),
         this_node: node,
         discovered: None,

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use mpir_target::live::procfs::{self, FileId, ProcessFacts};
 
+use crate::container::Contained;
 use crate::error::AcquireError;
 use crate::identity::{Proven, Refusal};
 
@@ -18,8 +19,12 @@ const MAX_ANCESTRY: usize = 64;
 /// before acting) and how it stands.
 #[derive(Debug, Clone)]
 pub(crate) struct ProvenRank {
+    /// The facts of the rank's process (inside a container: of the process found there, whose
+    /// pid is [`ProcessFacts::pid`], not the table's).
     pub(crate) facts: ProcessFacts,
     pub(crate) proven: Proven,
+    /// When the table's pid runs a container runtime: the rank found inside.
+    pub(crate) container: Option<Contained>,
 }
 
 /// Proves ranks against one starter.
@@ -32,6 +37,11 @@ pub(crate) struct Prover {
     allow_other_users: bool,
     /// pid → the first rank that named it.
     seen: HashMap<u32, u64>,
+    /// How many PID namespaces the starter is below this tool's (0: the same): the table's
+    /// pids are then that namespace's, translated before anything else.
+    starter_level: usize,
+    /// The starter's namespace's pids → ours, read once when first needed.
+    translation: Option<HashMap<u32, u32>>,
 }
 
 /// The starter's `PATH` (bounded read of its environment).
@@ -68,6 +78,8 @@ impl Prover {
             tool: std::process::id(),
             allow_other_users,
             seen: HashMap::new(),
+            starter_level: super::container::ns_level(starter),
+            translation: None,
         })
     }
 
@@ -83,6 +95,11 @@ impl Prover {
         }
         if reported.is_empty() {
             return false;
+        }
+        // From the starter's own working directory (its path may be valid only in its mount
+        // namespace); compared by identity, so no link can make another file count.
+        if same(&Path::new(&format!("/proc/{}/cwd", self.starter.pid)).join(path)) {
+            return true;
         }
         if self
             .starter_cwd
@@ -106,6 +123,48 @@ impl Prover {
 
     /// Proves that `pid` (reported as rank `rank`'s, running `executable`) is that rank.
     pub(crate) fn prove(
+        &mut self,
+        rank: u64,
+        pid: i64,
+        executable: Option<&str>,
+    ) -> Result<ProvenRank, Refusal> {
+        // A starter in another PID namespace names its ranks by that namespace's pids.
+        let table_pid = pid;
+        let pid = if self.starter_level > 0 {
+            let in_ns = u32::try_from(pid)
+                .ok()
+                .filter(|&p| p > 0)
+                .ok_or(Refusal::InvalidPid { pid })?;
+            let (starter, level) = (self.starter.pid, self.starter_level);
+            let here = self
+                .translation
+                .get_or_insert_with(|| super::container::translation(starter, level))
+                .get(&in_ns)
+                .copied()
+                .ok_or_else(|| Refusal::NoProcess {
+                    reason: format!(
+                        "no process of the starter's PID namespace has pid {in_ns} there"
+                    ),
+                })?;
+            i64::from(here)
+        } else {
+            pid
+        };
+        let translated = (self.starter_level > 0).then_some(table_pid);
+        let mut proven = self.prove_here(rank, pid, executable)?;
+        if let Some(table_pid) = translated.and_then(|p| u32::try_from(p).ok()) {
+            match &mut proven.container {
+                Some(c) => c.table_pid = table_pid,
+                None => {
+                    proven.container = Some(super::container::translated(&proven.facts, table_pid));
+                }
+            }
+        }
+        Ok(proven)
+    }
+
+    /// [`Prover::prove`] of a pid of this tool's namespace.
+    fn prove_here(
         &mut self,
         rank: u64,
         pid: i64,
@@ -150,10 +209,34 @@ impl Prover {
                 denial: mpir_target::live::access::diagnose(pid, errno, false),
             });
         }
+        // A container runtime (bwrap, Apptainer's starter…): the rank is its descendant in
+        // another namespace, found by facts (issue 32), and checked as a rank again.
+        if let Some((leaf, container)) = super::container::resolve(&facts, rank)? {
+            if let Some(&first) = self.seen.get(&leaf.pid) {
+                return Err(Refusal::Duplicate {
+                    pid: leaf.pid,
+                    first,
+                });
+            }
+            self.seen.insert(leaf.pid, rank);
+            if leaf.uid != self.starter.uid && !self.allow_other_users {
+                return Err(Refusal::OtherUser {
+                    pid: leaf.pid,
+                    uid: leaf.uid,
+                    starter_uid: self.starter.uid,
+                });
+            }
+            return Ok(ProvenRank {
+                facts: leaf,
+                proven: Proven::InProgram,
+                container: Some(container),
+            });
+        }
         if executable.is_some_and(|e| self.runs(&facts, e)) {
             return Ok(ProvenRank {
                 facts,
                 proven: Proven::InProgram,
+                container: None,
             });
         }
         // Not (yet) the reported program: a child of the job between its fork and its exec
@@ -166,6 +249,7 @@ impl Prover {
             return Ok(ProvenRank {
                 facts,
                 proven: Proven::BeforeExec,
+                container: None,
             });
         }
         Err(Refusal::OtherProgram {

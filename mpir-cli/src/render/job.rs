@@ -27,15 +27,39 @@ pub(crate) fn print(out: &JobOut<'_>, json: bool) -> anyhow::Result<()> {
             "rank", "host", "pid", "control"
         )?;
         for r in out.ranks.iter() {
-            writeln!(
+            write!(
                 w,
-                "{:>6}  {:<16}  {:>8}  {:<13}  {}",
+                "{:>6}  {:<16}  {:>8}  {:<13}  ",
                 r.rank,
                 r.host.unwrap_or("?"),
                 r.pid,
                 r.control,
-                r.executable.unwrap_or("?")
             )?;
+            match &r.container {
+                // The rank's own program, and where it was found.
+                Some(c) => match &c.runtime {
+                    Some(runtime) => {
+                        let runtime = std::path::Path::new(runtime)
+                            .file_name()
+                            .map_or_else(|| runtime.clone(), |n| n.to_string_lossy().into());
+                        write!(
+                            w,
+                            "{} (in a container under {runtime} pid {}",
+                            c.executable, c.table_pid
+                        )?;
+                        match c.ns_pid {
+                            Some(n) => writeln!(w, "; pid {n} inside)")?,
+                            None => writeln!(w, ")")?,
+                        }
+                    }
+                    None => writeln!(
+                        w,
+                        "{} (pid {} in the starter's PID namespace)",
+                        c.executable, c.table_pid
+                    )?,
+                },
+                None => writeln!(w, "{}", r.executable.unwrap_or("?"))?,
+            }
         }
         for p in &out.problems {
             writeln!(w, "problem: {p}")?;

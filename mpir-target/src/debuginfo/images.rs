@@ -159,7 +159,11 @@ pub(crate) fn writable_ranges(text: &str) -> Vec<(u64, u64)> {
 /// One line of `/proc/PID/maps` that maps a file.
 struct Mapping {
     start: u64,
+    /// The end address (0 when not known: a core's mappings).
+    end: u64,
     offset: u64,
+    /// The file's inode (0 when not known).
+    inode: u64,
     path: PathBuf,
 }
 
@@ -168,7 +172,7 @@ fn parse_maps(text: &str) -> Vec<Mapping> {
         .filter_map(|line| {
             let mut f = line.splitn(6, ' ');
             let range = f.next()?;
-            let (perms, offset, _dev, _inode) = (f.next()?, f.next()?, f.next()?, f.next()?);
+            let (perms, offset, _dev, inode) = (f.next()?, f.next()?, f.next()?, f.next()?);
             let path = f.next()?.trim_start();
             if !path.starts_with('/') {
                 return None; // anonymous, [heap], [vdso], ...
@@ -180,11 +184,15 @@ fn parse_maps(text: &str) -> Vec<Mapping> {
                 return None;
             }
             let path = path.strip_suffix(" (deleted)").unwrap_or(path);
-            let start = u64::from_str_radix(range.split('-').next()?, 16).ok()?;
+            let (start, end) = range.split_once('-')?;
+            let start = u64::from_str_radix(start, 16).ok()?;
+            let end = u64::from_str_radix(end, 16).ok()?;
             let offset = u64::from_str_radix(offset, 16).ok()?;
             Some(Mapping {
                 start,
+                end,
                 offset,
+                inode: inode.parse().unwrap_or(0),
                 path: PathBuf::from(path),
             })
         })
@@ -264,7 +272,9 @@ impl ProcessImages {
             .iter()
             .map(|(path, start, offset)| Mapping {
                 start: *start,
+                end: 0,
                 offset: *offset,
+                inode: 0,
                 path: path.clone(),
             })
             .collect();
@@ -368,24 +378,40 @@ impl ProcessImages {
         mappings.dedup_by(|b, a| a.path.as_os_str() == b.path.as_os_str());
         mappings.sort_by_key(|m| (Some(m.path.as_path()) != exe, m.start));
         let mut images = Vec::with_capacity(mappings.len());
+        // A process in another mount namespace (a container) names files of its own root.
+        let foreign = pid.is_some_and(crate::files::other_mount_namespace);
         for (i, m) in mappings.iter().enumerate() {
             if crate::files::is_kernel_interface(&m.path) && Some(m.path.as_path()) != exe {
                 // A device or /proc, /sys file: never an image, and not to be touched (the
                 // executable itself may be given as /proc/PID/exe, e.g. `mpir core --exe`).
                 continue;
             }
-            let opened = self.cache.open(&m.path).or_else(|e| match (pid, &e) {
-                // Files of a process in another mount namespace (not found here; a file
-                // found but not ELF is not looked for again).
-                (Some(pid), DebugInfoError::Io { .. }) => self
-                    .cache
-                    .open(
-                        &Path::new(&format!("/proc/{pid}/root"))
-                            .join(m.path.strip_prefix("/").unwrap_or(&m.path)),
-                    )
-                    .map_err(|_| e),
-                _ => Err(e),
-            });
+            // The file the process maps, opened where it is that file: in a container,
+            // never by the path from here (the same path on this host may be another file),
+            // and never through a link of the container's root that leads out of it
+            // (`files::mapped_file`). A file mapped here but gone (deleted) is looked for the
+            // same way.
+            let contained = |pid: u32| {
+                crate::files::mapped_file(crate::files::MappedFile {
+                    pid,
+                    range: (m.start, m.end),
+                    inode: m.inode,
+                    path: &m.path,
+                })
+            };
+            let opened = match pid {
+                Some(pid) if foreign => match contained(pid) {
+                    Some(p) => self.cache.open(&p),
+                    None => continue, // not reachable safely: no image rather than a wrong one
+                },
+                _ => self.cache.open(&m.path).or_else(|e| match (pid, &e) {
+                    (Some(pid), DebugInfoError::Io { .. }) => contained(pid)
+                        .ok_or(())
+                        .and_then(|p| self.cache.open(&p).map_err(|_| ()))
+                        .map_err(|()| e),
+                    _ => Err(e),
+                }),
+            };
             let Ok(elf) = opened else {
                 continue; // not ELF (locale archives, fonts, ...) or unreadable
             };
