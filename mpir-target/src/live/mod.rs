@@ -4,6 +4,8 @@
 //! Reading does not stop or trace the process. Process control (launch and attach, breakpoints,
 //! signals, detach) is [`tracer::Tracer`], one thread that owns every ptrace request.
 
+#[cfg(target_os = "linux")]
+pub mod coop;
 mod memory;
 #[cfg(target_os = "linux")]
 pub mod node;
