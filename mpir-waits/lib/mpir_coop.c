@@ -323,10 +323,12 @@ static int do_read(int fd, uint64_t addr, uint64_t len) {
 
 /* /proc/self/maps into maps_buf: its length, or -errno. */
 static ssize_t read_maps(void) {
-    if (!maps_buf && !(maps_buf = map_anon(MPIR_COOP_MAPS_MAX))) return -ENOMEM;
+    if (!maps_buf && !(maps_buf = map_anon(MPIR_COOP_MAPS_MAX + 1))) return -ENOMEM;
     ssize_t n = read_file("/proc/self/maps", maps_buf, MPIR_COOP_MAPS_MAX);
     if (n == -2) return -E2BIG;
-    return n < 0 ? -errno : n;
+    if (n < 0) return -errno;
+    maps_buf[n] = 0; /* strtoull in writable_ranges() stops there at the latest */
+    return n;
 }
 
 static int do_maps(int fd) {
@@ -461,6 +463,22 @@ static uint32_t list_tasks(int32_t *tids, uint32_t cap) {
     return n;
 }
 
+/* Whether thread `tid` blocks the capture signal, and whether one is already pending for it
+ * (an earlier request it never answered: RT signals queue, so another is not sent). */
+static void signal_state(int32_t tid, int *blocked, int *pending) {
+    char path[64], text[4096];
+    *blocked = *pending = 0;
+    snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
+    ssize_t n = read_file(path, text, sizeof text - 1);
+    if (n <= 0) return;
+    text[n] = 0;
+    unsigned long long bit = 1ull << (capture_signal - 1);
+    const char *p = strstr(text, "\nSigPnd:");
+    if (p) *pending = (strtoull(p + 8, NULL, 16) & bit) != 0;
+    p = strstr(text, "\nSigBlk:");
+    if (p) *blocked = (strtoull(p + 8, NULL, 16) & bit) != 0;
+}
+
 /* Readable and writable ranges of /proc/self/maps (in maps_buf, `len` bytes). */
 static uint32_t writable_ranges(const char *m, size_t len, struct range *out, uint32_t cap) {
     uint32_t n = 0;
@@ -522,6 +540,16 @@ static int do_threads(int fd) {
     for (uint32_t i = 0; i < n; i++) {
         struct slot *s = &c->slots[i];
         if (s->state != S_ARMED) continue;
+        int blocked, pending;
+        signal_state(s->tid, &blocked, &pending);
+        if (blocked) {
+            uint32_t armed = S_ARMED; /* a signal queued earlier may still be delivered */
+            if (__atomic_compare_exchange_n(&s->state, &armed, S_GIVEN_UP, 0, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_RELAXED))
+                s->rec.status = MPIR_COOP_BLOCKED;
+            continue;
+        }
+        if (pending) continue; /* its queued signal will answer this request */
         if (syscall(SYS_tgkill, owner_pid, s->tid, capture_signal) != 0) {
             uint32_t armed = S_ARMED;
             if (__atomic_compare_exchange_n(&s->state, &armed, S_GIVEN_UP, 0, __ATOMIC_ACQ_REL,

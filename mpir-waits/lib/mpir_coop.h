@@ -79,7 +79,8 @@ enum mpir_coop_thread_status {
     MPIR_COOP_NO_ANSWER = 1,    /* signalled, did not answer in time (blocked the signal?) */
     MPIR_COOP_COOP_THREAD = 2,  /* the channel's own thread: nothing captured */
     MPIR_COOP_GONE = 3,         /* exited before it could be signalled */
-    MPIR_COOP_NOT_SIGNALLED = 4, /* past MPIR_COOP_THREADS_MAX, or no architecture support */
+    MPIR_COOP_NOT_SIGNALLED = 4, /* tgkill failed (e.g. too many signals queued) */
+    MPIR_COOP_BLOCKED = 5,      /* the thread blocks the capture signal: not sent */
 };
 
 #define MPIR_COOP_REGS 18 /* x86_64 DWARF 0..16 (rax rdx rcx rbx rsi rdi rbp rsp r8-r15 rip),

@@ -449,3 +449,72 @@ fn the_socket_is_removed_when_the_rank_finishes() {
     assert!(coop.is_dir(), "the ranks made their directory");
     assert!(sockets(&coop).is_empty(), "{:?}", sockets(&coop));
 }
+
+/// A thread that blocks the capture signal is reported, not waited for; a program that has
+/// its own handler on the capture signal gets THREADS refused with the signal named, and
+/// `MPIR_COOP_SIGNAL` moves the capture to another signal.
+#[test]
+fn blocked_and_taken_signals_are_reported() {
+    if !mpich() {
+        return;
+    }
+    let dir = scratch("coop-blocker");
+    let coop = dir.join("coop");
+    let _one = JOBS.lock().unwrap_or_else(|e| e.into_inner());
+    let program = build(&dir);
+    let coop_s = coop.display().to_string();
+    let uid = euid();
+    let sigrtmax = nix::libc::SIGRTMAX();
+    let capture = |env: &[(&str, &str)]| {
+        // The last job's pid file and socket are not this one's.
+        let _ = std::fs::remove_dir_all(&coop);
+        let _ = std::fs::remove_dir_all(dir.join("blocker"));
+        let job = Job::start(&program, "blocker", 1, &dir, env);
+        let pid = job.pids[0];
+        assert!(wait_for(20, || coop.join(format!("{pid}.sock")).exists()));
+        let mut c = CoopClient::connect_in(&coop, uid, pid, TIMEOUT).unwrap();
+        (job, c.threads())
+    };
+
+    let (job, snap) = capture(&[("MPIR_COOP_DIR", &coop_s)]);
+    let snap = snap.unwrap();
+    let blocked: Vec<_> = snap
+        .threads
+        .iter()
+        .filter(|t| {
+            t.registers
+                .as_ref()
+                .is_err_and(|e| e.contains("blocks the capture signal"))
+        })
+        .collect();
+    assert_eq!(blocked.len(), 1, "{snap:?}");
+    assert_ne!(blocked[0].tid, job.pids[0]);
+    // Not waited for: the capture of the others took well under the 300 ms deadline.
+    assert!(
+        snap.stopped_for < Duration::from_millis(250),
+        "{:?}",
+        snap.stopped_for
+    );
+    let main = snap.threads.iter().find(|t| t.tid == job.pids[0]).unwrap();
+    assert!(main.registers.is_ok(), "{main:?}");
+    drop(job);
+
+    let (job, refused) = capture(&[("MPIR_COOP_DIR", &coop_s), ("WAITS_TAKE_SIGNAL", "1")]);
+    match refused {
+        Err(CoopError::SignalTaken { pid, signal }) => {
+            assert_eq!((pid, signal), (job.pids[0], (sigrtmax - 2) as u32));
+        }
+        other => panic!("{other:?}"),
+    }
+    drop(job);
+
+    let other = (sigrtmax - 3).to_string();
+    let (job, moved) = capture(&[
+        ("MPIR_COOP_DIR", &coop_s),
+        ("WAITS_TAKE_SIGNAL", "1"),
+        ("MPIR_COOP_SIGNAL", &other),
+    ]);
+    let moved = moved.unwrap();
+    let main = moved.threads.iter().find(|t| t.tid == job.pids[0]).unwrap();
+    assert!(main.registers.is_ok(), "{moved:?}");
+}

@@ -173,8 +173,10 @@ pub(crate) enum ThreadStatus {
     CoopThread,
     /// Gone before it could be signalled.
     Gone,
-    /// Not signalled (past the thread limit).
+    /// Not signalled (`tgkill` failed).
     NotSignalled,
+    /// Blocks the capture signal: not sent.
+    Blocked,
     /// A value this reader does not know.
     Unknown(u32),
 }
@@ -187,6 +189,7 @@ impl ThreadStatus {
             2 => ThreadStatus::CoopThread,
             3 => ThreadStatus::Gone,
             4 => ThreadStatus::NotSignalled,
+            5 => ThreadStatus::Blocked,
             n => ThreadStatus::Unknown(n),
         }
     }
@@ -199,7 +202,8 @@ impl std::fmt::Display for ThreadStatus {
             ThreadStatus::NoAnswer => f.write_str("did not answer the capture signal in time"),
             ThreadStatus::CoopThread => f.write_str("the cooperative channel's own thread"),
             ThreadStatus::Gone => f.write_str("exited before it could be signalled"),
-            ThreadStatus::NotSignalled => f.write_str("not signalled (past the thread limit)"),
+            ThreadStatus::NotSignalled => f.write_str("could not be signalled"),
+            ThreadStatus::Blocked => f.write_str("blocks the capture signal"),
             ThreadStatus::Unknown(n) => write!(f, "unknown status {n}"),
         }
     }
