@@ -518,3 +518,126 @@ fn blocked_and_taken_signals_are_reported() {
     let main = moved.threads.iter().find(|t| t.tid == job.pids[0]).unwrap();
     assert!(main.registers.is_ok(), "{moved:?}");
 }
+
+/// The point of the channel: a tool that may not trace or read another process (a seccomp
+/// filter returning `EPERM` for `ptrace` and `process_vm_readv`, applied by bubblewrap to this
+/// test binary re-run as the helper below) still gets the rank's identity, memory and stacks.
+#[test]
+fn a_tool_denied_ptrace_reads_through_the_channel() {
+    if !mpich() {
+        return;
+    }
+    if !have("bwrap") {
+        skip("needs bubblewrap (bwrap) to apply a seccomp filter");
+        return;
+    }
+    let dir = scratch("coop-seccomp");
+    let coop = dir.join("coop");
+    let _one = JOBS.lock().unwrap_or_else(|e| e.into_inner());
+    let program = build(&dir);
+    let coop_s = coop.display().to_string();
+    let job = Job::start(&program, "ring", 2, &dir, &[("MPIR_COOP_DIR", &coop_s)]);
+    assert!(wait_for(20, || sockets(&coop).len() == 2));
+    let filter = dir.join("deny-ptrace.bpf");
+    std::fs::write(&filter, deny_ptrace_filter()).unwrap();
+    let exe = std::env::current_exe().unwrap();
+    // bwrap reads the filter from descriptor 3, which the shell opens.
+    let script = format!(
+        "exec bwrap --bind / / --seccomp 3 -- '{}' --exact seccomp_helper --nocapture 3<'{}'",
+        exe.display(),
+        filter.display()
+    );
+    let out = Command::new("sh")
+        .args(["-c", &script])
+        .env("COOP_HELPER_PID", job.pids[1].to_string())
+        .env("COOP_HELPER_DIR", &coop)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("COOP-SECCOMP-OK rank 1"), "{text}");
+}
+
+/// A classic BPF seccomp program (`struct sock_filter` records: u16 code, u8 jt, u8 jf, u32
+/// k, little-endian): on x86_64, `ptrace` (101) and `process_vm_readv` (310) fail with `EPERM`;
+/// everything else is allowed.
+fn deny_ptrace_filter() -> Vec<u8> {
+    const LD_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
+    const JEQ: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+    const RET: u16 = 0x06; // BPF_RET | BPF_K
+    const ALLOW: u32 = 0x7fff_0000;
+    const EPERM: u32 = 0x0005_0000 | 1; // SECCOMP_RET_ERRNO | EPERM
+    let program: [(u16, u8, u8, u32); 8] = [
+        (LD_ABS, 0, 0, 4),        // seccomp_data.arch
+        (JEQ, 1, 0, 0xC000_003E), // AUDIT_ARCH_X86_64
+        (RET, 0, 0, ALLOW),
+        (LD_ABS, 0, 0, 0), // seccomp_data.nr
+        (JEQ, 2, 0, 101),  // ptrace
+        (JEQ, 1, 0, 310),  // process_vm_readv
+        (RET, 0, 0, ALLOW),
+        (RET, 0, 0, EPERM),
+    ];
+    let mut out = Vec::new();
+    for (code, jt, jf, k) in program {
+        out.extend_from_slice(&code.to_le_bytes());
+        out.extend_from_slice(&[jt, jf]);
+        out.extend_from_slice(&k.to_le_bytes());
+    }
+    out
+}
+
+/// Run by [`a_tool_denied_ptrace_reads_through_the_channel`] under the seccomp filter; does
+/// nothing otherwise.
+#[test]
+fn seccomp_helper() {
+    let (Ok(pid), Ok(dir)) = (
+        std::env::var("COOP_HELPER_PID"),
+        std::env::var("COOP_HELPER_DIR"),
+    ) else {
+        return;
+    };
+    let pid: u32 = pid.parse().unwrap();
+    let target_pid = nix::unistd::Pid::from_raw(pid as i32);
+    // The filter holds: no ptrace, no process_vm_readv.
+    assert_eq!(
+        nix::sys::ptrace::attach(target_pid),
+        Err(nix::errno::Errno::EPERM)
+    );
+    let mut buf = [0u8; 8];
+    let read = nix::sys::uio::process_vm_readv(
+        target_pid,
+        &mut [std::io::IoSliceMut::new(&mut buf)],
+        &[nix::sys::uio::RemoteIoVec {
+            base: 0x1000,
+            len: 8,
+        }],
+    );
+    assert_eq!(read, Err(nix::errno::Errno::EPERM));
+    // The channel answers.
+    let mut c = CoopClient::connect_in(Path::new(&dir), euid(), pid, TIMEOUT).unwrap();
+    let who = c.hello().unwrap();
+    let snap = c.threads().unwrap();
+    let target = LiveTarget::open(pid, Default::default()).unwrap();
+    let stacks = Unwinder::new(target.images()).thread_stacks(&snap);
+    let main = stacks.iter().find(|s| s.tid == pid).unwrap();
+    let names: Vec<&str> = main
+        .frames
+        .iter()
+        .filter_map(|f| f.symbol.as_deref())
+        .collect();
+    assert!(
+        names.contains(&"MPI_Recv") && names.contains(&"main"),
+        "{names:?}"
+    );
+    let at = symbol_address(pid, mpir_waits::SYMBOL);
+    let memory = CoopMemory::new(c, target.data_model());
+    let mut magic = [0u8; 8];
+    memory.read_exact(at, &mut magic).unwrap();
+    assert_eq!(&magic, b"MPIRWAIT");
+    println!("COOP-SECCOMP-OK rank {}", who.rank.unwrap());
+}
