@@ -25,6 +25,15 @@
 //! the export says why. A process that never calls `MPI_Init` (the launcher, a shell) is
 //! untouched: the export there says "loaded, not recording".
 //!
+//! ## The cooperative channel
+//!
+//! Once a rank's `MPI_Init` records, the library also listens on a private Unix socket of the
+//! user (`$MPIR_COOP_DIR`, else `/tmp/mpir-coop-<uid>`, `<pid>.sock`; `MPIR_COOP=0` turns it
+//! off) and answers for the rank — who it is, its memory, its map, every thread's registers and
+//! stack, a Yama ptracer grant — for when the kernel forbids a debugger to trace or read it.
+//! `COOP.md` in this crate describes the protocol; mpir-target's `live::coop` is its client. The
+//! channel is one more thread in the rank (named `mpir-coop`), blocked in `accept()`.
+//!
 //! ## Where the library lives
 //!
 //! `build.rs` compiles `lib/mpir_waits.c` (`$CC`, else `cc`); the result is embedded here and

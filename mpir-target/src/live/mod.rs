@@ -6,6 +6,8 @@
 
 #[cfg(target_os = "linux")]
 pub mod access;
+#[cfg(target_os = "linux")]
+pub mod coop;
 mod memory;
 pub mod node;
 #[cfg(target_os = "linux")]
