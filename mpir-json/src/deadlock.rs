@@ -53,6 +53,12 @@ pub struct CoverageOut {
     /// The ranks asked for, when `--ranks` chose some (the others were not looked at).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub selection: Option<String>,
+    /// Ranks read through their cooperative channel (the kernel refused this tool them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cooperative: Vec<crate::CooperativeOut>,
+    /// The job's table was built from its ranks' announcements (the starter refused).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub announced: Option<crate::AnnouncedOut>,
 }
 
 impl CoverageOut {
@@ -84,6 +90,16 @@ impl CoverageOut {
                 })
                 .collect(),
             selection: c.selection.as_ref().map(ToString::to_string),
+            cooperative: c
+                .cooperative
+                .iter()
+                .map(|(rank, pid, d)| crate::CooperativeOut {
+                    rank: *rank,
+                    pid: Some(*pid),
+                    denial: crate::DenialOut::of(d),
+                })
+                .collect(),
+            announced: c.announced.as_ref().map(crate::AnnouncedOut::of),
         }
     }
 

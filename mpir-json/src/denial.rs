@@ -27,3 +27,37 @@ impl DenialOut {
         }
     }
 }
+
+/// A rank read through its cooperative channel, because the kernel refused this tool the
+/// process: every document lists these, so that no reader mistakes them for ranks read (and
+/// stopped) as usual.
+#[derive(Serialize, Clone, Debug)]
+pub struct CooperativeOut {
+    /// The rank.
+    pub rank: Option<u64>,
+    /// Its pid.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// Why the channel stood in.
+    pub denial: DenialOut,
+}
+
+/// The job's table, built from its ranks' announcements on their channels because the kernel
+/// refused this tool the starter.
+#[derive(Serialize, Clone, Debug)]
+pub struct AnnouncedOut {
+    /// The starter named.
+    pub starter: u32,
+    /// Why its table could not be read.
+    pub denial: DenialOut,
+}
+
+impl AnnouncedOut {
+    /// The document of `a`.
+    pub fn of(a: &mpir_session::Announced) -> Self {
+        AnnouncedOut {
+            starter: a.starter,
+            denial: DenialOut::of(&a.denial),
+        }
+    }
+}

@@ -38,7 +38,7 @@ use serde_json::Value;
 #[doc(hidden)]
 pub mod activity;
 mod denial;
-pub use denial::DenialOut;
+pub use denial::{AnnouncedOut, CooperativeOut, DenialOut};
 #[doc(hidden)]
 pub mod deadlock;
 #[doc(hidden)]

@@ -218,14 +218,26 @@ pub fn release_notes(release: &ReleaseReport) -> impl Iterator<Item = String> + 
 
 /// One rank of a queues document.
 pub fn rank_doc(r: &RankRead, types_given: bool) -> RankDoc {
-    let (error, notes, communicators) = match &r.queues {
+    let (error, mut notes, communicators) = match &r.queues {
         Ok(q) => (
             None,
-            q.notes.iter().map(ToString::to_string).collect(),
+            q.notes
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<String>>(),
             q.communicators.iter().map(comm_doc).collect(),
         ),
         Err(e) => (Some(rank_error(e, types_given)), Vec::new(), Vec::new()),
     };
+    if let Some(d) = &r.cooperative {
+        notes.insert(
+            0,
+            format!(
+                "read through its cooperative channel, not stopped (the kernel refused this \
+                 tool the process: {d})"
+            ),
+        );
+    }
     RankDoc {
         rank: r.rank,
         pid: r.pid,

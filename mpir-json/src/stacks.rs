@@ -41,6 +41,12 @@ pub struct StacksDoc {
     /// The ranks' Python interpreters: versions and why frames were not read.
     pub python: PythonOut,
     pub coverage: CoverageOut,
+    /// Ranks read through their cooperative channel (the kernel refused this tool them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cooperative: Vec<crate::CooperativeOut>,
+    /// The job's table was built from its ranks' announcements (the starter refused).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub announced: Option<crate::AnnouncedOut>,
 }
 
 #[derive(Serialize)]
@@ -266,6 +272,16 @@ impl StacksDoc {
                 .iter()
                 .map(|&(rank, pid)| NumberedOut { rank, pid })
                 .collect(),
+            cooperative: read
+                .cooperative
+                .iter()
+                .map(|(rank, d)| crate::CooperativeOut {
+                    rank: Some(*rank),
+                    pid: None,
+                    denial: crate::DenialOut::of(d),
+                })
+                .collect(),
+            announced: read.announced.as_ref().map(crate::AnnouncedOut::of),
             python: {
                 let summary = mpir_types::stacks::PythonSummary::of(&last.ranks);
                 PythonOut {

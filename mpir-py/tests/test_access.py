@@ -23,11 +23,12 @@ RANKS = 3
 
 def denials(kind: str, doc: Dict[str, Any]) -> List[Dict[str, Any]]:
     """The ``denial`` objects of a document's unread ranks, each with its rank."""
-    items = {
-        "stacks": doc["unreached"],
-        "queues": doc["ranks"],
-        "deadlock": doc["coverage"]["not_read"],
-    }[kind]
+    if kind == "stacks":
+        items = doc["unreached"]
+    elif kind == "queues":
+        items = doc["ranks"]
+    else:
+        items = doc["coverage"]["not_read"]
     return [dict(i["denial"], rank=i["rank"]) for i in items if i.get("denial")]
 
 

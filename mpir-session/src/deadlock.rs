@@ -50,6 +50,11 @@ pub struct Coverage {
     pub waits_problems: Vec<(Option<u64>, u32, String)>,
     /// The selection, when one chose the ranks (the others were not looked at).
     pub selection: Option<RankSet>,
+    /// Ranks read through their cooperative channel, because the kernel refused this tool
+    /// the process: rank, pid and the refusal (counted in `read` when read).
+    pub cooperative: Vec<(Option<u64>, u32, mpir_types::access::AccessDenial)>,
+    /// The job's table was built from its ranks' announcements (the starter refused).
+    pub announced: Option<crate::session::Announced>,
 }
 
 impl Coverage {
@@ -272,6 +277,13 @@ impl Session {
                 not_read,
                 waits_problems,
                 selection: self.options.ranks.clone(),
+                cooperative: reads
+                    .first()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|r| Some((r.rank, r.pid, r.cooperative.clone()?)))
+                    .collect(),
+                announced: self.announced.clone(),
             },
             unread,
             releases,

@@ -119,6 +119,20 @@ impl Held<'_> {
                 let read = python::read(found, target.memory(), &ids);
                 Some(python::merge(threads, found, read, PythonView::Interleaved).0)
             }
+            Frozen::Coop(c) => {
+                // Not stopped: each thread copies its own registers and stack when asked.
+                let snap = c.memory.with_client(|client| client.threads()).ok()?;
+                let unwinder = live_unwinder(&c.target, rank.pid, options, symbols);
+                let threads = unwinder.thread_stacks(&snap);
+                let ids = python::thread_ids(
+                    snap.threads
+                        .iter()
+                        .map(|t| (t.tid, t.registers.as_ref().ok())),
+                );
+                let found = python::find(&c.target);
+                let read = python::read(found, c.target.memory(), &ids);
+                Some(python::merge(threads, found, read, PythonView::Interleaved).0)
+            }
             Frozen::Core(target) => Some(
                 core_stacks(
                     target,

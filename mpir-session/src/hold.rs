@@ -41,6 +41,9 @@ pub(crate) enum Frozen {
     Live(Rc<mpir_target::live::LiveTarget>),
     /// A core file.
     Core(Rc<mpir_target::corefile::CoreTarget>),
+    /// A live process the kernel refuses this tool, read through its cooperative channel
+    /// (not stopped: each thread copies its own registers and stack when asked).
+    Coop(crate::coop::CoopRank),
 }
 
 impl std::fmt::Debug for HeldRank {
@@ -66,6 +69,15 @@ impl HeldRank {
     /// Why it cannot be read, if it cannot.
     pub fn unreadable(&self) -> Option<&Unreadable> {
         self.target.as_ref().err()
+    }
+
+    /// When the kernel refused this tool the rank and it is read through its cooperative
+    /// channel instead: the refusal.
+    pub fn cooperative(&self) -> Option<&mpir_types::access::AccessDenial> {
+        match &self.frozen {
+            Some(Frozen::Coop(c)) => Some(&c.denial),
+            _ => None,
+        }
     }
 }
 
@@ -317,6 +329,23 @@ impl Session {
         live::attach(pid, options).map_err(|source| SessionError::Acquire { pid, source })
     }
 
+    /// The first hold of ranks known from their announcements (the starter refused): each is
+    /// stopped as a proof, or refused for the reason the kernel gives, then let go; the known
+    /// ranks keep that outcome, so that a refused rank is read through its channel.
+    pub(crate) fn prove_announced(&mut self, known: &[Known]) -> Result<(), SessionError> {
+        let (ranks, control, after) = self.stop(known)?;
+        self.known = Some(after);
+        let report = Held {
+            ranks,
+            control: Some(control),
+            _session: PhantomData,
+        }
+        .release();
+        // Reported by the first read, as the proof hold of any other job is.
+        self.proof_release = Some(report);
+        Ok(())
+    }
+
     /// Holds the known ranks again: each proven one whose pid still names the same process.
     fn hold_known(&mut self, known: &[Known]) -> Result<(Vec<HeldRank>, Control), SessionError> {
         let now: Vec<Known> = known
@@ -418,29 +447,45 @@ impl Session {
                 }
             }
         }
-        known
-            .iter()
-            .map(|k| {
-                let live = match &k.state {
-                    Err(e) => Err(e.clone()),
-                    Ok(start) => match self.targets.get(&(k.pid, *start)) {
-                        Some(t) => Ok(Rc::clone(t)),
-                        None => match failed.get(&(k.pid, *start)) {
-                            Some(e) => Err(Unreadable::Open(e.clone())),
-                            None => unreachable!("every known rank held was opened or failed"),
-                        },
+        let mut ranks = Vec::with_capacity(known.len());
+        for k in known {
+            let live = match &k.state {
+                Err(e) => Err(e.clone()),
+                Ok(start) => match self.targets.get(&(k.pid, *start)) {
+                    Some(t) => Ok(Rc::clone(t)),
+                    None => match failed.get(&(k.pid, *start)) {
+                        Some(e) => Err(Unreadable::Open(e.clone())),
+                        None => unreachable!("every known rank held was opened or failed"),
                     },
-                };
-                HeldRank {
-                    rank: k.rank,
-                    pid: k.pid,
-                    image: k.image.clone(),
-                    core: None,
-                    frozen: live.as_ref().ok().map(|t| Frozen::Live(Rc::clone(t))),
-                    target: live.map(|t| t as Rc<dyn Target>),
-                }
-            })
-            .collect()
+                },
+            };
+            // Refused by the kernel for good: the rank may answer for itself.
+            let coop = match &live {
+                Err(why) => crate::coop::permanent_denial(why)
+                    .cloned()
+                    .and_then(|d| self.cooperate(k.pid, k.rank, &d)),
+                Ok(_) => None,
+            };
+            let (frozen, target) = match (coop, live) {
+                (Some(c), _) => (
+                    Some(Frozen::Coop(c.clone())),
+                    Ok(Rc::clone(&c.target) as Rc<dyn Target>),
+                ),
+                (None, live) => (
+                    live.as_ref().ok().map(|t| Frozen::Live(Rc::clone(t))),
+                    live.map(|t| t as Rc<dyn Target>),
+                ),
+            };
+            ranks.push(HeldRank {
+                rank: k.rank,
+                pid: k.pid,
+                image: k.image.clone(),
+                core: None,
+                frozen,
+                target,
+            });
+        }
+        ranks
     }
 }
 

@@ -77,6 +77,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod coop;
 mod deadlock;
 mod error;
 mod held_stacks;
@@ -89,13 +90,14 @@ mod stacks;
 mod waits;
 mod write_core;
 
+pub use coop::AnnouncedJobError;
 pub use deadlock::{Coverage, DeadlockRead, NotCovered, RemoteReads};
 pub use error::{AgentFailure, ReleaseProblem, SessionError, Unreadable, chain};
 pub use hold::{Held, HeldRank, ReleaseReport};
 pub use mpir_mqd::{Engine, EngineUsed, RankQueues, ReaderOptions};
 pub use options::SessionOptions;
 pub use queues::{MissingTypes, Progress, QueueRead, RankError, RankRead};
-pub use session::{CoreInfo, Mpi2ddJob, Session, StarterCore};
+pub use session::{Announced, CoreInfo, Mpi2ddJob, Session, StarterCore};
 pub use stacks::{
     FoldedStacks, Position, RemoteSample, SamplingSummary, StackOptions, StackProgress,
     StackSample, StacksRead, StopTime,

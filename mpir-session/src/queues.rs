@@ -63,6 +63,9 @@ pub struct RankRead {
     /// Its wait-state export (mpir-rs's preload library), read while it was held: `None` when
     /// the process has none (the library is not preloaded) or the rank was not held.
     pub waits: Option<Result<mpir_types::waits::WaitStates, crate::waits::WaitsReadError>>,
+    /// Read through its cooperative channel, because the kernel refused this tool the
+    /// process (this refusal): not stopped while read.
+    pub cooperative: Option<mpir_types::access::AccessDenial>,
 }
 
 /// Where a read stands, after one rank ([`Session::queues_with`],
@@ -243,6 +246,12 @@ impl QueueRead {
             not_read,
             waits_problems,
             selection,
+            cooperative: self
+                .ranks
+                .iter()
+                .filter_map(|r| Some((r.rank, r.pid, r.cooperative.clone()?)))
+                .collect(),
+            announced: None,
         }
     }
 
@@ -409,6 +418,7 @@ impl ReaderState {
                     queues,
                     stacks: symbols.and_then(|s| held.stacks_of(i, s, Default::default())),
                     waits,
+                    cooperative: r.cooperative().cloned(),
                 };
                 progress(i + 1, total, &read);
                 read

@@ -34,6 +34,40 @@ pub struct Session {
     pub(crate) files: std::sync::Arc<mpir_target::debuginfo::FileCache>,
     /// CFI, function symbols and DWARF lines once per build-id, for every rank's stacks.
     pub(crate) symbols: mpir_target::unwind::SymbolCache,
+    /// Ranks read through their cooperative channel, by pid (checked by start time on use).
+    pub(crate) coop: HashMap<u32, crate::coop::CoopRank>,
+    /// The job's table was built from its ranks' announcements: the starter, refused.
+    pub(crate) announced: Option<Announced>,
+    /// How a proof hold made outside a read let its ranks go, for the next read to report.
+    pub(crate) proof_release: Option<crate::hold::ReleaseReport>,
+}
+
+/// A job whose starter the kernel refuses this tool, its table built from its ranks'
+/// announcements on their cooperative channels ([`Session::announced`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Announced {
+    /// The starter named.
+    pub starter: u32,
+    /// Why its table could not be read.
+    pub denial: mpir_types::access::AccessDenial,
+}
+
+/// The kernel's refusal somewhere in `e`'s causes.
+fn denial_in<'a>(
+    e: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a mpir_types::access::AccessDenial> {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if let Some(d) = c
+            .downcast_ref::<mpir_target::TargetError>()
+            .and_then(mpir_target::TargetError::denial)
+        {
+            return Some(d);
+        }
+        cause = c.source();
+    }
+    None
 }
 
 impl std::fmt::Debug for Session {
@@ -144,7 +178,16 @@ impl Session {
             targets: HashMap::new(),
             files: std::sync::Arc::new(mpir_target::debuginfo::FileCache::new()),
             symbols: mpir_target::unwind::SymbolCache::new(),
+            coop: HashMap::new(),
+            announced: None,
+            proof_release: None,
         }
+    }
+
+    /// When the kernel refused this tool the starter and the job's table was built from its
+    /// ranks' announcements on their cooperative channels: the starter and the refusal.
+    pub fn announced(&self) -> Option<&Announced> {
+        self.announced.as_ref()
     }
 
     /// Opens live process `pid` for reading, its images' files shared with every other rank
@@ -258,8 +301,29 @@ impl Session {
                 acquire = acquire.with_ranks(RankSelection::Only(r.clone()));
             }
         }
-        let any = live::attach_any(pid, acquire)
-            .map_err(|source| SessionError::Acquire { pid, source })?;
+        let any = match live::attach_any(pid, acquire) {
+            Ok(any) => any,
+            Err(source) => {
+                // The kernel refuses this tool the starter for good: its ranks may announce
+                // themselves on their cooperative channels (issue 32).
+                let denied = denial_in(&source).filter(|d| !d.is_transient()).cloned();
+                if let Some(denial) = denied
+                    && let Ok(known) = crate::coop::announced_job(pid)
+                {
+                    let pids = known.iter().map(|k| k.pid).collect();
+                    let mut session = Session::new(options, Source::Pids(pids));
+                    session.announced = Some(Announced {
+                        starter: pid,
+                        denial,
+                    });
+                    // Each rank stopped as a proof, or refused with the kernel's reason (then
+                    // read through its channel).
+                    session.prove_announced(&known)?;
+                    return Ok(session);
+                }
+                return Err(SessionError::Acquire { pid, source });
+            }
+        };
         let mpi2dd = any.mpi2dd.map(|traversal| {
             Box::new(Mpi2ddJob {
                 traversal,

@@ -252,6 +252,11 @@ pub struct StacksRead {
     /// Processes named by pid, and cores without a starter core, have no rank: they are
     /// numbered by their position, and this says which pid got which number.
     pub numbered: Vec<(u64, u32)>,
+    /// Ranks read through their cooperative channel, because the kernel refused this tool
+    /// the process (not stopped: each thread copied its own registers and stack).
+    pub cooperative: Vec<(u64, mpir_types::access::AccessDenial)>,
+    /// The job's table was built from its ranks' announcements (the starter refused).
+    pub announced: Option<crate::session::Announced>,
 }
 
 impl StacksRead {
@@ -384,6 +389,8 @@ struct LiveRank {
     pid: u32,
     start: u64,
     target: Rc<LiveTarget>,
+    /// Read through its cooperative channel (the kernel refuses this tool the process).
+    coop: Option<crate::coop::CoopRank>,
 }
 
 /// What a run samples: live processes (with their unwinders made once) or cores.
@@ -448,11 +455,28 @@ impl Session {
                 ControlFlow::Continue(())
             })?;
         let unmoved = unmoved_of(&samples, options);
+        let cooperative = self
+            .known
+            .iter()
+            .flatten()
+            .filter_map(|k| {
+                let c = self.coop.get(&k.pid)?;
+                let rank = k.rank?;
+                samples
+                    .last()?
+                    .ranks
+                    .iter()
+                    .any(|r| r.rank == rank)
+                    .then(|| (rank, c.denial.clone()))
+            })
+            .collect();
         Ok(StacksRead {
             samples,
             unmoved,
             proof_release,
             numbered,
+            cooperative,
+            announced: self.announced.clone(),
         })
     }
 
@@ -646,7 +670,7 @@ impl Session {
         // The proof of identity: the session's first hold (each rank proven to be the
         // table's, its start time recorded), let go at once.
         let proof = match self.known {
-            Some(_) => None,
+            Some(_) => self.proof_release.take(),
             None => Some(self.hold()?.release()),
         };
         let known: Vec<Known> = self.known.clone().unwrap_or_default();
@@ -660,34 +684,45 @@ impl Session {
             if only.is_some_and(|o| !o.contains(rank)) {
                 continue;
             }
-            let start = match &k.state {
-                Ok(s) => *s,
-                Err(why) => {
-                    unreached.push(Unreached::new(rank, unreached_reason(why)));
-                    continue;
-                }
-            };
-            let target = match self.targets.get(&(k.pid, start)) {
-                Some(t) => Rc::clone(t),
-                None => match Session::open_live(&self.files, k.pid, debug.clone()) {
-                    Ok(t) => {
-                        let t = Rc::new(t);
-                        self.targets.insert((k.pid, start), Rc::clone(&t));
-                        t
-                    }
-                    Err(e) => {
-                        let why = Unreadable::Open(e);
-                        unreached.push(Unreached::new(rank, unreached_reason(&why)));
-                        continue;
-                    }
+            let opened = match &k.state {
+                Ok(start) => match self.targets.get(&(k.pid, *start)) {
+                    Some(t) => Ok((*start, Rc::clone(t))),
+                    None => match Session::open_live(&self.files, k.pid, debug.clone()) {
+                        Ok(t) => {
+                            let t = Rc::new(t);
+                            self.targets.insert((k.pid, *start), Rc::clone(&t));
+                            Ok((*start, t))
+                        }
+                        Err(e) => Err(Unreadable::Open(e)),
+                    },
                 },
+                Err(why) => Err(why.clone()),
             };
-            live.push(LiveRank {
-                rank,
-                pid: k.pid,
-                start,
-                target,
-            });
+            match opened {
+                Ok((start, target)) => live.push(LiveRank {
+                    rank,
+                    pid: k.pid,
+                    start,
+                    target,
+                    coop: None,
+                }),
+                Err(why) => {
+                    // Refused by the kernel for good: the rank may answer for itself.
+                    let coop = crate::coop::permanent_denial(&why)
+                        .cloned()
+                        .and_then(|d| self.cooperate(k.pid, k.rank, &d));
+                    match coop {
+                        Some(c) => live.push(LiveRank {
+                            rank,
+                            pid: k.pid,
+                            start: c.start,
+                            target: Rc::clone(&c.target),
+                            coop: Some(c),
+                        }),
+                        None => unreached.push(Unreached::new(rank, unreached_reason(&why))),
+                    }
+                }
+            }
         }
         Ok((Ranks::Live(live), unreached, proof, numbered))
     }
@@ -755,14 +790,31 @@ fn live_sample(
                     python::thread_ids(threads.iter().map(|t| (t.tid, t.registers.as_ref().ok())));
                 python::read(found, memory, &ids)
             };
-            let (snap, py) = match snapshot_live_while(
-                tracer,
-                l.pid,
-                model,
-                &options.snapshot,
-                mappings,
-                read_python,
-            ) {
+            let taken = match &l.coop {
+                // Not stopped: each thread copies its own registers and stack when asked.
+                Some(c) => c
+                    .memory
+                    .with_client(|client| client.threads())
+                    .map(|snap| {
+                        let py = read_python(l.target.memory(), &snap.threads);
+                        (snap, py)
+                    })
+                    .map_err(|e| mpir_target::TargetError::Control {
+                        pid: l.pid,
+                        operation: "THREADS over the cooperative channel".into(),
+                        reason: e.to_string(),
+                        cause: ControlCause::Other,
+                    }),
+                None => snapshot_live_while(
+                    tracer,
+                    l.pid,
+                    model,
+                    &options.snapshot,
+                    mappings,
+                    read_python,
+                ),
+            };
+            let (snap, py) = match taken {
                 Ok(s) => s,
                 Err(e) => {
                     let why = Unreadable::Stop(e.clone());

@@ -225,6 +225,15 @@ pub(crate) fn run(args: &DeadlockArgs) -> anyhow::Result<ExitCode> {
         }) {
             outln!("not read: {u}");
         }
+        for line in crate::render::cooperative_lines(
+            read.coverage
+                .cooperative
+                .iter()
+                .map(|(rank, _, d)| (*rank, d)),
+            read.coverage.announced.as_ref(),
+        ) {
+            outln!("{line}");
+        }
         for n in &notes {
             outln!("note: {n}");
         }

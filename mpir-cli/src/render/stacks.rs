@@ -17,6 +17,12 @@ pub(crate) fn text(read: &StacksRead, source: &str) -> String {
         if read.samples.len() == 1 { "" } else { "s" }
     );
     out.push_str(&read.tree().to_text());
+    for line in super::cooperative_lines(
+        read.cooperative.iter().map(|(rank, d)| (Some(*rank), d)),
+        read.announced.as_ref(),
+    ) {
+        let _ = writeln!(out, "{line}");
+    }
     if let Some(unmoved) = &read.unmoved {
         if unmoved.is_empty() {
             let _ = writeln!(out, "every rank's stacks moved between samples");

@@ -36,6 +36,11 @@ impl CoopMemory {
         self.client.lock().unwrap_or_else(|e| e.into_inner()).pid()
     }
 
+    /// Runs `f` with the connection (for its other requests: THREADS, MAPS…), between reads.
+    pub fn with_client<R>(&self, f: impl FnOnce(&mut CoopClient) -> R) -> R {
+        f(&mut self.client.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
     /// The connection back, for its other requests.
     pub fn into_client(self) -> CoopClient {
         self.client.into_inner().unwrap_or_else(|e| e.into_inner())
@@ -78,5 +83,11 @@ impl Memory for CoopMemory {
             len: data.len() as u64,
             fault: Fault::Unsupported,
         })
+    }
+}
+
+impl crate::live::RemoteMemory for CoopMemory {
+    fn read_remote(&self, address: u64, buf: &mut [u8]) -> Result<usize> {
+        self.read_partial(address, buf)
     }
 }

@@ -443,7 +443,7 @@ impl CoopClient {
     /// ptrace one. A thread that was not captured (did not answer in time, the channel's own
     /// thread) has its registers as an `Err` saying why. The threads are not stopped together:
     /// each is copied when it takes the signal; [`ProcessSnapshot::stopped_for`] is the time from
-    /// the first signal to the last copy. x86_64 only.
+    /// the first signal to the last copy. The channel's own thread is left out. x86_64 only.
     ///
     /// # Errors
     /// [`CoopError::SignalTaken`]: the program has a handler on the capture signal;
@@ -457,6 +457,11 @@ impl CoopClient {
         for th in &t.threads {
             let r = &th.record;
             let status = wire::ThreadStatus::from_code(r.status.get());
+            if status == wire::ThreadStatus::CoopThread {
+                // The channel's own thread is the tool's helper, not the program's: left out,
+                // as a debugger leaves out its own.
+                continue;
+            }
             let valid = r.regs_valid.get();
             let registers = if status != wire::ThreadStatus::Captured {
                 Err(status.to_string())
