@@ -441,3 +441,97 @@ fn ranks_that_made_themselves_non_dumpable_are_refused_as_such() {
         assert_untouched(p);
     }
 }
+
+#[test]
+fn under_a_seccomp_filter_preloaded_ranks_answer_for_themselves() {
+    let Some(stack) = mpich() else { return };
+    let dir = scratch("access-coop");
+    let program = build(&stack, &dir);
+    let filter = seccomp_exec(&dir);
+    let channels = dir.join("channels");
+    let library = mpir_waits::library().expect("the wait-state library");
+    let library_arg = library.display().to_string();
+    let channels_arg = channels.display().to_string();
+    let job = ring(
+        Command::new(&stack.launcher[0]),
+        &program,
+        &dir,
+        &[
+            "-genv",
+            "LD_PRELOAD",
+            &library_arg,
+            "-genv",
+            "MPIR_COOP_DIR",
+            &channels_arg,
+        ],
+        None,
+    );
+    // The tool may neither trace nor read another process's memory: the scope-3 case.
+    let denied = || {
+        let mut c = Command::new(&filter);
+        c.arg("ptrace,process_vm_readv,process_vm_writev")
+            .arg(mpir_path())
+            .env("MPIR_COOP_DIR", &channels);
+        c
+    };
+    let seccomp = serde_json::json!("seccomp");
+    let (out, doc) = json(denied(), "stacks", &stack, job.starter());
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(doc["unreached"], serde_json::json!([]), "{doc}");
+    assert_eq!(doc["announced"]["starter"], job.starter(), "{doc}");
+    assert_eq!(doc["announced"]["denial"]["code"], seccomp);
+    let cooperative: Vec<u64> = doc["cooperative"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            assert_eq!(c["denial"]["code"], seccomp, "{c}");
+            c["rank"].as_u64().unwrap()
+        })
+        .collect();
+    assert_eq!(cooperative, [0, 1, 2], "{doc}");
+    // Every rank's frames, unwound from what each thread copied of itself.
+    let functions: Vec<(&str, &str)> = doc["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| Some((n["function"].as_str()?, n["ranks"].as_str()?)))
+        .collect();
+    for f in ["main", "MPI_Recv"] {
+        assert!(
+            functions.iter().any(|&(l, r)| l == f && r == "0-2"),
+            "{f}: {functions:?}"
+        );
+    }
+    // The ring's cycle, from the wait-state exports read through the channels.
+    let (out, doc) = json(denied(), "deadlock", &stack, job.starter());
+    assert_eq!(out.status.code(), Some(3), "{doc}");
+    assert_eq!(doc["verdict"], "deadlock", "{doc}");
+    let mut chain: Vec<u64> = doc["cycles"][0]["chain"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["rank"].as_u64().unwrap())
+        .collect();
+    chain.sort_unstable();
+    assert_eq!(chain, [0, 1, 2], "{doc}");
+    assert_eq!(doc["coverage"]["cooperative"].as_array().unwrap().len(), 3);
+    // The text says it too.
+    let out = denied()
+        .args(["stacks", "--starter", &job.starter().to_string()])
+        .args(&stack.extra)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("read through their cooperative channel, not stopped [0,1,2]")
+            && text.contains("job table: from its ranks' announcements"),
+        "{text}"
+    );
+    untouched(&job);
+}

@@ -665,7 +665,7 @@ static void serve(int fd) {
     if (granted) prctl(PR_SET_PTRACER, 0UL, 0, 0, 0);
 }
 
-static void *coop_main(void *arg) {
+static void *mpir_coop_channel_thread(void *arg) {
     (void)arg;
     prctl(PR_SET_NAME, (unsigned long)"mpir-coop", 0, 0, 0);
     for (;;) {
@@ -724,7 +724,7 @@ void mpir_coop_start(int32_t rank, int32_t size) {
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_attr_setstacksize(&attr, 256 << 10);
     pthread_t t;
-    err = pthread_create(&t, &attr, coop_main, NULL);
+    err = pthread_create(&t, &attr, mpir_coop_channel_thread, NULL);
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (err) {

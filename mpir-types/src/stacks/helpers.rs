@@ -22,7 +22,7 @@ pub struct HelperSignature {
 }
 
 /// The built-in signatures.
-pub const BUILT_IN_HELPERS: [HelperSignature; 6] = [
+pub const BUILT_IN_HELPERS: [HelperSignature; 7] = [
     HelperSignature {
         label: "libevent event loop (event_base_loop)",
         prefix: "event_base_loop",
@@ -52,6 +52,11 @@ pub const BUILT_IN_HELPERS: [HelperSignature; 6] = [
         label: "MPICH progress thread (MPIR_*progress*)",
         prefix: "MPIR_",
         contains: "progress",
+    },
+    HelperSignature {
+        label: "mpir-rs cooperative channel (libmpir_waits.so)",
+        prefix: "mpir_coop_channel_thread",
+        contains: "",
     },
 ];
 
