@@ -19,7 +19,9 @@ use std::process::{Child, Command, Stdio};
 
 use common::mpir;
 use common::stock::{Stack, build_fixture};
-use mpir_target::testkit::{assert_untouched, have, scratch, skip, stop_launcher, wait_for};
+use mpir_target::testkit::{
+    assert_untouched, children, have, scratch, skip, stop_launcher, wait_for,
+};
 use serde_json::Value;
 
 const RANKS: usize = 3;
@@ -44,23 +46,6 @@ impl Drop for ContainerJob {
         }
         stop_launcher(&mut self.launcher);
     }
-}
-
-/// The children of `pid` (every thread's), from `/proc`.
-fn children(pid: u32) -> Vec<u32> {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return Vec::new();
-    };
-    tasks
-        .flatten()
-        .flat_map(|t| {
-            std::fs::read_to_string(t.path().join("children"))
-                .unwrap_or_default()
-                .split_whitespace()
-                .filter_map(|p| p.parse().ok())
-                .collect::<Vec<u32>>()
-        })
-        .collect()
 }
 
 fn descendants(pid: u32) -> Vec<u32> {

@@ -129,6 +129,23 @@ pub fn assert_untouched(pid: u32) {
     }
 }
 
+/// The children of `pid` (of every one of its threads), from `/proc`.
+pub fn children(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .flat_map(|t| {
+            std::fs::read_to_string(t.path().join("children"))
+                .unwrap_or_default()
+                .split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
 /// Polls `cond` until it holds (true) or `secs` seconds pass (false).
 pub fn wait_for(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
     let end = Instant::now() + Duration::from_secs(secs);

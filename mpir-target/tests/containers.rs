@@ -17,24 +17,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use mpir_target::debuginfo::{DebugOptions, ProcessImages};
+use mpir_target::testkit::children;
 use support::*;
-
-/// The children of `pid`, from every thread's `children` file.
-fn children(pid: u32) -> Vec<u32> {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return Vec::new();
-    };
-    tasks
-        .flatten()
-        .flat_map(|t| {
-            std::fs::read_to_string(t.path().join("children"))
-                .unwrap_or_default()
-                .split_whitespace()
-                .filter_map(|p| p.parse().ok())
-                .collect::<Vec<u32>>()
-        })
-        .collect()
-}
 
 /// The descendant of `pid` running `exe`.
 fn descendant_running(pid: u32, exe: &Path) -> Option<u32> {

@@ -258,16 +258,7 @@ impl ProcessImages {
         exe: Option<&Path>,
         options: DebugOptions,
     ) -> Result<Self> {
-        let cache = Arc::new(FileCache::new());
-        let sidecars = load_sidecars(&options, &cache)?;
-        let mut me = ProcessImages {
-            pid: None,
-            options,
-            cache,
-            images: Vec::new(),
-            sidecars,
-            writable: Vec::new(),
-        };
+        let mut me = ProcessImages::without_process(options, Arc::new(FileCache::new()))?;
         let mappings: Vec<Mapping> = mappings
             .iter()
             .map(|(path, start, offset)| Mapping {
@@ -292,17 +283,23 @@ impl ProcessImages {
         options: DebugOptions,
         cache: Arc<FileCache>,
     ) -> Result<Self> {
+        let mut me = ProcessImages::without_process(options, cache)?;
+        me.writable = writable_ranges(text);
+        me.images = me.build(parse_maps(text), exe, None);
+        Ok(me)
+    }
+
+    /// No image yet, and no process to read a map from: the sidecars loaded.
+    fn without_process(options: DebugOptions, cache: Arc<FileCache>) -> Result<Self> {
         let sidecars = load_sidecars(&options, &cache)?;
-        let mut me = ProcessImages {
+        Ok(ProcessImages {
             pid: None,
             options,
             cache,
             images: Vec::new(),
             sidecars,
-            writable: writable_ranges(text),
-        };
-        me.images = me.build(parse_maps(text), exe, None);
-        Ok(me)
+            writable: Vec::new(),
+        })
     }
 
     /// Re-reads the process's memory map, keeping what is unchanged (and its caches), adding

@@ -150,6 +150,10 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "runs a process and reads /proc: Miri's isolation has neither (HARDENING.md, section Miri)"
+    )]
     fn facts_of_a_child_of_ours() {
         let mut child = std::process::Command::new("sleep")
             .arg("30")
@@ -173,6 +177,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "reads /proc: Miri's isolation has no file system (HARDENING.md, section Miri)"
+    )]
     fn init_is_not_our_descendant() {
         assert_eq!(access_facts(1).target_is_descendant, Some(false));
     }

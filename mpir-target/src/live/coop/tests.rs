@@ -79,6 +79,10 @@ fn client(dir: &Dir) -> CoopClient {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "Unix sockets and threads of a fake server: Miri's isolation has no sockets (HARDENING.md, section Miri)"
+)]
 fn garbage_wrong_magic_and_version_are_typed() {
     let dir = Dir::new("garbage");
     let t = fake(&dir.0, me(), |mut s, _| {
@@ -112,6 +116,10 @@ fn garbage_wrong_magic_and_version_are_typed() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "Unix sockets and threads of a fake server: Miri's isolation has no sockets (HARDENING.md, section Miri)"
+)]
 fn a_huge_length_is_refused_before_reading_it() {
     let dir = Dir::new("huge");
     let t = fake(&dir.0, me(), |mut s, _| {
@@ -136,6 +144,10 @@ fn a_huge_length_is_refused_before_reading_it() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "Unix sockets and threads of a fake server: Miri's isolation has no sockets (HARDENING.md, section Miri)"
+)]
 fn a_stalling_or_dribbling_server_times_out_within_the_deadline() {
     let dir = Dir::new("stall");
     let t = fake(&dir.0, me(), |s, _| {
@@ -170,6 +182,10 @@ fn a_stalling_or_dribbling_server_times_out_within_the_deadline() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "Unix sockets and threads of a fake server: Miri's isolation has no sockets (HARDENING.md, section Miri)"
+)]
 fn a_server_closing_mid_answer_is_closed_and_short_payloads_are_garbage() {
     let dir = Dir::new("closed");
     let t = fake(&dir.0, me(), |mut s, _| {
@@ -229,6 +245,10 @@ fn a_server_closing_mid_answer_is_closed_and_short_payloads_are_garbage() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "Unix sockets and threads of a fake server: Miri's isolation has no sockets (HARDENING.md, section Miri)"
+)]
 fn statuses_become_refusals_and_a_taken_signal_is_named() {
     let dir = Dir::new("ebusy");
     let t = fake(&dir.0, me(), |mut s, q| {
@@ -266,6 +286,10 @@ fn statuses_become_refusals_and_a_taken_signal_is_named() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "Unix sockets and threads of a fake server: Miri's isolation has no sockets (HARDENING.md, section Miri)"
+)]
 fn a_server_that_is_not_the_pid_asked_is_refused() {
     let dir = Dir::new("peer");
     let other = me() + 100_000;
@@ -281,6 +305,10 @@ fn a_server_that_is_not_the_pid_asked_is_refused() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "Unix sockets and threads of a fake server: Miri's isolation has no sockets (HARDENING.md, section Miri)"
+)]
 fn directories_not_private_to_the_user_are_refused() {
     let uid = own_euid().unwrap();
     let dir = Dir::new("mode");
@@ -353,6 +381,10 @@ fn directories_not_private_to_the_user_are_refused() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "Unix sockets and threads of a fake server: Miri's isolation has no sockets (HARDENING.md, section Miri)"
+)]
 fn a_stale_socket_is_no_channel_in_announcements() {
     let dir = Dir::new("stale");
     // Bound and closed: nobody listens any more.
