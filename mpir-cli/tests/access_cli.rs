@@ -495,6 +495,15 @@ fn under_a_seccomp_filter_preloaded_ranks_answer_for_themselves() {
         })
         .collect();
     assert_eq!(cooperative, [0, 1, 2], "{doc}");
+    // Nothing was stopped: each thread copied itself.
+    assert!(
+        doc["stops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|sample| sample.as_array().unwrap().is_empty()),
+        "{doc}"
+    );
     // Every rank's frames, unwound from what each thread copied of itself.
     let functions: Vec<(&str, &str)> = doc["nodes"]
         .as_array()

@@ -828,13 +828,16 @@ fn live_sample(
                 unreached.push(Unreached::new(l.rank, UnreachedReason::Exited));
                 continue;
             }
-            stops.push(StopTime {
-                rank: l.rank,
-                pid: l.pid,
-                stopped_for: snap.stopped_for,
-            });
-            if options.max_stop.is_some_and(|m| snap.stopped_for > m) {
-                overran.push(l.rank);
+            // A rank read through its channel was not stopped: its threads copied themselves.
+            if l.coop.is_none() {
+                stops.push(StopTime {
+                    rank: l.rank,
+                    pid: l.pid,
+                    stopped_for: snap.stopped_for,
+                });
+                if options.max_stop.is_some_and(|m| snap.stopped_for > m) {
+                    overran.push(l.rank);
+                }
             }
             if to_worker.send((i, l.rank, l.pid, snap, py)).is_err() {
                 // The worker is gone (it panicked): its join below says why.
