@@ -15,7 +15,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use mpir_target::testkit::{assert_untouched, have, run, scratch, skip};
+use mpir_target::testkit::{assert_untouched, have, run, scratch, skip, status_field};
 use serde_json::Value;
 
 mod common;
@@ -187,14 +187,7 @@ fn a_rank_held_by_gdb_is_named_with_its_holder_in_every_document() {
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     let tracer = loop {
-        let status = std::fs::read_to_string(format!("/proc/{held}/status")).unwrap();
-        let t: u32 = status
-            .lines()
-            .find_map(|l| l.strip_prefix("TracerPid:"))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
+        let t: u32 = status_field(held, "TracerPid:").parse().unwrap();
         if t != 0 {
             break t;
         }

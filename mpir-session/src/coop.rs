@@ -29,8 +29,6 @@ use crate::session::{Known, Session};
 
 /// How long one channel may take to answer a request (THREADS gets a second more).
 pub(crate) const CHANNEL_TIMEOUT: Duration = Duration::from_secs(2);
-/// How many parents are followed to tell whether a process descends from the starter.
-const MAX_ANCESTORS: usize = 512;
 
 /// A rank read through its channel.
 #[derive(Clone, Debug)]
@@ -95,17 +93,7 @@ impl Session {
 
 /// The parent chain of `pid` reaches `ancestor`.
 fn descends_from(pid: u32, ancestor: u32) -> bool {
-    let mut p = pid;
-    for _ in 0..MAX_ANCESTORS {
-        if p == ancestor {
-            return p != pid;
-        }
-        match procfs::parent_of(p) {
-            Some(parent) if parent > 1 => p = parent,
-            _ => return false,
-        }
-    }
-    false
+    mpir_target::live::access::descends_from(pid, ancestor) == Some(true)
 }
 
 /// Why a job could not be built from its ranks' announcements.

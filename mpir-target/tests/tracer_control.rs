@@ -381,12 +381,7 @@ fn a_refused_or_vanished_attach_says_which_kind_of_failure_it_is() {
     first.attach(pid).unwrap();
     let second = Tracer::new().unwrap();
     // The refusal is diagnosed: the holder is named (the first tracer's thread).
-    let tracer: u32 = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix("TracerPid:"))
-        .unwrap()
-        .trim()
+    let tracer: u32 = mpir_target::testkit::status_field(pid, "TracerPid:")
         .parse()
         .unwrap();
     match second.attach(pid).unwrap_err() {

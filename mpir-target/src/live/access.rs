@@ -33,25 +33,18 @@ fn numbers(status: &str, name: &str) -> Option<Vec<u32>> {
     (!v.is_empty()).then_some(v)
 }
 
-/// The parent of `pid`, from `/proc/PID/stat` (the field after the parenthesised name).
-fn parent_of(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = stat.get(stat.rfind(')')? + 1..)?;
-    rest.split_whitespace().nth(1)?.parse().ok()
-}
-
-/// Whether `pid` descends from this process.
-fn descends_from_us(pid: u32) -> Option<bool> {
-    let me = std::process::id();
+/// Whether `pid` descends from `ancestor` (its parent chain, at most 512 steps, reaches it);
+/// `None` when the chain cannot be read to its end.
+pub fn descends_from(pid: u32, ancestor: u32) -> Option<bool> {
     let mut p = pid;
     for _ in 0..MAX_ANCESTORS {
-        if p == me {
+        if p == ancestor {
             return Some(p != pid);
         }
         if p <= 1 {
             return Some(false);
         }
-        p = parent_of(p)?;
+        p = super::procfs::parent_of(p)?;
     }
     None
 }
@@ -106,7 +99,7 @@ pub fn access_facts(pid: u32) -> AccessFacts {
         facts.target_dumpable = Some(meta.uid() == euid);
     }
     facts.tracer = tracer_of(pid);
-    facts.target_is_descendant = descends_from_us(pid);
+    facts.target_is_descendant = descends_from(pid, std::process::id());
     facts.other_user_namespace = match (
         std::fs::read_link("/proc/self/ns/user"),
         std::fs::read_link(format!("/proc/{pid}/ns/user")),
