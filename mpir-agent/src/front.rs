@@ -15,10 +15,7 @@ use std::time::Duration;
 
 use mpir_acquire::live::{NodeExpectations, RankClaim, process_started_unix};
 use mpir_acquire::quirks::Launcher;
-use mpir_session::{
-    AgentFailure, DeadlockRead, QueueRead, RankRead, RemoteSample, Session, StackOptions,
-    StacksRead,
-};
+use mpir_session::{NodeState, OtherNodes, RankRead, RemoteSample, Session, StackOptions};
 use mpir_wire::RequestId;
 
 use crate::error::FrontEndError;
@@ -35,8 +32,6 @@ pub struct FrontEndOptions {
     pub launch: Launch,
     /// The agent's command (default: this program's executable with `agent`).
     pub agent: Vec<OsString>,
-    /// How agents read (engine, types, debug directories: as on this node).
-    pub read: ReadSettings,
     /// Every agent must have started and adopted its ranks within this (default 60 s).
     pub start_timeout: Duration,
     /// Every agent must answer a request within this, plus the time its samples take
@@ -62,7 +57,6 @@ impl Default for FrontEndOptions {
         FrontEndOptions {
             launch: Launch::Auto,
             agent: default_agent_command(),
-            read: ReadSettings::default(),
             start_timeout: Duration::from_secs(60),
             request_timeout: Duration::from_secs(120),
             clock_skew: Duration::from_secs(120),
@@ -83,12 +77,6 @@ impl FrontEndOptions {
     /// With this agent command (program and arguments).
     pub fn with_agent(mut self, agent: Vec<OsString>) -> Self {
         self.agent = agent;
-        self
-    }
-
-    /// With these read settings.
-    pub fn with_read(mut self, read: ReadSettings) -> Self {
-        self.read = read;
         self
     }
 
@@ -123,23 +111,6 @@ impl FrontEndOptions {
     }
 }
 
-/// Where a node's agent stands.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct NodeState {
-    /// The node (as the job's table names it) whose agent the front end talks to.
-    pub host: String,
-    /// The nodes whose agents it started and answers for (a tree's subtree).
-    pub subtree: Vec<String>,
-    /// The ranks it answers for.
-    pub ranks: Vec<u64>,
-    /// `None` while its agent serves; otherwise why not.
-    pub down: Option<(AgentFailure, String)>,
-    /// The ranks that are not served (refused on their node, or on a node of the subtree
-    /// whose agent failed), with the reason.
-    pub refused: Vec<(u64, String)>,
-}
-
 /// The agents of one session's job: one per other node that has selected ranks (in a tree
 /// past [`FrontEndOptions::fanout`] nodes).
 pub struct Agents {
@@ -150,6 +121,8 @@ pub struct Agents {
     /// Open MPI 5: the PMIx tool connection the daemons were asked through, let go once the
     /// agents are gone.
     pub(crate) pmix: Option<crate::prrte::Spawned>,
+    /// The request whose answers the session's read awaits next.
+    pub(crate) pending: Option<RequestId>,
 }
 
 impl std::fmt::Debug for Agents {
@@ -179,6 +152,7 @@ impl Agents {
             options,
             asking: None,
             pmix: None,
+            pending: None,
         };
         let Some(job) = session.job() else {
             return Ok(agents);
@@ -189,7 +163,8 @@ impl Agents {
         }
         let launch = agents.options.launch.resolve(job)?;
         launch.check()?;
-        let plan = agents.plan(job, launch);
+        let read = ReadSettings::of(session.options());
+        let plan = agents.plan(job, launch, read);
         agents.fleet = match plan.launch {
             Launch::OrteToolDaemons => {
                 let (fleet, asking) = crate::orte::start(session, hosts, &plan, &agents.options)?;
@@ -207,7 +182,7 @@ impl Agents {
     }
 
     /// What every agent is started, bound and checked with.
-    pub(crate) fn plan(&self, job: &mpir_acquire::Job, launch: Launch) -> Plan {
+    pub(crate) fn plan(&self, job: &mpir_acquire::Job, launch: Launch, read: ReadSettings) -> Plan {
         let starter = job.starter.pid;
         let uid = mpir_target::live::procfs::ProcessFacts::read(starter)
             .map(|f| f.uid)
@@ -215,7 +190,7 @@ impl Agents {
         let mut expect = NodeExpectations::new(uid)
             .with_job_started_unix(process_started_unix(starter))
             .with_clock_skew(self.options.clock_skew)
-            .with_allow_other_users(self.options.read.allow_other_users);
+            .with_allow_other_users(read.allow_other_users);
         if let (Some(Launcher::Slurm), Some(id)) = (job.starter.launcher, job.starter.job_id) {
             expect = expect.with_job_env("SLURM_JOB_ID", id.to_string());
         }
@@ -236,7 +211,7 @@ impl Agents {
             start_timeout_ms: ms(self.options.start_timeout),
             request_timeout_ms: ms(self.options.request_timeout),
             expect,
-            read: self.options.read.clone(),
+            read,
         }
     }
 
@@ -245,16 +220,22 @@ impl Agents {
         self.fleet
             .members
             .iter()
-            .map(|m| NodeState {
-                host: m.host.clone(),
-                subtree: m.subtree.clone(),
-                ranks: m.ranks.iter().map(|c| c.rank).collect(),
-                down: m.out().map(|d| (d.failure, d.detail.clone())),
-                refused: m
-                    .statuses
-                    .iter()
-                    .filter_map(|s| Some((s.rank, s.problem.as_ref()?.message.clone())))
-                    .collect(),
+            .map(|m| {
+                let state = NodeState::new(
+                    m.host.clone(),
+                    m.subtree.clone(),
+                    m.ranks.iter().map(|c| c.rank).collect(),
+                )
+                .with_refused(
+                    m.statuses
+                        .iter()
+                        .filter_map(|s| Some((s.rank, s.problem.as_ref()?.message.clone())))
+                        .collect(),
+                );
+                match m.out() {
+                    Some(d) => state.with_down(d.failure, d.detail.clone()),
+                    None => state,
+                }
             })
             .collect()
     }
@@ -264,121 +245,13 @@ impl Agents {
         self.fleet.members.is_empty()
     }
 
-    /// Every selected rank's queues: this node's read by `session`, the others' by their
-    /// agents, merged into one [`QueueRead`] in the job's order.
-    ///
-    /// # Errors
-    /// As [`Session::queues`] for this node's part.
-    pub fn queues(&mut self, session: &mut Session) -> Result<QueueRead, FrontEndError> {
-        let id = self.fleet.send_all(&Request::Queues);
-        let local = session.queues();
-        // Every agent's answer is read, even when this node's part failed.
-        let mut read = match local {
-            Ok(read) => read,
-            Err(e) => {
-                let _ = self.fleet.collect(id, self.options.request_timeout);
-                return Err(e.into());
-            }
-        };
-        self.finish_queues(id, &mut read.ranks);
-        if read.engine.is_none() {
-            read.engine = self.engine();
-        }
-        Ok(read)
-    }
-
     /// Every agent's answer to queue request `id`, put into `ranks`.
-    fn finish_queues(&mut self, id: RequestId, ranks: &mut [RankRead]) {
+    fn collect_queues(&mut self, id: RequestId, ranks: &mut [RankRead]) {
         let replies = self.fleet.collect(id, self.options.request_timeout);
         for (reply, m) in replies.into_iter().zip(self.fleet.members.iter_mut()) {
             let outcome = merge::queue_outcome(reply, m);
             merge::queues(ranks, m, outcome);
         }
-    }
-
-    /// Who waits for whom across every node: [`Session::deadlock_across`] with this node's
-    /// ranks read by `session` and the others' by their agents, in every sample.
-    ///
-    /// # Errors
-    /// As [`Session::deadlock`].
-    pub fn deadlock(
-        &mut self,
-        session: &mut Session,
-        samples: u32,
-        interval: Duration,
-        progress: impl FnMut(mpir_session::Progress<'_>),
-    ) -> Result<DeadlockRead, FrontEndError> {
-        let mut remote = Remote {
-            agents: self,
-            pending: None,
-        };
-        let read = session.deadlock_across(samples, interval, progress, &mut remote);
-        if let Some(id) = remote.pending.take() {
-            let _ = self.fleet.collect(id, self.options.request_timeout);
-        }
-        let mut read = read?;
-        if read.engine.is_none() {
-            read.engine = self.engine();
-        }
-        Ok(read)
-    }
-
-    /// The engines the agents used (node, engine), from the last queue read.
-    pub fn engines(&self) -> Vec<(String, mpir_mqd::EngineUsed)> {
-        self.fleet
-            .members
-            .iter()
-            .filter_map(|m| Some((m.host.clone(), m.engine.clone()?)))
-            .collect()
-    }
-
-    /// The engine of the first agent that reported one (for a read with no rank here).
-    fn engine(&self) -> Option<mpir_mqd::EngineUsed> {
-        self.fleet.members.iter().find_map(|m| m.engine.clone())
-    }
-
-    /// Every selected rank's stacks: this node's read by `session`, the others' by their
-    /// agents in the same samples, merged into one [`StacksRead`] (trees rebuilt from every
-    /// rank's stacks with `options`).
-    ///
-    /// # Errors
-    /// As [`Session::stacks`] for this node's part.
-    pub fn stacks(
-        &mut self,
-        session: &mut Session,
-        options: &StackOptions,
-    ) -> Result<StacksRead, FrontEndError> {
-        self.stacks_with(session, options, |_| {})
-    }
-
-    /// [`stacks`](Agents::stacks), telling `progress` how far this node's read is (the other
-    /// nodes' agents read at the same time; their answers are awaited after it).
-    ///
-    /// # Errors
-    /// As [`stacks`](Agents::stacks).
-    pub fn stacks_with(
-        &mut self,
-        session: &mut Session,
-        options: &StackOptions,
-        progress: impl FnMut(mpir_session::StackProgress),
-    ) -> Result<StacksRead, FrontEndError> {
-        let id = self.fleet.send_all(&Request::Stacks(ask_of(options)));
-        let local = session.stacks_with(options, progress);
-        let sampling = options
-            .interval()
-            .saturating_mul(options.samples().saturating_sub(1));
-        let replies = self
-            .fleet
-            .collect(id, self.options.request_timeout + sampling);
-        let mut read = local?;
-        let samples = read.samples.len();
-        let parts: Vec<Vec<RemoteSample>> = replies
-            .into_iter()
-            .zip(self.fleet.members.iter_mut())
-            .map(|(reply, m)| merge::stacks_part(reply, m, samples))
-            .collect();
-        read.merge_remote(&parts, options);
-        Ok(read)
     }
 
     /// Says goodbye to every agent and waits (bounded, 5 s in all) for their launchers to
@@ -423,21 +296,69 @@ pub(crate) fn remote_hosts(session: &Session) -> Vec<HostClaims> {
     hosts
 }
 
-/// The agents as [`mpir_session::RemoteReads`] of a deadlock search: one queue request per
-/// sample.
-struct Remote<'a> {
-    agents: &'a mut Agents,
-    pending: Option<RequestId>,
-}
-
-impl mpir_session::RemoteReads for Remote<'_> {
-    fn start(&mut self, _sample: u32) {
-        self.pending = Some(self.agents.fleet.send_all(&Request::Queues));
+/// The agents as the session's other nodes: each read sent to every agent before this node's
+/// ranks are held, the answers awaited (one deadline for all) and merged.
+impl OtherNodes for Agents {
+    fn start_queues(&mut self) {
+        self.pending = Some(self.fleet.send_all(&Request::Queues));
     }
 
-    fn finish(&mut self, _sample: u32, ranks: &mut [RankRead]) {
+    fn finish_queues(&mut self, ranks: &mut [RankRead]) {
         if let Some(id) = self.pending.take() {
-            self.agents.finish_queues(id, ranks);
+            self.collect_queues(id, ranks);
         }
     }
+
+    fn start_stacks(&mut self, options: &StackOptions) {
+        self.pending = Some(self.fleet.send_all(&Request::Stacks(ask_of(options))));
+    }
+
+    fn finish_stacks(&mut self, options: &StackOptions, samples: usize) -> Vec<Vec<RemoteSample>> {
+        let Some(id) = self.pending.take() else {
+            return Vec::new();
+        };
+        let sampling = options
+            .interval()
+            .saturating_mul(options.samples().saturating_sub(1));
+        let replies = self
+            .fleet
+            .collect(id, self.options.request_timeout + sampling);
+        replies
+            .into_iter()
+            .zip(self.fleet.members.iter_mut())
+            .map(|(reply, m)| merge::stacks_part(reply, m, samples))
+            .collect()
+    }
+
+    fn engine(&self) -> Option<mpir_mqd::EngineUsed> {
+        self.fleet.members.iter().find_map(|m| m.engine.clone())
+    }
+
+    fn nodes(&self) -> Vec<NodeState> {
+        self.states()
+    }
+}
+
+/// Starts an agent on every other node of `session`'s job that has selected ranks
+/// ([`Agents::start`]) and makes them part of the session: from then on
+/// [`Session::queues`], [`Session::stacks`] and [`Session::deadlock`] read the whole job.
+/// Returns each node's state (empty when every selected rank is on this node).
+///
+/// # Errors
+/// As [`Agents::start`].
+pub fn reach(
+    session: &mut Session,
+    options: FrontEndOptions,
+) -> Result<Vec<NodeState>, FrontEndError> {
+    let agents = Agents::start(session, options)?;
+    Ok(install(session, agents))
+}
+
+/// Makes `agents` part of `session` (unless there is none) and returns their nodes' states.
+pub fn install(session: &mut Session, agents: Agents) -> Vec<NodeState> {
+    let states = agents.states();
+    if !agents.is_empty() {
+        session.reach_other_nodes(Box::new(agents));
+    }
+    states
 }

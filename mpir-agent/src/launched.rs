@@ -31,6 +31,7 @@ use crate::fleet::Fleet;
 use crate::front::{Agents, FrontEndOptions, remote_hosts};
 use crate::launch::Launch;
 use crate::orte::{Rendezvous, links_by_host, traced_by_us};
+use crate::protocol::ReadSettings;
 
 /// Agents prepared for a job about to be launched (`mpir launch --verify`): every engine
 /// but Open MPI 4's starts agents once the job runs; an `orterun` launched under a tool never
@@ -126,8 +127,9 @@ impl LaunchedAgents {
             options: self.options,
             asking: None,
             pmix: None,
+            pending: None,
         };
-        let plan = agents.plan(job, launch);
+        let plan = agents.plan(job, launch, ReadSettings::of(session.options()));
         let nodes: Vec<String> = hosts.iter().map(|h| h.host.clone()).collect();
         // Every daemon is told: those of nodes without a token end at once.
         rendezvous.issue(&nodes)?;

@@ -72,9 +72,10 @@ mod prrte;
 pub use agent::{AgentConfig, Ended, run_stdio, serve, session_options, stack_options};
 pub use error::{AgentError, FrontEndError, ProtocolError};
 pub use fleet::AgentLink;
-pub use front::{Agents, FrontEndOptions, NodeState};
+pub use front::{Agents, FrontEndOptions, install, reach};
 pub use launch::{Launch, default_agent_command};
 pub use launched::LaunchedAgents;
+pub use mpir_session::NodeState;
 pub use mpir_wire::{Fingerprint, RefusalCounts};
 pub use orte::{
     ASK_TIMEOUT, MAX_HANDSHAKES, Rendezvous, TOKENS_ISSUED, TlsTarget, run_tls, token_file_name,

@@ -155,6 +155,37 @@ pub struct ReadSettings {
     pub no_shipped_layouts: bool,
 }
 
+impl ReadSettings {
+    /// The settings of a session with `options`: every agent reads as the front end's own
+    /// session does (one source of truth; the wire form is only this mirror).
+    pub fn of(options: &mpir_session::SessionOptions) -> ReadSettings {
+        let reader = options.reader_options();
+        let acquire = options.acquire_options();
+        let default_dirs = mpir_target::debuginfo::DebugOptions::default().debug_dirs;
+        ReadSettings {
+            engine: match reader.engine() {
+                mpir_mqd::Engine::Dll => EngineChoice::Dll,
+                mpir_mqd::Engine::Native => EngineChoice::Native,
+                _ => EngineChoice::Auto,
+            },
+            dll: reader.dll().map(std::path::Path::to_path_buf),
+            types: acquire.debug.types_sidecars.clone(),
+            // The agent's own session starts from the same defaults: only what was added.
+            debug_dirs: acquire
+                .debug
+                .debug_dirs
+                .iter()
+                .filter(|d| !default_dirs.contains(d))
+                .cloned()
+                .collect(),
+            timeout_ms: u64::try_from(acquire.timeout.as_millis()).unwrap_or(u64::MAX),
+            allow_other_users: acquire.allow_other_users,
+            queues_without_stacks: !options.queue_stacks(),
+            no_shipped_layouts: !reader.uses_shipped_layouts(),
+        }
+    }
+}
+
 /// A stacks request's settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]

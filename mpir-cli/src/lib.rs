@@ -37,6 +37,7 @@ macro_rules! out {
     ($($arg:tt)*) => { $crate::emit(format_args!($($arg)*)) };
 }
 
+mod args;
 mod cmd;
 
 /// The bundled demo job, for programs that want to run it (the library examples' tests do): its
@@ -48,12 +49,12 @@ mod errors;
 mod progress;
 mod render;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
+pub(crate) use args::{Common, session_options};
 use clap::{ArgAction, Parser, Subcommand};
 use cmd::{agent, core as cores, deadlock, demo, job, layouts, queues, report, stacks, watch};
-use mpir_session::{SessionOptions, chain};
+use mpir_session::chain;
 
 /// The argument with which `mpir` runs as its own out-of-process MQD DLL helper.
 pub const HELPER_ARG: &str = "__mqd-host";
@@ -78,26 +79,6 @@ struct Cli {
     no_debuginfod: bool,
     #[command(subcommand)]
     command: Cmd,
-}
-
-#[derive(clap::Args, Clone)]
-pub(crate) struct Common {
-    /// Print JSON (stable schema, docs/cli-json.md) instead of a table.
-    #[arg(long)]
-    pub(crate) json: bool,
-    /// Extra debug directory (build-id tree) for symbols of stripped programs.
-    #[arg(long = "debug-dir")]
-    pub(crate) debug_dirs: Vec<PathBuf>,
-    /// A name (or address) the launcher reports for this node that the machine's own facts
-    /// (host name, /etc/hosts aliases, interface addresses) do not list; repeatable. Ranks on
-    /// any other node are never touched.
-    #[arg(long = "this-node", value_name = "NAME")]
-    pub(crate) this_node: Vec<String>,
-    /// Which interface the job is acquired through: `auto` (what the launcher speaks: MPIR or
-    /// MPI2DD from its symbols, PMIx for a launcher with no MPIR symbol and a PMIx tool
-    /// rendezvous file, such as Open MPI 5's prterun), `mpir`, `mpi2dd` or `pmix`.
-    #[arg(long, value_name = "IFACE", default_value = "auto")]
-    pub(crate) interface: mpir_acquire::InterfaceChoice,
 }
 
 #[derive(Subcommand)]
@@ -132,7 +113,7 @@ enum Cmd {
         #[command(flatten)]
         watch_opts: watch::WatchOpts,
         #[command(flatten)]
-        remote: agent::RemoteArgs,
+        remote: args::RemoteArgs,
         /// The starter command.
         #[arg(trailing_var_arg = true, required = true)]
         starter: Vec<String>,
@@ -157,7 +138,7 @@ enum Cmd {
         #[arg(long)]
         verify: bool,
         #[command(flatten)]
-        remote: agent::RemoteArgs,
+        remote: args::RemoteArgs,
     },
     /// The same reports from core files: a starter's core gives the job, ranks' cores their
     /// message queues.
@@ -281,25 +262,6 @@ pub(crate) fn write_out(
 /// `--debuginfod` (`Some(true)`), `--no-debuginfod` (`Some(false)`), or neither (the
 /// environment decides), set once from the command line.
 static DEBUGINFOD: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
-
-/// Session options from the common arguments: debug directories, this node's aliases, and the
-/// global debuginfod switch.
-pub(crate) fn session_options(common: &Common) -> SessionOptions {
-    let debuginfod = match DEBUGINFOD.get().copied().flatten() {
-        Some(true) => mpir_target::debuginfo::DebuginfodOptions::enabled(),
-        Some(false) => mpir_target::debuginfo::DebuginfodOptions::disabled(),
-        None => mpir_target::debuginfo::DebuginfodOptions::default(),
-    };
-    let options = common.debug_dirs.iter().fold(
-        SessionOptions::default().with_debuginfod(debuginfod),
-        |o, d| o.with_debug_dir(d.clone()),
-    );
-    common
-        .this_node
-        .iter()
-        .fold(options, |o, a| o.with_this_node_alias(a.clone()))
-        .with_interface(common.interface)
-}
 
 /// Runs `mpir` with the process's arguments; the exit status to end with. Run as
 /// `mpir __mqd-host …` (see [`HELPER_ARG`]) it is the out-of-process host of an MPI's

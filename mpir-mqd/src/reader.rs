@@ -175,6 +175,17 @@ impl ReaderOptions {
     pub fn engine(&self) -> Engine {
         self.engine
     }
+
+    /// The message-queue DLL given instead of the MPI's own, if any.
+    pub fn dll(&self) -> Option<&std::path::Path> {
+        self.dll.as_deref()
+    }
+
+    /// Whether the layout sets shipped with this build may be proven on a stock Open MPI
+    /// process (not after [`without_shipped_layouts`](ReaderOptions::without_shipped_layouts)).
+    pub fn uses_shipped_layouts(&self) -> bool {
+        self.layouts == Layouts::Shipped
+    }
 }
 
 /// The engine a [`QueueReader`] uses. Its `Display` is the short name tools show

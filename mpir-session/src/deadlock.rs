@@ -12,6 +12,7 @@ use mpir_types::stacks::{RankStacks, classify_threads};
 
 use crate::error::{SessionError, chain};
 use crate::hold::ReleaseReport;
+use crate::nodes::OtherNodes;
 use crate::queues::{Progress, RankError, RankRead, ReaderState};
 use crate::session::Session;
 
@@ -118,22 +119,26 @@ impl Session {
         interval: Duration,
         progress: impl FnMut(Progress<'_>),
     ) -> Result<DeadlockRead, SessionError> {
-        self.deadlock_across(samples, interval, progress, &mut NoRemote)
+        self.with_others(|session, mut others| {
+            let read = session.deadlock_sampled(samples, interval, progress, others.as_deref_mut());
+            let mut read = read?;
+            if read.engine.is_none() {
+                read.engine = others.and_then(|o| o.engine());
+            }
+            Ok(read)
+        })
     }
 
-    /// [`deadlock_with`](Session::deadlock_with) for a job with ranks on other nodes: in each
-    /// sample, `remote` starts the other nodes' reads before this node's ranks are held, and
-    /// puts their results into the sample's ranks once this node's are read (the agents of
-    /// `mpir-agent` do). The verdict covers every rank read in every sample, wherever it runs.
-    ///
-    /// # Errors
-    /// As [`deadlock`](Session::deadlock).
-    pub fn deadlock_across(
+    /// The samples of [`deadlock_with`](Session::deadlock_with): in each, the other nodes'
+    /// reads (if any are reached) are started before this node's ranks are held, and their
+    /// results put into the sample's ranks once this node's are read. The verdict covers every
+    /// rank read in every sample, wherever it runs.
+    fn deadlock_sampled(
         &mut self,
         samples: u32,
         interval: Duration,
         mut progress: impl FnMut(Progress<'_>),
-        remote: &mut dyn RemoteReads,
+        mut others: Option<&mut (dyn OtherNodes + 'static)>,
     ) -> Result<DeadlockRead, SessionError> {
         let samples = samples.max(1);
         let options = self.options.reader.clone();
@@ -145,8 +150,19 @@ impl Session {
             if i > 0 {
                 std::thread::sleep(interval);
             }
-            remote.start(i + 1);
-            let held = self.hold()?;
+            if let Some(o) = others.as_deref_mut() {
+                o.start_queues();
+            }
+            let held = match self.hold() {
+                Ok(held) => held,
+                Err(e) => {
+                    // The other nodes' answers are awaited (and dropped) all the same.
+                    if let Some(o) = others.as_deref_mut() {
+                        o.finish_queues(&mut []);
+                    }
+                    return Err(e);
+                }
+            };
             let mut read = state.read_held(&held, &options, Some(&symbols), |done, total, rank| {
                 progress(Progress {
                     sample: i + 1,
@@ -157,7 +173,9 @@ impl Session {
                 });
             });
             releases.push(held.release());
-            remote.finish(i + 1, &mut read);
+            if let Some(o) = others.as_deref_mut() {
+                o.finish_queues(&mut read);
+            }
             reads.push(read);
         }
         let (engine, fallback, printed) = state.finish();
@@ -290,24 +308,6 @@ impl Session {
             printed,
         })
     }
-}
-
-/// Reads of the ranks on other nodes, one per sample of a
-/// [`Session::deadlock_across`] (implemented by `mpir-agent`'s front end).
-pub trait RemoteReads {
-    /// Sample `sample` (1-based) is about to read this node's ranks: start the others.
-    fn start(&mut self, sample: u32);
-    /// Sample `sample`'s ranks, this node's read: put in the others' results (each remote
-    /// rank's entry is there, unreadable as remote, in the job's order).
-    fn finish(&mut self, sample: u32, ranks: &mut [RankRead]);
-}
-
-/// No other node.
-struct NoRemote;
-
-impl RemoteReads for NoRemote {
-    fn start(&mut self, _: u32) {}
-    fn finish(&mut self, _: u32, _: &mut [RankRead]) {}
 }
 
 /// How the analysis covers one rank.

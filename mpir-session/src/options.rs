@@ -187,4 +187,15 @@ impl SessionOptions {
     pub fn ranks(&self) -> Option<&RankSet> {
         self.ranks.as_ref()
     }
+
+    /// How queues are read ([`with_reader_options`](SessionOptions::with_reader_options)).
+    pub fn reader_options(&self) -> &ReaderOptions {
+        &self.reader
+    }
+
+    /// Whether queue reads unwind each rank's threads too
+    /// ([`with_queue_stacks`](SessionOptions::with_queue_stacks)).
+    pub fn queue_stacks(&self) -> bool {
+        !self.queues_without_stacks
+    }
 }

@@ -305,6 +305,35 @@ impl Session {
         &mut self,
         mut progress: impl FnMut(Progress<'_>),
     ) -> Result<QueueRead, SessionError> {
+        self.with_others(|session, mut others| {
+            if let Some(o) = others.as_deref_mut() {
+                o.start_queues();
+            }
+            let read = session.queues_here(&mut progress);
+            let Some(o) = others else {
+                return read;
+            };
+            let mut read = match read {
+                Ok(read) => read,
+                Err(e) => {
+                    // Every other node's answer is awaited (and dropped) all the same.
+                    o.finish_queues(&mut []);
+                    return Err(e);
+                }
+            };
+            o.finish_queues(&mut read.ranks);
+            if read.engine.is_none() {
+                read.engine = o.engine();
+            }
+            Ok(read)
+        })
+    }
+
+    /// This node's part of [`queues_with`](Session::queues_with).
+    fn queues_here(
+        &mut self,
+        progress: &mut dyn FnMut(Progress<'_>),
+    ) -> Result<QueueRead, SessionError> {
         let options = self.options.reader.clone();
         let symbols = (!self.options.queues_without_stacks).then(|| self.symbols.clone());
         let held = self.hold()?;

@@ -22,6 +22,9 @@ use crate::options::SessionOptions;
 /// A session is not `Send`: the targets it opens are `Rc`s, and the ranks it holds belong to a
 /// tracer thread it owns. Dropping a session releases whatever it still holds.
 pub struct Session {
+    /// The job's ranks on other nodes, read through these ([`Session::reach_other_nodes`]).
+    /// First, so that they are let go (their agents told goodbye) before anything else.
+    pub(crate) others: Option<Box<dyn crate::nodes::OtherNodes>>,
     pub(crate) options: SessionOptions,
     pub(crate) source: Source,
     /// Ranks as the first hold found them: from then on each hold takes these again, by pid,
@@ -75,6 +78,7 @@ impl std::fmt::Debug for Session {
         f.debug_struct("Session")
             .field("source", &self.source_kind())
             .field("options", &self.options)
+            .field("other_nodes", &self.other_nodes())
             .finish_non_exhaustive()
     }
 }
@@ -172,6 +176,7 @@ const OPEN_THREADS: usize = 4;
 impl Session {
     fn new(options: SessionOptions, source: Source) -> Session {
         Session {
+            others: None,
             options,
             source,
             known: None,

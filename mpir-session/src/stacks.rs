@@ -429,8 +429,8 @@ impl Session {
     }
 
     /// [`stacks`](Session::stacks) of the ranks in `only` alone: the others are neither
-    /// stopped nor reported (a watch's cheap round reads a few ranks this way). Ranks on
-    /// other nodes are not read by a session (see `mpir-agent`).
+    /// stopped nor reported (a watch's cheap round reads a few ranks this way). Only this
+    /// node's ranks are read: the other nodes ([`Session::reach_other_nodes`]) are not asked.
     ///
     /// # Errors
     /// As [`stacks`](Session::stacks).
@@ -443,6 +443,31 @@ impl Session {
     }
 
     fn stacks_among(
+        &mut self,
+        options: &StackOptions,
+        only: Option<&RankSet>,
+        progress: &mut dyn FnMut(StackProgress),
+    ) -> Result<StacksRead, SessionError> {
+        if only.is_some() {
+            return self.stacks_here(options, only, progress);
+        }
+        self.with_others(|session, others| {
+            let Some(o) = others else {
+                return session.stacks_here(options, None, progress);
+            };
+            o.start_stacks(options);
+            let read = session.stacks_here(options, None, progress);
+            let samples = read.as_ref().map_or(0, |r| r.samples.len());
+            // Every other node's answer is awaited, even when this node's part failed.
+            let parts = o.finish_stacks(options, samples);
+            let mut read = read?;
+            read.merge_remote(&parts, options);
+            Ok(read)
+        })
+    }
+
+    /// This node's part of a stacks read.
+    fn stacks_here(
         &mut self,
         options: &StackOptions,
         only: Option<&RankSet>,

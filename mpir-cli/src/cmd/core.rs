@@ -9,7 +9,8 @@ use std::process::ExitCode;
 use mpir_session::{CoreInfo, Session};
 
 use crate::Common;
-use crate::cmd::queues::{self, ReaderArgs};
+use crate::args::ReaderArgs;
+use crate::cmd::queues;
 use crate::render::deadlock::{CoverageOut, ReportOut};
 use crate::render::job::{core_job, print};
 use crate::render::queues::{CORE_SCHEMA, print_doc, queues_doc};
@@ -91,7 +92,7 @@ pub(crate) fn run(args: &CoreArgs) -> anyhow::Result<ExitCode> {
             why.join("; ")
         )
     };
-    let read = queues::read(&mut session, None)?;
+    let read = queues::read(&mut session)?;
     // Nothing could be read: say also why the cores are not a starter's.
     // (Cores whose queues cannot be read but whose stacks can are still analysed, by their
     // stacks alone.)

@@ -6,12 +6,11 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use mpir_agent::Agents;
 use mpir_mqd::MqdError;
 use mpir_session::{DeadlockRead, EngineUsed, RankError, Session};
 
-use crate::cmd::agent::{RemoteArgs, local_error, read_settings};
-use crate::cmd::queues::{self, RankArgs, ReaderArgs};
+use crate::args::{RankArgs, ReaderArgs, RemoteArgs};
+use crate::cmd::queues;
 use crate::render::deadlock::{CoverageOut, doc};
 use crate::render::queues::printed_notes;
 use crate::{Common, progress};
@@ -49,7 +48,6 @@ pub(crate) struct DeadlockArgs {
 /// Runs the sampled analysis on `session`, with a progress bar.
 pub(crate) fn sample(
     session: &mut Session,
-    agents: Option<&mut Agents>,
     samples: u32,
     interval: Duration,
 ) -> anyhow::Result<DeadlockRead> {
@@ -58,16 +56,9 @@ pub(crate) fn sample(
         bar.set_length(u64::from(p.samples) * p.total as u64);
         bar.set_position(u64::from(p.sample - 1) * p.total as u64 + p.done as u64);
     };
-    let read = match agents {
-        Some(a) => a
-            .deadlock(session, samples, interval, progress)
-            .map_err(local_error),
-        None => session
-            .deadlock_with(samples, interval, progress)
-            .map_err(anyhow::Error::from),
-    };
+    let read = session.deadlock_with(samples, interval, progress);
     bar.finish_and_clear();
-    read
+    Ok(read?)
 }
 
 /// What to do when ranks the session could stop were not read with the MPI's DLL, or no
@@ -123,15 +114,9 @@ fn stacks_only_lines(coverage: &CoverageOut) -> Vec<String> {
 pub(crate) fn run(args: &DeadlockArgs) -> anyhow::Result<ExitCode> {
     let options = args.reader.options(&args.common)?;
     let mut session = args.ranks.open(options)?;
-    let settings = read_settings(
-        Some(&args.reader),
-        &args.common.debug_dirs,
-        Duration::from_secs(args.ranks.timeout),
-    );
-    let mut agents = args.remote.start(&mut session, settings)?;
+    args.remote.reach(&mut session)?;
     let read = sample(
         &mut session,
-        agents.as_mut(),
         args.samples,
         Duration::from_millis(args.interval_ms),
     )?;
@@ -153,7 +138,7 @@ pub(crate) fn run(args: &DeadlockArgs) -> anyhow::Result<ExitCode> {
             false,
             Some(mpir_types::stacks::PythonView::Interleaved),
         );
-        match crate::cmd::report::read_stacks(&mut session, agents.as_mut(), &options) {
+        match crate::cmd::report::read_stacks(&mut session, &options) {
             Ok(s) => documents.push(mpir_json::stacks(
                 &s,
                 crate::cmd::report::source_of(&session),
@@ -167,7 +152,6 @@ pub(crate) fn run(args: &DeadlockArgs) -> anyhow::Result<ExitCode> {
         doc.error = None;
         crate::cmd::report::write(path, documents, &[])?;
     }
-    drop(agents);
     drop(session);
     let Some(report) = &read.report else {
         // Nothing was read: no verdict at all, never "no cycle".

@@ -91,10 +91,10 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
             }
         }
         // Queues: one snapshot, ranks held while read.
-        let read = queues::read(&mut session, None)?;
+        let read = queues::read(&mut session)?;
         queues::nothing_readable(&read)?;
         // Deadlock: three samples, confirmed.
-        let sampled = deadlock::sample(&mut session, None, 3, Duration::from_millis(100))?;
+        let sampled = deadlock::sample(&mut session, 3, Duration::from_millis(100))?;
         // The merged stacks for the report, two samples so that the page marks who did not move.
         let stacks = match &args.html {
             Some(_) => Some(session.stacks(&crate::cmd::report::stack_options(

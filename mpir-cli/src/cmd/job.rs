@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use mpir_session::Session;
 
-use crate::cmd::agent::{RemoteArgs, read_settings};
+use crate::args::RemoteArgs;
 use crate::render::job::{job_out, mpi2dd_job_out, print};
 use crate::{Common, session_options};
 
@@ -48,7 +48,7 @@ pub(crate) fn launch(
     // them with the job.
     let prepared = match args.verify {
         Some(remote) => remote
-            .front_options(read_settings(None, &common.debug_dirs, timeout))
+            .front_options()
             .map(mpir_agent::LaunchedAgents::prepare)
             .transpose()?,
         None => None,
@@ -82,12 +82,9 @@ pub(crate) fn launch(
         return Ok(ExitCode::SUCCESS);
     }
     let verified = match (args.verify, prepared) {
-        (Some(remote), Some(prepared)) => {
-            Some(match remote.start_launched(&mut session, prepared)? {
-                Some(agents) => verified_notes(&agents),
-                None => vec!["no rank on another node was verified (no agent started)".into()],
-            })
-        }
+        (Some(remote), Some(prepared)) => Some(verified_notes(
+            &remote.reach_launched(&mut session, prepared)?,
+        )),
         _ => None,
     };
     let mut out = job_out(session.job().context("a launch has a job")?, "mpir");
@@ -98,7 +95,6 @@ pub(crate) fn launch(
         let code = crate::cmd::watch::watch(
             crate::cmd::watch::Watched {
                 session: &mut session,
-                agents: None,
                 child: Some(&mut child),
                 slurm_job,
                 samples: 3,
@@ -138,11 +134,7 @@ pub(crate) fn attach(
     // Agents first: they may need the session's acquisition let go (Open MPI 4's daemons).
     let verified = match verify {
         Some(remote) if session.job().is_some() => {
-            let settings = read_settings(None, &common.debug_dirs, Duration::from_secs(timeout));
-            Some(match remote.start(&mut session, settings)? {
-                Some(agents) => verified_notes(&agents),
-                None => vec!["no rank on another node was verified (no agent started)".into()],
-            })
+            Some(verified_notes(&remote.reach(&mut session)?))
         }
         _ => None,
     };
@@ -168,11 +160,13 @@ pub(crate) fn attach(
 
 /// What the agents said of their nodes' ranks: one line for the proven ones, one per rank
 /// that was not.
-fn verified_notes(agents: &mpir_agent::Agents) -> Vec<String> {
-    let states = agents.states();
+fn verified_notes(states: &[mpir_session::NodeState]) -> Vec<String> {
+    if states.is_empty() {
+        return vec!["no rank on another node was verified (no agent started)".into()];
+    }
     let mut notes = Vec::new();
     let (mut proven, mut total) = (0usize, 0usize);
-    for n in &states {
+    for n in states {
         total += n.ranks.len();
         match &n.down {
             Some((failure, detail)) => notes.push(format!(

@@ -13,9 +13,9 @@ use mpir_session::{Session, StackOptions, StacksRead};
 use mpir_types::stacks::PythonView;
 use serde_json::Value;
 
-use crate::cmd::agent::{RemoteArgs, read_settings};
+use crate::args::{ReaderArgs, RemoteArgs};
 use crate::cmd::deadlock::{self, HANG};
-use crate::cmd::queues::{PARTIAL, ReaderArgs};
+use crate::cmd::queues::PARTIAL;
 use crate::render::deadlock::CoverageOut;
 use crate::render::queues::printed_notes;
 use crate::{Common, progress};
@@ -146,11 +146,10 @@ pub(crate) struct FullRead {
 }
 
 /// Reads `session` for a report: the wait-for analysis over `samples` snapshots, then the
-/// stacks over as many (each rank held only while each snapshot is taken), with the agents of
-/// the other nodes when there are any.
+/// stacks over as many (each rank held only while each snapshot is taken), on every node the
+/// session reaches.
 pub(crate) fn read_all(
     session: &mut Session,
-    mut agents: Option<&mut mpir_agent::Agents>,
     samples: u32,
     interval: Duration,
     stacks: &StackOptions,
@@ -160,7 +159,7 @@ pub(crate) fn read_all(
     if let Some(job) = mpir_json::job(session) {
         documents.push(job);
     }
-    let read = deadlock::sample(session, agents.as_deref_mut(), samples, interval)?;
+    let read = deadlock::sample(session, samples, interval)?;
     let coverage = CoverageOut::of(&read.coverage, types_given);
     let notes = printed_notes(read.engine.as_ref(), &read.printed);
     let mut doc = crate::render::deadlock::doc(&read, &coverage, &notes, samples, types_given);
@@ -171,7 +170,7 @@ pub(crate) fn read_all(
     let hang = read.report.as_ref().is_some_and(|r| r.has_hang());
     let mut complete =
         coverage.complete && !read.report.as_ref().is_some_and(|r| r.has_unknown_waits());
-    let stacks_read = match read_stacks(session, agents, stacks) {
+    let stacks_read = match read_stacks(session, stacks) {
         Ok(s) => {
             documents.push(mpir_json::stacks(&s, source_of(session), interval));
             complete &= s.last().unreached.is_empty();
@@ -194,24 +193,16 @@ pub(crate) fn read_all(
     })
 }
 
-/// Every selected rank's stacks, this node's and (through `agents`) the others', with a
-/// progress bar on a terminal.
+/// Every selected rank's stacks, on every node the session reaches, with a progress bar on a
+/// terminal.
 pub(crate) fn read_stacks(
     session: &mut Session,
-    agents: Option<&mut mpir_agent::Agents>,
     options: &StackOptions,
 ) -> anyhow::Result<StacksRead> {
-    let (bar, tell) = progress::stacks_bar(agents.is_some());
-    let read = match agents {
-        Some(a) => a
-            .stacks_with(session, options, tell)
-            .map_err(crate::cmd::agent::local_error),
-        None => session
-            .stacks_with(options, tell)
-            .map_err(anyhow::Error::from),
-    };
+    let (bar, tell) = progress::stacks_bar(session.reaches_other_nodes());
+    let read = session.stacks_with(options, tell);
     bar.finish_and_clear();
-    read
+    Ok(read?)
 }
 
 /// The stacks document's `source` for `session`.
@@ -287,12 +278,7 @@ pub(crate) fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
             "name the job: --starter PID, --slurm-job J, --pid PID…, --core CORE… or --from FILE…"
         );
     };
-    let settings = read_settings(
-        Some(&args.reader),
-        &args.common.debug_dirs,
-        Duration::from_secs(args.timeout),
-    );
-    let mut agents = args.remote.start(&mut session, settings)?;
+    args.remote.reach(&mut session)?;
     let interval = Duration::from_millis(args.interval_ms);
     // A core is one instant: one sample.
     let samples = if args.cores.is_empty() {
@@ -308,13 +294,11 @@ pub(crate) fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     );
     let full = read_all(
         &mut session,
-        agents.as_mut(),
         samples,
         interval,
         &stacks,
         args.reader.types_given(),
     )?;
-    drop(agents);
     drop(session);
     emit(&page(full.documents, &[])?, &args.output, args.common.json)?;
     Ok(if full.hang {

@@ -11,7 +11,7 @@ use std::time::Duration;
 use mpir_session::{Session, StackOptions};
 use mpir_types::stacks::PythonView;
 
-use crate::cmd::agent::{RemoteArgs, read_settings};
+use crate::args::RemoteArgs;
 use crate::render::stacks::{StacksDoc, text};
 use crate::{Common, progress, session_options};
 
@@ -129,14 +129,8 @@ pub(crate) fn run(args: &StacksArgs) -> anyhow::Result<ExitCode> {
         } else {
             Some(PythonView::Interleaved)
         });
-    let settings = read_settings(
-        None,
-        &args.common.debug_dirs,
-        Duration::from_secs(args.timeout),
-    );
-    let mut agents = args.remote.start(&mut session, settings)?;
-    let read = crate::cmd::report::read_stacks(&mut session, agents.as_mut(), &stack_options)?;
-    drop(agents);
+    args.remote.reach(&mut session)?;
+    let read = crate::cmd::report::read_stacks(&mut session, &stack_options)?;
     let job = mpir_json::job(&session);
     drop(session);
     if let Some(release) = &read.proof_release {

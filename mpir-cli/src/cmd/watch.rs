@@ -20,8 +20,7 @@ use mpir_target::corefile::write::CoreOptions;
 use mpir_types::ranks::RankSet;
 use serde_json::{Value, json};
 
-use crate::cmd::agent::{RemoteArgs, read_settings};
-use crate::cmd::queues::ReaderArgs;
+use crate::args::{ReaderArgs, RemoteArgs};
 use crate::cmd::report;
 use crate::{Common, progress};
 
@@ -147,7 +146,6 @@ impl Trigger {
 /// The job being watched, and how to tell that it ended.
 pub(crate) struct Watched<'a> {
     pub(crate) session: &'a mut Session,
-    pub(crate) agents: Option<&'a mut mpir_agent::Agents>,
     /// The starter we launched (`mpir launch --watch`): its exit ends the watch.
     pub(crate) child: Option<&'a mut Child>,
     pub(crate) slurm_job: Option<u64>,
@@ -184,12 +182,7 @@ pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<ExitCode> {
     } else {
         Session::pids(args.pids.iter().copied(), options)?
     };
-    let settings = read_settings(
-        Some(&args.reader),
-        &args.common.debug_dirs,
-        Duration::from_secs(args.timeout),
-    );
-    let mut agents = args.remote.start(&mut session, settings)?;
+    args.remote.reach(&mut session)?;
     let slurm_job = args
         .slurm_job
         .map(|s| s.job)
@@ -197,7 +190,6 @@ pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<ExitCode> {
     watch(
         Watched {
             session: &mut session,
-            agents: agents.as_mut(),
             child: None,
             slurm_job,
             samples: args.samples,
@@ -463,14 +455,7 @@ fn full(w: &mut Watched<'_>) -> anyhow::Result<Outcome> {
         false,
         Some(mpir_types::stacks::PythonView::Interleaved),
     );
-    let read = report::read_all(
-        w.session,
-        w.agents.as_deref_mut(),
-        w.samples,
-        w.interval,
-        &stacks,
-        w.types_given,
-    )?;
+    let read = report::read_all(w.session, w.samples, w.interval, &stacks, w.types_given)?;
     let verdict = read
         .documents
         .iter()

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use mpir_agent::{Agents, FrontEndOptions, Launch, ReadSettings};
+use mpir_agent::{FrontEndOptions, Launch};
 use mpir_benches::median;
 use mpir_session::{Session, SessionOptions, StackOptions};
 
@@ -357,22 +357,21 @@ pub(crate) fn inner(args: &[String]) {
         FrontEndOptions::default()
             .with_launch(Launch::Template(template.clone()))
             .with_agent(vec![mpir.into(), "agent".into()])
-            .with_read(ReadSettings::default())
     };
     // Timed from the start of the agents (the session's own acquisition is not theirs).
     let mut firsts: Vec<f64> = (0..runs.max(1))
         .map(|_| {
             let mut s = Session::attach(remote, SessionOptions::default()).expect("attach");
             let start = Instant::now();
-            let mut a = Agents::start(&mut s, options()).expect("agents");
-            let read = a.stacks(&mut s, &stacks).expect("stacks");
+            mpir_agent::reach(&mut s, options()).expect("agents");
+            let read = s.stacks(&stacks).expect("stacks");
             let took = start.elapsed().as_secs_f64();
             assert!(
                 read.last().unreached.is_empty(),
                 "{:?}",
                 read.last().unreached
             );
-            a.shutdown();
+            s.leave_other_nodes();
             took
         })
         .collect();
@@ -380,14 +379,14 @@ pub(crate) fn inner(args: &[String]) {
     println!("first {}", firsts[firsts.len() / 2]);
     eprintln!("compare: agents (node1): first answers timed");
     let mut s = Session::attach(remote, SessionOptions::default()).expect("attach");
-    let mut a = Agents::start(&mut s, options()).expect("agents");
-    let _ = a.stacks(&mut s, &stacks).expect("warm");
+    mpir_agent::reach(&mut s, options()).expect("agents");
+    let _ = s.stacks(&stacks).expect("warm");
     let agent_stacks = median(runs, || {
-        let read = a.stacks(&mut s, &stacks).expect("stacks");
+        let read = s.stacks(&stacks).expect("stacks");
         assert!(read.last().unreached.is_empty());
     });
     println!("agent_stacks {agent_stacks}");
-    a.shutdown();
+    s.leave_other_nodes();
     let mut l = Session::attach(local, SessionOptions::default()).expect("attach local");
     let _ = l.stacks(&stacks).expect("warm");
     let local_stacks = median(runs, || {
