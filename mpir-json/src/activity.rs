@@ -9,8 +9,6 @@ use mpir_types::deadlock::{
 use mpir_types::stacks::{BlockedCall, CallKind, CallSite, RankActivity, UnknownWhy};
 use serde::Serialize;
 
-use crate::deadlock::{CommOut, comm};
-
 /// A source position.
 #[derive(Serialize)]
 pub struct LocationOut {
@@ -272,5 +270,24 @@ impl StackWaitsOut {
             unknown: set(&w.unknown),
             unread: w.unread,
         }
+    }
+}
+
+/// A communicator as the analysis names it.
+#[derive(Serialize)]
+pub struct CommOut {
+    pub name: String,
+    pub context_id: Option<u64>,
+    pub size: u64,
+    pub internal: bool,
+}
+
+/// A communicator of the analysis as the documents show it.
+pub fn comm(c: &mpir_types::deadlock::CommRef) -> CommOut {
+    CommOut {
+        name: c.name.clone(),
+        context_id: c.context_id,
+        size: c.size,
+        internal: c.internal,
     }
 }

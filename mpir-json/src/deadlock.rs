@@ -13,12 +13,13 @@
 
 use mpir_session::{Coverage, DeadlockRead, NotCovered, chain};
 use mpir_types::deadlock::{
-    BlockedRank, CommRef, Cycle, DeadlockReport, NotWaiting, RankState, Step, Verdict, Wait,
-    WaitOp, WaitSource, WaitTarget,
+    BlockedRank, Cycle, DeadlockReport, NotWaiting, RankState, Step, Verdict, Wait, WaitOp,
+    WaitSource, WaitTarget,
 };
 use mpir_types::mqd::{OpClass, Peer};
 
 use crate::activity::{ActivityOut, BlockedCallOut, CollectiveOut, StackWaitsOut};
+pub use crate::activity::{CommOut, comm};
 use serde::Serialize;
 
 /// A rank the analysis could not cover, and why.
@@ -355,15 +356,6 @@ pub enum PeerOut {
     Unknown(i64),
 }
 
-/// A communicator as the analysis names it.
-#[derive(Serialize)]
-pub struct CommOut {
-    pub name: String,
-    pub context_id: Option<u64>,
-    pub size: u64,
-    pub internal: bool,
-}
-
 /// A buffer's length in the units known.
 #[derive(Serialize)]
 pub struct LengthOut {
@@ -392,15 +384,6 @@ pub fn class_name(c: OpClass) -> &'static str {
         OpClass::Send => "send",
         OpClass::Receive => "receive",
         OpClass::Unexpected => "unexpected",
-    }
-}
-
-pub fn comm(c: &CommRef) -> CommOut {
-    CommOut {
-        name: c.name.clone(),
-        context_id: c.context_id,
-        size: c.size,
-        internal: c.internal,
     }
 }
 
@@ -551,7 +534,7 @@ pub fn doc<'a>(
 ) -> DeadlockDoc<'a> {
     DeadlockDoc {
         schema: DEADLOCK_SCHEMA,
-        engine: crate::queues::engine_name(read.engine.as_ref()),
+        engine: crate::names::engine_name(read.engine.as_ref()),
         unread: unread_lines(read, types_given),
         coverage,
         reader_notes: notes,

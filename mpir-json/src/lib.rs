@@ -38,6 +38,7 @@ use serde_json::Value;
 #[doc(hidden)]
 pub mod activity;
 mod denial;
+mod names;
 pub use denial::{AnnouncedOut, CooperativeOut, DenialOut};
 #[doc(hidden)]
 pub mod deadlock;

@@ -190,10 +190,7 @@ pub fn rank_error(e: &RankError, types_given: bool) -> String {
     }
 }
 
-/// The engine as the documents name it (`none` when no engine could be set up).
-pub fn engine_name(engine: Option<&EngineUsed>) -> String {
-    engine.map_or_else(|| "none".to_string(), ToString::to_string)
-}
+pub use crate::names::engine_name;
 
 /// Notes for what the MPI's DLL printed on its own: each distinct line once, with its count.
 pub fn printed_notes(engine: Option<&EngineUsed>, printed: &OutputLog) -> Vec<String> {
