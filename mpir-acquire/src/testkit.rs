@@ -9,6 +9,7 @@ use std::time::Duration;
 use mpir_target::testkit::skip;
 
 pub mod multinode;
+pub mod ring;
 
 /// Whether a Slurm cluster answers (`SLURM_CONF` names a file and `sinfo` lists an idle or
 /// allocated node within 10 s); otherwise skips the test with the reason (see

@@ -120,6 +120,13 @@ pub enum FrontEndError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// A library (no program of its own to start as the agent) was given no `mpir` program,
+    /// and none is on the `PATH`.
+    #[error("no `mpir` program to start as the agent on the other nodes: {reason}")]
+    NoAgentProgram {
+        /// What was looked at.
+        reason: String,
+    },
     /// The local part of a read failed.
     #[error("reading this node's ranks")]
     Session(#[source] Box<mpir_session::SessionError>),

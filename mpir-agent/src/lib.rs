@@ -63,6 +63,7 @@ mod fleet;
 mod front;
 mod launch;
 mod launched;
+mod library;
 mod listen;
 mod merge;
 mod orte;
@@ -75,6 +76,7 @@ pub use fleet::AgentLink;
 pub use front::{Agents, FrontEndOptions, install, reach};
 pub use launch::{Launch, default_agent_command};
 pub use launched::LaunchedAgents;
+pub use library::{OtherNodeOptions, parse_listen, reach_from_library};
 pub use mpir_session::NodeState;
 pub use mpir_wire::{Fingerprint, RefusalCounts};
 pub use orte::{

@@ -275,6 +275,67 @@ mpir_status mpir_options_set_allow_other_users(mpir_options *opts, int allow);
 mpir_status mpir_options_set_leave_running(mpir_options *opts, int leave);
 
 /**
+ * Nonzero (the default): a session of a job with ranks on other nodes reads them too, through
+ * an `mpir agent` on each such node started by the job's own engine (srun beside a Slurm job,
+ * a second hydra job, Open MPI's tool daemons, or the template of
+ * [`mpir_options_set_agent_launch`]); the documents then cover the whole job, as `mpir`'s do.
+ * When no engine is known and no template or program was set, those ranks stay unread (each
+ * says it runs on another node). Zero: only this node's ranks are read.
+ */
+mpir_status mpir_options_set_other_nodes(mpir_options *opts, int enabled);
+
+/**
+ * The `mpir` program the other nodes run as their agent (the same path there: one
+ * installation on a shared file system). NULL: the first `mpir` on the `PATH`. A program set
+ * here that cannot be used fails the session's creation. The path is bytes.
+ *
+ * # Safety
+ * `path` is NULL or a NUL-terminated string.
+ */
+mpir_status mpir_options_set_agent_program(mpir_options *opts, const char *path);
+
+/**
+ * How to start the agent on each other node: a command with `{host}` and `{agent}` that
+ * forwards the agent's standard input and output, run without a shell (`mpir
+ * --agent-launch`, e.g. `"ssh {host} {agent}"`). NULL: the job's own engine. UTF-8.
+ *
+ * # Safety
+ * `command` is NULL or a NUL-terminated string.
+ */
+mpir_status mpir_options_set_agent_launch(mpir_options *opts, const char *command);
+
+/**
+ * Most agents one program starts and talks to (2 to 1024; past that many nodes the agents
+ * form a tree); 0 restores the default (32).
+ */
+mpir_status mpir_options_set_agent_fanout(mpir_options *opts, uint32_t fanout);
+
+/**
+ * Where agents that connect back (Open MPI's tool daemons) connect: an IP address of this
+ * node, with or without a port (`"10.0.0.1"`, `"10.0.0.1:4000"`, `"[::1]:4000"`). NULL: the
+ * address this node reaches their nodes from.
+ *
+ * # Safety
+ * `address` is NULL or a NUL-terminated string.
+ */
+mpir_status mpir_options_set_agent_listen(mpir_options *opts, const char *address);
+
+/**
+ * Where the private directory of the connecting agents' one-time token files is made: a
+ * directory this node and the job's nodes share. NULL: `~/.mpir/agent-tokens`. Bytes.
+ *
+ * # Safety
+ * `dir` is NULL or a NUL-terminated string.
+ */
+mpir_status mpir_options_set_agent_token_dir(mpir_options *opts, const char *dir);
+
+/**
+ * Longest wait, in milliseconds, for every agent to start and for every agent's answer to a
+ * read (plus the time its samples take); 0 restores the default.
+ */
+mpir_status mpir_options_set_agent_timeout_ms(mpir_options *opts, uint64_t ms);
+
+/**
  * Attach mode: reads the job of the running starter `pid` (`mpiexec`, `orterun`…; or any
  * process of a job exporting MPI2DD) and lets it run. `opts` may be NULL (the defaults).
  *

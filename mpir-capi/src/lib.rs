@@ -25,6 +25,7 @@ use std::os::unix::ffi::OsStrExt;
 mod error;
 mod handles;
 mod options;
+mod other_nodes;
 mod session;
 
 pub use error::{mpir_last_error, mpir_status, mpir_status_name};
@@ -32,6 +33,11 @@ pub use options::{
     mpir_options, mpir_options_add_debug_dir, mpir_options_free, mpir_options_new,
     mpir_options_set_allow_other_users, mpir_options_set_hold, mpir_options_set_leave_running,
     mpir_options_set_ranks, mpir_options_set_timeout_ms, mpir_options_set_types_sidecar,
+};
+pub use other_nodes::{
+    mpir_options_set_agent_fanout, mpir_options_set_agent_launch, mpir_options_set_agent_listen,
+    mpir_options_set_agent_program, mpir_options_set_agent_timeout_ms,
+    mpir_options_set_agent_token_dir, mpir_options_set_other_nodes,
 };
 pub use session::{
     mpir_rank, mpir_session, mpir_session_attach, mpir_session_cores, mpir_session_deadlock_json,

@@ -50,6 +50,8 @@ pub(crate) struct Opts {
     allow_other_users: bool,
     /// Launch mode: leave the starter running when the session is released.
     pub(crate) leave_running: bool,
+    /// How the job's other nodes are read (`other_nodes.rs`).
+    pub(crate) other_nodes: mpir_agent::OtherNodeOptions,
 }
 
 impl Opts {
@@ -95,7 +97,10 @@ pub(crate) fn read(opts: *const mpir_options) -> Result<Opts> {
         .ok_or_else(|| freed(key, Kind::Options))
 }
 
-fn update(opts: *mut mpir_options, change: impl FnOnce(&mut Opts) -> Result<()>) -> Result<()> {
+pub(crate) fn update(
+    opts: *mut mpir_options,
+    change: impl FnOnce(&mut Opts) -> Result<()>,
+) -> Result<()> {
     if opts.is_null() {
         return Err(Failure::new(
             mpir_status::MPIR_STATUS_NULL_ARGUMENT,

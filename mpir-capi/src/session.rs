@@ -286,7 +286,17 @@ fn create(
 ) -> Result<()> {
     need(out, "out")?;
     let o = options::read(opts)?;
-    let session = make(o.session_options())?;
+    let mut session = make(o.session_options())?;
+    // The job's other nodes, as `mpir` reads them (before the slot: a failure frees all).
+    mpir_agent::reach_from_library(&mut session, &o.other_nodes).map_err(|e| {
+        Failure::new(
+            mpir_status::MPIR_STATUS_ACQUIRE,
+            format!(
+                "reaching the job's other nodes: {}",
+                ::mpir_session::chain(&e)
+            ),
+        )
+    })?;
     let key = register(Slot::new(session, &o, source))?;
     // SAFETY: `out` checked not NULL; writable by the contract.
     unsafe { put(out, key as *mut mpir_session) };

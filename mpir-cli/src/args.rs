@@ -230,7 +230,7 @@ pub(crate) struct RemoteArgs {
     /// address of this node the other nodes reach, with or without a port (default: the
     /// address this node sends from to reach the agents' nodes, else the first address this
     /// node's name resolves to; an ephemeral port).
-    #[arg(long = "agent-listen", value_name = "ADDR", value_parser = parse_listen)]
+    #[arg(long = "agent-listen", value_name = "ADDR", value_parser = mpir_agent::parse_listen)]
     pub(crate) agent_listen: Option<std::net::SocketAddr>,
     /// Where the private directory of those agents' one-time token files is made: a
     /// directory this node and the job's nodes share (default `~/.mpir/agent-tokens`).
@@ -325,33 +325,5 @@ impl RemoteArgs {
             }
         }
         Ok(nodes)
-    }
-}
-
-/// An `--agent-listen` address: `IP:PORT`, or an IP alone (an ephemeral port).
-fn parse_listen(s: &str) -> Result<std::net::SocketAddr, String> {
-    s.parse::<std::net::SocketAddr>()
-        .or_else(|_| {
-            s.trim_matches(|c| c == '[' || c == ']')
-                .parse::<std::net::IpAddr>()
-                .map(|ip| std::net::SocketAddr::new(ip, 0))
-        })
-        .map_err(|_| format!("{s:?} is not an IP address (with or without a port)"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_listen;
-
-    #[test]
-    fn listen_addresses_take_an_ip_with_or_without_a_port() {
-        assert_eq!(parse_listen("10.1.2.3").unwrap().to_string(), "10.1.2.3:0");
-        assert_eq!(
-            parse_listen("10.1.2.3:4000").unwrap().to_string(),
-            "10.1.2.3:4000"
-        );
-        assert_eq!(parse_listen("[::1]").unwrap().to_string(), "[::1]:0");
-        assert_eq!(parse_listen("::1").unwrap().to_string(), "[::1]:0");
-        assert!(parse_listen("node1").unwrap_err().contains("node1"));
     }
 }

@@ -50,11 +50,14 @@ pub(crate) struct Extra {
     pub(crate) leave_running: bool,
     /// A types sidecar was given (the documents say so).
     pub(crate) types_given: bool,
+    /// How the job's other nodes are read (`other_nodes`, `agent_*`).
+    pub(crate) other_nodes: mpir_agent::OtherNodeOptions,
 }
 
 /// The keyword options every session source takes (`timeout`, `ranks`, `debug_dirs`,
 /// `types_sidecar`, `shipped_layouts`, `hold_from_acquisition`, `allow_other_users`, `exe`, `this_node_aliases`,
-/// and for launch `leave_running`).
+/// the other nodes' `other_nodes`, `agent_program`, `agent_launch`, `agent_fanout`,
+/// `agent_listen`, `agent_token_dir`, `agent_timeout`, and for launch `leave_running`).
 pub(crate) fn options(
     given: Option<&Bound<'_, PyDict>>,
     launch: bool,
@@ -102,12 +105,34 @@ pub(crate) fn options(
                     options = options.with_this_node_alias(alias?.extract::<String>()?);
                 }
             }
+            "other_nodes" => extra.other_nodes.enabled = value.extract()?,
+            "agent_program" => extra.other_nodes.program = Some(path(&value)?),
+            "agent_launch" => extra.other_nodes.launch = Some(value.extract()?),
+            "agent_fanout" => {
+                let fanout: u32 = value.extract()?;
+                if !(2..=1024).contains(&fanout) {
+                    return Err(PyValueError::new_err(format!(
+                        "agent_fanout must be between 2 and 1024, not {fanout}"
+                    )));
+                }
+                extra.other_nodes.fanout = Some(fanout);
+            }
+            "agent_listen" => {
+                let text: String = value.extract()?;
+                extra.other_nodes.listen =
+                    Some(mpir_agent::parse_listen(&text).map_err(PyValueError::new_err)?);
+            }
+            "agent_token_dir" => extra.other_nodes.token_dir = Some(path(&value)?),
+            "agent_timeout" => {
+                extra.other_nodes.timeout = Some(seconds("agent_timeout", value.extract()?)?)
+            }
             "leave_running" if launch => extra.leave_running = value.extract()?,
             other => {
                 return Err(PyTypeError::new_err(format!(
                     "unknown session option {other:?} (known: timeout, ranks, debug_dirs, \
                      types_sidecar, shipped_layouts, hold_from_acquisition, allow_other_users, exe, \
-                     this_node_aliases{})",
+                     this_node_aliases, other_nodes, agent_program, agent_launch, agent_fanout, \
+                     agent_listen, agent_token_dir, agent_timeout{})",
                     if launch { ", leave_running" } else { "" }
                 )));
             }

@@ -106,6 +106,24 @@ fn release_at_exit() -> PyResult<()> {
 }
 
 impl Session {
+    /// A new session, its job's other nodes reached as `extra` says (as `mpir` reaches them).
+    fn reaching(
+        mut session: mpir_session::Session,
+        extra: Extra,
+        source: &'static str,
+    ) -> PyResult<Self> {
+        mpir_agent::reach_from_library(&mut session, &extra.other_nodes).map_err(|e| {
+            crate::errors::err(
+                "AcquireError",
+                format!(
+                    "reaching the job's other nodes: {}",
+                    mpir_session::chain(&e)
+                ),
+            )
+        })?;
+        Ok(Session::new(session, extra, source))
+    }
+
     fn new(session: mpir_session::Session, extra: Extra, source: &'static str) -> Self {
         let mut session = session;
         let child = session.take_child();
@@ -147,7 +165,7 @@ impl Session {
         release_at_exit()?;
         let (options, extra) = args::options(options, false)?;
         let session = mpir_session::Session::attach(pid, options).map_err(|e| session_error(&e))?;
-        Ok(Session::new(session, extra, "starter"))
+        Session::reaching(session, extra, "starter")
     }
 
     /// Runs `argv` (a starter, or a wrapper that execs one) under control and acquires the
@@ -185,7 +203,7 @@ impl Session {
                 PyErr::from_type(e.get_type(py), text)
             })
         })?;
-        Ok(Session::new(session, extra, "starter"))
+        Session::reaching(session, extra, "starter")
     }
 
     /// Processes named by pid (no starter, no table).
@@ -195,7 +213,7 @@ impl Session {
         release_at_exit()?;
         let (options, extra) = args::options(options, false)?;
         let session = mpir_session::Session::pids(pids, options).map_err(|e| session_error(&e))?;
-        Ok(Session::new(session, extra, "pids"))
+        Session::reaching(session, extra, "pids")
     }
 
     /// Core files (a starter's core gives the job; ranks' cores are read as the ranks).
@@ -210,7 +228,7 @@ impl Session {
         let (options, extra) = args::options(options, false)?;
         let session =
             mpir_session::Session::cores(files, options).map_err(|e| session_error(&e))?;
-        Ok(Session::new(session, extra, "cores"))
+        Session::reaching(session, extra, "cores")
     }
 
     /// Whether the session is closed.

@@ -19,7 +19,7 @@ PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 def _paths(options: Dict[str, Any]) -> Dict[str, Any]:
     """The options with every path as bytes (``os.fsencode``)."""
     out = dict(options)
-    for key in ("types_sidecar", "exe"):
+    for key in ("types_sidecar", "exe", "agent_program", "agent_token_dir"):
         if out.get(key) is not None:
             out[key] = os.fsencode(out[key])
     if out.get("debug_dirs") is not None:
@@ -44,6 +44,16 @@ class Session:
     ``hold_from_acquisition`` (keep the ranks stopped from the acquisition to the
     first read), ``allow_other_users`` (read other users' processes, as root),
     ``this_node_aliases`` (more names of this node), ``exe`` (cores: the executable).
+
+    A job with ranks on other nodes is read there too, as ``mpir`` reads it: an ``mpir agent``
+    on each such node, started by the job's own engine (srun, a second hydra job, Open MPI's
+    tool daemons) or by ``agent_launch`` (a command with ``{host}`` and ``{agent}``, e.g.
+    ``"ssh {host} {agent}"``). ``agent_program`` names the ``mpir`` program there (default:
+    the first ``mpir`` on the ``PATH``); ``agent_fanout``, ``agent_listen`` (an IP address
+    of this node, with or without a port), ``agent_token_dir`` and ``agent_timeout``
+    (seconds) are ``mpir``'s ``--agent-*`` options; ``other_nodes=False`` reads this node
+    only. Without a way to reach them (no engine, no ``mpir``), those ranks stay unread and
+    say so, unless ``agent_program`` or ``agent_launch`` was given: then it is an error.
 
     A session belongs to the thread that made it: using it from another thread raises
     :class:`WrongThread`. Every method of a closed session raises :class:`SessionClosed`.
