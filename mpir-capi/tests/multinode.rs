@@ -78,12 +78,18 @@ fn a_c_tool_reads_ranks_on_other_nodes_as_mpir_does() {
         .arg(&starter)
         .arg(&mpir)
         .arg(&template);
-    let o = cluster.run_in(1, &tool).stdin(Stdio::null()).output().unwrap();
+    let o = cluster
+        .run_in(1, &tool)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout);
     let mut lines = out.lines();
-    let queues: Value = serde_json::from_str(lines.next().unwrap_or_default()).expect("queues JSON");
-    let stacks: Value = serde_json::from_str(lines.next().unwrap_or_default()).expect("stacks JSON");
+    let queues: Value =
+        serde_json::from_str(lines.next().unwrap_or_default()).expect("queues JSON");
+    let stacks: Value =
+        serde_json::from_str(lines.next().unwrap_or_default()).expect("stacks JSON");
 
     // Every rank, with its own node's pid, read there: its receive from the right neighbour.
     let read = ranks(&queues);
@@ -98,15 +104,28 @@ fn a_c_tool_reads_ranks_on_other_nodes_as_mpir_does() {
         );
     }
     // Stacks: every rank, none unreached, each under MPI_Recv.
-    assert_eq!(stacks["unreached"].as_array().map_or(0, Vec::len), 0, "{stacks:#}");
+    assert_eq!(
+        stacks["unreached"].as_array().map_or(0, Vec::len),
+        0,
+        "{stacks:#}"
+    );
     assert!(stacks.to_string().contains("MPI_Recv"), "{stacks:#}");
 
     // `mpir queues --json` with the same settings: the same ranks, field for field.
     let mut cli = Command::new("timeout");
-    cli.args(["-s", "KILL", "180"])
-        .arg(&mpir)
-        .args(["queues", "--json", "--agent-launch", &template, "--starter", &starter]);
-    let o = cluster.run_in(1, &cli).stdin(Stdio::null()).output().unwrap();
+    cli.args(["-s", "KILL", "180"]).arg(&mpir).args([
+        "queues",
+        "--json",
+        "--agent-launch",
+        &template,
+        "--starter",
+        &starter,
+    ]);
+    let o = cluster
+        .run_in(1, &cli)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", text(&o));
     let by_mpir: Value = serde_json::from_slice(&o.stdout).expect("mpir's JSON");
     assert_eq!(by_mpir["schema"], queues["schema"]);

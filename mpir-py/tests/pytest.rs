@@ -178,4 +178,94 @@ fn python_suite() {
             .args(test_files)
             .env("MYPYPATH", &tests),
     );
+    other_nodes(&bin("python"), &site, &tests.join("multinode_tool.py"));
+}
+
+/// The module on the simulated multi-node cluster (`$MPIR_MULTINODE`, issue 31): a Python tool
+/// inside node1 attaches to an Open MPI job whose ranks all run on node2 and node3, with the
+/// agents' settings `mpir` takes (`agent_program`, `agent_launch`, `agent_timeout`), and gets
+/// the same queues document as `mpir queues --json` there.
+fn other_nodes(python: &Path, site: &Path, tool: &Path) {
+    use mpir_acquire::testkit::multinode::Cluster;
+    use mpir_acquire::testkit::ring::Ring;
+    use std::process::Stdio;
+    let Some(cluster) = Cluster::from_env() else {
+        return;
+    };
+    // The test binary is in target/<profile>/deps; `mpir` one level up.
+    let exe = std::env::current_exe().unwrap();
+    let Some(mpir) = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|d| d.join("mpir"))
+        .filter(|p| p.is_file())
+    else {
+        return mpir_target::testkit::skip(
+            "no mpir program built beside the tests (cargo build -p mpir-cli)",
+        );
+    };
+    let dir = mpir_target::testkit::scratch("py-mn");
+    let Some(mut ring) = Ring::start(&cluster, &dir, &[(2, 2), (3, 2)]) else {
+        return;
+    };
+    let template = format!("{} {{host}} {{agent}}", cluster.nsrsh().display());
+    let starter = ring.orterun.local_pid.to_string();
+    let bounded = |program: &Path| {
+        let mut c = Command::new("timeout");
+        c.args(["-s", "KILL", "180"]).arg(program);
+        c
+    };
+    let mut c = bounded(python);
+    c.arg(tool)
+        .arg(&starter)
+        .arg(&mpir)
+        .arg(&template)
+        .env("PYTHONPATH", site)
+        .env("PYTHONDONTWRITEBYTECODE", "1");
+    let o = cluster.run_in(1, &c).stdin(Stdio::null()).output().unwrap();
+    let said = |o: &std::process::Output| {
+        format!(
+            "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    };
+    assert!(o.status.success(), "{}", said(&o));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let mut lines = out.lines();
+    let queues: serde_json::Value = serde_json::from_str(lines.next().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("queues JSON: {e}: {}", said(&o)));
+    let stacks: serde_json::Value = serde_json::from_str(lines.next().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("stacks JSON: {e}: {}", said(&o)));
+    let ranks = |d: &serde_json::Value| d["ranks"].as_array().cloned().unwrap_or_default();
+    let read = ranks(&queues);
+    assert_eq!(read.len(), ring.ranks.len(), "{queues:#}");
+    for (r, (rank, pid, host)) in read.iter().zip(&ring.ranks) {
+        assert_eq!(r["rank"], *rank, "{r}");
+        assert_eq!(r["pid"], *pid, "{r}");
+        assert!(r["error"].is_null(), "rank {rank} on {host}: {r}");
+        assert!(r.to_string().contains("\"tag\":42"), "rank {rank}: {r}");
+    }
+    assert_eq!(
+        stacks["unreached"].as_array().map_or(0, Vec::len),
+        0,
+        "{stacks:#}"
+    );
+    assert!(stacks.to_string().contains("MPI_Recv"), "{stacks:#}");
+
+    let mut c = bounded(&mpir);
+    c.args([
+        "queues",
+        "--json",
+        "--agent-launch",
+        &template,
+        "--starter",
+        &starter,
+    ]);
+    let o = cluster.run_in(1, &c).stdin(Stdio::null()).output().unwrap();
+    assert!(o.status.success(), "{}", said(&o));
+    let by_mpir: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(ranks(&by_mpir), read, "the Python module and mpir disagree");
+    ring.assert_untouched(&cluster);
 }

@@ -39,6 +39,7 @@ pub type RingRank = (u64, u32, String);
 
 /// The running ring: stopped (SIGTERM, then SIGKILL) when dropped.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct Ring {
     /// `orterun`, in node1 (its `local_pid` is the starter's pid there).
     pub orterun: NodeChild,
@@ -92,7 +93,10 @@ impl Ring {
             let stdout = orterun.child().stdout.take().unwrap();
             let o = Arc::clone(&out);
             std::thread::spawn(move || {
-                for l in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+                for l in std::io::BufReader::new(stdout)
+                    .lines()
+                    .map_while(Result::ok)
+                {
                     let mut o = o.lock().unwrap();
                     o.push_str(&l);
                     o.push('\n');
@@ -124,7 +128,10 @@ impl Ring {
     pub fn assert_untouched(&mut self, cluster: &Cluster) {
         for (rank, pid, host) in &self.ranks {
             let node: usize = host.trim_start_matches("node").parse().unwrap();
-            assert!(cluster.host_pid(node, *pid).is_some(), "rank {rank} is gone");
+            assert!(
+                cluster.host_pid(node, *pid).is_some(),
+                "rank {rank} is gone"
+            );
             cluster.assert_untouched(node, *pid);
         }
         assert!(!self.orterun.has_exited(), "orterun ended");
