@@ -10,7 +10,6 @@
 //! garbage or answers for a rank it was not given is cut off (its launcher killed, which
 //! ends it) and its ranks say so; the others go on.
 
-use std::ffi::OsString;
 use std::time::Duration;
 
 use mpir_acquire::live::{NodeExpectations, RankClaim, process_started_unix};
@@ -18,98 +17,13 @@ use mpir_acquire::quirks::Launcher;
 use mpir_session::{NodeState, OtherNodes, RankRead, RemoteSample, Session, StackOptions};
 use mpir_wire::RequestId;
 
+use crate::engine::{orte, prrte};
 use crate::error::FrontEndError;
 use crate::fleet::Fleet;
-use crate::launch::{Launch, default_agent_command};
+use crate::launch::Launch;
 use crate::merge;
-use crate::protocol::{HostClaims, Plan, ReadSettings, Request, StacksAsk};
-
-/// How the front end starts and talks to agents.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct FrontEndOptions {
-    /// The engine that starts agents.
-    pub launch: Launch,
-    /// The agent's command (default: this program's executable with `agent`).
-    pub agent: Vec<OsString>,
-    /// Every agent must have started and adopted its ranks within this (default 60 s).
-    pub start_timeout: Duration,
-    /// Every agent must answer a request within this, plus the time its samples take
-    /// (default 120 s).
-    pub request_timeout: Duration,
-    /// Clock skew allowed between nodes when an agent checks a rank's start time.
-    pub clock_skew: Duration,
-    /// Most agents the front end (or any agent) starts and talks to (default 32): past that
-    /// many nodes, agents form a tree — each of the front end's agents starts the agents of
-    /// its share of the nodes and answers for them.
-    pub fanout: u32,
-    /// Where agents that connect out (ORTE's and PRRTE's tool daemons) connect: default, the
-    /// address this node sends from to reach the agents' nodes, else the first address this
-    /// node's name resolves to (port 0: an ephemeral one).
-    pub listen: Option<std::net::SocketAddr>,
-    /// Where the private directory of such agents' token files is made: a directory the
-    /// nodes share (default `~/.mpir/agent-tokens`).
-    pub token_dir: Option<std::path::PathBuf>,
-}
-
-impl Default for FrontEndOptions {
-    fn default() -> Self {
-        FrontEndOptions {
-            launch: Launch::Auto,
-            agent: default_agent_command(),
-            start_timeout: Duration::from_secs(60),
-            request_timeout: Duration::from_secs(120),
-            clock_skew: Duration::from_secs(120),
-            fanout: 32,
-            listen: None,
-            token_dir: None,
-        }
-    }
-}
-
-impl FrontEndOptions {
-    /// With this engine.
-    pub fn with_launch(mut self, launch: Launch) -> Self {
-        self.launch = launch;
-        self
-    }
-
-    /// With this agent command (program and arguments).
-    pub fn with_agent(mut self, agent: Vec<OsString>) -> Self {
-        self.agent = agent;
-        self
-    }
-
-    /// With this start timeout.
-    pub fn with_start_timeout(mut self, timeout: Duration) -> Self {
-        self.start_timeout = timeout;
-        self
-    }
-
-    /// With this fanout (at least 2).
-    pub fn with_fanout(mut self, fanout: u32) -> Self {
-        self.fanout = fanout.max(2);
-        self
-    }
-
-    /// With this address for agents that connect out.
-    pub fn with_listen(mut self, listen: std::net::SocketAddr) -> Self {
-        self.listen = Some(listen);
-        self
-    }
-
-    /// With this parent directory of token files.
-    pub fn with_token_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
-        self.token_dir = Some(dir.into());
-        self
-    }
-
-    /// With this request timeout.
-    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
-        self.request_timeout = timeout;
-        self
-    }
-}
+use crate::options::FrontEndOptions;
+use crate::protocol::{HostClaims, Plan, PythonAsk, ReadSettings, Request, StacksAsk};
 
 /// The agents of one session's job: one per other node that has selected ranks (in a tree
 /// past [`FrontEndOptions::fanout`] nodes).
@@ -117,10 +31,10 @@ pub struct Agents {
     pub(crate) fleet: Fleet,
     pub(crate) options: FrontEndOptions,
     /// Open MPI 4: the request for tool daemons, joined once the agents are gone.
-    pub(crate) asking: Option<crate::orte::Asking>,
+    pub(crate) asking: Option<orte::Asking>,
     /// Open MPI 5: the PMIx tool connection the daemons were asked through, let go once the
     /// agents are gone.
-    pub(crate) pmix: Option<crate::prrte::Spawned>,
+    pub(crate) pmix: Option<prrte::Spawned>,
     /// The request whose answers the session's read awaits next.
     pub(crate) pending: Option<RequestId>,
 }
@@ -167,12 +81,12 @@ impl Agents {
         let plan = agents.plan(job, launch, read);
         agents.fleet = match plan.launch {
             Launch::OrteToolDaemons => {
-                let (fleet, asking) = crate::orte::start(session, hosts, &plan, &agents.options)?;
+                let (fleet, asking) = orte::start(session, hosts, &plan, &agents.options)?;
                 agents.asking = Some(asking);
                 fleet
             }
             Launch::PmixToolDaemons => {
-                let (fleet, spawned) = crate::prrte::start(session, hosts, &plan, &agents.options)?;
+                let (fleet, spawned) = prrte::start(session, hosts, &plan, &agents.options)?;
                 agents.pmix = Some(spawned);
                 fleet
             }
@@ -272,7 +186,7 @@ pub(crate) fn ask_of(options: &StackOptions) -> StacksAsk {
             .max_stop()
             .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX)),
     )
-    .with_python(crate::protocol::PythonAsk::of(options.python()))
+    .with_python(PythonAsk::of(options.python()))
 }
 
 /// The selected ranks of `session`'s job that are not on this node, by node (in the order

@@ -3,7 +3,7 @@
 //! Every engine but one starts agents after the job runs, as for a job attached to
 //! ([`Agents::start`]). The exception is Open MPI 4's `orterun` launched under a tool: it
 //! sets `MPIR_being_debugged` and so never opens the attach FIFO the attach-mode request
-//! for daemons goes through ([`crate::Rendezvous`], step 5). What it honours instead is the
+//! for daemons goes through ([`crate::engine::orte`], step 3). What it honours instead is the
 //! tool-daemon extension's launch mode: `MPIR_executable_path` and `MPIR_server_arguments`
 //! written before it spawns the job make it start one daemon per node with the job.
 //!
@@ -26,12 +26,14 @@ use std::time::Instant;
 use mpir_acquire::{Note, ToolDaemon};
 use mpir_session::{Session, SessionOptions};
 
+use crate::engine::orte::traced_by_us;
 use crate::error::FrontEndError;
 use crate::fleet::Fleet;
-use crate::front::{Agents, FrontEndOptions, remote_hosts};
+use crate::front::{Agents, remote_hosts};
 use crate::launch::Launch;
-use crate::orte::{Rendezvous, links_by_host, traced_by_us};
+use crate::options::FrontEndOptions;
 use crate::protocol::ReadSettings;
+use crate::rendezvous::{Rendezvous, links_by_host};
 
 /// Agents prepared for a job about to be launched (`mpir launch --verify`): every engine
 /// but Open MPI 4's starts agents once the job runs; an `orterun` launched under a tool never
@@ -55,7 +57,7 @@ impl LaunchedAgents {
             Launch::Auto | Launch::OrteToolDaemons => {
                 // The job's nodes are not known before it starts: unless given, the address
                 // is chosen (the route to them) and told to the agents when they are.
-                let parent = crate::orte::token_parent(&options);
+                let parent = options.token_parent();
                 Some(Rendezvous::listen(
                     options.listen,
                     &parent,

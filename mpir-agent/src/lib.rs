@@ -39,6 +39,24 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! ## Where things live
+//!
+//! Modules by concern, each depending only on those below it (CI checks that no two modules
+//! import each other, directly or round a longer circle: `scripts/check-module-cycles.py`):
+//!
+//! - the protocol ([`Request`], [`Reply`], [`Plan`]) and, below it, the engines that start an
+//!   agent with a command per node whose standard I/O the engine forwards ([`Launch`]:
+//!   `srun`, hydra, a command template);
+//! - the agent ([`serve`], [`run_stdio`]) and the fleet of agents one program talks to
+//!   ([`AgentLink`]);
+//! - the rendezvous of agents that connect back ([`Rendezvous`]: TLS listener, ephemeral
+//!   certificate, one-time token files) and the agent's side of it ([`run_tls`],
+//!   [`TlsTarget`]);
+//! - the front end's options ([`FrontEndOptions`]), the tool-daemon engines ([`engine`]:
+//!   each one's start and its asking, Open MPI 4's [`engine::orte`] and Open MPI 5's
+//!   [`engine::prrte`]), the front end ([`Agents`]) and, on top, agents asked for with a job
+//!   this program launches ([`LaunchedAgents`]).
+//!
 //! ## Design notes
 //!
 //! - *Symbolised where the process is.* An agent unwinds and names its ranks' frames with its
@@ -56,6 +74,7 @@
 #![forbid(unsafe_code)]
 
 mod agent;
+pub mod engine;
 mod error;
 #[cfg(test)]
 mod fault_tests;
@@ -66,24 +85,26 @@ mod launched;
 mod library;
 mod listen;
 mod merge;
-mod orte;
+mod options;
 mod protocol;
-mod prrte;
+mod rendezvous;
+mod tls_agent;
+mod tokens;
 
 pub use agent::{AgentConfig, Ended, run_stdio, serve, session_options, stack_options};
 pub use error::{AgentError, FrontEndError, ProtocolError};
 pub use fleet::AgentLink;
-pub use front::{Agents, FrontEndOptions, install, reach};
+pub use front::{Agents, install, reach};
 pub use launch::{Launch, default_agent_command};
 pub use launched::LaunchedAgents;
 pub use library::{OtherNodeOptions, parse_listen, reach_from_library};
 pub use mpir_session::NodeState;
 pub use mpir_wire::{Fingerprint, RefusalCounts};
-pub use orte::{
-    ASK_TIMEOUT, MAX_HANDSHAKES, Rendezvous, TOKENS_ISSUED, TlsTarget, run_tls, token_file_name,
-};
+pub use options::FrontEndOptions;
 pub use protocol::{
     Adopt, EngineChoice, FailureKind, HostClaims, Plan, Problem, ProblemKind, PythonAsk,
     RankQueuesOut, RankStatus, ReadSettings, Reply, Request, SampleOut, StacksAsk, StopOut,
     WaitsOut,
 };
+pub use rendezvous::Rendezvous;
+pub use tls_agent::{TlsTarget, run_tls};

@@ -12,8 +12,9 @@ use std::time::Duration;
 use mpir_session::{NodeState, Session};
 
 use crate::error::FrontEndError;
-use crate::front::{FrontEndOptions, reach};
+use crate::front::reach;
 use crate::launch::Launch;
+use crate::options::FrontEndOptions;
 
 /// A library's choice of how other nodes are reached. By default they are, when the job has
 /// ranks there, an engine is known to reach them and an `mpir` program is found; a default

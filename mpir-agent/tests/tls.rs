@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use mpir_acquire::live::{NodeExpectations, RankClaim};
 use mpir_agent::{
     Adopt, AgentConfig, AgentError, Ended, ReadSettings, Rendezvous, Reply, Request, TlsTarget,
-    run_tls, token_file_name,
+    run_tls,
 };
 use mpir_wire::{
     Connection, ContentKind, Fingerprint, Gate, HandshakeError, Hello, Message, MessageKind,
@@ -36,7 +36,7 @@ fn config(node: &str) -> AgentConfig {
 
 /// A copy of a token file, as someone who read it before the agent would hold it.
 fn copy_token(dir: &Path, node: &str) -> Token {
-    let text = std::fs::read_to_string(dir.join(token_file_name(node))).unwrap();
+    let text = std::fs::read_to_string(dir.join(Token::file_name(node))).unwrap();
     Token::from_hex(text.trim()).unwrap()
 }
 
@@ -110,7 +110,7 @@ fn hellos_without_the_right_token_are_refused_counted_and_the_other_agents_serve
     let mode = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o777;
     use std::os::unix::fs::MetadataExt;
     assert_eq!(mode(&dir), 0o700);
-    assert_eq!(mode(&dir.join(token_file_name("node-a"))), 0o600);
+    assert_eq!(mode(&dir.join(Token::file_name("node-a"))), 0o600);
     let copy_a = copy_token(&dir, "node-a");
     let copy_b = copy_token(&dir, "node-b");
     let args = rendezvous.agent_arguments().join(" ");
@@ -149,7 +149,7 @@ fn hellos_without_the_right_token_are_refused_counted_and_the_other_agents_serve
         got.sort();
         assert_eq!(got, [&nodes[0], &nodes[1]], "both genuine agents admitted");
         // The token files were read once and deleted.
-        assert!(!dir.join(token_file_name("node-a")).exists());
+        assert!(!dir.join(Token::file_name("node-a")).exists());
         // node-a's token again (copied before its agent used it): refused as reused, while
         // the front end accepts again.
         let late = s.spawn(|| {
@@ -243,7 +243,7 @@ fn an_agent_without_a_token_file_exits_quietly() {
     assert!(
         rendezvous
             .token_dir()
-            .join(token_file_name("node-a"))
+            .join(Token::file_name("node-a"))
             .exists(),
         "another node's token was touched"
     );
@@ -390,8 +390,9 @@ fn agents_told_no_address_read_the_one_chosen_when_the_tokens_are_issued() {
         address.ip().is_loopback() && address.port() != 0,
         "{address}"
     );
-    let written =
-        std::fs::read_to_string(rendezvous.token_dir().join(mpir_agent::TOKENS_ISSUED)).unwrap();
+    // The file agents started before the tokens read the address from (documented on
+    // `TlsTarget::address_in_token_dir` and `Rendezvous::listen`).
+    let written = std::fs::read_to_string(rendezvous.token_dir().join("issued")).unwrap();
     assert_eq!(written, format!("{address}\n"));
     let links = rendezvous.accept(
         Instant::now() + Duration::from_secs(20),

@@ -150,7 +150,7 @@ fn stacks_and_queues_inside_node1_read_every_rank_through_orterun_tool_daemons()
         std::fs::read_to_string(&log).unwrap_or_default()
     );
     // Past the request for daemons (its wait for orterun's spawn event), into the samples.
-    std::thread::sleep(mpir_agent::ASK_TIMEOUT + std::time::Duration::from_secs(1));
+    std::thread::sleep(mpir_agent::engine::orte::ASK_TIMEOUT + std::time::Duration::from_secs(1));
     let (front_ran, on2, on3) = (!front.has_exited(), agents_on(2), agents_on(3));
     assert!(
         front_ran && on2 && on3,

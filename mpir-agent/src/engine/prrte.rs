@@ -11,7 +11,7 @@
 //! carries frames both ways, so the agents connect out, exactly as `orterun`'s tool daemons
 //! do ([`crate::Rendezvous`]: ephemeral certificate pinned by fingerprint in the daemons'
 //! arguments, one one-time token file per expected node in a private directory, nothing
-//! secret on a command line; see the `orte` engine's documentation for each step).
+//! secret on a command line; see its documentation for each step).
 //!
 //! # How a front end starts them ([`crate::Agents::start`] with [`crate::Launch::PmixToolDaemons`])
 //!
@@ -43,9 +43,9 @@ use mpir_wire::Options;
 
 use crate::error::FrontEndError;
 use crate::fleet::Fleet;
-use crate::front::FrontEndOptions;
-use crate::orte::{Rendezvous, links_by_host, token_parent};
+use crate::options::FrontEndOptions;
 use crate::protocol::{HostClaims, Plan};
+use crate::rendezvous::{Rendezvous, links_by_host};
 
 /// Tool daemons per node: one agent per node.
 const PER_NODE: u16 = 1;
@@ -87,7 +87,7 @@ pub(crate) fn start(
         return Ok((Fleet::empty(), none));
     };
     let nodes: Vec<String> = hosts.iter().map(|h| h.host.clone()).collect();
-    let parent = token_parent(options);
+    let parent = options.token_parent();
     let start_timeout = options.start_timeout;
     let deadline = Instant::now() + start_timeout;
     let rendezvous = Rendezvous::open(options.listen, &parent, &nodes, start_timeout)?;
