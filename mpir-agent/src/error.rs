@@ -104,13 +104,8 @@ pub enum FrontEndError {
         reason: String,
     },
     /// The agent launch template is unusable.
-    #[error("agent launch template {template:?}: {reason}")]
-    Template {
-        /// The template.
-        template: String,
-        /// What is wrong.
-        reason: String,
-    },
+    #[error(transparent)]
+    Template(#[from] TemplateError),
     /// Setting up the tool-daemon engine (the listener, its certificate, the tokens).
     #[error("starting agents as tool daemons: {context}")]
     ToolDaemons {
@@ -136,4 +131,50 @@ impl From<mpir_session::SessionError> for FrontEndError {
     fn from(e: mpir_session::SessionError) -> Self {
         FrontEndError::Session(Box::new(e))
     }
+}
+
+/// Why an agent launch template ([`crate::Launch::Template`]) is unusable.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum TemplateError {
+    /// It has no word.
+    #[error("agent launch template {template:?}: it is empty")]
+    Empty {
+        /// The template.
+        template: String,
+    },
+    /// A quote opened and never closed.
+    #[error(
+        "agent launch template {template:?}: the {quote} quote at column {column} is not closed"
+    )]
+    UnclosedQuote {
+        /// The template.
+        template: String,
+        /// The quote character (`'` or `"`).
+        quote: char,
+        /// Where the quote opens, in characters from 1.
+        column: usize,
+    },
+    /// It ends with a backslash, which escapes nothing.
+    #[error(
+        "agent launch template {template:?}: the backslash at column {column} ends it, escaping nothing"
+    )]
+    TrailingBackslash {
+        /// The template.
+        template: String,
+        /// Where the backslash is, in characters from 1.
+        column: usize,
+    },
+    /// No word names `{host}`.
+    #[error("agent launch template {template:?}: it does not name {{host}}")]
+    NoHost {
+        /// The template.
+        template: String,
+    },
+    /// No word is `{agent}` alone.
+    #[error("agent launch template {template:?}: it does not have {{agent}} as a word of its own")]
+    NoAgent {
+        /// The template.
+        template: String,
+    },
 }

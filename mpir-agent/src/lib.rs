@@ -92,7 +92,7 @@ mod tls_agent;
 mod tokens;
 
 pub use agent::{AgentConfig, Ended, run_stdio, serve, session_options, stack_options};
-pub use error::{AgentError, FrontEndError, ProtocolError};
+pub use error::{AgentError, FrontEndError, ProtocolError, TemplateError};
 pub use fleet::AgentLink;
 pub use front::{Agents, install, reach};
 pub use launch::{Launch, default_agent_command};

@@ -15,6 +15,8 @@ mod hydra;
 mod slurm;
 mod template;
 
+use template::Template;
+
 /// Which engine starts the agents.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -47,7 +49,8 @@ pub enum Launch {
         env: Vec<(String, String)>,
     },
     /// A command per node from a template: `{host}` is the node, `{agent}` the agent's
-    /// command (several words); words are split on white space, no shell is involved
+    /// command (several words); words are split by the POSIX shell's quoting rules (single
+    /// and double quotes, backslashes), but nothing is expanded and no shell is involved
     /// (`ssh {host} {agent}`, `pdsh -N -w {host} {agent}`, the simulated cluster's
     /// `nsrsh {host} {agent}`). The command must forward the agent's stdin and stdout.
     Template(String),
@@ -93,25 +96,14 @@ impl Launch {
         }
     }
 
-    /// Checks a template: it names `{host}` and `{agent}` (as whole words or inside one).
+    /// Checks a template: its words (split by the shell's quoting rules, nothing expanded)
+    /// name `{host}` (in a word) and have `{agent}` as a word of its own.
     ///
     /// # Errors
-    /// [`FrontEndError::Template`] saying what is missing.
+    /// [`FrontEndError::Template`] saying what is wrong (a quote left open: where).
     pub fn check(&self) -> Result<(), FrontEndError> {
         if let Launch::Template(t) = self {
-            let bad = |reason: &str| FrontEndError::Template {
-                template: t.clone(),
-                reason: reason.into(),
-            };
-            if t.split_whitespace().next().is_none() {
-                return Err(bad("it is empty"));
-            }
-            if !t.contains("{host}") {
-                return Err(bad("it does not name {host}"));
-            }
-            if !t.split_whitespace().any(|w| w == "{agent}") {
-                return Err(bad("it does not have {agent} as a word of its own"));
-            }
+            Template::parse(t)?;
         }
         Ok(())
     }
@@ -148,7 +140,7 @@ impl Launch {
                 options,
                 env,
             } => return Ok(hydra::command(mpiexec, options, env, host, agent)),
-            Launch::Template(t) => template::argv(t, host, agent),
+            Launch::Template(t) => Template::parse(t)?.argv(host, agent),
         };
         let mut c = Command::new(&argv[0]);
         c.args(&argv[1..])
