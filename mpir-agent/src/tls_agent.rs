@@ -11,7 +11,7 @@ use mpir_wire::{Connection, Fingerprint, Hello, TlsStream, Token, TokenError};
 
 use crate::agent::{AgentConfig, Ended, Watched, serve, watch_hang_up};
 use crate::error::AgentError;
-use crate::tokens::{find_token, issued_address, wait_for_tokens};
+use crate::tokens::{Found, find_token, issued_address, wait_for_tokens};
 
 /// Where an agent started as a tool daemon connects and finds its token: the arguments of
 /// `mpir agent --connect ADDR --fingerprint F --token-dir DIR`.
@@ -106,13 +106,27 @@ pub fn run_tls(target: &TlsTarget, config: &AgentConfig) -> Result<Ended, AgentE
         );
         return Ok(Ended::NotExpected);
     }
-    let Some((node, path)) = find_token(&target.token_dir, &config.node) else {
-        eprintln!(
-            "mpir agent: no token for node {} in {}: the front end expects no agent here",
-            config.node,
-            target.token_dir.display()
-        );
-        return Ok(Ended::NotExpected);
+    let (node, path) = match find_token(&target.token_dir, &config.node) {
+        Found::Token { name, path } => (name, path),
+        Found::Nothing => {
+            eprintln!(
+                "mpir agent: no token for node {} in {}: the front end expects no agent here",
+                config.node,
+                target.token_dir.display()
+            );
+            return Ok(Ended::NotExpected);
+        }
+        Found::Ambiguous(names) => {
+            eprintln!(
+                "mpir agent: the tokens of nodes {} in {} all name this node ({}), none \
+                 exactly: none is taken (give the node's name with --node, or its fully \
+                 qualified name to its host name)",
+                names.join(", "),
+                target.token_dir.display(),
+                config.node
+            );
+            return Ok(Ended::NotExpected);
+        }
     };
     let token = match Token::take_file(&path) {
         Ok(t) => t,

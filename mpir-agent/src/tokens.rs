@@ -8,13 +8,14 @@
 //! the address the agents connect to. The directory is removed when the front end is done
 //! with it; one left by a front end killed meanwhile is removed by the next front end of the
 //! same node (its pid no longer runs there). An agent takes its node's token file
-//! ([`find_token`]; read once, deleted) — no secret is ever on a command line.
+//! (`find_token`; read once, deleted) — no secret is ever on a command line.
 
 use std::net::SocketAddr;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use mpir_types::node::ThisNode;
 use mpir_wire::Token;
 
 use crate::error::{AgentError, FrontEndError};
@@ -79,37 +80,86 @@ pub(crate) fn token_file_name(node: &str) -> String {
     Token::file_name(node)
 }
 
+/// What the look for this node's token in a token directory found ([`find_token`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Found {
+    /// The token of node `name` (as the front end named it), in file `path`.
+    Token {
+        /// The node's name, as the front end named it.
+        name: String,
+        /// The token's file.
+        path: PathBuf,
+    },
+    /// No token names this node.
+    Nothing,
+    /// Tokens of several nodes name this node, none of them exactly (`node7.a.example` and
+    /// `node7.b.example` for a node that knows itself as `node7` only): none is taken, as the
+    /// other may be the token of another node of the same short name.
+    Ambiguous(Vec<String>),
+}
+
 /// This node's token file in `dir`: the one named after `node`, else the one named after
-/// `PMIX_HOSTNAME` (set by PRRTE for its tool daemons) when it names this node, else one named
-/// after any of this node's names or addresses (at most 65,536 entries looked at). `None` when there is
-/// none (or no such directory).
-pub(crate) fn find_token(dir: &Path, node: &str) -> Option<(String, PathBuf)> {
-    let exact = dir.join(token_file_name(node));
-    if exact.is_file() {
-        return Some((node.to_string(), exact));
+/// `PMIX_HOSTNAME` (set by PRRTE for its tool daemons) when it names this node, else the one
+/// named after any of this node's names or addresses (at most 65,536 entries looked at).
+pub(crate) fn find_token(dir: &Path, node: &str) -> Found {
+    let pmix = std::env::var("PMIX_HOSTNAME").ok();
+    find_token_as(
+        dir,
+        node,
+        pmix.as_deref(),
+        &mpir_target::live::node::this_node(),
+    )
+}
+
+/// [`find_token`] for a node with facts `here` and `PMIX_HOSTNAME` `pmix_hostname`.
+fn find_token_as(dir: &Path, node: &str, pmix_hostname: Option<&str>, here: &ThisNode) -> Found {
+    let at = |name: &str| Found::Token {
+        name: name.to_string(),
+        path: dir.join(token_file_name(name)),
+    };
+    if dir.join(token_file_name(node)).is_file() {
+        return at(node);
     }
-    let here = mpir_target::live::node::this_node();
     // A PMIx tool daemon (Open MPI 5): the name PRRTE knows this node by, when this node's
     // facts agree that it is this node.
-    if let Ok(name) = std::env::var("PMIX_HOSTNAME")
+    if let Some(name) = pmix_hostname
         && !name.is_empty()
-        && here.classify(Some(&name)).is_local()
+        && here.classify(Some(name)).is_local()
+        && dir.join(token_file_name(name)).is_file()
     {
-        let path = dir.join(token_file_name(&name));
-        if path.is_file() {
-            return Some((name, path));
-        }
+        return at(name);
     }
-    std::fs::read_dir(dir)
-        .ok()?
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Found::Nothing;
+    };
+    let mut local: Vec<String> = entries
         .take(65_536)
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
         .filter_map(|n| Some(n.strip_suffix(".token")?.to_string()))
-        .find(|name| here.classify(Some(name)).is_local())
-        .map(|name| {
-            let path = dir.join(token_file_name(&name));
-            (name, path)
-        })
+        .filter(|name| here.classify(Some(name)).is_local())
+        .collect();
+    local.sort();
+    if local.len() > 1 {
+        // A short name matches every domain's node of that name: only one of this node's
+        // own names, as it knows them, settles which.
+        let own = |name: &String| {
+            let n = name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase();
+            here.names().contains(&n)
+        };
+        let exact: Vec<&String> = local.iter().filter(|n| own(n)).collect();
+        if let [one] = exact[..] {
+            return at(one);
+        }
+        return Found::Ambiguous(local);
+    }
+    local.first().map_or(Found::Nothing, |name| at(name))
+}
+
+/// The start of the names of a node's token directories: its name as a token file names it,
+/// without the `.token` suffix (once: a host `x.token` is not host `x`).
+fn dir_prefix(host: &str) -> String {
+    let file = token_file_name(host);
+    file.strip_suffix(".token").unwrap_or(&file).to_string()
 }
 
 /// A private directory of token files, removed (with whatever is left in it) when dropped.
@@ -134,9 +184,8 @@ impl TokenDir {
             context: "naming the token directory".into(),
             source: Box::new(e),
         })?;
-        let host = token_file_name(mpir_target::live::node::this_node().display_name());
-        let host = host.trim_end_matches(".token");
-        sweep(parent, host);
+        let host = dir_prefix(mpir_target::live::node::this_node().display_name());
+        sweep(parent, &host);
         let name = format!("{host}-{}-{}", std::process::id(), &t.to_hex()[..8]);
         let dir = parent.join(name);
         std::fs::DirBuilder::new()
@@ -257,8 +306,7 @@ mod tests {
         let mut gone = std::process::Command::new("true").spawn().unwrap();
         let dead = gone.id();
         gone.wait().unwrap();
-        let host = token_file_name(mpir_target::live::node::this_node().display_name());
-        let host = host.trim_end_matches(".token").to_string();
+        let host = dir_prefix(mpir_target::live::node::this_node().display_name());
         let stale = parent.join(format!("{host}-{dead}-0badc0de"));
         let alive = parent.join(format!("{host}-{}-600dc0de", std::process::id()));
         let other = parent.join(format!("{host}x-{dead}-0badc0de"));
@@ -275,6 +323,120 @@ mod tests {
             assert!(d.exists(), "{} was swept", d.display());
         }
         drop(fresh);
+        let _ = std::fs::remove_dir_all(&parent);
+    }
+
+    /// A token directory holding tokens for `nodes`.
+    fn tokens_for(tag: &str, nodes: &[&str]) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("mpir-find-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for n in nodes {
+            std::fs::write(dir.join(token_file_name(n)), "x").unwrap();
+        }
+        dir
+    }
+
+    fn token(dir: &Path, name: &str) -> Found {
+        Found::Token {
+            name: name.into(),
+            path: dir.join(token_file_name(name)),
+        }
+    }
+
+    #[test]
+    fn dotted_host_names_find_their_own_token() {
+        let short = ThisNode::new().with_name("node7");
+        let dir = tokens_for(
+            "dotted",
+            &["node7.cluster.example", "node70.cluster.example", "node8"],
+        );
+        // By the name the node goes by, else by a name the facts say is this node's.
+        assert_eq!(
+            find_token_as(&dir, "node7.cluster.example", None, &short),
+            token(&dir, "node7.cluster.example")
+        );
+        assert_eq!(
+            find_token_as(&dir, "node7", None, &short),
+            token(&dir, "node7.cluster.example")
+        );
+        let fqdn = ThisNode::new().with_name("node7.cluster.example");
+        assert_eq!(
+            find_token_as(&dir, "node7.cluster.example.", None, &fqdn),
+            token(&dir, "node7.cluster.example")
+        );
+        // PRRTE's name for the node, dots and all.
+        assert_eq!(
+            find_token_as(&dir, "nothing", Some("node7.cluster.example"), &short),
+            token(&dir, "node7.cluster.example")
+        );
+        // Another domain's node of the same short name is not this one when the node knows
+        // its own domain.
+        let other = ThisNode::new()
+            .with_name("node7")
+            .with_name("node7.other.example");
+        assert_eq!(find_token_as(&dir, "node7", None, &other), Found::Nothing);
+        // Case and a final dot in the front end's name: found, named as the front end did.
+        let dir = tokens_for("case", &["Node7.Cluster.Example."]);
+        assert_eq!(
+            find_token_as(&dir, "node7", None, &fqdn),
+            token(&dir, "Node7.Cluster.Example.")
+        );
+        // A host whose name ends like a token file's.
+        let dir = tokens_for("suffix", &["x.token"]);
+        let x = ThisNode::new().with_name("x.token");
+        assert_eq!(
+            find_token_as(&dir, "x.token", None, &x),
+            token(&dir, "x.token")
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_short_name_that_two_domains_share_takes_no_token() {
+        let dir = tokens_for("twins", &["node7.a.example", "node7.b.example"]);
+        // Knowing only its short name, the node cannot tell which is its own.
+        let short = ThisNode::new().with_name("node7");
+        assert_eq!(
+            find_token_as(&dir, "node7", None, &short),
+            Found::Ambiguous(vec!["node7.a.example".into(), "node7.b.example".into()])
+        );
+        // Knowing its domain, it can.
+        let b = ThisNode::new()
+            .with_name("node7")
+            .with_name("node7.b.example");
+        assert_eq!(
+            find_token_as(&dir, "node7", None, &b),
+            token(&dir, "node7.b.example")
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_dotted_hosts_sweep_leaves_other_hosts_directories() {
+        let parent = std::env::temp_dir().join(format!("mpir-sweep-dots-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&parent);
+        std::fs::create_dir_all(&parent).unwrap();
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        let dead = gone.id();
+        gone.wait().unwrap();
+        let dir = |host: &str| parent.join(format!("{host}-{dead}-0badc0de"));
+        for h in ["x", "x.token", "node1", "node1.cluster.example"] {
+            std::fs::create_dir(dir(h)).unwrap();
+        }
+        assert_eq!(dir_prefix("x.token"), "x.token");
+        assert_eq!(dir_prefix("node1.cluster.example"), "node1.cluster.example");
+        // Host `x.token` sweeps its own, never host `x`'s (whose pids mean nothing here).
+        sweep(&parent, &dir_prefix("x.token"));
+        assert!(!dir("x.token").exists());
+        assert!(dir("x").exists());
+        // A host and its fully qualified name are different directories' owners.
+        sweep(&parent, &dir_prefix("node1.cluster.example"));
+        assert!(!dir("node1.cluster.example").exists());
+        assert!(dir("node1").exists());
+        sweep(&parent, &dir_prefix("node1"));
+        assert!(!dir("node1").exists());
+        assert!(dir("x").exists());
         let _ = std::fs::remove_dir_all(&parent);
     }
 }

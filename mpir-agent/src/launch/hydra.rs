@@ -173,4 +173,30 @@ mod tests {
         p.kill().unwrap();
         p.wait().unwrap();
     }
+
+    #[test]
+    fn a_dotted_node_is_one_hosts_argument() {
+        let agent: Vec<OsString> = vec!["/shared/mpir".into(), "agent".into()];
+        let c = command(
+            Path::new("/usr/bin/mpiexec.hydra"),
+            &["-launcher".into(), "ssh".into()],
+            &[],
+            "node1.cluster.example",
+            &agent,
+        );
+        assert_eq!(
+            words(&c),
+            [
+                "/usr/bin/mpiexec.hydra",
+                "-launcher",
+                "ssh",
+                "-hosts",
+                "node1.cluster.example",
+                "-n",
+                "1",
+                "/shared/mpir",
+                "agent"
+            ]
+        );
+    }
 }

@@ -21,3 +21,20 @@ pub(super) fn argv(job_id: u64, host: &str, agent: &[OsString]) -> Vec<OsString>
     argv.extend(agent.iter().cloned());
     argv
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dotted_node_is_given_to_srun_whole() {
+        // Slurm's host lists split at commas and expand brackets; a dot is part of a name.
+        let agent: Vec<OsString> = vec!["/shared/mpir".into(), "agent".into()];
+        let argv = argv(7, "node1.cluster.example", &agent);
+        assert!(
+            argv.contains(&"--nodelist=node1.cluster.example".into()),
+            "{argv:?}"
+        );
+        assert_eq!(argv[argv.len() - 2..], agent[..]);
+    }
+}
