@@ -26,16 +26,17 @@
 //!   ([`Rendezvous`], [`run_tls`]; flat, no tree).
 //!
 //! ```no_run
-//! use mpir_agent::{Agents, FrontEndOptions, Launch};
+//! use mpir_agent::{FrontEndOptions, Launch};
 //! use mpir_session::{Session, SessionOptions, StackOptions};
 //!
 //! let mut session = Session::attach(4242, SessionOptions::default())?;
 //! // srun jobs are detected; anything else says how to reach a node.
 //! let options = FrontEndOptions::default().with_launch(Launch::Template("ssh {host} {agent}".into()));
-//! let mut agents = Agents::start(&mut session, options)?;
-//! let stacks = agents.stacks(&mut session, &StackOptions::default())?;
+//! // From here on the session reads the whole job: its agents read the other nodes.
+//! let nodes = mpir_agent::reach(&mut session, options)?;
+//! let stacks = session.stacks(&StackOptions::default())?;
 //! print!("{}", stacks.tree().to_text());
-//! agents.shutdown();
+//! # let _ = nodes;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
@@ -54,8 +55,9 @@
 //!   [`TlsTarget`]);
 //! - the front end's options ([`FrontEndOptions`]), the tool-daemon engines ([`engine`]:
 //!   each one's start and its asking, Open MPI 4's [`engine::orte`] and Open MPI 5's
-//!   [`engine::prrte`]), the front end ([`Agents`]) and, on top, agents asked for with a job
-//!   this program launches ([`LaunchedAgents`]).
+//!   [`engine::prrte`]), the front end ([`Agents`], [`reach`]) and, on top, agents asked
+//!   for with a job this program launches ([`LaunchedAgents`]) and a library's way to other
+//!   nodes ([`reach_from_library`]).
 //!
 //! ## Design notes
 //!
