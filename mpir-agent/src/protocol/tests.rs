@@ -1,0 +1,194 @@
+//! The protocol's tests: requests and replies round-trip and garbage is a typed error; a
+//! rank's problems cross the wire (and a tree's relays) and keep their meaning at the front
+//! end.
+
+use super::*;
+
+#[test]
+fn a_rank_s_wait_state_problem_crosses_the_wire_and_old_agents_still_parse() {
+    let out = RankQueuesOut {
+        rank: 3,
+        pid: 9,
+        queues: None,
+        problem: None,
+        stacks: None,
+        waits: Some(WaitsOut::Problem("the wait-state export: torn".into())),
+    };
+    let reply = Reply::Queues {
+        engine: None,
+        ranks: vec![out.clone()],
+        release: Vec::new(),
+    };
+    match Reply::from_message(&reply.to_message(RequestId(7))).unwrap() {
+        Reply::Queues { ranks, .. } => assert_eq!(ranks, [out]),
+        other => panic!("{other:?}"),
+    }
+    // An agent from before the export sends no `waits`: it reads as none.
+    let old: RankQueuesOut =
+        serde_json::from_str(r#"{"rank":1,"pid":2,"queues":null,"problem":null,"stacks":null}"#)
+            .unwrap();
+    assert_eq!(old.waits, None);
+}
+
+/// `problem` as the front end gets it: through a reply's message.
+fn relayed(problem: Problem) -> Problem {
+    let reply = Reply::Queues {
+        engine: None,
+        ranks: vec![RankQueuesOut {
+            rank: 0,
+            pid: 1,
+            queues: None,
+            problem: Some(problem),
+            stacks: None,
+            waits: None,
+        }],
+        release: Vec::new(),
+    };
+    match Reply::from_message(&reply.to_message(RequestId(1))).unwrap() {
+        Reply::Queues { mut ranks, .. } => ranks.remove(0).problem.unwrap(),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn an_agents_missing_reader_is_classified_at_the_front_end_as_on_the_agents_node() {
+    // The MPI keeps no queue: the same error, the node named.
+    let none = MqdError::NotExported {
+        symbols: "MPICH: symbol MPIR_All_communicators".into(),
+        dll: "MPIR_dll_name is not set".into(),
+    };
+    let p = relayed(Problem::no_reader(&none));
+    assert_eq!(p.kind, ProblemKind::ReadFailed);
+    let rebuilt = p.no_reader.as_ref().unwrap().to_error("node2", &p.message);
+    assert_eq!(
+        rebuilt,
+        MqdError::NotExported {
+            symbols: "MPICH: symbol MPIR_All_communicators".into(),
+            dll: "on node2: MPIR_dll_name is not set".into(),
+        }
+    );
+
+    // Only the MPI's types are missing, and it has no DLL: the same walkers and types.
+    let untyped = MqdError::NoEngine {
+        native: NativeError::NotRecognised {
+            tried: vec![
+                (
+                    "Open MPI ob1".into(),
+                    vec!["type ompi_communicator_t".into()],
+                ),
+                ("MPICH".into(), vec!["symbol MPIR_All_communicators".into()]),
+            ],
+            missing_types: vec!["ompi_communicator_t".into()],
+            missing_symbols: vec![
+                ("Open MPI ob1".into(), Vec::new()),
+                ("MPICH".into(), vec!["MPIR_All_communicators".into()]),
+            ],
+        },
+        dll: Box::new(MqdError::NoDll {
+            reason: "libompi_dbg_msgq.so does not exist".into(),
+        }),
+    };
+    let here = mpir_session::MissingTypes::of(&untyped).expect("a missing-types error");
+    let p = relayed(Problem::no_reader(&untyped));
+    let rebuilt = p.no_reader.as_ref().unwrap().to_error("node3", &p.message);
+    let there = mpir_session::MissingTypes::of(&rebuilt).expect("still missing types");
+    assert_eq!(there.walkers, here.walkers);
+    assert_eq!(there.walkers, ["Open MPI ob1"]);
+    assert_eq!(there.types, here.types);
+    assert_eq!(there.dll, format!("on node3: {}", here.dll));
+
+    // Anything else: the agent's words, the node named.
+    let other = MqdError::NoDll { reason: "x".into() };
+    let p = relayed(Problem::no_reader(&other));
+    assert_eq!(p.no_reader, Some(NoReader::Other));
+    let rebuilt = p.no_reader.as_ref().unwrap().to_error("node4", &p.message);
+    assert_eq!(rebuilt.to_string(), "on node4: no MQD DLL found: x");
+    assert!(mpir_session::MissingTypes::of(&rebuilt).is_none());
+
+    // An older agent's problem without the field reads as before.
+    let json = r#"{"kind":"read_failed","message":"m","failure":null}"#;
+    let old: Problem = serde_json::from_str(json).unwrap();
+    assert_eq!(old.no_reader, None);
+}
+
+#[test]
+fn requests_and_replies_round_trip_and_garbage_is_a_typed_error() {
+    let adopt = Request::Adopt(Box::new(Adopt::new(
+        vec![RankClaim::new(3, 4242, "node2", Some("/shared/app".into()))],
+        NodeExpectations::new(1000).with_job_env("SLURM_JOB_ID", "9"),
+        ReadSettings::default(),
+    )));
+    let m = adopt.to_message(RequestId(7));
+    assert_eq!(m.request, RequestId(7));
+    assert_eq!(Request::from_message(&m).unwrap(), adopt);
+    let stacks = Request::Stacks(StacksAsk::new(2, 100, Some(5000)));
+    assert_eq!(
+        Request::from_message(&stacks.to_message(RequestId(8))).unwrap(),
+        stacks
+    );
+
+    let reply = Reply::Adopted {
+        node: "node2".into(),
+        ranks: vec![RankStatus {
+            rank: 3,
+            pid: 4242,
+            problem: Some(Problem::new(ProblemKind::Refused, "runs /bin/sh")),
+        }],
+    };
+    let m = reply.to_message(RequestId(7));
+    assert_eq!(Reply::from_message(&m).unwrap(), reply);
+    // A reply where a request belongs, garbage, binary content: errors naming why.
+    assert!(matches!(
+        Request::from_message(&m),
+        Err(ProtocolError::Unexpected { .. })
+    ));
+    let junk = Message::new(
+        MessageKind::Reply,
+        ContentKind::Json,
+        b"{\"reply\":7".to_vec(),
+    );
+    assert!(matches!(
+        Reply::from_message(&junk),
+        Err(ProtocolError::Payload { len: 10, .. })
+    ));
+    let bin = Message::new(MessageKind::Reply, ContentKind::Binary, vec![1, 2]);
+    assert!(matches!(
+        Reply::from_message(&bin),
+        Err(ProtocolError::Content { .. })
+    ));
+    // Deep nesting stops at serde_json's recursion limit instead of the stack.
+    let deep = "[".repeat(100_000);
+    let deep = Message::new(MessageKind::Reply, ContentKind::Json, deep.into_bytes());
+    assert!(Reply::from_message(&deep).is_err());
+}
+
+proptest::proptest! {
+    /// Whatever bytes an agent or a front end sends as a payload, decoding is a value or
+    /// a typed error, never a panic; and every reply the front end can receive decodes
+    /// back to itself after any single byte is flipped, or fails typed.
+    #[test]
+    fn any_payload_decodes_or_is_refused(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..2048)) {
+        let m = Message::new(MessageKind::Reply, ContentKind::Json, bytes.clone());
+        let _ = Reply::from_message(&m);
+        let m = Message::new(MessageKind::Request, ContentKind::Json, bytes);
+        let _ = Request::from_message(&m);
+    }
+
+    #[test]
+    fn a_corrupted_reply_is_refused_or_decoded(at in 0usize..4096, to in proptest::num::u8::ANY) {
+        let reply = Reply::Stacks {
+            samples: vec![SampleOut {
+                ranks: Vec::new(),
+                unreached: vec![Unreached::new(3, mpir_types::stacks::UnreachedReason::Exited)],
+                stops: vec![StopOut { rank: 3, pid: 9, stopped_us: 12 }],
+                overran: vec![3],
+            }],
+        };
+        let mut m = reply.to_message(RequestId(1));
+        if !m.payload.is_empty() {
+            let i = at % m.payload.len();
+            m.payload[i] = to;
+        }
+        let _ = Reply::from_message(&m);
+    }
+}
