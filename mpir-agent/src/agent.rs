@@ -14,7 +14,8 @@ use mpir_session::{
     AgentFailure, QueueRead, RankError, Session, SessionOptions, StackOptions, StacksRead,
     Unreadable, chain,
 };
-use mpir_types::stacks::{Unreached, UnreachedReason};
+use mpir_types::stacks::Unreached;
+use mpir_types::unread::{NotRead, ReasonCode};
 use mpir_wire::{
     Connection, Hello, Message, MessageKind, Options, RequestId, Transport, WireError,
 };
@@ -417,7 +418,7 @@ impl Adopted {
                 _ => unreachable!("stacks_reply answers stacks"),
             },
             Err(e) => {
-                let why = UnreachedReason::Other(chain(&e));
+                let why = NotRead::new(ReasonCode::ReadFailed, chain(&e));
                 let unreached: Vec<Unreached> = self
                     .own
                     .iter()
@@ -617,6 +618,7 @@ fn problem_of(why: &Unreadable) -> Problem {
     };
     let mut problem = Problem::new(kind, chain(why));
     problem.denial = why.denial().cloned();
+    problem.why = Some(why.not_read());
     problem
 }
 
@@ -628,8 +630,16 @@ fn queues_reply(read: &QueueRead) -> Reply {
             let (queues, problem) = match &r.queues {
                 Ok(q) => (Some(q.clone()), None),
                 Err(RankError::Unreadable(why)) => (None, Some(problem_of(why))),
-                Err(RankError::NoReader(e)) => (None, Some(Problem::no_reader(e))),
-                Err(e) => (None, Some(Problem::new(ProblemKind::ReadFailed, chain(e)))),
+                Err(e @ RankError::NoReader(m)) => {
+                    let mut p = Problem::no_reader(m);
+                    p.why = Some(e.not_read());
+                    (None, Some(p))
+                }
+                Err(e) => {
+                    let mut p = Problem::new(ProblemKind::ReadFailed, chain(e));
+                    p.why = Some(e.not_read());
+                    (None, Some(p))
+                }
             };
             RankQueuesOut {
                 rank: r.rank.unwrap_or(u64::MAX),

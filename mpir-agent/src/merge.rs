@@ -8,7 +8,7 @@ use mpir_mqd::MqdError;
 use mpir_session::{
     AgentFailure, RankError, RankRead, RemoteSample, StopTime, Unreadable, WaitsReadError,
 };
-use mpir_types::stacks::{Unreached, UnreachedReason};
+use mpir_types::stacks::Unreached;
 
 use crate::error::ProtocolError;
 use crate::fleet::{Down, Member};
@@ -105,6 +105,7 @@ pub(crate) fn queues(
             failure,
             detail,
             denial: None,
+            why: None,
         })
     };
     match outcome {
@@ -137,6 +138,7 @@ pub(crate) fn queues(
                                 failure: AgentFailure::Refused,
                                 detail: p.message,
                                 denial: p.denial,
+                                why: p.why.map(Box::new),
                             })
                         }
                         (ProblemKind::NotStopped, _) => RankError::Unreadable(Unreadable::Agent {
@@ -144,6 +146,7 @@ pub(crate) fn queues(
                             failure: AgentFailure::ReadFailed,
                             detail: p.message,
                             denial: p.denial,
+                            why: p.why.map(Box::new),
                         }),
                         (ProblemKind::Agent, _) => agent(
                             host,
@@ -212,8 +215,9 @@ pub(crate) fn unreached_for(m: &Member, d: &Down) -> Vec<Unreached> {
                 failure: d.failure,
                 detail,
                 denial: None,
+                why: None,
             };
-            Unreached::new(c.rank, UnreachedReason::Other(why.to_string()))
+            Unreached::new(c.rank, why.not_read())
         })
         .collect()
 }

@@ -31,6 +31,10 @@ pub struct UnreadRank {
     /// When the kernel refused this tool the rank: why, as in every document.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub denial: Option<crate::DenialOut>,
+    /// Why it was not read, in the one vocabulary of every document (absent in
+    /// `wait_states_not_used`: those ranks were read, their export was not used).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<crate::WhyOut>,
 }
 
 /// Which ranks a verdict rests on: a verdict is only about the ranks read.
@@ -88,6 +92,7 @@ impl CoverageOut {
                     pid: *pid,
                     reason: reason.clone(),
                     denial: None,
+                    why: None,
                 })
                 .collect(),
             selection: c.selection.as_ref().map(ToString::to_string),
@@ -173,8 +178,9 @@ fn unread_rank(n: &NotCovered, types_given: bool) -> UnreadRank {
     UnreadRank {
         rank: n.rank,
         pid: n.pid,
-        reason: super::queues::rank_error(&n.reason, types_given),
+        reason: crate::names::rank_error(&n.reason, types_given),
         denial: n.reason.denial().map(crate::DenialOut::of),
+        why: Some(crate::WhyOut::of(&n.reason.not_read())),
     }
 }
 
@@ -185,7 +191,7 @@ pub fn unread_line(n: &NotCovered, types_given: bool) -> String {
         n.sample,
         n.rank.map_or("?".into(), |r| r.to_string()),
         n.pid,
-        super::queues::rank_error(&n.reason, types_given)
+        crate::names::rank_error(&n.reason, types_given)
     )
 }
 

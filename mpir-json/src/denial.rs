@@ -61,3 +61,37 @@ impl AnnouncedOut {
         }
     }
 }
+
+/// Why a rank was not read, as every document gives it (`why`): the one vocabulary of
+/// [`mpir_types::unread`] — the same `code` and `text` for the same cause in queues, stacks and
+/// deadlock documents, whichever node the rank runs on.
+#[derive(Serialize, Clone, Debug)]
+pub struct WhyOut {
+    /// The stable word (`denied`, `remote`, `exited`, `agent_timed_out`…; a newer agent's word
+    /// is passed on as it came).
+    pub code: String,
+    /// The reason, one line.
+    pub text: String,
+    /// `denied`: the kernel's refusal.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub denial: Option<DenialOut>,
+    /// The node, when it is part of the reason.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// `missing_types`: the MPI types not found.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub missing_types: Vec<String>,
+}
+
+impl WhyOut {
+    /// The document of `why`.
+    pub fn of(why: &mpir_types::unread::NotRead) -> Self {
+        WhyOut {
+            code: why.code.as_str().to_string(),
+            text: why.text.clone(),
+            denial: why.denial.as_ref().map(DenialOut::of),
+            host: why.host.clone(),
+            missing_types: why.missing_types.clone(),
+        }
+    }
+}

@@ -39,7 +39,7 @@ use serde_json::Value;
 pub mod activity;
 mod denial;
 mod names;
-pub use denial::{AnnouncedOut, CooperativeOut, DenialOut};
+pub use denial::{AnnouncedOut, CooperativeOut, DenialOut, WhyOut};
 #[doc(hidden)]
 pub mod deadlock;
 #[doc(hidden)]

@@ -3,7 +3,7 @@
 //! model is converted here, field by field, so that a library change cannot change the schema.
 
 use mpir_mqd::output::OutputLog;
-use mpir_mqd::{CommOrigin, CommunicatorQueues, EngineUsed, MqdError, Queue};
+use mpir_mqd::{CommOrigin, CommunicatorQueues, EngineUsed, Queue};
 use mpir_session::{QueueRead, RankError, RankRead, ReleaseReport, chain};
 use mpir_types::mqd::{OpClass, OpStatus, Operation, Peer};
 use serde::Serialize;
@@ -60,6 +60,9 @@ pub struct RankDoc {
     /// When the kernel refused this tool the rank: why, as in every document.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub denial: Option<crate::DenialOut>,
+    /// Why it was not read, in the one vocabulary of every document.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<crate::WhyOut>,
     /// What the reader could not see in an otherwise good result.
     pub notes: Vec<String>,
     pub communicators: Vec<CommDoc>,
@@ -179,18 +182,7 @@ pub fn comm_doc(c: &CommunicatorQueues) -> CommDoc {
     }
 }
 
-/// Why a rank was not read, on one line; with a hint when the engine missed the MPI's types
-/// and no types sidecar was given.
-pub fn rank_error(e: &RankError, types_given: bool) -> String {
-    let text = chain(e);
-    if !types_given && !MqdError::missing_types_in(e).is_empty() {
-        format!("{text} (the MPI library may lack debug info: give a types sidecar with --types)")
-    } else {
-        text
-    }
-}
-
-pub use crate::names::engine_name;
+pub use crate::names::{engine_name, rank_error};
 
 /// Notes for what the MPI's DLL printed on its own: each distinct line once, with its count.
 pub fn printed_notes(engine: Option<&EngineUsed>, printed: &OutputLog) -> Vec<String> {
@@ -246,6 +238,11 @@ pub fn rank_doc(r: &RankRead, types_given: bool) -> RankDoc {
             .err()
             .and_then(RankError::denial)
             .map(crate::DenialOut::of),
+        why: r
+            .queues
+            .as_ref()
+            .err()
+            .map(|e| crate::WhyOut::of(&e.not_read())),
         notes,
         communicators,
     }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use mpir_session::StacksRead;
 use mpir_types::stacks::{
-    MergeKey, NodeKind, SCHEMA, TreeView, Truncation, Trust, UnreachedReason,
+    MergeKey, NodeKind, NotRead, ReasonCode, SCHEMA, TreeView, Truncation, Trust,
 };
 use serde::Serialize;
 
@@ -105,6 +105,8 @@ pub struct UnreachedOut {
     /// When the kernel refused this tool the rank: why, as in every document.
     #[serde(skip_serializing_if = "Option::is_none")]
     denial: Option<crate::DenialOut>,
+    /// Why it was not read, in the one vocabulary of every document.
+    why: crate::WhyOut,
 }
 
 #[derive(Serialize)]
@@ -157,16 +159,17 @@ fn trust(t: Trust) -> &'static str {
     }
 }
 
-fn unreached_reason(r: &UnreachedReason) -> ReasonOut {
-    match r {
-        UnreachedReason::Exited => ReasonOut::Named("exited"),
-        UnreachedReason::PermissionDenied => ReasonOut::Named("permission_denied"),
-        UnreachedReason::Timeout => ReasonOut::Named("timeout"),
-        UnreachedReason::NoCore => ReasonOut::Named("no_core"),
-        UnreachedReason::NotSelected => ReasonOut::Named("not_selected"),
-        UnreachedReason::Denied(_) => ReasonOut::Named("denied"),
-        other => ReasonOut::Other {
-            other: other.to_string(),
+/// The `reason` of a `mpir.stacks/2` unreached rank (kept as it was; `why` carries the one
+/// vocabulary): the named ones, else the text.
+fn unreached_reason(r: &NotRead) -> ReasonOut {
+    match r.code {
+        ReasonCode::Exited => ReasonOut::Named("exited"),
+        ReasonCode::NotStopped => ReasonOut::Named("timeout"),
+        ReasonCode::NoCore => ReasonOut::Named("no_core"),
+        ReasonCode::NotSelected => ReasonOut::Named("not_selected"),
+        ReasonCode::Denied => ReasonOut::Named("denied"),
+        _ => ReasonOut::Other {
+            other: r.text.clone(),
         },
     }
 }
@@ -232,10 +235,8 @@ impl StacksDoc {
                     rank: u.rank,
                     reason: unreached_reason(&u.reason),
                     text: u.reason.to_string(),
-                    denial: match &u.reason {
-                        UnreachedReason::Denied(d) => Some(crate::DenialOut::of(d)),
-                        _ => None,
-                    },
+                    denial: u.reason.denial.as_ref().map(crate::DenialOut::of),
+                    why: crate::WhyOut::of(&u.reason),
                 })
                 .collect(),
             truncations: doc

@@ -4,7 +4,8 @@
 use std::path::PathBuf;
 
 use mpir_acquire::{AcquireError, Refusal};
-use mpir_target::TargetError;
+use mpir_target::{ControlCause, TargetError};
+use mpir_types::unread::{NotRead, ReasonCode};
 use thiserror::Error;
 
 /// Why a session step failed as a whole. Trouble with single ranks is not an error: it is an
@@ -175,10 +176,66 @@ pub enum Unreadable {
         /// When the kernel on that node refused the agent the rank: why (carried over the
         /// wire as is).
         denial: Option<mpir_types::access::AccessDenial>,
+        /// The agent's own reason, as it sent it (`None` from an agent that sends none).
+        why: Option<Box<NotRead>>,
     },
 }
 
 impl Unreadable {
+    /// The one "not read" form of this reason ([`NotRead`]): its code, its text and its
+    /// detail, the same in queues, stacks and deadlock reads, the documents, the wire and the
+    /// bindings for the same cause. A reason an agent sent is returned as it came.
+    pub fn not_read(&self) -> NotRead {
+        match self {
+            Unreadable::Remote { host } => NotRead::new(
+                ReasonCode::Remote,
+                format!("on another node ({host}): not read from here"),
+            )
+            .on(host.clone()),
+            Unreadable::Refused(Refusal::Denied { denial, .. }) => NotRead::denied(denial.clone()),
+            Unreadable::Refused(r) => {
+                NotRead::new(ReasonCode::Refused, format!("refused: {}", chain(r)))
+            }
+            Unreadable::AttachFailed(e) | Unreadable::Stop(e) => {
+                target_not_read(e, ReasonCode::NotStopped)
+            }
+            Unreadable::Open(e) => target_not_read(e, ReasonCode::OpenFailed),
+            Unreadable::NotAttached => {
+                NotRead::new(ReasonCode::NotAttached, "not attached by the acquisition")
+            }
+            Unreadable::Changed { pid } => NotRead::new(
+                ReasonCode::Exited,
+                format!("pid {pid} exited (or names another process now); left alone"),
+            ),
+            Unreadable::NoSuchProcess { pid } => NotRead::new(
+                ReasonCode::NoSuchProcess,
+                format!("no such process (pid {pid})"),
+            ),
+            Unreadable::NoPid { pid } => NotRead::new(
+                ReasonCode::NoPid,
+                format!("no valid pid in the process table ({pid})"),
+            ),
+            Unreadable::Agent {
+                host,
+                failure,
+                detail,
+                denial,
+                why,
+            } => match (why, denial) {
+                (Some(why), _) => {
+                    let mut why = NotRead::clone(why);
+                    why.host.get_or_insert_with(|| host.clone());
+                    why
+                }
+                (None, Some(d)) => NotRead::denied(d.clone()).on(host.clone()),
+                (None, None) => {
+                    NotRead::new(failure.code(), format!("on {host}: {failure}: {detail}"))
+                        .on(host.clone())
+                }
+            },
+        }
+    }
+
     /// The kernel's refusal behind it, if that is why the rank was not read (the same
     /// [`AccessDenial`](mpir_types::access::AccessDenial) in every command and document).
     pub fn denial(&self) -> Option<&mpir_types::access::AccessDenial> {
@@ -188,6 +245,29 @@ impl Unreadable {
             Unreadable::Agent { denial, .. } => denial.as_ref(),
             _ => None,
         }
+    }
+}
+
+/// A target error's reason: the kernel's refusal if that was it, a vanished process, a stop
+/// that timed out, else `otherwise` with the error's text. Decided from the error's kind,
+/// never its text.
+pub(crate) fn target_not_read(e: &TargetError, otherwise: ReasonCode) -> NotRead {
+    if let Some(denial) = e.denial() {
+        return NotRead::denied(denial.clone());
+    }
+    match e {
+        TargetError::Control { cause, .. } => match cause {
+            ControlCause::Gone => NotRead::new(ReasonCode::Exited, "the process exited"),
+            ControlCause::NotStopped => {
+                NotRead::new(ReasonCode::NotStopped, "did not stop in time")
+            }
+            _ => NotRead::new(otherwise, chain(e)),
+        },
+        TargetError::Unreadable {
+            fault: mpir_target::Fault::ProcessGone,
+            ..
+        } => NotRead::new(ReasonCode::Exited, "the process exited"),
+        _ => NotRead::new(otherwise, chain(e)),
     }
 }
 
@@ -209,6 +289,20 @@ pub enum AgentFailure {
     /// The agent answered something this front end cannot use (garbage, another rank's
     /// answer, another protocol).
     BadAnswer,
+}
+
+impl AgentFailure {
+    /// Its code in the one "not read" vocabulary.
+    pub fn code(self) -> ReasonCode {
+        match self {
+            AgentFailure::NotStarted => ReasonCode::AgentNotStarted,
+            AgentFailure::Unreachable => ReasonCode::AgentUnreachable,
+            AgentFailure::TimedOut => ReasonCode::AgentTimedOut,
+            AgentFailure::Refused => ReasonCode::Refused,
+            AgentFailure::ReadFailed => ReasonCode::ReadFailed,
+            AgentFailure::BadAnswer => ReasonCode::AgentBadAnswer,
+        }
+    }
 }
 
 impl std::fmt::Display for AgentFailure {

@@ -31,6 +31,30 @@ pub enum RankError {
 }
 
 impl RankError {
+    /// The one "not read" form of this reason ([`NotRead`](mpir_types::unread::NotRead)),
+    /// the same as a stacks read gives for the same cause.
+    pub fn not_read(&self) -> mpir_types::unread::NotRead {
+        use mpir_types::unread::{NotRead, ReasonCode};
+        match self {
+            RankError::Unreadable(u) => u.not_read(),
+            RankError::Read(e) | RankError::NoReader(e) => {
+                let code = if matches!(self, RankError::Read(_)) {
+                    ReasonCode::ReadFailed
+                } else {
+                    ReasonCode::NoReader
+                };
+                if let Some(m) = MissingTypes::of(e) {
+                    return NotRead::new(ReasonCode::MissingTypes, format!("{m}"))
+                        .with_missing_types(vec![m.types.clone()]);
+                }
+                if matches!(e, MqdError::NotExported { .. }) {
+                    return NotRead::new(ReasonCode::NotExported, crate::error::chain(e));
+                }
+                NotRead::new(code, crate::error::chain(e))
+            }
+        }
+    }
+
     /// The kernel's refusal behind it, if that is why the rank was not read.
     pub fn denial(&self) -> Option<&mpir_types::access::AccessDenial> {
         match self {

@@ -22,14 +22,14 @@ use mpir_target::live::{LiveMemory, LiveTarget};
 use mpir_target::unwind::{
     ProcessSnapshot, SnapshotOptions, ThreadSnapshot, UnwindOptions, Unwinder, snapshot_live_while,
 };
-use mpir_target::{ControlCause, Memory, TargetError};
+use mpir_target::{ControlCause, Memory};
 use mpir_types::ranks::RankSet;
 use mpir_types::stacks::{
-    HelperFolding, MergeKey, PythonView, RankStacks, StackTree, TreeOptions, TreeView, Unreached,
-    UnreachedReason, outside_mpi, unmoved,
+    HelperFolding, MergeKey, NotRead, PythonView, RankStacks, ReasonCode, StackTree, TreeOptions,
+    TreeView, Unreached, outside_mpi, unmoved,
 };
 
-use crate::error::{SessionError, Unreadable, chain};
+use crate::error::{SessionError, Unreadable};
 use crate::held_stacks::{core_stacks, core_unwinder, live_unwinder};
 use crate::hold::ReleaseReport;
 use crate::python;
@@ -341,37 +341,8 @@ impl std::fmt::Display for FoldedStacks {
 }
 
 /// Why a rank is unreached, from why the session could not read it.
-fn unreached_reason(why: &Unreadable) -> UnreachedReason {
-    match why {
-        Unreadable::Changed { .. } | Unreadable::NoSuchProcess { .. } => UnreachedReason::Exited,
-        Unreadable::Stop(e) | Unreadable::AttachFailed(e) | Unreadable::Open(e) => {
-            target_reason(e, why)
-        }
-        Unreadable::Refused(mpir_acquire::Refusal::Denied { denial, .. }) => {
-            UnreachedReason::Denied(denial.clone())
-        }
-        other => UnreachedReason::Other(chain(other)),
-    }
-}
-
-/// Why a snapshot failed, from the error's kind (never its text).
-fn target_reason(e: &TargetError, context: &dyn std::error::Error) -> UnreachedReason {
-    if let Some(denial) = e.denial() {
-        return UnreachedReason::Denied(denial.clone());
-    }
-    match e {
-        TargetError::Control { cause, .. } => match cause {
-            ControlCause::PermissionDenied => UnreachedReason::PermissionDenied,
-            ControlCause::Gone => UnreachedReason::Exited,
-            ControlCause::NotStopped => UnreachedReason::Timeout,
-            _ => UnreachedReason::Other(chain(context)),
-        },
-        TargetError::Unreadable {
-            fault: mpir_target::Fault::ProcessGone,
-            ..
-        } => UnreachedReason::Exited,
-        _ => UnreachedReason::Other(chain(context)),
-    }
+fn unreached_reason(why: &Unreadable) -> NotRead {
+    why.not_read()
 }
 
 /// A thread's name (`comm`), when it can be read.
@@ -681,7 +652,10 @@ impl Session {
                 }
                 match all.ranks.iter().find(|c| Some(&c.path) == r.core.as_ref()) {
                     Some(c) => cores.push((rank, Rc::clone(&c.target))),
-                    None => unreached.push(Unreached::new(rank, UnreachedReason::NoCore)),
+                    None => unreached.push(Unreached::new(
+                        rank,
+                        NotRead::new(ReasonCode::NoCore, "no core file"),
+                    )),
                 }
             }
             return Ok((Ranks::Cores(cores), unreached, None, numbered));
@@ -803,7 +777,10 @@ fn live_sample(
             progress(i);
             let same = || procfs::start_time(l.pid).is_ok_and(|t| t == l.start);
             if !same() {
-                unreached.push(Unreached::new(l.rank, UnreachedReason::Exited));
+                unreached.push(Unreached::new(
+                    l.rank,
+                    Unreadable::Changed { pid: l.pid }.not_read(),
+                ));
                 continue;
             }
             // The stacks' mappings as read with the images (re-read only for a new stack).
@@ -842,15 +819,17 @@ fn live_sample(
             let (snap, py) = match taken {
                 Ok(s) => s,
                 Err(e) => {
-                    let why = Unreadable::Stop(e.clone());
-                    unreached.push(Unreached::new(l.rank, target_reason(&e, &why)));
+                    unreached.push(Unreached::new(l.rank, Unreadable::Stop(e).not_read()));
                     continue;
                 }
             };
             // A pid reused between the check and the stop: what was copied is another
             // process's.
             if !same() {
-                unreached.push(Unreached::new(l.rank, UnreachedReason::Exited));
+                unreached.push(Unreached::new(
+                    l.rank,
+                    Unreadable::Changed { pid: l.pid }.not_read(),
+                ));
                 continue;
             }
             // A rank read through its channel was not stopped: its threads copied themselves.
@@ -1029,6 +1008,7 @@ impl StacksRead {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mpir_target::TargetError;
 
     #[test]
     fn folded_stacks_sum_counts_per_path() {
@@ -1041,20 +1021,18 @@ mod tests {
 
     #[test]
     fn unreadable_ranks_get_typed_reasons() {
-        assert_eq!(
-            unreached_reason(&Unreadable::Changed { pid: 5 }),
-            UnreachedReason::Exited
-        );
+        let code = |u: &Unreadable| unreached_reason(u).code;
+        assert_eq!(code(&Unreadable::Changed { pid: 5 }), ReasonCode::Exited);
         let denied = TargetError::Control {
             pid: 5,
             operation: "PTRACE_SEIZE".into(),
             reason: "Operation not permitted".into(),
             cause: mpir_target::ControlCause::PermissionDenied,
         };
-        assert_eq!(
-            unreached_reason(&Unreadable::Stop(denied)),
-            UnreachedReason::PermissionDenied
-        );
+        // Not diagnosed: not stopped, with the error's text.
+        let r = unreached_reason(&Unreadable::Stop(denied));
+        assert_eq!(r.code, ReasonCode::NotStopped);
+        assert!(r.text.contains("Operation not permitted"), "{r}");
         let gdb = mpir_types::access::AccessDenial::TracedBy {
             pid: 9,
             name: "gdb".into(),
@@ -1064,19 +1042,16 @@ mod tests {
             operation: "attach".into(),
             denial: gdb.clone(),
         };
-        assert_eq!(
-            unreached_reason(&Unreadable::AttachFailed(diagnosed)),
-            UnreachedReason::Denied(gdb.clone())
-        );
         let read = TargetError::Unreadable {
             address: 0x1000,
             len: 8,
             fault: mpir_target::Fault::Denied(gdb.clone()),
         };
-        assert_eq!(
-            unreached_reason(&Unreadable::Open(read)),
-            UnreachedReason::Denied(gdb)
-        );
+        // The same refusal met attaching or reading: the same reason, word for word.
+        let attach = unreached_reason(&Unreadable::AttachFailed(diagnosed));
+        let open = unreached_reason(&Unreadable::Open(read));
+        assert_eq!(attach, NotRead::denied(gdb.clone()));
+        assert_eq!(open, attach);
         // The kind decides, not the text: a stop timeout and a vanished process.
         let control = |cause| TargetError::Control {
             pid: 5,
@@ -1085,16 +1060,15 @@ mod tests {
             cause,
         };
         assert_eq!(
-            unreached_reason(&Unreadable::Stop(control(ControlCause::NotStopped))),
-            UnreachedReason::Timeout
+            code(&Unreadable::Stop(control(ControlCause::NotStopped))),
+            ReasonCode::NotStopped
         );
         assert_eq!(
-            unreached_reason(&Unreadable::Stop(control(ControlCause::Gone))),
-            UnreachedReason::Exited
+            code(&Unreadable::Stop(control(ControlCause::Gone))),
+            ReasonCode::Exited
         );
-        assert!(matches!(
-            unreached_reason(&Unreadable::Remote { host: "n2".into() }),
-            UnreachedReason::Other(s) if s.contains("n2")
-        ));
+        let remote = unreached_reason(&Unreadable::Remote { host: "n2".into() });
+        assert_eq!(remote.code, ReasonCode::Remote);
+        assert_eq!(remote.host.as_deref(), Some("n2"));
     }
 }

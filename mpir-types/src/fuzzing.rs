@@ -10,7 +10,7 @@ use crate::mqd::{self, CommunicatorLayout, OpClass, PendingOperationLayout};
 use crate::ranks::RankSet;
 use crate::stacks::{
     DecodeLimits, Frame, HelperFolding, MergeKey, NodeKind, RankStacks, SourceLocation, StackTree,
-    ThreadStack, TreeLimits, TreeOptions, TreeView, Truncation, Trust, Unreached, UnreachedReason,
+    ThreadStack, TreeLimits, TreeOptions, TreeView, Truncation, Trust, Unreached,
 };
 use crate::view::View;
 
@@ -342,7 +342,10 @@ impl Input<'_> {
 pub fn stack_tree(data: &[u8]) {
     let mut input = Input(data);
     let (options, ranks) = input.stacks();
-    let unreached = [Unreached::new(input.size(), UnreachedReason::Exited)];
+    let unreached = [Unreached::new(
+        input.size(),
+        crate::unread::NotRead::new(crate::unread::ReasonCode::Exited, "exited"),
+    )];
     let mut doc = StackTree::build(&ranks, &unreached, &options).to_document();
     let kinds = [
         NodeKind::Root,

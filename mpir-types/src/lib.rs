@@ -65,6 +65,7 @@ pub mod mqd;
 pub mod node;
 pub mod ranks;
 pub mod stacks;
+pub mod unread;
 mod view;
 pub mod waits;
 

@@ -629,7 +629,7 @@ fn dot_with_stacks_is_well_formed() {
 
 #[test]
 fn stacks_and_exited_ranks_join_a_snapshot() {
-    use mpir_types::stacks::{RankStacks, Unreached, UnreachedReason};
+    use mpir_types::stacks::{NotRead, RankStacks, ReasonCode, Unreached};
     // Rank 0 receives from rank 2 (its world rank known), rank 1 receives from 0; rank 2's
     // process is gone, so the readers have no queues for it.
     let mut from2 = recv(2);
@@ -646,9 +646,12 @@ fn stacks_and_exited_ranks_join_a_snapshot() {
         RankStacks::new(9, 100, ompi_recv(1)),
     ];
     let unreached = vec![
-        Unreached::new(2, UnreachedReason::Exited),
-        Unreached::new(2, UnreachedReason::Exited),
-        Unreached::new(5, UnreachedReason::Timeout),
+        Unreached::new(2, NotRead::new(ReasonCode::Exited, "the process exited")),
+        Unreached::new(2, NotRead::new(ReasonCode::Exited, "the process exited")),
+        Unreached::new(
+            5,
+            NotRead::new(ReasonCode::NotStopped, "did not stop in time"),
+        ),
     ];
     let job = job.with_stacks(&stacks, &unreached);
     assert_eq!(job.ranks.len(), 3);

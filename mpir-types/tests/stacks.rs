@@ -3,9 +3,9 @@
 
 use mpir_types::ranks::RankSet;
 use mpir_types::stacks::{
-    DecodeLimits, Frame, HelperFolding, MergeKey, RankStacks, SourceLocation, StackTree,
-    ThreadStack, TreeDecodeError, TreeLimits, TreeOptions, TreeView, Truncation, Trust, Unreached,
-    UnreachedReason,
+    DecodeLimits, Frame, HelperFolding, MergeKey, NotRead, RankStacks, ReasonCode, SourceLocation,
+    StackTree, ThreadStack, TreeDecodeError, TreeLimits, TreeOptions, TreeView, Truncation, Trust,
+    Unreached,
 };
 use proptest::prelude::*;
 
@@ -47,7 +47,10 @@ fn collective_mismatch() -> Vec<RankStacks> {
 
 #[test]
 fn text_tree_with_ranges_counts_helpers_and_unreached() {
-    let unreached = [Unreached::new(4, UnreachedReason::Exited)];
+    let unreached = [Unreached::new(
+        4,
+        NotRead::new(ReasonCode::Exited, "the process exited"),
+    )];
     let tree = StackTree::build(&collective_mismatch(), &unreached, &TreeOptions::default());
     let expected = "\
 / [0-3] 4 ranks, 5 threads
@@ -417,7 +420,7 @@ proptest! {
         all in arb_ranks(0..24), cuts in prop::collection::vec(0usize..24, 0..5), view in any::<bool>(),
     ) {
         let opts = TreeOptions::default().with_view(if view { TreeView::Thread } else { TreeView::Process });
-        let whole = StackTree::build(&all, &[Unreached::new(99, UnreachedReason::Timeout)], &opts);
+        let whole = StackTree::build(&all, &[Unreached::new(99, NotRead::new(ReasonCode::NotStopped, "did not stop in time"))], &opts);
         let mut bounds: Vec<usize> = cuts.into_iter().map(|c| c.min(all.len())).collect();
         bounds.extend([0, all.len()]);
         bounds.sort_unstable();
@@ -429,7 +432,7 @@ proptest! {
             }
             g
         }).collect();
-        groups.push(StackTree::build(&[], &[Unreached::new(99, UnreachedReason::Timeout)], &opts));
+        groups.push(StackTree::build(&[], &[Unreached::new(99, NotRead::new(ReasonCode::NotStopped, "did not stop in time"))], &opts));
         let mut merged = StackTree::empty(opts.key, opts.view, opts.limits);
         for g in groups.iter().rev() {
             merged.merge(g).unwrap();
@@ -454,7 +457,10 @@ mod json {
             thread(1000, &["f", "main"]).with_truncation(Truncation::Other("odd".into()));
         let tree = StackTree::build(
             &stacks,
-            &[Unreached::new(9, UnreachedReason::Other("gone".into()))],
+            &[Unreached::new(
+                9,
+                NotRead::new(ReasonCode::ReadFailed, "gone"),
+            )],
             &opts,
         );
         let json = serde_json::to_string(&tree.to_document()).unwrap();

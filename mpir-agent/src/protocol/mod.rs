@@ -377,6 +377,10 @@ pub struct Problem {
     /// the same `denial` for a rank of any node).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub denial: Option<mpir_types::access::AccessDenial>,
+    /// The agent's reason in the one "not read" vocabulary, made where the cause is known
+    /// and carried as is (a code this front end does not know is kept, with its text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<mpir_types::unread::NotRead>,
 }
 
 impl Problem {
@@ -388,6 +392,7 @@ impl Problem {
             failure: None,
             no_reader: None,
             denial: None,
+            why: None,
         }
     }
 
@@ -399,6 +404,7 @@ impl Problem {
             failure: Some(failure),
             no_reader: None,
             denial: None,
+            why: None,
         }
     }
 

@@ -179,7 +179,10 @@ proptest::proptest! {
         let reply = Reply::Stacks {
             samples: vec![SampleOut {
                 ranks: Vec::new(),
-                unreached: vec![Unreached::new(3, mpir_types::stacks::UnreachedReason::Exited)],
+                unreached: vec![Unreached::new(
+                    3,
+                    mpir_types::unread::NotRead::new(mpir_types::unread::ReasonCode::Exited, "the process exited"),
+                )],
                 stops: vec![StopOut { rank: 3, pid: 9, stopped_us: 12 }],
                 overran: vec![3],
             }],
@@ -191,4 +194,34 @@ proptest::proptest! {
         }
         let _ = Reply::from_message(&m);
     }
+}
+
+#[test]
+fn a_reason_a_newer_agent_sends_is_kept_with_its_code_and_text() {
+    // An agent that knows a reason this front end does not: its `why` crosses the wire as is.
+    let json = r#"{"kind":"not_stopped","message":"held by a new thing","failure":null,
+        "why":{"code":"held_by_a_new_thing","text":"held by a new thing (pid 7)"}}"#;
+    let p: Problem = serde_json::from_str(json).unwrap();
+    let p = relayed(p);
+    let why = p.why.expect("the agent's reason");
+    assert_eq!(why.code.as_str(), "held_by_a_new_thing");
+    assert_eq!(why.text, "held by a new thing (pid 7)");
+    // Through the front end's model of the rank: the same code and text, the node added.
+    let u = mpir_session::Unreadable::Agent {
+        host: "node9".into(),
+        failure: mpir_session::AgentFailure::ReadFailed,
+        detail: p.message,
+        denial: p.denial,
+        why: Some(Box::new(why.clone())),
+    };
+    let shown = u.not_read();
+    assert_eq!(shown.code, why.code);
+    assert_eq!(shown.text, why.text);
+    assert_eq!(shown.host.as_deref(), Some("node9"));
+    // An agent from before `why`: still parses, and the front end says what it can.
+    let old: Problem = serde_json::from_str(
+        r#"{"kind":"refused","message":"not this job's process","failure":null}"#,
+    )
+    .unwrap();
+    assert_eq!(old.why, None);
 }

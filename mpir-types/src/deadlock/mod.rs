@@ -200,7 +200,7 @@ mod tarjan;
 use std::collections::HashMap;
 
 use crate::mqd::Operation;
-use crate::stacks::{RankActivity, RankStacks, Unreached, UnreachedReason, classify_threads};
+use crate::stacks::{RankActivity, RankStacks, ReasonCode, Unreached, classify_threads};
 
 pub use confirm::confirm;
 pub use report::{
@@ -266,7 +266,7 @@ impl JobSnapshot {
         }
         let mut added = std::collections::HashSet::new();
         for u in unreached {
-            if u.reason != UnreachedReason::Exited {
+            if u.reason.code != ReasonCode::Exited {
                 continue;
             }
             match index.get(&u.rank).and_then(|&i| self.ranks.get_mut(i)) {

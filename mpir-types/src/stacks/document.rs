@@ -9,7 +9,7 @@ use super::ranges::Ranges;
 use super::tree::{
     Cut, MergeKey, NodeId, NodeKey, NodeKind, StackNode, StackTree, TreeLimits, TreeView,
 };
-use super::{SourceLocation, Truncation, Trust, Unreached, UnreachedReason};
+use super::{ReasonCode, SourceLocation, Truncation, Trust, Unreached};
 use crate::ranks::RankSet;
 use std::collections::BTreeMap;
 
@@ -378,8 +378,15 @@ impl StackTree {
         }
         let mut unreached = BTreeMap::new();
         for u in &doc.unreached {
-            if let UnreachedReason::Other(s) = &u.reason {
+            check_str(&u.reason.text)?;
+            if let ReasonCode::Other(s) = &u.reason.code {
                 check_str(s)?;
+            }
+            if let Some(h) = &u.reason.host {
+                check_str(h)?;
+            }
+            for t in &u.reason.missing_types {
+                check_str(t)?;
             }
             unreached.insert(u.rank, u.reason.clone());
         }

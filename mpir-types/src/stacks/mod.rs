@@ -346,41 +346,8 @@ impl RankStacks {
     }
 }
 
-/// Why a rank has no stacks.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
-#[non_exhaustive]
-pub enum UnreachedReason {
-    /// The process had exited.
-    Exited,
-    /// Attaching or reading was refused.
-    PermissionDenied,
-    /// The process did not stop in time.
-    Timeout,
-    /// No core file for the rank.
-    NoCore,
-    /// Not selected (`--ranks`), so not asked.
-    NotSelected,
-    /// The kernel refused this tool access to it, for this reason.
-    Denied(crate::access::AccessDenial),
-    /// Anything else, as text.
-    Other(String),
-}
-
-impl fmt::Display for UnreachedReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            UnreachedReason::Exited => f.write_str("process exited"),
-            UnreachedReason::PermissionDenied => f.write_str("permission denied"),
-            UnreachedReason::Timeout => f.write_str("did not stop in time"),
-            UnreachedReason::NoCore => f.write_str("no core file"),
-            UnreachedReason::NotSelected => f.write_str("not selected"),
-            UnreachedReason::Denied(d) => write!(f, "refused: {d}"),
-            UnreachedReason::Other(s) => f.write_str(s),
-        }
-    }
-}
+/// Why a rank has no stacks: the one "not read" vocabulary ([`crate::unread`]).
+pub use crate::unread::{NotRead, ReasonCode};
 
 /// A rank without stacks, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -390,12 +357,12 @@ pub struct Unreached {
     /// The MPI rank.
     pub rank: u64,
     /// Why it has no stacks.
-    pub reason: UnreachedReason,
+    pub reason: NotRead,
 }
 
 impl Unreached {
     /// Rank `rank`, unreached for `reason`.
-    pub fn new(rank: u64, reason: UnreachedReason) -> Self {
+    pub fn new(rank: u64, reason: NotRead) -> Self {
         Unreached { rank, reason }
     }
 }

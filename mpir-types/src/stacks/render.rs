@@ -41,10 +41,7 @@ impl StackTree {
         // A refusal by the kernel carries its remedy: said once per reason.
         let mut unreached: BTreeMap<(String, Option<String>), Ranges> = BTreeMap::new();
         for (rank, reason) in &self.unreached {
-            let remedy = match reason {
-                super::UnreachedReason::Denied(d) => Some(d.remedy()),
-                _ => None,
-            };
+            let remedy = reason.denial.as_ref().map(|d| d.remedy());
             let entry = unreached.entry((reason.to_string(), remedy)).or_default();
             entry.add(&Ranges::one(*rank));
         }

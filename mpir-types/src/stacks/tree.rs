@@ -3,7 +3,7 @@
 use super::helpers::builtin_helper;
 use super::ranges::Ranges;
 use super::{
-    Frame, RankStacks, SourceLocation, ThreadStack, Truncation, Trust, Unreached, UnreachedReason,
+    Frame, NotRead, RankStacks, SourceLocation, ThreadStack, Truncation, Trust, Unreached,
 };
 use crate::ranks::RankSet;
 use std::collections::BTreeMap;
@@ -333,7 +333,7 @@ pub struct StackTree {
     pub(crate) view: TreeView,
     pub(crate) limits: TreeLimits,
     pub(crate) nodes: Vec<StackNode>,
-    pub(crate) unreached: BTreeMap<u64, UnreachedReason>,
+    pub(crate) unreached: BTreeMap<u64, NotRead>,
     pub(crate) truncations: BTreeMap<Truncation, Ranges>,
     pub(crate) cut: Cut,
 }
@@ -367,7 +367,7 @@ impl StackTree {
 
     /// Adds a rank without stacks. If it is already listed, the lesser reason (in declaration
     /// order) stays, so that merging is commutative.
-    pub fn add_unreached(&mut self, rank: u64, reason: UnreachedReason) {
+    pub fn add_unreached(&mut self, rank: u64, reason: NotRead) {
         let slot = self.unreached.entry(rank).or_insert_with(|| reason.clone());
         if reason < *slot {
             *slot = reason;
