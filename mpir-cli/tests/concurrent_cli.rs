@@ -61,13 +61,20 @@ fn two_deadlock_reads_started_together_both_succeed_with_one_verdict() {
             let err = String::from_utf8_lossy(&out.stderr);
             // Exit 3: a hang among the ranks read (the ring); never 1 (a refusal).
             assert_eq!(out.status.code(), Some(3), "round {round}: {err}\n{doc}");
-            assert_eq!(doc["coverage"]["read"], 3, "round {round}: every rank read: {doc}");
+            assert_eq!(
+                doc["coverage"]["read"], 3,
+                "round {round}: every rank read: {doc}"
+            );
             assert_eq!(doc["coverage"]["complete"], true, "round {round}: {doc}");
         }
         let (va, vb) = (verdict(&a, &da), verdict(&b, &db));
         assert_eq!(va, vb, "round {round}: the two reads disagree");
         // The same verdict in every round (the job does not change).
-        assert_eq!(first.get_or_insert_with(|| va.clone()), &va, "round {round}");
+        assert_eq!(
+            first.get_or_insert_with(|| va.clone()),
+            &va,
+            "round {round}"
+        );
     }
     // Left running, untraced, as found.
     untouched(&job);
