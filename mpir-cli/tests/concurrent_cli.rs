@@ -20,6 +20,8 @@ use common::{json_doc, mpir};
 
 /// Rounds of two commands at once: each round is a new race for the starter and the ranks.
 const ROUNDS: usize = 5;
+/// `--held-wait` of the two commands.
+const WAIT: [&str; 2] = ["--held-wait", "30"];
 
 /// `mpir deadlock --json --starter S` + the stack's arguments + `extra`, not yet run.
 fn deadlock(stack: &Stack, starter: u32, extra: &[&str]) -> Command {
@@ -53,8 +55,11 @@ fn two_deadlock_reads_started_together_both_succeed_with_one_verdict() {
     let job = start(&stack, &dir, &program, "ring", 3);
     let mut first = None;
     for round in 1..=ROUNDS {
-        let a = deadlock(&stack, job.starter(), &[]).spawn().unwrap();
-        let b = deadlock(&stack, job.starter(), &[]).spawn().unwrap();
+        // A bound far above any hold: this checks that each waits for the other, not that the
+        // default (5 s) covers a debug build on a machine shared with other builders (measured
+        // there: the starter held up to 4.4 s by one read of this ring).
+        let a = deadlock(&stack, job.starter(), &WAIT).spawn().unwrap();
+        let b = deadlock(&stack, job.starter(), &WAIT).spawn().unwrap();
         let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
         let (da, db) = (json_doc(&a), json_doc(&b));
         for (out, doc) in [(&a, &da), (&b, &db)] {

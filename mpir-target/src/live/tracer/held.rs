@@ -9,8 +9,14 @@
 //! would freeze all that, and every other caller of the same tracer, for as long. The
 //! attach request itself stays as short as before; the caller polls `/proc` and asks again.
 //!
-//! **What is waited for.** Only `TracedBy`: a tracer's `TracerPid` in `/proc/PID/status`,
-//! polled every [`POLL`] (no busy loop) until it is 0 or the bound passes. Any other denial,
+//! **A tracer gone before it was seen.** An `EPERM` that nothing in `/proc` explains may be a
+//! tracer that let go between the refusal and the diagnosis; it is asked again a few times,
+//! 10 ms apart ([`unexplained`]), then reported as it is.
+//!
+//! **What is waited for.** Only `TracedBy`: the `TracerPid` of every thread in
+//! `/proc/PID/task/*/status`, polled every [`POLL`] (no busy loop) until all are 0 or the
+//! bound passes (a tracer letting go detaches the threads one by one; a refusal of one thread
+//! is diagnosed from that thread's facts). Any other denial,
 //! or any other error, is reported at once. Once the bound passes, the process is asked for
 //! one last time, so the refusal reported names the holder as it is then.
 //!
@@ -34,6 +40,10 @@ use crate::error::TargetError;
 
 /// Pause between two looks at the holders' `TracerPid`.
 pub(crate) const POLL: Duration = Duration::from_millis(10);
+/// How many more times an unexplained refusal ([`unexplained`]) is asked.
+pub(crate) const UNEXPLAINED_TRIES: u32 = 5;
+/// Most threads of one process looked at for a tracer.
+const MAX_TASKS: usize = 65_536;
 /// Most (process, holder) pairs remembered as having outlasted a bound.
 const REMEMBERED: usize = 4096;
 
@@ -50,6 +60,20 @@ pub(crate) fn held_by(error: &TargetError) -> Option<(u32, u32)> {
         } if denial.is_transient() => Some((*pid, *holder)),
         _ => None,
     }
+}
+
+/// Whether `error` is an attach refused for a reason nothing in `/proc` shows
+/// ([`AccessDenial::Unexplained`]): a security module, or a tracer that let go between the
+/// refusal and the look at `/proc` (it leaves no trace). Asked again [`UNEXPLAINED_TRIES`]
+/// times, [`POLL`] apart, which tells the two apart at a cost of at most 50 ms.
+pub(crate) fn unexplained(error: &TargetError) -> bool {
+    matches!(
+        error,
+        TargetError::Denied {
+            denial: AccessDenial::Unexplained { .. },
+            ..
+        }
+    )
 }
 
 /// Whether `holder` already kept `pid` for a whole bound.
@@ -72,9 +96,8 @@ fn remember(pid: u32, holder: u32) {
     all.push((pid, holder));
 }
 
-/// The thread tracing `pid` now (its `TracerPid`), `None` when untraced or gone.
-fn tracer_now(pid: u32) -> Option<u32> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+/// The tracer of task `status` (its `TracerPid`), `None` when untraced or unreadable.
+fn tracer_in(status: &str) -> Option<u32> {
     let tracer: u32 = status
         .lines()
         .find_map(|l| l.strip_prefix("TracerPid:"))?
@@ -84,6 +107,27 @@ fn tracer_now(pid: u32) -> Option<u32> {
     (tracer != 0).then_some(tracer)
 }
 
+/// Whether any thread of `pid` is traced now: a tracer letting go detaches the threads one by
+/// one, and the process is free only once all are. At most [`MAX_TASKS`] threads are looked
+/// at (more count as traced until the bound); a process gone is free.
+fn traced_now(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    let mut seen = 0usize;
+    for task in tasks.filter_map(|t| t.ok()) {
+        seen += 1;
+        if seen > MAX_TASKS {
+            return true;
+        }
+        let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+        if tracer_in(&status).is_some() {
+            return true;
+        }
+    }
+    false
+}
+
 /// Waits, polling every [`POLL`], until no process of `held` (process, holder) is traced any
 /// more, or `deadline`. Returns whether all were let go; otherwise the pairs still held are
 /// remembered as having outlasted the bound.
@@ -91,7 +135,7 @@ pub(crate) fn wait_for_release(held: &[(u32, u32)], deadline: Instant) -> bool {
     loop {
         let still: Vec<(u32, u32)> = held
             .iter()
-            .filter(|(pid, _)| tracer_now(*pid).is_some())
+            .filter(|(pid, _)| traced_now(*pid))
             .copied()
             .collect();
         if still.is_empty() {
@@ -139,6 +183,15 @@ mod tests {
             denial: AccessDenial::NotDumpable,
         };
         assert_eq!(held_by(&other), None);
+        assert!(!unexplained(&other));
+        let unknown = TargetError::Denied {
+            pid: 7,
+            operation: "attach (PTRACE_SEIZE)".into(),
+            denial: AccessDenial::Unexplained {
+                errno: "Operation not permitted".into(),
+            },
+        };
+        assert!(unexplained(&unknown) && held_by(&unknown).is_none());
     }
 
     #[test]

@@ -153,10 +153,11 @@ pub struct TracerOptions {
     /// the starter is held 0.86–1.02 s (from the acquisition to the end of the first sample,
     /// which reads the ranks held from the acquisition), each rank 0.66–0.86 s in that first
     /// sample and 2–16 ms in each later one; the whole command takes 1.45–1.70 s. Two such
-    /// commands started together: the second waited 0.9–1.2 s for the starter. 5 s leaves a
-    /// margin of about 5 for a larger job or a slower machine, and is short enough for a
+    /// commands started together: the second waited 0.9–1.2 s for the starter; with two
+    /// CPU hogs on the same 2 cores, each held the starter 1.1–4.4 s. 5 s covers an idle
+    /// machine with a margin of about 5 and a loaded one just; it is short enough for a
     /// holder that never lets go (a debugger at its prompt) to be reported without a long
-    /// stall.
+    /// stall. Give more on a busy node or for a large job.
     /// A holder that outlasts the whole wait is not waited for again, in this program, for the
     /// same process (a sampled read reports it at once in later samples).
     pub held_wait: Duration,
@@ -343,22 +344,31 @@ impl Tracer {
     /// on serving the processes it holds); while it waits, the processes of this batch that
     /// were attached are let go, and the batch is taken again (two tools attaching the same
     /// job must not each hold what the other waits for). Past the wait, the refusal is
-    /// reported as [`TargetError::Denied`] naming the holder. Any other refusal is reported
-    /// at once.
+    /// reported as [`TargetError::Denied`] naming the holder. A refusal nothing in `/proc`
+    /// explains (`unexplained`: a tracer that let go before it was seen leaves no trace) is
+    /// asked again up to 5 times, 10 ms apart. Any other refusal is reported at once.
     pub fn attach_many(&self, pids: &[u32]) -> Result<Vec<Result<Vec<u32>>>> {
         let mut results = self.attach_batch(pids)?;
         if self.held_wait.is_zero() {
             return Ok(results);
         }
         let deadline = std::time::Instant::now() + self.held_wait;
+        let mut asked_again = 0;
         loop {
             let held: Vec<(u32, u32)> = results
                 .iter()
                 .filter_map(|r| held::held_by(r.as_ref().err()?))
                 .filter(|&(pid, holder)| !held::outlasted(pid, holder))
                 .collect();
-            if held.is_empty() {
+            let unexplained = asked_again < held::UNEXPLAINED_TRIES
+                && results
+                    .iter()
+                    .any(|r| r.as_ref().err().is_some_and(held::unexplained));
+            if held.is_empty() && !unexplained {
                 return Ok(results);
+            }
+            if unexplained {
+                asked_again += 1;
             }
             // Let go of what this batch got, then take it again with the held ones.
             let got: Vec<u32> = pids
@@ -371,14 +381,21 @@ impl Tracer {
                 .filter(|&i| {
                     results.get(i).is_some_and(|r| match r {
                         Ok(_) => true,
-                        Err(e) => held::held_by(e).is_some(),
+                        Err(e) => {
+                            held::held_by(e).is_some() || (unexplained && held::unexplained(e))
+                        }
                     })
                 })
                 .collect();
             if !got.is_empty() {
                 self.detach_many(&got)?;
             }
-            let free = held::wait_for_release(&held, deadline);
+            let free = if held.is_empty() {
+                std::thread::sleep(held::POLL);
+                true
+            } else {
+                held::wait_for_release(&held, deadline)
+            };
             if free && !got.is_empty() {
                 held::stagger();
             }
