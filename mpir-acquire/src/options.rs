@@ -129,6 +129,12 @@ pub struct AcquireOptions {
     pub allow_other_users: bool,
     /// Which interface to acquire through ([`InterfaceChoice::Auto`]: as the process says).
     pub interface: InterfaceChoice,
+    /// How long an attach of the starter or of a rank that another tracer holds (another
+    /// `mpir`, a debugger) waits for it to let go before the process is reported as refused
+    /// (`traced_by`); any other refusal is reported at once. Default 5 s
+    /// ([`TracerOptions::held_wait`](mpir_target::live::tracer::TracerOptions::held_wait)
+    /// says why).
+    pub held_wait: Duration,
 }
 
 impl Default for AcquireOptions {
@@ -146,11 +152,27 @@ impl Default for AcquireOptions {
             aliases: Vec::new(),
             allow_other_users: false,
             interface: InterfaceChoice::Auto,
+            held_wait: mpir_target::live::tracer::TracerOptions::default().held_wait,
         }
     }
 }
 
 impl AcquireOptions {
+    /// With this wait for another tracer to let go of the starter or a rank
+    /// ([`AcquireOptions::held_wait`]; zero: refused at once).
+    pub fn with_held_wait(mut self, held_wait: Duration) -> Self {
+        self.held_wait = held_wait;
+        self
+    }
+
+    /// The settings of the tracers the live drivers start: the stop timeout is the
+    /// acquisition's timeout, the wait for another tracer [`AcquireOptions::held_wait`].
+    pub fn tracer_options(&self) -> mpir_target::live::tracer::TracerOptions {
+        mpir_target::live::tracer::TracerOptions::default()
+            .with_stop_timeout(self.timeout)
+            .with_held_wait(self.held_wait)
+    }
+
     /// With this wait bound.
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;

@@ -104,13 +104,20 @@ pub(crate) struct RankArgs {
     /// Longest wait for the starter's acquisition, in seconds.
     #[arg(long, default_value_t = 60)]
     pub(crate) timeout: u64,
+    /// Longest wait, in seconds, for another tracer (another mpir, a debugger) to let go of
+    /// the starter or a rank before it is reported as refused (default 5; 0: at once).
+    #[arg(long = "held-wait", value_name = "SECONDS")]
+    pub(crate) held_wait: Option<u64>,
 }
 
 impl RankArgs {
     /// The session of the ranks named: the starter's job (its selected ranks held from the
     /// acquisition for the first read, not acquired twice), or the pids.
     pub(crate) fn open(&self, options: SessionOptions) -> anyhow::Result<Session> {
-        let options = options.with_timeout(Duration::from_secs(self.timeout));
+        let mut options = options.with_timeout(Duration::from_secs(self.timeout));
+        if let Some(secs) = self.held_wait {
+            options = options.with_held_wait(Duration::from_secs(secs));
+        }
         let held = || {
             let mut options = options.clone().with_hold_from_acquisition(true);
             if let Some(r) = &self.ranks {

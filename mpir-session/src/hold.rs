@@ -411,10 +411,13 @@ impl Session {
         Ok((ranks, Control::Pids(tracer, held), after))
     }
 
-    /// A tracer of its own for this session, with the session's stop timeout.
+    /// A tracer of its own for this session, with the session's stop timeout and wait for
+    /// another tracer to let go.
     pub(crate) fn new_tracer(&self) -> Result<Tracer, SessionError> {
         Tracer::with_options(
-            TracerOptions::default().with_stop_timeout(self.options.acquire.timeout),
+            TracerOptions::default()
+                .with_stop_timeout(self.options.acquire.timeout)
+                .with_held_wait(self.options.acquire.held_wait),
         )
         .map_err(|source| SessionError::Control {
             context: "starting a tracer".into(),

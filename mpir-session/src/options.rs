@@ -105,6 +105,14 @@ impl SessionOptions {
         self
     }
 
+    /// With this wait for another tracer (another `mpir`, a debugger) to let go of the
+    /// starter or a rank before it is reported as refused (`traced_by`); default 5 s, zero
+    /// refuses at once ([`mpir_acquire::AcquireOptions::held_wait`]).
+    pub fn with_held_wait(mut self, held_wait: Duration) -> Self {
+        self.acquire = self.acquire.with_held_wait(held_wait);
+        self
+    }
+
     /// Touching ranks that belong to another user than the starter's (a privileged caller
     /// that knows why), or not (the default).
     pub fn with_allow_other_users(mut self, allow: bool) -> Self {

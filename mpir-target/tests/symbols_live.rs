@@ -1,6 +1,8 @@
 //! Symbolised stacks across processes and images: two processes of one executable share one
 //! symbol cache entry per build-id, and a stripped shared library gives module+offset and only
-//! its own names; gdb as the oracle.
+//! its own names; gdb as the oracle. An executable deleted or replaced on disk while it runs
+//! (under a name that is not UTF-8 and holds a newline) is read from the running image
+//! (`/proc/PID/map_files`), with `nm` on a saved copy as the oracle.
 
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
@@ -8,6 +10,7 @@ mod support;
 
 use std::process::Command;
 
+use mpir_target::SymbolLookup;
 use mpir_target::debuginfo::DebugOptions;
 use mpir_target::live::LiveTarget;
 use mpir_target::live::tracer::Tracer;
@@ -179,4 +182,82 @@ fn a_stripped_library_gives_module_offsets_and_only_its_own_names() {
         gdb_main.location.clone()
     );
     drop(child);
+}
+
+/// The value of `symbol` in `file` as `nm` reads it (the oracle: a copy of the executable saved
+/// before it was deleted or replaced).
+fn nm_address(file: &std::path::Path, symbol: &str) -> u64 {
+    let out = run(Command::new("nm").arg(file)).unwrap();
+    out.lines()
+        .find_map(|l| {
+            let mut f = l.split_whitespace();
+            let (value, _kind, name) = (f.next()?, f.next()?, f.next()?);
+            (name == symbol).then(|| u64::from_str_radix(value, 16).ok())?
+        })
+        .unwrap_or_else(|| panic!("nm: no {symbol} in {}", file.display()))
+}
+
+#[test]
+fn a_deleted_or_replaced_executable_is_read_from_the_running_image() {
+    if !have("nm") {
+        return skip("nm (binutils) is needed as the oracle");
+    }
+    let dir = scratch("replaced-exe");
+    let src = fixtures().join("replaced.c");
+    let src = src.to_str().unwrap();
+    // Not position-independent: a symbol's address in the process is nm's value.
+    let built = cc(&dir.join("original"), &["-O1", "-no-pie", src]).and_then(|_| {
+        cc(
+            &dir.join("replacement"),
+            &["-O1", "-no-pie", "-DREPLACEMENT", src],
+        )
+    });
+    if let Err(e) = built {
+        return skip(&e);
+    }
+    let saved = dir.join("saved");
+    std::fs::copy(dir.join("original"), &saved).unwrap();
+    let expected = nm_address(&saved, "mpir_replaced_original");
+    for how in ["deleted", "replaced"] {
+        // A name that is not UTF-8 and holds a newline (the kernel's maps write it `\012`).
+        let mut name = format!("prog-{how}-").into_bytes();
+        name.extend_from_slice(b"\xff\n1");
+        let exe = dir.join(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&name));
+        std::fs::copy(&saved, &exe).unwrap();
+        std::fs::set_permissions(&exe, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let mut child = Spawned::new(&mut Command::new(&exe));
+        assert_eq!(child.line(), "ready 2");
+        let pid = child.pid();
+        match how {
+            "deleted" => std::fs::remove_file(&exe).unwrap(),
+            // Another program at the same path (a rebuild): a new file, renamed over it.
+            _ => std::fs::rename(dir.join("replacement"), &exe).unwrap(),
+        }
+        let maps = std::fs::read(format!("/proc/{pid}/maps")).unwrap();
+        let maps = String::from_utf8_lossy(&maps);
+        assert!(maps.contains("\\0121 (deleted)"), "{how}: {maps}");
+        let target = LiveTarget::open(pid, DebugOptions::default()).unwrap();
+        let images = target.images().images();
+        assert_eq!(
+            images.first().map(|i| i.path()),
+            Some(exe.as_path()),
+            "{how}: the executable first, by its path without the kernel's mark"
+        );
+        let found = target.symbol("mpir_replaced_original").unwrap();
+        assert_eq!(
+            found.map(|s| s.address),
+            Some(expected),
+            "{how}: the running image's symbol"
+        );
+        assert!(
+            target
+                .symbol("mpir_replaced_replacement")
+                .unwrap()
+                .is_none(),
+            "{how}: nothing of the file now at the path"
+        );
+        child.send("done");
+        assert!(child.finish().success());
+    }
 }

@@ -20,7 +20,7 @@ use std::process::{Child, Command};
 
 use mpir_target::debuginfo::DebugOptions;
 use mpir_target::live::LiveTarget;
-use mpir_target::live::tracer::{StopEvent, Tracer, TracerOptions};
+use mpir_target::live::tracer::{StopEvent, Tracer};
 
 mod any;
 mod container;
@@ -680,7 +680,7 @@ pub fn launch(command: Command, options: AcquireOptions) -> Result<Acquired, Acq
     if through_pmix {
         return pmix::launch(command, options);
     }
-    let tracer = Tracer::with_options(TracerOptions::default().with_stop_timeout(options.timeout))
+    let tracer = Tracer::with_options(options.tracer_options())
         .map_err(AcquireError::target("start the tracer"))?;
     let child = tracer
         .launch(command)
@@ -753,7 +753,7 @@ fn attach_opened(
 ) -> Result<Acquired, AcquireError> {
     let target = opened.map_or_else(|| open_target(pid, &options.debug), Ok)?;
     let search = discover::searchable(pid, &target)?;
-    let tracer = Tracer::with_options(TracerOptions::default().with_stop_timeout(options.timeout))
+    let tracer = Tracer::with_options(options.tracer_options())
         .map_err(AcquireError::target("start the tracer"))?;
     tracer
         .attach(pid)

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use mpir_pmix::{Library, LoadOptions, ProcInfo, Server, Tool, ToolEvent};
 use mpir_target::live::procfs;
-use mpir_target::live::tracer::{Tracer, TracerOptions};
+use mpir_target::live::tracer::Tracer;
 
 use super::Acquired;
 use crate::error::{AcquireError, PmixCause};
@@ -351,7 +351,7 @@ fn hold_ranks(job: &mut Job, options: &AcquireOptions) -> Result<Option<Tracer>,
             },
         );
     }
-    let tracer = Tracer::with_options(TracerOptions::default().with_stop_timeout(options.timeout))
+    let tracer = Tracer::with_options(options.tracer_options())
         .map_err(AcquireError::target("start the tracer"))?;
     let outcomes = super::attach_proven(
         &tracer,

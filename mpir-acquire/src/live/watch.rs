@@ -10,7 +10,7 @@ use mpi2dd::flags::{DebugState, DebuggerFlags};
 use mpi2dd::traverse::{TraverseOptions, traverse};
 use mpir_target::SymbolLookup;
 use mpir_target::live::LiveTarget;
-use mpir_target::live::tracer::{StopEvent, Tracer, TracerOptions};
+use mpir_target::live::tracer::{StopEvent, Tracer};
 
 use super::{entry_point, open_target};
 use crate::error::AcquireError;
@@ -86,9 +86,8 @@ impl Watcher {
         let job = traverse(&connector, &host, pid as i32, &TraverseOptions::default())
             .map_err(|source| AcquireError::Mpi2dd { pid, source })?
             .job;
-        let tracer =
-            Tracer::with_options(TracerOptions::default().with_stop_timeout(options.timeout))
-                .map_err(AcquireError::target("start the tracer"))?;
+        let tracer = Tracer::with_options(options.tracer_options())
+            .map_err(AcquireError::target("start the tracer"))?;
         let mut w = Watcher {
             tracer,
             watch: Watch::new(job),
@@ -112,9 +111,8 @@ impl Watcher {
         command: Command,
         options: AcquireOptions,
     ) -> Result<(Watcher, Child, DebugState), AcquireError> {
-        let tracer =
-            Tracer::with_options(TracerOptions::default().with_stop_timeout(options.timeout))
-                .map_err(AcquireError::target("start the tracer"))?;
+        let tracer = Tracer::with_options(options.tracer_options())
+            .map_err(AcquireError::target("start the tracer"))?;
         let child = tracer
             .launch(command)
             .map_err(AcquireError::target("launch the starter"))?;

@@ -11,6 +11,7 @@ use super::dwarf::TypeIndex;
 use super::elf::ElfFile;
 use super::error::DebugInfoError;
 use super::locate::{self, DebugOptions, DebugSource};
+use super::maps::{Mapping, exe_path, parse_maps, writable_ranges};
 use crate::error::{Result, TargetError};
 use crate::traits::{Binding, Symbol, SymbolLookup, TypeLookup, TypeQuery};
 
@@ -137,66 +138,11 @@ pub struct ProcessImages {
     writable: Vec<(u64, u64)>,
 }
 
-/// The readable, writable mappings `(start, end)` of a `/proc/PID/maps` text (where stacks
-/// live).
-pub(crate) fn writable_ranges(text: &str) -> Vec<(u64, u64)> {
-    text.lines()
-        .filter_map(|line| {
-            let mut f = line.split_whitespace();
-            let (range, perms) = (f.next()?, f.next()?);
-            if !perms.starts_with("rw") {
-                return None;
-            }
-            let (a, b) = range.split_once('-')?;
-            Some((
-                u64::from_str_radix(a, 16).ok()?,
-                u64::from_str_radix(b, 16).ok()?,
-            ))
-        })
-        .collect()
-}
-
-/// One line of `/proc/PID/maps` that maps a file.
-struct Mapping {
-    start: u64,
-    /// The end address (0 when not known: a core's mappings).
-    end: u64,
-    offset: u64,
-    /// The file's inode (0 when not known).
-    inode: u64,
-    path: PathBuf,
-}
-
-fn parse_maps(text: &str) -> Vec<Mapping> {
-    text.lines()
-        .filter_map(|line| {
-            let mut f = line.splitn(6, ' ');
-            let range = f.next()?;
-            let (perms, offset, _dev, inode) = (f.next()?, f.next()?, f.next()?, f.next()?);
-            let path = f.next()?.trim_start();
-            if !path.starts_with('/') {
-                return None; // anonymous, [heap], [vdso], ...
-            }
-            if perms.as_bytes().get(3) == Some(&b's') {
-                // A shared mapping is never an image (the kernel and ld.so map images
-                // private): shared-memory segments, lock files (an Open MPI rank maps one
-                // per peer). Skipped without opening them.
-                return None;
-            }
-            let path = path.strip_suffix(" (deleted)").unwrap_or(path);
-            let (start, end) = range.split_once('-')?;
-            let start = u64::from_str_radix(start, 16).ok()?;
-            let end = u64::from_str_radix(end, 16).ok()?;
-            let offset = u64::from_str_radix(offset, 16).ok()?;
-            Some(Mapping {
-                start,
-                end,
-                offset,
-                inode: inode.parse().unwrap_or(0),
-                path: PathBuf::from(path),
-            })
-        })
-        .collect()
+/// Whether the path of mapping `m` names another file than the one mapped (same path, another
+/// inode: replaced since). Unknown inodes and unreadable paths say no.
+fn is_replaced(m: &Mapping) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    m.inode != 0 && std::fs::metadata(&m.path).is_ok_and(|meta| meta.ino() != m.inode)
 }
 
 impl ProcessImages {
@@ -267,6 +213,7 @@ impl ProcessImages {
                 offset: *offset,
                 inode: 0,
                 path: path.clone(),
+                deleted: false,
             })
             .collect();
         me.images = me.build(mappings, exe, None);
@@ -284,8 +231,8 @@ impl ProcessImages {
         cache: Arc<FileCache>,
     ) -> Result<Self> {
         let mut me = ProcessImages::without_process(options, cache)?;
-        me.writable = writable_ranges(text);
-        me.images = me.build(parse_maps(text), exe, None);
+        me.writable = writable_ranges(text.as_bytes());
+        me.images = me.build(parse_maps(text.as_bytes()), exe, None);
         Ok(me)
     }
 
@@ -309,7 +256,8 @@ impl ProcessImages {
             return Ok(());
         };
         let maps_err = |reason: String| DebugInfoError::Maps { pid, reason };
-        let text = match std::fs::read_to_string(format!("/proc/{pid}/maps")) {
+        // Bytes: a mapped file's name need not be UTF-8 (maps.rs).
+        let text = match std::fs::read(format!("/proc/{pid}/maps")) {
             Ok(text) => text,
             Err(e) => {
                 // Refused by the kernel (another user's process, a non-dumpable one…): the
@@ -342,7 +290,9 @@ impl ProcessImages {
             })
             .into());
         }
-        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
+            .ok()
+            .map(exe_path);
         self.images = self.build(parse_maps(&text), exe.as_deref(), Some(pid));
         self.writable = writable_ranges(&text);
         Ok(())
@@ -400,6 +350,13 @@ impl ProcessImages {
                 Some(pid) if foreign => match contained(pid) {
                     Some(p) => self.cache.open(&p),
                     None => continue, // not reachable safely: no image rather than a wrong one
+                },
+                // Deleted, or the path now names another file (a rebuilt binary): the mapped
+                // file itself, through the same `files::mapped_file`. Where that is refused
+                // (no CAP_SYS_ADMIN for map_files), the path as before.
+                Some(pid) if m.deleted || is_replaced(m) => match contained(pid) {
+                    Some(p) => self.cache.open(&p),
+                    None => self.cache.open(&m.path),
                 },
                 _ => self.cache.open(&m.path).or_else(|e| match (pid, &e) {
                     (Some(pid), DebugInfoError::Io { .. }) => contained(pid)

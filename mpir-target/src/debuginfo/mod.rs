@@ -31,6 +31,7 @@ mod elf;
 mod error;
 mod images;
 mod locate;
+mod maps;
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -42,9 +43,9 @@ pub(crate) use dwarf::load_dwarf_for_lines;
 pub use dwarf::{MAX_UNCOMPRESSED_SECTION, TypeIndex};
 pub use elf::{ElfFile, ElfSymbol, LoadSegment, SymbolTable};
 pub use error::DebugInfoError;
-pub(crate) use images::writable_ranges;
 pub use images::{Image, ProcessImages};
 pub use locate::{DebugOptions, DebugSource};
+pub(crate) use maps::writable_ranges;
 
 /// What identifies one version of a file: device, inode, size and modification time (a file
 /// replaced or rewritten differs in one of them).

@@ -144,7 +144,7 @@ pub struct ProcessSnapshot {
 
 /// Readable, writable mappings of `pid` (where stacks live), from `/proc/PID/maps`.
 fn writable_mappings(pid: u32) -> Vec<(u64, u64)> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    let text = std::fs::read(format!("/proc/{pid}/maps")).unwrap_or_default();
     crate::debuginfo::writable_ranges(&text)
 }
 

@@ -35,6 +35,7 @@
 mod arch;
 mod cleanup;
 mod control;
+mod held;
 mod launch;
 mod sys;
 
@@ -141,6 +142,25 @@ pub struct TracerOptions {
     /// before the request fails naming them; a thread in uninterruptible sleep (a hung NFS
     /// read) can take arbitrarily long. Default 10 s.
     pub stop_timeout: Duration,
+    /// How long an attach refused because another tracer holds the process
+    /// ([`AccessDenial::TracedBy`](mpir_types::access::AccessDenial::TracedBy), the one
+    /// transient denial) waits for that tracer to let go before it is reported as refused;
+    /// every other refusal is reported at once. Zero reports it at once too.
+    ///
+    /// Default 5 s: long enough for another `mpir` read of the same job to finish. Measured on
+    /// the 3-rank MPICH ring of `mpir-cli`'s tests (Debian's MPICH 4.0.2, 2 busy cores, a
+    /// debug build of `mpir deadlock --json`, 3 samples, `TracerPid` polled every 0.3 ms):
+    /// the starter is held 0.86–1.02 s (from the acquisition to the end of the first sample,
+    /// which reads the ranks held from the acquisition), each rank 0.66–0.86 s in that first
+    /// sample and 2–16 ms in each later one; the whole command takes 1.45–1.70 s. Two such
+    /// commands started together: the second waited 0.9–1.2 s for the starter; with two
+    /// CPU hogs on the same 2 cores, each held the starter 1.1–4.4 s. 5 s covers an idle
+    /// machine with a margin of about 5 and a loaded one just; it is short enough for a
+    /// holder that never lets go (a debugger at its prompt) to be reported without a long
+    /// stall. Give more on a busy node or for a large job.
+    /// A holder that outlasts the whole wait is not waited for again, in this program, for the
+    /// same process (a sampled read reports it at once in later samples).
+    pub held_wait: Duration,
 }
 
 impl Default for TracerOptions {
@@ -148,6 +168,7 @@ impl Default for TracerOptions {
         TracerOptions {
             write_mode: WriteMode::default(),
             stop_timeout: Duration::from_secs(10),
+            held_wait: Duration::from_secs(5),
         }
     }
 }
@@ -156,6 +177,12 @@ impl TracerOptions {
     /// With this stop timeout.
     pub fn with_stop_timeout(mut self, stop_timeout: Duration) -> Self {
         self.stop_timeout = stop_timeout;
+        self
+    }
+
+    /// With this wait for another tracer to let go of a process ([`TracerOptions::held_wait`]).
+    pub fn with_held_wait(mut self, held_wait: Duration) -> Self {
+        self.held_wait = held_wait;
         self
     }
 
@@ -205,6 +232,8 @@ const IDLE_POLL: (Duration, Duration) = (Duration::from_millis(1), Duration::fro
 #[derive(Debug)]
 pub struct Tracer {
     id: u64,
+    /// [`TracerOptions::held_wait`]: waited out on the caller's thread ([`held`]).
+    held_wait: Duration,
     jobs: Option<mpsc::Sender<Job>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -259,6 +288,7 @@ impl Tracer {
         cleanup::register(id, jobs.clone(), interrupted);
         Ok(Tracer {
             id,
+            held_wait: options.held_wait,
             jobs: Some(jobs),
             thread: Some(thread),
         })
@@ -308,7 +338,82 @@ impl Tracer {
     /// Attaches to every process of `pids` (all threads, left stopped), overlapping the
     /// round trips: all are seized, then all interrupted, then all stops collected. One
     /// result per pid, in order; a process that exits meanwhile is an error of its own.
+    ///
+    /// A process refused because another tracer holds it is attached once that tracer lets
+    /// go, waiting up to [`TracerOptions::held_wait`] (on this thread; the tracer thread goes
+    /// on serving the processes it holds); while it waits, the processes of this batch that
+    /// were attached are let go, and the batch is taken again (two tools attaching the same
+    /// job must not each hold what the other waits for). Past the wait, the refusal is
+    /// reported as [`TargetError::Denied`] naming the holder. A refusal nothing in `/proc`
+    /// explains (`unexplained`: a tracer that let go before it was seen leaves no trace) is
+    /// asked again up to 5 times, 10 ms apart. Any other refusal is reported at once.
     pub fn attach_many(&self, pids: &[u32]) -> Result<Vec<Result<Vec<u32>>>> {
+        let mut results = self.attach_batch(pids)?;
+        if self.held_wait.is_zero() {
+            return Ok(results);
+        }
+        let deadline = std::time::Instant::now() + self.held_wait;
+        let mut asked_again = 0;
+        loop {
+            let held: Vec<(u32, u32)> = results
+                .iter()
+                .filter_map(|r| held::held_by(r.as_ref().err()?))
+                .filter(|&(pid, holder)| !held::outlasted(pid, holder))
+                .collect();
+            let unexplained = asked_again < held::UNEXPLAINED_TRIES
+                && results
+                    .iter()
+                    .any(|r| r.as_ref().err().is_some_and(held::unexplained));
+            if held.is_empty() && !unexplained {
+                return Ok(results);
+            }
+            if unexplained {
+                asked_again += 1;
+            }
+            // Let go of what this batch got, then take it again with the held ones.
+            let got: Vec<u32> = pids
+                .iter()
+                .zip(&results)
+                .filter(|(_, r)| r.is_ok())
+                .map(|(&p, _)| p)
+                .collect();
+            let again: Vec<usize> = (0..pids.len())
+                .filter(|&i| {
+                    results.get(i).is_some_and(|r| match r {
+                        Ok(_) => true,
+                        Err(e) => {
+                            held::held_by(e).is_some() || (unexplained && held::unexplained(e))
+                        }
+                    })
+                })
+                .collect();
+            if !got.is_empty() {
+                self.detach_many(&got)?;
+            }
+            let free = if held.is_empty() {
+                std::thread::sleep(held::POLL);
+                true
+            } else {
+                held::wait_for_release(&held, deadline)
+            };
+            if free && !got.is_empty() {
+                held::stagger();
+            }
+            let retry: Vec<u32> = again.iter().filter_map(|&i| pids.get(i).copied()).collect();
+            for (i, r) in again.into_iter().zip(self.attach_batch(&retry)?) {
+                if let Some(slot) = results.get_mut(i) {
+                    *slot = r;
+                }
+            }
+            if !free || std::time::Instant::now() >= deadline {
+                // The bound passed: the last answer names the holders as they are now.
+                return Ok(results);
+            }
+        }
+    }
+
+    /// One attach request for `pids` to the tracer thread, no waiting.
+    fn attach_batch(&self, pids: &[u32]) -> Result<Vec<Result<Vec<u32>>>> {
         let pids = pids.to_vec();
         self.call(move |c| c.attach_many(&pids))
     }

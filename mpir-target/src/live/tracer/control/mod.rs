@@ -11,12 +11,14 @@ use nix::unistd::Pid;
 
 mod detach;
 mod memory;
+mod refused;
 
 use super::sys::{self, Status};
-use super::{StopEvent, TracerOptions, arch, cause_of, control_err, control_err_as, launch};
+use super::{StopEvent, TracerOptions, arch, control_err, control_err_as, launch};
 use crate::error::Result;
 use crate::ext::MemoryExt;
 use crate::live::LiveMemory;
+use refused::{thread_exited, traced_by_us, unattachable, unattachable_task};
 
 /// Most rounds of "seize the threads that appeared meanwhile" during an attach.
 const ATTACH_ROUNDS: usize = 64;
@@ -78,32 +80,6 @@ fn tasks(pid: i32) -> Vec<i32> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// The error for an attach of `pid` refused with `e`: a refusal by the kernel is diagnosed
-/// from `/proc` ([`crate::live::access`]) into one typed reason; anything else keeps its errno.
-fn unattachable(pid: Pid, operation: &str, e: Errno) -> crate::TargetError {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let zombie = status
-        .lines()
-        .find_map(|l| l.strip_prefix("State:"))
-        .is_some_and(|s| s.trim().starts_with('Z'));
-    if zombie {
-        return control_err_as(
-            pid,
-            operation,
-            "the process has exited (zombie)",
-            crate::ControlCause::Gone,
-        );
-    }
-    match e {
-        Errno::EPERM | Errno::EACCES => crate::TargetError::Denied {
-            pid: pid.as_raw().max(0) as u32,
-            operation: operation.to_string(),
-            denial: crate::live::access::diagnose(pid.as_raw().max(0) as u32, e, true),
-        },
-        e => control_err_as(pid, operation, e.desc(), cause_of(e)),
-    }
 }
 
 fn is_stop_signal(signal: i32) -> bool {
@@ -233,7 +209,12 @@ impl Control {
                             self.procs.insert(pid, traced);
                             let _ = self.detach(pid);
                         }
-                        return Err(unattachable(p, "attach (PTRACE_SEIZE)", e));
+                        return Err(unattachable_task(
+                            p,
+                            Pid::from_raw(t),
+                            "attach (PTRACE_SEIZE)",
+                            e,
+                        ));
                     }
                 }
             }
@@ -766,39 +747,4 @@ impl Control {
             "the program counter did not move",
         ))
     }
-}
-
-/// Whether thread `tid` of `pid` is traced by a thread of this process (auto-attached as the
-/// clone of a thread we seized).
-fn traced_by_us(pid: i32, tid: i32) -> bool {
-    let status =
-        std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("TracerPid:"))
-        .and_then(|v| v.trim().parse::<u32>().ok())
-        .is_some_and(|tracer| {
-            tracer != 0 && std::path::Path::new(&format!("/proc/self/task/{tracer}")).exists()
-        })
-}
-
-/// Whether thread `tid` of `pid` has exited or is exiting: gone from `/proc`, or a zombie or
-/// dead task there, within a few milliseconds (a thread inside `exit` is refused by the
-/// kernel before `/proc` shows it dead). A live thread refused for real keeps the error.
-fn thread_exited(pid: i32, tid: i32) -> bool {
-    let dead = || match std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")) {
-        Err(_) => true,
-        // The state follows the command's closing parenthesis.
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.trim_start().chars().next())
-            .is_none_or(|state| matches!(state, 'Z' | 'X' | 'x')),
-    };
-    for _ in 0..20 {
-        if dead() {
-            return true;
-        }
-        std::thread::sleep(std::time::Duration::from_micros(500));
-    }
-    false
 }
