@@ -227,6 +227,13 @@ mpir_status mpir_options_free(mpir_options *opts);
 mpir_status mpir_options_set_timeout_ms(mpir_options *opts, uint64_t ms);
 
 /**
+ * How long a rank or the starter another tracer holds (another tool, a debugger) is waited
+ * for before it is reported as held by it, in milliseconds (default 15 s). `u64::MAX`
+ * restores the default; 0 reports it at once.
+ */
+mpir_status mpir_options_set_held_wait_ms(mpir_options *opts, uint64_t ms);
+
+/**
  * Only these ranks are held and read: a list such as `"0-3,7"` or `"12-"` (UTF-8); NULL
  * selects every rank again.
  *

@@ -31,8 +31,9 @@ mod session;
 pub use error::{mpir_last_error, mpir_status, mpir_status_name};
 pub use options::{
     mpir_options, mpir_options_add_debug_dir, mpir_options_free, mpir_options_new,
-    mpir_options_set_allow_other_users, mpir_options_set_hold, mpir_options_set_leave_running,
-    mpir_options_set_ranks, mpir_options_set_timeout_ms, mpir_options_set_types_sidecar,
+    mpir_options_set_allow_other_users, mpir_options_set_held_wait_ms, mpir_options_set_hold,
+    mpir_options_set_leave_running, mpir_options_set_ranks, mpir_options_set_timeout_ms,
+    mpir_options_set_types_sidecar,
 };
 pub use other_nodes::{
     mpir_options_set_agent_fanout, mpir_options_set_agent_launch, mpir_options_set_agent_listen,

@@ -20,6 +20,7 @@ std::arch::global_asm!(
     ".symver mpir_options_new, mpir_options_new@@@MPIR_0.1",
     ".symver mpir_options_free, mpir_options_free@@@MPIR_0.1",
     ".symver mpir_options_set_timeout_ms, mpir_options_set_timeout_ms@@@MPIR_0.1",
+    ".symver mpir_options_set_held_wait_ms, mpir_options_set_held_wait_ms@@@MPIR_0.1",
     ".symver mpir_options_set_ranks, mpir_options_set_ranks@@@MPIR_0.1",
     ".symver mpir_options_add_debug_dir, mpir_options_add_debug_dir@@@MPIR_0.1",
     ".symver mpir_options_set_types_sidecar, mpir_options_set_types_sidecar@@@MPIR_0.1",
@@ -43,6 +44,7 @@ pub struct mpir_options {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Opts {
     timeout: Option<Duration>,
+    held_wait: Option<Duration>,
     ranks: Option<RankSet>,
     debug_dirs: Vec<PathBuf>,
     types_sidecar: Option<PathBuf>,
@@ -62,6 +64,9 @@ impl Opts {
             .with_allow_other_users(self.allow_other_users);
         if let Some(t) = self.timeout {
             o = o.with_timeout(t);
+        }
+        if let Some(w) = self.held_wait {
+            o = o.with_held_wait(w);
         }
         if let Some(r) = &self.ranks {
             o = o.with_ranks(r.clone());
@@ -184,6 +189,19 @@ pub extern "C" fn mpir_options_set_timeout_ms(opts: *mut mpir_options, ms: u64) 
     guard("mpir_options_set_timeout_ms", || {
         update(opts, |o| {
             o.timeout = (ms > 0).then(|| Duration::from_millis(ms));
+            Ok(())
+        })
+    })
+}
+
+/// How long a rank or the starter another tracer holds (another tool, a debugger) is waited
+/// for before it is reported as held by it, in milliseconds (default 15 s). `u64::MAX`
+/// restores the default; 0 reports it at once.
+#[unsafe(no_mangle)]
+pub extern "C" fn mpir_options_set_held_wait_ms(opts: *mut mpir_options, ms: u64) -> mpir_status {
+    guard("mpir_options_set_held_wait_ms", || {
+        update(opts, |o| {
+            o.held_wait = (ms != u64::MAX).then(|| Duration::from_millis(ms));
             Ok(())
         })
     })

@@ -30,6 +30,11 @@ pub(crate) struct Common {
     /// rendezvous file, such as Open MPI 5's prterun), `mpir`, `mpi2dd` or `pmix`.
     #[arg(long, value_name = "IFACE", default_value = "auto")]
     pub(crate) interface: mpir_acquire::InterfaceChoice,
+    /// Longest wait, in seconds, for another tracer (another mpir, a debugger) to let go of
+    /// the starter or a rank before it is reported as held by it (default 15; 0: at once).
+    #[arg(long = "held-wait", value_name = "SECONDS",
+          value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    pub(crate) held_wait: Option<u64>,
 }
 
 /// Session options from the common arguments: debug directories, this node's aliases, and the
@@ -44,11 +49,15 @@ pub(crate) fn session_options(common: &Common) -> SessionOptions {
         SessionOptions::default().with_debuginfod(debuginfod),
         |o, d| o.with_debug_dir(d.clone()),
     );
-    common
+    let options = common
         .this_node
         .iter()
         .fold(options, |o, a| o.with_this_node_alias(a.clone()))
-        .with_interface(common.interface)
+        .with_interface(common.interface);
+    match common.held_wait {
+        Some(secs) => options.with_held_wait(Duration::from_secs(secs)),
+        None => options,
+    }
 }
 
 /// Which reader produces the queues.
@@ -104,20 +113,13 @@ pub(crate) struct RankArgs {
     /// Longest wait for the starter's acquisition, in seconds.
     #[arg(long, default_value_t = 60)]
     pub(crate) timeout: u64,
-    /// Longest wait, in seconds, for another tracer (another mpir, a debugger) to let go of
-    /// the starter or a rank before it is reported as refused (default 5; 0: at once).
-    #[arg(long = "held-wait", value_name = "SECONDS")]
-    pub(crate) held_wait: Option<u64>,
 }
 
 impl RankArgs {
     /// The session of the ranks named: the starter's job (its selected ranks held from the
     /// acquisition for the first read, not acquired twice), or the pids.
     pub(crate) fn open(&self, options: SessionOptions) -> anyhow::Result<Session> {
-        let mut options = options.with_timeout(Duration::from_secs(self.timeout));
-        if let Some(secs) = self.held_wait {
-            options = options.with_held_wait(Duration::from_secs(secs));
-        }
+        let options = options.with_timeout(Duration::from_secs(self.timeout));
         let held = || {
             let mut options = options.clone().with_hold_from_acquisition(true);
             if let Some(r) = &self.ranks {

@@ -147,6 +147,39 @@ fn mpir_path() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_mpir"))
 }
 
+/// `mpir` as `cmd` (its command and options given) `--json --starter S` + the stack's
+/// arguments, and its document.
+fn json_of(mut cmd: Command, stack: &Stack, starter: u32) -> (Output, Value) {
+    let out = cmd
+        .arg("--json")
+        .arg("--starter")
+        .arg(starter.to_string())
+        .args(&stack.extra)
+        .output()
+        .unwrap();
+    let doc = common::json_doc(&out);
+    (out, doc)
+}
+
+/// The `why` objects of a document's unread ranks, by rank.
+fn whys_of(command: &str, doc: &Value) -> Vec<(u64, Value)> {
+    let items: Vec<&Value> = match command {
+        "stacks" => doc["unreached"].as_array().unwrap().iter().collect(),
+        "queues" => doc["ranks"].as_array().unwrap().iter().collect(),
+        "deadlock" => doc["coverage"]["not_read"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .collect(),
+        other => panic!("{other}"),
+    };
+    items
+        .into_iter()
+        .filter(|r| !r["why"].is_null())
+        .map(|r| (r["rank"].as_u64().unwrap(), r["why"].clone()))
+        .collect()
+}
+
 /// The `denial` objects of a document's unread ranks, by rank.
 fn denials(command: &str, doc: &Value) -> Vec<(u64, Value)> {
     let items: Vec<&Value> = match command {
@@ -201,14 +234,23 @@ fn a_rank_held_by_gdb_is_named_with_its_holder_in_every_document() {
         "name": "gdb",
     });
     let mut seen = Vec::new();
+    let mut whys = Vec::new();
     for command in ["stacks", "queues", "deadlock"] {
         let started = Instant::now();
-        let (out, doc) = json(mpir(), command, &stack, job.starter());
+        // A holder is waited for (`--held-wait`, 15 s by default): 1 s here, then named.
+        let mut c = mpir();
+        c.args([command, "--held-wait", "1"]);
+        let (out, doc) = json_of(c, &stack, job.starter());
         assert!(
             started.elapsed() < PROMPT,
             "{command} took {:?}",
             started.elapsed()
         );
+        // The one vocabulary: the same `why` (code, text, the same denial) in every document.
+        for (rank, why) in whys_of(command, &doc) {
+            assert_eq!(rank, 1, "{command}: {doc}");
+            whys.push((command, why));
+        }
         let found = denials(command, &doc);
         // Rank 1 only, however many samples the command took.
         assert!(!found.is_empty(), "{command}: {doc}");
@@ -227,20 +269,40 @@ fn a_rank_held_by_gdb_is_named_with_its_holder_in_every_document() {
     }
     // One reason, word for word, in every document.
     assert!(seen.windows(2).all(|w| w[0] == w[1]), "{seen:?}");
+    assert!(!whys.is_empty());
+    for (command, why) in &whys {
+        assert_eq!(why["code"], "denied", "{command}: {why}");
+        assert_eq!(why["denial"], seen[0], "{command}: {why}");
+        assert_eq!(
+            why["text"], whys[0].1["text"],
+            "{command}: {why} vs {:?}",
+            whys[0]
+        );
+    }
+    assert_eq!(
+        whys[0].1["text"],
+        format!("refused by the kernel: already traced by pid {tracer} (gdb)")
+    );
     assert_eq!(
         seen[0]["text"],
         format!("already traced by pid {tracer} (gdb)")
     );
     // The text report says it and what to do.
     let out = mpir()
-        .args(["stacks", "--starter", &job.starter().to_string()])
+        .args([
+            "stacks",
+            "--held-wait",
+            "1",
+            "--starter",
+            &job.starter().to_string(),
+        ])
         .args(&stack.extra)
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains(&format!(
-            "unreached [1]: refused: already traced by pid {tracer} (gdb)"
+            "unreached [1]: refused by the kernel: already traced by pid {tracer} (gdb)"
         )) && text.contains(&format!("what to do: detach gdb (pid {tracer})")),
         "{text}"
     );

@@ -56,7 +56,7 @@ pub(crate) struct Extra {
 
 /// The keyword options every session source takes (`timeout`, `ranks`, `debug_dirs`,
 /// `types_sidecar`, `shipped_layouts`, `hold_from_acquisition`, `allow_other_users`, `exe`, `this_node_aliases`,
-/// the other nodes' `other_nodes`, `agent_program`, `agent_launch`, `agent_fanout`,
+/// `held_wait`, the other nodes' `other_nodes`, `agent_program`, `agent_launch`, `agent_fanout`,
 /// `agent_listen`, `agent_token_dir`, `agent_timeout`, and for launch `leave_running`).
 pub(crate) fn options(
     given: Option<&Bound<'_, PyDict>>,
@@ -105,6 +105,9 @@ pub(crate) fn options(
                     options = options.with_this_node_alias(alias?.extract::<String>()?);
                 }
             }
+            "held_wait" => {
+                options = options.with_held_wait(seconds("held_wait", value.extract()?)?)
+            }
             "other_nodes" => extra.other_nodes.enabled = value.extract()?,
             "agent_program" => extra.other_nodes.program = Some(path(&value)?),
             "agent_launch" => extra.other_nodes.launch = Some(value.extract()?),
@@ -131,7 +134,7 @@ pub(crate) fn options(
                 return Err(PyTypeError::new_err(format!(
                     "unknown session option {other:?} (known: timeout, ranks, debug_dirs, \
                      types_sidecar, shipped_layouts, hold_from_acquisition, allow_other_users, exe, \
-                     this_node_aliases, other_nodes, agent_program, agent_launch, agent_fanout, \
+                     this_node_aliases, held_wait, other_nodes, agent_program, agent_launch, agent_fanout, \
                      agent_listen, agent_token_dir, agent_timeout{})",
                     if launch { ", leave_running" } else { "" }
                 )));

@@ -32,6 +32,17 @@ def denials(kind: str, doc: Dict[str, Any]) -> List[Dict[str, Any]]:
     return [dict(i["denial"], rank=i["rank"]) for i in items if i.get("denial")]
 
 
+def reasons(kind: str, doc: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The ``why`` objects of a document's unread ranks (the one "not read" vocabulary)."""
+    if kind == "stacks":
+        items = doc["unreached"]
+    elif kind == "queues":
+        items = doc["ranks"]
+    else:
+        items = doc["coverage"]["not_read"]
+    return [dict(i["why"]) for i in items if i.get("why")]
+
+
 def test_a_rank_held_by_gdb_is_refused_with_its_holder_in_every_document(tmp_path: Path) -> None:
     for tool in ("orterun", "mpicc.openmpi", "gdb"):
         if shutil.which(tool) is None:
@@ -72,7 +83,7 @@ def test_a_rank_held_by_gdb_is_refused_with_its_holder_in_every_document(tmp_pat
         assert fields is not None and int(fields["TracerPid"]) == gdb.pid
         expected = {"code": "traced_by", "pid": gdb.pid, "name": "gdb", "rank": 1}
         seen = []
-        with mpir.Session.attach(job.pid, timeout=30) as session:
+        with mpir.Session.attach(job.pid, timeout=30, held_wait=1.0) as session:
             docs = {
                 "stacks": session.stacks(),
                 "queues": session.queues(),
@@ -87,6 +98,12 @@ def test_a_rank_held_by_gdb_is_refused_with_its_holder_in_every_document(tmp_pat
                 assert {k: d[k] for k in expected} == expected, (kind, d)
             seen.append(found[0])
         assert all(s == seen[0] for s in seen), seen
+        # The one vocabulary: the same `why` for rank 1 in every document, as mpir gives it.
+        whys = [w for kind, doc in docs.items() for w in reasons(kind, doc)]
+        assert whys and all(w == whys[0] for w in whys), whys
+        assert whys[0]["code"] == "denied"
+        assert whys[0]["text"] == f"refused by the kernel: already traced by pid {gdb.pid} (gdb)"
+        assert whys[0]["denial"] == seen[0]
         assert seen[0]["text"] == f"already traced by pid {gdb.pid} (gdb)"
         assert seen[0]["remedy"].startswith(f"detach gdb (pid {gdb.pid})")
         # Every other rank was read.

@@ -43,7 +43,9 @@ class Session:
     ``shipped_layouts`` (``False``: do not try the Open MPI layout sets shipped with mpir),
     ``hold_from_acquisition`` (keep the ranks stopped from the acquisition to the
     first read), ``allow_other_users`` (read other users' processes, as root),
-    ``this_node_aliases`` (more names of this node), ``exe`` (cores: the executable).
+    ``this_node_aliases`` (more names of this node), ``exe`` (cores: the executable),
+    ``held_wait`` (seconds to wait for another tracer — another ``mpir``, a debugger — to let
+    go of the starter or a rank before it is reported as held by it; default 15).
 
     A job with ranks on other nodes is read there too, as ``mpir`` reads it: an ``mpir agent``
     on each such node, started by the job's own engine (srun, a second hydra job, Open MPI's

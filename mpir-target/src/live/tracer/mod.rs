@@ -154,10 +154,12 @@ pub struct TracerOptions {
     /// which reads the ranks held from the acquisition), each rank 0.66–0.86 s in that first
     /// sample and 2–16 ms in each later one; the whole command takes 1.45–1.70 s. Two such
     /// commands started together: the second waited 0.9–1.2 s for the starter; with two
-    /// CPU hogs on the same 2 cores, each held the starter 1.1–4.4 s. 5 s covers an idle
-    /// machine with a margin of about 5 and a loaded one just; it is short enough for a
-    /// holder that never lets go (a debugger at its prompt) to be reported without a long
-    /// stall. Give more on a busy node or for a large job.
+    /// CPU hogs on the same 2 cores, each held the starter 1.1–4.4 s and a whole command took
+    /// 4.7–9.0 s. The default, 15 s, covers one whole other read on that loaded machine (the
+    /// holder may be at any point of its command when this one starts); a holder that never
+    /// lets go (a debugger at its prompt) is reported once 15 s have passed, once per program.
+    /// Give more on a busy node or for a large job, less where waiting costs more than a
+    /// missing rank.
     /// A holder that outlasts the whole wait is not waited for again, in this program, for the
     /// same process (a sampled read reports it at once in later samples).
     pub held_wait: Duration,
@@ -168,7 +170,7 @@ impl Default for TracerOptions {
         TracerOptions {
             write_mode: WriteMode::default(),
             stop_timeout: Duration::from_secs(10),
-            held_wait: Duration::from_secs(5),
+            held_wait: Duration::from_secs(15),
         }
     }
 }
