@@ -247,10 +247,14 @@ fn a_rank_held_by_gdb_is_named_with_its_holder_in_every_document() {
             started.elapsed()
         );
         // The one vocabulary: the same `why` (code, text, the same denial) in every document.
-        for (rank, why) in whys_of(command, &doc) {
-            assert_eq!(rank, 1, "{command}: {doc}");
-            whys.push((command, why));
-        }
+        // (The other ranks of a stock MPICH have no queues to read: their own reason.)
+        let rank1: Vec<Value> = whys_of(command, &doc)
+            .into_iter()
+            .filter(|(rank, _)| *rank == 1)
+            .map(|(_, why)| why)
+            .collect();
+        assert!(!rank1.is_empty(), "{command}: no why for rank 1: {doc}");
+        whys.extend(rank1.into_iter().map(|why| (command, why)));
         let found = denials(command, &doc);
         // Rank 1 only, however many samples the command took.
         assert!(!found.is_empty(), "{command}: {doc}");
