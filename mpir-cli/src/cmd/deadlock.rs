@@ -7,17 +7,15 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use mpir_mqd::MqdError;
-use mpir_session::{DeadlockRead, EngineUsed, RankError, Session};
+use mpir_session::{DeadlockRead, EngineUsed, RankError};
 
+use crate::Common;
 use crate::args::{RankArgs, ReaderArgs, RemoteArgs};
 use crate::cmd::queues;
 use crate::render::deadlock::{CoverageOut, doc};
 use crate::render::queues::printed_notes;
-use crate::{Common, progress};
 
-/// Exit status when a hang is found: a cycle, a collective mismatch, or ranks waiting on
-/// ranks that finished.
-pub(crate) const HANG: u8 = 3;
+use crate::cmd::HANG;
 
 #[derive(clap::Args)]
 pub(crate) struct DeadlockArgs {
@@ -43,22 +41,6 @@ pub(crate) struct DeadlockArgs {
     pub(crate) html: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub(crate) remote: RemoteArgs,
-}
-
-/// Runs the sampled analysis on `session`, with a progress bar.
-pub(crate) fn sample(
-    session: &mut Session,
-    samples: u32,
-    interval: Duration,
-) -> anyhow::Result<DeadlockRead> {
-    let bar = progress::bar(0, "reading queues");
-    let progress = |p: mpir_session::Progress<'_>| {
-        bar.set_length(u64::from(p.samples) * p.total as u64);
-        bar.set_position(u64::from(p.sample - 1) * p.total as u64 + p.done as u64);
-    };
-    let read = session.deadlock_with(samples, interval, progress);
-    bar.finish_and_clear();
-    Ok(read?)
 }
 
 /// What to do when ranks the session could stop were not read with the MPI's DLL, or no
@@ -115,7 +97,7 @@ pub(crate) fn run(args: &DeadlockArgs) -> anyhow::Result<ExitCode> {
     let options = args.reader.options(&args.common)?;
     let mut session = args.ranks.open(options)?;
     args.remote.reach(&mut session)?;
-    let read = sample(
+    let read = crate::cmd::report::sample(
         &mut session,
         args.samples,
         Duration::from_millis(args.interval_ms),

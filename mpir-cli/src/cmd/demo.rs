@@ -13,7 +13,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde::Serialize;
 
-use crate::cmd::{deadlock, queues};
+use crate::cmd::queues;
 use crate::render::deadlock::{CoverageOut, DeadlockDoc};
 use crate::render::job::job_out;
 use crate::render::queues::{self as queues_out, QueuesDoc, printed_notes};
@@ -94,7 +94,7 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         let read = queues::read(&mut session)?;
         queues::nothing_readable(&read)?;
         // Deadlock: three samples, confirmed.
-        let sampled = deadlock::sample(&mut session, 3, Duration::from_millis(100))?;
+        let sampled = crate::cmd::report::sample(&mut session, 3, Duration::from_millis(100))?;
         // The merged stacks for the report, two samples so that the page marks who did not move.
         let stacks = match &args.html {
             Some(_) => Some(session.stacks(&crate::cmd::report::stack_options(

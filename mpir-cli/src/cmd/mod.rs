@@ -11,3 +11,7 @@ pub(crate) mod queues;
 pub(crate) mod report;
 pub(crate) mod stacks;
 pub(crate) mod watch;
+
+/// Exit status when a hang is found: a cycle, a collective mismatch, or ranks waiting on
+/// ranks that finished.
+pub(crate) const HANG: u8 = 3;

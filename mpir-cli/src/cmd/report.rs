@@ -9,12 +9,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use mpir_session::{Session, StackOptions, StacksRead};
+use mpir_session::{DeadlockRead, Session, StackOptions, StacksRead};
 use mpir_types::stacks::PythonView;
 use serde_json::Value;
 
 use crate::args::{ReaderArgs, RemoteArgs};
-use crate::cmd::deadlock::{self, HANG};
+use crate::cmd::HANG;
 use crate::cmd::queues::PARTIAL;
 use crate::render::deadlock::CoverageOut;
 use crate::render::queues::printed_notes;
@@ -111,6 +111,22 @@ fn emit(report: &mpir_report::Report, path: &Path, json: bool) -> anyhow::Result
     Ok(())
 }
 
+/// Runs the sampled analysis on `session`, with a progress bar.
+pub(crate) fn sample(
+    session: &mut Session,
+    samples: u32,
+    interval: Duration,
+) -> anyhow::Result<DeadlockRead> {
+    let bar = progress::bar(0, "reading queues");
+    let progress = |p: mpir_session::Progress<'_>| {
+        bar.set_length(u64::from(p.samples) * p.total as u64);
+        bar.set_position(u64::from(p.sample - 1) * p.total as u64 + p.done as u64);
+    };
+    let read = session.deadlock_with(samples, interval, progress);
+    bar.finish_and_clear();
+    Ok(read?)
+}
+
 /// The stacks options of a report (and of a watch's full read).
 pub(crate) fn stack_options(
     samples: u32,
@@ -159,7 +175,7 @@ pub(crate) fn read_all(
     if let Some(job) = mpir_json::job(session) {
         documents.push(job);
     }
-    let read = deadlock::sample(session, samples, interval)?;
+    let read = sample(session, samples, interval)?;
     let coverage = CoverageOut::of(&read.coverage, types_given);
     let notes = printed_notes(read.engine.as_ref(), &read.printed);
     let mut doc = crate::render::deadlock::doc(&read, &coverage, &notes, samples, types_given);

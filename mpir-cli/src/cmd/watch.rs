@@ -265,7 +265,7 @@ pub(crate) fn watch(
             peak_rss_kb().unwrap_or(0)
         );
         Ok(if hang_bundles > 0 {
-            ExitCode::from(crate::cmd::deadlock::HANG)
+            ExitCode::from(crate::cmd::HANG)
         } else {
             ExitCode::SUCCESS
         })
@@ -635,7 +635,7 @@ fn after_bundle(
     seen: &std::collections::HashMap<u32, u64>,
 ) -> anyhow::Result<Option<ExitCode>> {
     let code = if outcome.hang {
-        ExitCode::from(crate::cmd::deadlock::HANG)
+        ExitCode::from(crate::cmd::HANG)
     } else {
         ExitCode::SUCCESS
     };
