@@ -3,89 +3,13 @@
 
 use std::time::Duration;
 
-use mpir_mqd::EngineUsed;
-use mpir_mqd::native::NativeError;
-use mpir_mqd::output::OutputLog;
-use mpir_types::deadlock::{self, DeadlockReport, JobSnapshot};
-use mpir_types::ranks::RankSet;
-use mpir_types::stacks::{RankStacks, classify_threads};
+use mpir_types::deadlock::{self, JobSnapshot};
 
 use crate::error::{SessionError, chain};
-use crate::hold::ReleaseReport;
 use crate::nodes::OtherNodes;
-use crate::queues::{Progress, RankError, RankRead, ReaderState};
+use crate::queues::ReaderState;
+use crate::reads::{Cover, Coverage, DeadlockRead, NotCovered, Progress, RankRead, snapshot};
 use crate::session::Session;
-
-/// A rank not read in a sample, and why.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct NotCovered {
-    /// Its rank, when known.
-    pub rank: Option<u64>,
-    /// Its pid.
-    pub pid: u32,
-    /// The sample (1-based) in which it was first not read.
-    pub sample: u32,
-    /// Why.
-    pub reason: RankError,
-}
-
-/// Which ranks a verdict rests on: a verdict is about the ranks read in every sample only.
-#[derive(Debug)]
-#[non_exhaustive]
-pub struct Coverage {
-    /// Ranks asked for (the selected ranks of the job, the pids named, the rank cores).
-    pub ranks: usize,
-    /// Ranks read in every sample (their queues, or their stacks alone): the verdict covers
-    /// these only.
-    pub read: usize,
-    /// Of [`read`](Self::read), the ranks whose queues were not read in some sample (each
-    /// with the first reason) but whose stacks were, in every sample: the verdict covers them
-    /// by their stacks alone (a rank blocked inside MPI then waits for something unknown).
-    pub stacks_only: Vec<NotCovered>,
-    /// The others: neither their queues nor their stacks were read in every sample.
-    pub not_read: Vec<NotCovered>,
-    /// Ranks whose wait-state export was not used, with why: it could not be read (each
-    /// such rank), or it is missing while other ranks of the job have one. `(rank, pid,
-    /// why)`.
-    pub waits_problems: Vec<(Option<u64>, u32, String)>,
-    /// The selection, when one chose the ranks (the others were not looked at).
-    pub selection: Option<RankSet>,
-    /// Ranks read through their cooperative channel, because the kernel refused this tool
-    /// the process: rank, pid and the refusal (counted in `read` when read).
-    pub cooperative: Vec<(Option<u64>, u32, mpir_types::access::AccessDenial)>,
-    /// The job's table was built from its ranks' announcements (the starter refused).
-    pub announced: Option<crate::session::Announced>,
-}
-
-impl Coverage {
-    /// Whether every rank asked for was read in every sample.
-    pub fn is_complete(&self) -> bool {
-        self.not_read.is_empty()
-    }
-}
-
-/// What [`Session::deadlock`] found.
-#[derive(Debug)]
-#[non_exhaustive]
-pub struct DeadlockRead {
-    /// The engine used, if any rank could be read.
-    pub engine: Option<EngineUsed>,
-    /// Why the engine is the DLL although the native walkers were tried.
-    pub fallback: Option<NativeError>,
-    /// The wait-for analysis over every sample, confirmed (`None` when no rank was read in
-    /// every sample: then there is no verdict at all, never "no cycle").
-    pub report: Option<DeadlockReport>,
-    /// Which ranks the verdict covers.
-    pub coverage: Coverage,
-    /// Every rank not read in some sample, sample by sample (the coverage keeps only the
-    /// first reason of each rank).
-    pub unread: Vec<NotCovered>,
-    /// Each sample's release.
-    pub releases: Vec<ReleaseReport>,
-    /// What the MPI's DLL printed on its own over every sample (each line once, counted).
-    pub printed: OutputLog,
-}
 
 impl Session {
     /// Reads `samples` snapshots of the selected ranks' queues, `interval` apart, holding the
@@ -308,71 +232,4 @@ impl Session {
             printed,
         })
     }
-}
-
-/// How the analysis covers one rank.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Cover {
-    /// By its queues (and its stacks, when read).
-    Queues,
-    /// By its stacks alone: its queues were not read.
-    Stacks,
-    /// By its wait-state export (and its stacks, when read).
-    Waits,
-    /// Not at all.
-    Nothing,
-}
-
-/// The analysis input from one sample's ranks, each with how it is covered (a rank with no
-/// known number is left out: the analysis names ranks by number), joined to the stacks read
-/// with them: each rank's activity (the MPI call it is blocked in, or that it is not inside
-/// MPI) decides whether its pending operations are waits. A rank covered by its queues but
-/// without stacks keeps the queue-only rules; a rank covered by its stacks alone is
-/// [`RankQueues::stacks_only`](mpir_types::deadlock::RankQueues::stacks_only).
-pub(crate) fn snapshot<'a>(
-    ranks: impl Iterator<Item = (&'a RankRead, Cover)> + Clone,
-) -> JobSnapshot {
-    let queued = ranks
-        .clone()
-        .filter(|(_, c)| *c == Cover::Queues)
-        .map(|(r, _)| r);
-    let mut job = mpir_mqd::snapshot_of(queued.clone().filter_map(|r| {
-        let q = r.queues.as_ref().ok()?;
-        Some((r.rank, Some(r.pid), q.communicators.as_slice()))
-    }));
-    let stacks: Vec<RankStacks> = queued
-        .filter(|r| r.queues.is_ok())
-        .filter_map(|r| Some(RankStacks::new(r.rank?, r.pid, r.stacks.clone()?)))
-        .collect();
-    if !stacks.is_empty() {
-        job = job.with_stacks(&stacks, &[]);
-    }
-    for (r, c) in ranks.clone() {
-        if c != Cover::Waits {
-            continue;
-        }
-        let (Some(rank), Some(Ok(w))) = (r.rank, r.waits.as_ref()) else {
-            continue;
-        };
-        let (mut q, _notes) = w.rank_queues(rank, Some(i64::from(r.pid)));
-        if let Some(threads) = r.stacks.as_ref() {
-            q.activity = Some(classify_threads(threads, Some(r.pid)));
-        }
-        job.ranks.push(q);
-    }
-    for (r, c) in ranks {
-        if c != Cover::Stacks {
-            continue;
-        }
-        let (Some(rank), Some(threads)) = (r.rank, r.stacks.as_ref()) else {
-            continue;
-        };
-        job.ranks
-            .push(mpir_types::deadlock::RankQueues::stacks_only(
-                rank,
-                Some(i64::from(r.pid)),
-                classify_threads(threads, Some(r.pid)),
-            ));
-    }
-    job
 }

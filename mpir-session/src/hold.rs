@@ -13,7 +13,9 @@ use mpir_target::live::procfs;
 use mpir_target::live::tracer::{Tracer, TracerOptions};
 
 use crate::error::{ReleaseProblem, SessionError, Unreadable};
-use crate::session::{Known, Session, Source};
+use crate::known::Known;
+use crate::release::ReleaseReport;
+use crate::session::{Session, Source};
 
 /// One rank while the session holds it: which rank, which process, and its target (memory,
 /// symbols, types) or why it cannot be read.
@@ -43,7 +45,7 @@ pub(crate) enum Frozen {
     Core(Rc<mpir_target::corefile::CoreTarget>),
     /// A live process the kernel refuses this tool, read through its cooperative channel
     /// (not stopped: each thread copies its own registers and stack when asked).
-    Coop(crate::coop::CoopRank),
+    Coop(crate::channel::CoopRank),
 }
 
 impl std::fmt::Debug for HeldRank {
@@ -78,23 +80,6 @@ impl HeldRank {
             Some(Frozen::Coop(c)) => Some(&c.denial),
             _ => None,
         }
-    }
-}
-
-/// What letting the ranks go found.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ReleaseReport {
-    /// The processes let go (running again, untraced).
-    pub released: Vec<u32>,
-    /// What went wrong meanwhile (the release goes on past each).
-    pub problems: Vec<ReleaseProblem>,
-}
-
-impl ReleaseReport {
-    /// Whether everything was let go without a problem.
-    pub fn is_clean(&self) -> bool {
-        self.problems.is_empty()
     }
 }
 
@@ -464,7 +449,7 @@ impl Session {
             };
             // Refused by the kernel for good: the rank may answer for itself.
             let coop = match &live {
-                Err(why) => crate::coop::permanent_denial(why)
+                Err(why) => crate::channel::permanent_denial(why)
                     .cloned()
                     .and_then(|d| self.cooperate(k.pid, k.rank, &d)),
                 Ok(_) => None,

@@ -77,30 +77,38 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod channel;
 mod coop;
 mod deadlock;
 mod error;
 mod held_stacks;
 mod hold;
+mod known;
 mod nodes;
 mod options;
 mod python;
 mod queues;
+mod reads;
+mod release;
 mod session;
+mod stack_reads;
 mod stacks;
 mod waits;
 mod write_core;
 
-pub use coop::AnnouncedJobError;
-pub use deadlock::{Coverage, DeadlockRead, NotCovered};
+pub use channel::AnnouncedJobError;
 pub use error::{AgentFailure, ReleaseProblem, SessionError, Unreadable, chain};
-pub use hold::{Held, HeldRank, ReleaseReport};
+pub use hold::{Held, HeldRank};
+pub use known::Announced;
 pub use mpir_mqd::{Engine, EngineUsed, RankQueues, ReaderOptions};
 pub use nodes::{NodeState, OtherNodes};
 pub use options::SessionOptions;
-pub use queues::{MissingTypes, Progress, QueueRead, RankError, RankRead};
-pub use session::{Announced, CoreInfo, Mpi2ddJob, Session, StarterCore};
-pub use stacks::{
+pub use reads::{
+    Coverage, DeadlockRead, MissingTypes, NotCovered, Progress, QueueRead, RankError, RankRead,
+};
+pub use release::ReleaseReport;
+pub use session::{CoreInfo, Mpi2ddJob, Session, StarterCore};
+pub use stack_reads::{
     FoldedStacks, Position, RemoteSample, SamplingSummary, StackOptions, StackProgress,
     StackSample, StacksRead, StopTime,
 };

@@ -2,20 +2,19 @@
 //!
 //! A session reads the ranks of its own node itself. The ranks on every other node are read
 //! by whatever reaches those nodes — `mpir-agent`'s agents, started through the job's own
-//! launcher — installed once with [`Session::reach_other_nodes`]. From then on the same
-//! [`Session::queues`], [`Session::stacks`] and [`Session::deadlock`] return the whole job:
+//! launcher — installed once with [`Session::reach_other_nodes`](crate::Session::reach_other_nodes). From then on the same
+//! [`Session::queues`](crate::Session::queues), [`Session::stacks`](crate::Session::stacks) and [`Session::deadlock`](crate::Session::deadlock) return the whole job:
 //! each read is sent to the other nodes first, this node's ranks are read meanwhile, and the
 //! other nodes' answers are put in place of their ranks' entries. A caller never merges.
 //!
-//! Reads of a few chosen ranks ([`Session::stacks_of`]) and a profiler's sampling
-//! ([`Session::sample_stacks`]) stay on this node.
+//! Reads of a few chosen ranks ([`Session::stacks_of`](crate::Session::stacks_of)) and a profiler's sampling
+//! ([`Session::sample_stacks`](crate::Session::sample_stacks)) stay on this node.
 
 use mpir_mqd::EngineUsed;
 
 use crate::error::AgentFailure;
-use crate::queues::RankRead;
-use crate::session::Session;
-use crate::stacks::{RemoteSample, StackOptions};
+use crate::reads::RankRead;
+use crate::stack_reads::{RemoteSample, StackOptions};
 
 /// The ranks of a session's job on other nodes, as something that reads them (implemented by
 /// `mpir-agent`'s front end). Each read is split in two: `start_*` sends the request before
@@ -81,44 +80,5 @@ impl NodeState {
     pub fn with_refused(mut self, refused: Vec<(u64, String)>) -> Self {
         self.refused = refused;
         self
-    }
-}
-
-impl Session {
-    /// From now on, every read of the whole job ([`queues`](Session::queues),
-    /// [`stacks`](Session::stacks), [`deadlock`](Session::deadlock)) also reads the job's
-    /// ranks on other nodes through `nodes`. Replaces (and so lets go of) any earlier one.
-    pub fn reach_other_nodes(&mut self, nodes: Box<dyn OtherNodes>) {
-        self.others = Some(nodes);
-    }
-
-    /// Whether the job's ranks on other nodes are read ([`reach_other_nodes`](Session::reach_other_nodes)).
-    pub fn reaches_other_nodes(&self) -> bool {
-        self.others.is_some()
-    }
-
-    /// Where each other node stands; empty when no other node is reached.
-    pub fn other_nodes(&self) -> Vec<NodeState> {
-        self.others.as_ref().map(|o| o.nodes()).unwrap_or_default()
-    }
-
-    /// Stops reading other nodes and lets them go (their agents are told goodbye and awaited,
-    /// bounded). Dropping the session does the same.
-    pub fn leave_other_nodes(&mut self) {
-        self.others = None;
-    }
-
-    /// Runs `read` with the other nodes taken out of the session (a hold borrows the session
-    /// for its whole length), and puts them back afterwards.
-    pub(crate) fn with_others<R>(
-        &mut self,
-        read: impl FnOnce(&mut Session, Option<&mut (dyn OtherNodes + 'static)>) -> R,
-    ) -> R {
-        let mut others = self.others.take();
-        let result = read(self, others.as_deref_mut());
-        if self.others.is_none() {
-            self.others = others;
-        }
-        result
     }
 }

@@ -14,6 +14,8 @@ use mpir_target::proctable::{ProcTable, ReadOptions, read_proctable};
 use mpir_types::mpir::MpirFlags;
 
 use crate::error::{SessionError, Unreadable, chain};
+use crate::known::{Announced, Known};
+use crate::nodes::{NodeState, OtherNodes};
 use crate::options::SessionOptions;
 
 /// One MPI job (or a set of processes, or core files) and the way to read it: see the
@@ -38,22 +40,11 @@ pub struct Session {
     /// CFI, function symbols and DWARF lines once per build-id, for every rank's stacks.
     pub(crate) symbols: mpir_target::unwind::SymbolCache,
     /// Ranks read through their cooperative channel, by pid (checked by start time on use).
-    pub(crate) coop: HashMap<u32, crate::coop::CoopRank>,
+    pub(crate) coop: HashMap<u32, crate::channel::CoopRank>,
     /// The job's table was built from its ranks' announcements: the starter, refused.
     pub(crate) announced: Option<Announced>,
     /// How a proof hold made outside a read let its ranks go, for the next read to report.
-    pub(crate) proof_release: Option<crate::hold::ReleaseReport>,
-}
-
-/// A job whose starter the kernel refuses this tool, its table built from its ranks'
-/// announcements on their cooperative channels ([`Session::announced`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Announced {
-    /// The starter named.
-    pub starter: u32,
-    /// Why its table could not be read.
-    pub denial: mpir_types::access::AccessDenial,
+    pub(crate) proof_release: Option<crate::release::ReleaseReport>,
 }
 
 /// The kernel's refusal somewhere in `e`'s causes.
@@ -114,16 +105,6 @@ pub struct Mpi2ddJob {
     /// With MPIR too: where MPIR's table and MPI2DD's root world disagree, rank by rank
     /// (empty when they agree).
     pub mismatches: Vec<String>,
-}
-
-/// A rank as the first hold found it.
-#[derive(Debug, Clone)]
-pub(crate) struct Known {
-    pub(crate) rank: Option<u64>,
-    pub(crate) pid: u32,
-    pub(crate) image: PathBuf,
-    /// The start time read while it was held first, or why it is never touched.
-    pub(crate) state: Result<u64, Unreadable>,
 }
 
 /// The core files of a session.
@@ -313,7 +294,7 @@ impl Session {
                 // themselves on their cooperative channels (issue 32).
                 let denied = denial_in(&source).filter(|d| !d.is_transient()).cloned();
                 if let Some(denial) = denied
-                    && let Ok(known) = crate::coop::announced_job(pid)
+                    && let Ok(known) = crate::channel::announced_job(pid)
                 {
                     let pids = known.iter().map(|k| k.pid).collect();
                     let mut session = Session::new(options, Source::Pids(pids));
@@ -699,4 +680,43 @@ fn with_containers(job: &Job) -> Box<Job> {
     let mut job = Box::new(job.clone());
     live::find_containers(&mut job);
     job
+}
+
+impl Session {
+    /// From now on, every read of the whole job ([`queues`](Session::queues),
+    /// [`stacks`](Session::stacks), [`deadlock`](Session::deadlock)) also reads the job's
+    /// ranks on other nodes through `nodes`. Replaces (and so lets go of) any earlier one.
+    pub fn reach_other_nodes(&mut self, nodes: Box<dyn OtherNodes>) {
+        self.others = Some(nodes);
+    }
+
+    /// Whether the job's ranks on other nodes are read ([`reach_other_nodes`](Session::reach_other_nodes)).
+    pub fn reaches_other_nodes(&self) -> bool {
+        self.others.is_some()
+    }
+
+    /// Where each other node stands; empty when no other node is reached.
+    pub fn other_nodes(&self) -> Vec<NodeState> {
+        self.others.as_ref().map(|o| o.nodes()).unwrap_or_default()
+    }
+
+    /// Stops reading other nodes and lets them go (their agents are told goodbye and awaited,
+    /// bounded). Dropping the session does the same.
+    pub fn leave_other_nodes(&mut self) {
+        self.others = None;
+    }
+
+    /// Runs `read` with the other nodes taken out of the session (a hold borrows the session
+    /// for its whole length), and puts them back afterwards.
+    pub(crate) fn with_others<R>(
+        &mut self,
+        read: impl FnOnce(&mut Session, Option<&mut (dyn OtherNodes + 'static)>) -> R,
+    ) -> R {
+        let mut others = self.others.take();
+        let result = read(self, others.as_deref_mut());
+        if self.others.is_none() {
+            self.others = others;
+        }
+        result
+    }
 }

@@ -13,7 +13,7 @@ use mpir_target::corefile::write::{CoreOptions, CoreWritten, write_core};
 use mpir_target::live::procfs;
 
 use crate::error::{SessionError, Unreadable};
-use crate::hold::ReleaseReport;
+use crate::release::ReleaseReport;
 use crate::session::{Session, Source};
 
 /// What [`Session::write_core`] wrote.

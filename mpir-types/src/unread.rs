@@ -1,7 +1,7 @@
 //! Why a rank was not read: one vocabulary for every command, document, the agents' wire and
 //! the bindings (issue 31). A [`NotRead`] is a [`ReasonCode`] (a stable, machine-readable
 //! word), one line of text for a person, and the structured detail some reasons have (the
-//! kernel's [`AccessDenial`](crate::access::AccessDenial), the node, the MPI types missing).
+//! kernel's [`AccessDenial`], the node, the MPI types missing).
 //!
 //! The same cause gives the same `NotRead` in queues, stacks and deadlock reads: the code and
 //! the text are made once, where the cause is known (the session), and carried as they are —
