@@ -214,8 +214,18 @@ fn an_exited_process_is_unreached_not_dropped() {
     assert_eq!(s.ranks.len(), 2);
     assert_eq!(s.unreached.len(), 1, "{:?}", s.unreached);
     assert_eq!(s.unreached[0].rank, 1);
+    assert_eq!(
+        s.unreached[0].reason.code,
+        mpir_types::unread::ReasonCode::Exited
+    );
     let text = s.tree.to_text();
-    assert!(text.contains("unreached [1]: process exited"), "{text}");
+    let sleeper_pid = sleeper.id();
+    assert!(
+        text.contains(&format!(
+            "unreached [1]: pid {sleeper_pid} exited (or names another process now); left alone"
+        )),
+        "{text}"
+    );
     assert_running_untraced(&[pids[0], pids[1]]);
     let _ = child.kill();
     let _ = child.wait();
