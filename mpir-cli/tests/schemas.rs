@@ -77,8 +77,11 @@ fn a_stacks_document_is_the_tree_plus_its_envelope() {
               "file": "ring.py", "line": 12, "ranks": "0-1", "threads": 2, "ends": "0-1",
               "truncated": "", "trust": "cfi" }
         ],
-        "unreached": [{ "rank": 2, "reason": "exited", "text": "process exited" },
-                      { "rank": 3, "reason": { "other": "remote" }, "text": "remote" }],
+        "unreached": [{ "rank": 2, "reason": "exited", "text": "process exited",
+                        "why": { "code": "exited", "text": "the process exited" } },
+                      { "rank": 3, "reason": { "other": "remote" }, "text": "remote",
+                        "why": { "code": "remote", "text": "on another node (n3): not read from here",
+                                 "host": "n3" } }],
         "truncations": [], "cut_depth": "", "cut_nodes": "", "samples": 2, "interval_ms": 150,
         "unmoved": "0-1",
         "stops": [[{ "rank": 0, "pid": 10, "stopped_us": 120, "overran": false }], []],
