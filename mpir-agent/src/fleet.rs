@@ -162,7 +162,11 @@ impl Fleet {
 
     /// [`Fleet::start`]; agents that connect back (Slurm's step, hydra's job) connect to `listen` when
     /// given (`--agent-listen`), else where the kernel routes to their nodes from.
-    pub(crate) fn start_at(hosts: Vec<HostClaims>, plan: &Plan, listen: Option<SocketAddr>) -> Fleet {
+    pub(crate) fn start_at(
+        hosts: Vec<HostClaims>,
+        plan: &Plan,
+        listen: Option<SocketAddr>,
+    ) -> Fleet {
         let deadline = Instant::now() + Duration::from_millis(plan.start_timeout_ms);
         let groups = tree_groups(hosts, usize::try_from(plan.fanout).unwrap_or(usize::MAX));
         if plan.launch.starts_all_at_once() {

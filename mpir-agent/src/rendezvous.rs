@@ -274,8 +274,7 @@ impl Rendezvous {
                     links.insert(node, link);
                 }
             };
-            while links.len() < self.expected.len() && Instant::now() < deadline && go_on(&links)
-            {
+            while links.len() < self.expected.len() && Instant::now() < deadline && go_on(&links) {
                 while let Ok(r) = rx.try_recv() {
                     take(r, &mut links, &mut in_flight);
                 }

@@ -147,7 +147,11 @@ fn step_of(pid: u32) -> Option<String> {
             v.strip_prefix(name)?.strip_prefix('=').map(str::to_string)
         })
     };
-    Some(format!("{}.{}", var("SLURM_JOB_ID")?, var("SLURM_STEP_ID")?))
+    Some(format!(
+        "{}.{}",
+        var("SLURM_JOB_ID")?,
+        var("SLURM_STEP_ID")?
+    ))
 }
 
 /// The running agents (`mpir` processes) on each of the job's nodes, each with its step.
@@ -279,13 +283,26 @@ fn one_srun_step_starts_every_agent_and_one_more_each_subtree() {
     assert_eq!(nodes, "node[2-4]", "{:?}", seen.steps);
     // The agents' view: one per node, every one in that step.
     for (node, steps) in &seen.agents {
-        assert_eq!(steps, &[Some(step.clone())], "node{node}: {:?}", seen.agents);
+        assert_eq!(
+            steps,
+            &[Some(step.clone())],
+            "node{node}: {:?}",
+            seen.agents
+        );
     }
     assert_clean(&cluster, &job, &id);
 
     // Fanout 2: the front end's step has node2's and node4's agents; node2's agent starts
     // node3's in a step of its own.
-    let mut args = vec!["-v", "stacks", "--json", "--agent-fanout", "2", "--slurm-job", &id];
+    let mut args = vec![
+        "-v",
+        "stacks",
+        "--json",
+        "--agent-fanout",
+        "2",
+        "--slurm-job",
+        &id,
+    ];
     args.extend(sampling);
     let seen = run_and_watch(&cluster, &job, &id, &args);
     let stderr = String::from_utf8_lossy(&seen.output.stderr);

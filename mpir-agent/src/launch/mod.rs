@@ -342,7 +342,7 @@ mod tests {
             token_dir: None,
         }
         .command("node3", &agent)
-            .unwrap();
+        .unwrap();
         let w = words(&s);
         assert_eq!(w[0], "srun");
         assert!(w.contains(&"--jobid=42".to_string()) && w.contains(&"--nodelist=node3".into()));

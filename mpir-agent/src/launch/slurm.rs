@@ -195,7 +195,10 @@ mod tests {
             task_ended("srun: error: node3: task 1: Exited with exit code 127"),
             Some("node3")
         );
-        assert_eq!(task_ended("srun: error: n7.x: task 12: Killed"), Some("n7.x"));
+        assert_eq!(
+            task_ended("srun: error: n7.x: task 12: Killed"),
+            Some("n7.x")
+        );
         for other in [
             "srun: error: Unable to create step for job 4: Invalid node name specified",
             "srun: error: eio_message_socket_accept: slurm_receive_msg[127.0.0.1:1]: Zero Bytes",
