@@ -3,7 +3,8 @@
 //! its own: counted by Slurm itself (`squeue -s`, each step's name and node list) while the
 //! agents run, and by each agent's own `SLURM_STEP_ID` (set by slurmstepd). Also: a node
 //! whose agent cannot start is named at once (its task's end, as srun reports it), and the
-//! others are read.
+//! others are read; a front end killed (SIGKILL, SIGTERM) mid-sampling leaves no agent and
+//! no agent step.
 //!
 //! The job: `srun --ntasks-per-node=1` of the cluster's ring (`deadlock.c`) on node2..node4
 //! of the simulated cluster (`scripts/ci-multinode.sh`), its srun inside node1, where `mpir`
@@ -377,4 +378,49 @@ fn in_one_step_a_node_whose_agent_cannot_start_is_named_and_the_others_are_read(
     assert!(took < Duration::from_secs(50), "took {took:?}: {stderr}");
     assert_eq!(doc["coverage"]["read"], 2, "{doc:#}");
     assert_clean(&cluster, &job, &id);
+}
+
+#[test]
+fn a_front_end_killed_leaves_no_agent_and_no_step() {
+    let Some(cluster) = Cluster::from_env() else {
+        return;
+    };
+    let dir = scratch("cli-mn-slurm-step-kill");
+    let Some(job) = SlurmJob::start(&cluster, &dir) else {
+        return;
+    };
+    let id = job.id();
+    for signal in [
+        nix::sys::signal::Signal::SIGKILL,
+        nix::sys::signal::Signal::SIGTERM,
+    ] {
+        // A long sampling: the agents are up and sampling when the front end is ended.
+        let mut c = Command::new(mpir().get_program());
+        c.args([
+            "stacks",
+            "--samples",
+            "100",
+            "--interval",
+            "200",
+            "--slurm-job",
+        ])
+        .arg(&id);
+        let mut wrapped = cluster.run_in(1, &c);
+        wrapped
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let mut front = cluster.spawn(1, wrapped);
+        assert!(
+            wait_for(60, || agents(&cluster).values().all(|a| !a.is_empty())),
+            "the agents did not start"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(front.host_pid as i32), signal).unwrap();
+        front.wait_timeout(Duration::from_secs(20));
+        assert!(front.has_exited(), "the front end did not end on {signal}");
+        // Each agent sees its connection end, lets go and exits; the step ends with them
+        // (its srun, in a process group of its own, was not signalled).
+        assert_clean(&cluster, &job, &id);
+    }
 }
