@@ -2,8 +2,10 @@
 //! subtree. Each member is one agent's link, answering for its own node's ranks and for
 //! those of the subtree it started.
 //!
-//! A member is started through the [`Plan`]'s engine with its stdio as the link, or given
-//! already connected (engines whose agents connect out). Requests go to every member before
+//! A member is started through the [`Plan`]'s engine with its stdio as the link; or, for
+//! Slurm and hydra, every member at once (one step, one job) whose agents connect back over
+//! TLS ([`step`]);
+//! or given already connected (engines whose agents connect out). Requests go to every member before
 //! any answer is awaited; the answers are awaited with one deadline for all. A member that
 //! fails, hangs, sends garbage or answers for a rank it was not given is cut off: its
 //! launcher is killed (which ends the agent: its stdin closes) and every rank it answered for
@@ -11,6 +13,7 @@
 
 use std::collections::HashSet;
 use std::ffi::OsString;
+use std::net::SocketAddr;
 use std::os::unix::process::CommandExt;
 use std::process::Child;
 use std::time::{Duration, Instant};
@@ -25,24 +28,10 @@ use mpir_wire::{
 use crate::error::ProtocolError;
 use crate::protocol::{Adopt, HostClaims, Plan, RankStatus, Reply, Request};
 
-/// An agent's connection, whatever carries it (a pipe its engine forwards, TLS).
-pub type AgentLink = Connection<Box<dyn Transport + Send>>;
+mod step;
 
-/// Why a member is out.
-#[derive(Debug, Clone)]
-pub(crate) struct Down {
-    pub(crate) failure: AgentFailure,
-    pub(crate) detail: String,
-}
-
-impl Down {
-    pub(crate) fn new(failure: AgentFailure, detail: impl Into<String>) -> Down {
-        Down {
-            failure,
-            detail: detail.into(),
-        }
-    }
-}
+pub use crate::launch::AgentLink;
+pub(crate) use crate::launch::Down;
 
 /// One agent and what it answers for.
 pub(crate) struct Member {
@@ -148,6 +137,8 @@ pub(crate) fn tree_groups(
 pub(crate) struct Fleet {
     pub(crate) members: Vec<Member>,
     next: u64,
+    /// The one step that runs every member's agent (Slurm), ended after the members.
+    step: Option<step::Step>,
 }
 
 impl Fleet {
@@ -156,16 +147,35 @@ impl Fleet {
         Fleet {
             members: Vec::new(),
             next: 1,
+            step: None,
         }
     }
 
     /// Starts agents for `hosts` as `plan` says (a tree past `plan.fanout` nodes), each
     /// adopting its node's ranks and its subtree. Never fails as a whole: a member that
     /// cannot start is out, with the reason.
+    /// A subtree root's agent starts its subtree this way; the front end with
+    /// [`Fleet::start_at`].
     pub(crate) fn start(hosts: Vec<HostClaims>, plan: &Plan) -> Fleet {
-        let mut fleet = Fleet::empty();
+        Fleet::start_at(hosts, plan, None)
+    }
+
+    /// [`Fleet::start`]; agents that connect back (Slurm's step, hydra's job) connect to `listen` when
+    /// given (`--agent-listen`), else where the kernel routes to their nodes from.
+    pub(crate) fn start_at(
+        hosts: Vec<HostClaims>,
+        plan: &Plan,
+        listen: Option<SocketAddr>,
+    ) -> Fleet {
         let deadline = Instant::now() + Duration::from_millis(plan.start_timeout_ms);
         let groups = tree_groups(hosts, usize::try_from(plan.fanout).unwrap_or(usize::MAX));
+        if plan.launch.starts_all_at_once() {
+            let (links, step) = step::start(groups, plan, listen, deadline);
+            let mut fleet = Fleet::with_links(links, plan, deadline);
+            fleet.step = step;
+            return fleet;
+        }
+        let mut fleet = Fleet::empty();
         // Every agent started first, so that they start at the same time.
         let mut pipes = Vec::new();
         let mut adopts = Vec::new();
@@ -241,16 +251,27 @@ impl Fleet {
         links: Vec<(HostClaims, Result<AgentLink, Down>)>,
         plan: &Plan,
     ) -> Fleet {
-        let mut fleet = Fleet::empty();
         let deadline = Instant::now() + Duration::from_millis(plan.start_timeout_ms);
+        let links = links
+            .into_iter()
+            .map(|(host, link)| (host, Vec::new(), link))
+            .collect();
+        Fleet::with_links(links, plan, deadline)
+    }
+
+    /// Members whose agents are connected already, each a subtree's root (or alone) with
+    /// its link or why it has none, each adopting its node's ranks and its subtree by
+    /// `deadline`.
+    fn with_links(links: Vec<Rooted>, plan: &Plan, deadline: Instant) -> Fleet {
+        let mut fleet = Fleet::empty();
         let mut adopts = Vec::new();
-        for (host, link) in links {
-            adopts.push(Adopt::new(
-                host.ranks.clone(),
-                plan.expect.clone(),
-                plan.read.clone(),
-            ));
-            let mut m = Member::new(host, &[]);
+        for (root, subtree, link) in links {
+            let mut adopt = Adopt::new(root.ranks.clone(), plan.expect.clone(), plan.read.clone());
+            if !subtree.is_empty() {
+                adopt = adopt.with_subtree(subtree.clone(), child_plan(plan));
+            }
+            adopts.push(adopt);
+            let mut m = Member::new(root, &subtree);
             m.link = link;
             fleet.members.push(m);
         }
@@ -409,7 +430,7 @@ impl Fleet {
     }
 
     /// Says goodbye to every member and waits (bounded, 5 s in all) for their launchers to
-    /// end; kills what is left.
+    /// end; kills what is left (a step: ended as srun ends one, then killed).
     pub(crate) fn close(&mut self) {
         let bye = Message::new(MessageKind::Goodbye, ContentKind::Empty, Vec::new());
         for m in &mut self.members {
@@ -438,6 +459,9 @@ impl Fleet {
                 }
             }
         }
+        if let Some(step) = self.step.take() {
+            step.end(deadline);
+        }
     }
 }
 
@@ -453,6 +477,9 @@ const LEVEL_MARGIN: Duration = Duration::from_secs(5);
 
 /// An agent's carrier.
 type AgentTransport = Box<dyn Transport + Send>;
+
+/// A subtree's root (or a node alone), its subtree, and its agent's link or why it has none.
+type Rooted = (HostClaims, Vec<HostClaims>, Result<AgentLink, Down>);
 
 /// A subtree's root must answer by `deadline`: its own agents get what is left of it now
 /// (less the margin), not a bound counted from when it receives `adopt` — starting the roots

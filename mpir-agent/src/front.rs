@@ -75,7 +75,13 @@ impl Agents {
         if hosts.is_empty() {
             return Ok(agents);
         }
-        let launch = agents.options.launch.resolve(job)?;
+        // Agents started at once (Slurm's step, hydra's job), a subtree root's too, find
+        // their tokens where this front end puts them.
+        let launch = agents
+            .options
+            .launch
+            .resolve(job)?
+            .with_token_dir(agents.options.token_dir.clone());
         launch.check()?;
         let read = ReadSettings::of(session.options());
         let plan = agents.plan(job, launch, read);
@@ -90,7 +96,7 @@ impl Agents {
                 agents.pmix = Some(spawned);
                 fleet
             }
-            _ => Fleet::start(hosts, &plan),
+            _ => Fleet::start_at(hosts, &plan, agents.options.listen),
         };
         Ok(agents)
     }

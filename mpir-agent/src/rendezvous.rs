@@ -18,7 +18,7 @@ use mpir_wire::{
 };
 
 use crate::error::FrontEndError;
-use crate::fleet::{AgentLink, Down};
+use crate::launch::{AgentLink, Down};
 use crate::protocol::HostClaims;
 use crate::tokens::{TOKENS_ISSUED, TokenDir};
 
@@ -247,6 +247,17 @@ impl Rendezvous {
         wire: &Options,
         give_up: &AtomicBool,
     ) -> HashMap<String, AgentLink> {
+        self.accept_while(deadline, wire, &|_| !give_up.load(Ordering::Relaxed))
+    }
+
+    /// [`Rendezvous::accept`], giving up as soon as `go_on`, asked with the links so far
+    /// (at least every 100 ms), says no more will come.
+    pub(crate) fn accept_while(
+        &self,
+        deadline: Instant,
+        wire: &Options,
+        go_on: &dyn Fn(&HashMap<String, AgentLink>) -> bool,
+    ) -> HashMap<String, AgentLink> {
         let mut links: HashMap<String, AgentLink> = HashMap::new();
         let Some(listener) = &self.listener else {
             // Not listening: nothing was issued.
@@ -263,10 +274,7 @@ impl Rendezvous {
                     links.insert(node, link);
                 }
             };
-            while links.len() < self.expected.len()
-                && Instant::now() < deadline
-                && !give_up.load(Ordering::Relaxed)
-            {
+            while links.len() < self.expected.len() && Instant::now() < deadline && go_on(&links) {
                 while let Ok(r) = rx.try_recv() {
                     take(r, &mut links, &mut in_flight);
                 }

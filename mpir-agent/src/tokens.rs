@@ -99,10 +99,15 @@ pub(crate) enum Found {
 }
 
 /// This node's token file in `dir`: the one named after `node`, else the one named after
-/// `PMIX_HOSTNAME` (set by PRRTE for its tool daemons) when it names this node, else the one
+/// `PMIX_HOSTNAME` (set by PRRTE for its tool daemons), else `SLURMD_NODENAME` (set by Slurm
+/// in a step's tasks), when it names this node, else the one
 /// named after any of this node's names or addresses (at most 65,536 entries looked at).
 pub(crate) fn find_token(dir: &Path, node: &str) -> Found {
-    let pmix = std::env::var("PMIX_HOSTNAME").ok();
+    // PRRTE's name for the node, else Slurm's (an agent of a Slurm step: `SLURMD_NODENAME`,
+    // the name the job's table and the step's node list use).
+    let pmix = std::env::var("PMIX_HOSTNAME")
+        .or_else(|_| std::env::var("SLURMD_NODENAME"))
+        .ok();
     find_token_as(
         dir,
         node,

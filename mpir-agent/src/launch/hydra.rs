@@ -1,6 +1,13 @@
-//! MPICH's and Intel MPI's hydra ([`Launch::Hydra`]): a second hydra job on one node per
-//! agent, with the job's own `mpiexec` and the way it reaches nodes; hydra forwards the
-//! agent's standard input and output.
+//! MPICH's and Intel MPI's hydra ([`Launch::Hydra`]): a second hydra job, with the job's own
+//! `mpiexec` and the way it reaches nodes. The fleet starts **one** such job for all the
+//! agents it starts, one process per node ([`job_command`]: `-hosts H1,…,HN -ppn 1 -n N`),
+//! whose agents connect back over TLS: hydra forwards standard input to its rank 0 only and
+//! merges every process's standard output, so no agent could have a pipe of its own.
+//! Measured with MPICH 4.0.2's hydra on the simulated cluster: `-hosts node2,node3,node4
+//! -ppn 1 -n 3` puts one process on each node, and a process that exits with status 127
+//! (no `PMI_Init`, as an agent) does not end the others (the job ends with the last,
+//! status 127). The per-node form ([`command`], stdio forwarded) stays for
+//! [`Launch::command`].
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -62,6 +69,7 @@ pub(super) fn of(pid: u32) -> Result<Launch, FrontEndError> {
         mpiexec,
         options,
         env,
+        token_dir: None,
     })
 }
 
@@ -83,6 +91,43 @@ pub(super) fn command(
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
     c
+}
+
+/// Longest `-hosts` list given on the command line; past it the hosts go to a host file
+/// (`-f`), as one argument over 128 KiB is refused by Linux.
+const INLINE_HOSTS: usize = 64 * 1024;
+
+/// The command that starts `agent` on each of `hosts` as one hydra job, one process per
+/// node: `MPIEXEC [options] -hosts H1,…,HN -ppn 1 -n N AGENT…` (or `-f LIST_FILE` for a long
+/// list) with the starter's launcher variables, no standard input.
+pub(super) fn job_command(
+    mpiexec: &Path,
+    options: &[String],
+    env: &[(String, String)],
+    hosts: &[String],
+    agent: &[OsString],
+    list_file: &Path,
+) -> Result<Command, FrontEndError> {
+    let n = hosts.len().to_string();
+    let list = hosts.join(",");
+    let mut c = Command::new(mpiexec);
+    c.args(options);
+    if list.len() <= INLINE_HOSTS {
+        c.args(["-hosts", &list]);
+    } else {
+        std::fs::write(list_file, format!("{}\n", hosts.join("\n"))).map_err(|e| {
+            FrontEndError::ToolDaemons {
+                context: format!("writing the job's host file {}", list_file.display()),
+                source: Box::new(e),
+            }
+        })?;
+        c.arg("-f").arg(list_file);
+    }
+    c.args(["-ppn", "1", "-n", &n])
+        .args(agent)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null());
+    Ok(c)
 }
 
 #[cfg(test)]
@@ -139,6 +184,7 @@ mod tests {
             mpiexec,
             options,
             env,
+            ..
         } = &launch
         else {
             panic!("{launch:?}")

@@ -1,6 +1,8 @@
-//! How the front end starts one agent per node: through an engine the job already trusts,
-//! never a launcher of our own. Each agent's stdin/stdout is the pipe the engine forwards;
-//! its argv carries no secret.
+//! How the front end starts its agents: through an engine the job already trusts, never a
+//! launcher of our own. With a command per node ([`Launch::command`]: hydra, a template),
+//! each agent's stdin/stdout is the pipe the engine forwards; with Slurm, one step starts the
+//! agents of every node at once ([`Launch::step`]) and they connect back over TLS. No argv
+//! carries a secret.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -9,13 +11,36 @@ use std::process::{Command, Stdio};
 use mpir_acquire::Job;
 use mpir_acquire::quirks::Launcher;
 
+use mpir_session::AgentFailure;
+use mpir_wire::{Connection, Transport};
+
 use crate::error::FrontEndError;
 
 mod hydra;
 mod slurm;
 mod template;
 
+pub(crate) use slurm::{STEP_NAME, is_binding_notice};
 use template::Template;
+
+/// An agent's connection, whatever carries it (a pipe its engine forwards, TLS).
+pub type AgentLink = Connection<Box<dyn Transport + Send>>;
+
+/// Why an agent is out (not started, cut off, gone).
+#[derive(Debug, Clone)]
+pub(crate) struct Down {
+    pub(crate) failure: AgentFailure,
+    pub(crate) detail: String,
+}
+
+impl Down {
+    pub(crate) fn new(failure: AgentFailure, detail: impl Into<String>) -> Down {
+        Down {
+            failure,
+            detail: detail.into(),
+        }
+    }
+}
 
 /// Which engine starts the agents.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -28,18 +53,29 @@ pub enum Launch {
     /// [`Launch::Hydra`]; otherwise no engine is known to start an agent, and
     /// [`Launch::Template`] must be given.
     Auto,
-    /// Slurm: one step beside the job's, on one node, per agent:
-    /// `srun --jobid=J --overlap --nodes=1 --ntasks=1 --nodelist=HOST --unbuffered --quiet
-    /// AGENT…` (Slurm authenticates it with munge and forwards its stdio).
+    /// Slurm: **one** step beside the job's for all the agents a program starts (the front
+    /// end's, or a subtree root's for its subtree), one task per node:
+    /// `srun --jobid=J --overlap --nodelist=H1,H2,… --nodes=N --ntasks=N
+    /// --ntasks-per-node=1 …` claiming no memory, GRES or CPU binding (each flag is
+    /// justified in `launch/slurm.rs`). One step's stdio is one stream for all its tasks,
+    /// so the agents connect back over TLS as tool daemons do ([`crate::Rendezvous`]: the
+    /// certificate pinned, a one-time token per node in a private directory made inside
+    /// `token_dir`). Slurm authenticates the step with munge.
     Slurm {
         /// The Slurm job id.
         job_id: u64,
+        /// Where the agents' token directory is made (a directory the nodes share);
+        /// `None`: `~/.mpir/agent-tokens` of whoever starts them. Handed down the tree, so
+        /// that a subtree root's agents find their tokens where the front end's do.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        token_dir: Option<PathBuf>,
     },
-    /// MPICH's or Intel MPI's hydra: a second hydra job on one node per agent —
-    /// `MPIEXEC [the job's launcher options] -hosts HOST -n 1 AGENT…` — with the job's own
-    /// `mpiexec` and the way it reaches nodes (its `-launcher`, `-launcher-exec`,
-    /// `-bootstrap`, `-bootstrap-exec` arguments and `HYDRA_*`/`I_MPI_HYDRA_*` variables);
-    /// hydra forwards the agent's stdin and stdout.
+    /// MPICH's or Intel MPI's hydra: **one** second hydra job for all the agents a program
+    /// starts, one process per node — `MPIEXEC [the job's launcher options] -hosts
+    /// H1,…,HN -ppn 1 -n N AGENT…` — with the job's own `mpiexec` and the way it reaches
+    /// nodes (its `-launcher`, `-launcher-exec`, `-bootstrap`, `-bootstrap-exec` arguments
+    /// and `HYDRA_*`/`I_MPI_HYDRA_*` variables). Hydra merges its processes' output and
+    /// gives input to rank 0 only, so the agents connect back over TLS as Slurm's do.
     Hydra {
         /// The job's `mpiexec` (its starter's executable).
         mpiexec: std::path::PathBuf,
@@ -47,6 +83,10 @@ pub enum Launch {
         options: Vec<String>,
         /// Its launcher variables.
         env: Vec<(String, String)>,
+        /// Where the agents' token directory is made when one job starts several agents
+        /// (see [`Launch::Slurm`]); `None`: `~/.mpir/agent-tokens`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        token_dir: Option<PathBuf>,
     },
     /// A command per node from a template: `{host}` is the node, `{agent}` the agent's
     /// command (several words); words are split by the POSIX shell's quoting rules (single
@@ -77,7 +117,10 @@ impl Launch {
             // says so by its PMIx evidence.
             Launch::Auto if job.pmix.is_some() => Ok(Launch::PmixToolDaemons),
             Launch::Auto => match (job.starter.launcher, job.starter.job_id) {
-                (Some(Launcher::Slurm), Some(job_id)) => Ok(Launch::Slurm { job_id }),
+                (Some(Launcher::Slurm), Some(job_id)) => Ok(Launch::Slurm {
+                    job_id,
+                    token_dir: None,
+                }),
                 (Some(Launcher::OpenMpi), _) => Ok(Launch::OrteToolDaemons),
                 (Some(Launcher::Hydra), _) => hydra::of(job.starter.pid),
                 (Some(Launcher::Slurm), None) => Err(FrontEndError::NoEngine {
@@ -108,6 +151,88 @@ impl Launch {
         Ok(())
     }
 
+    /// The command that starts the agents of all of `hosts` at once, for an engine that
+    /// does so (Slurm: one step, one task per node; hydra: one job, one process per node;
+    /// `agent` then carries the rendezvous' arguments, and no `--node`, as each agent
+    /// learns its node where it runs); `None` for
+    /// the engines that start one agent per command ([`Launch::command`]). A node list too
+    /// long for one argument (Linux caps one at 128 KiB) is written to `list_file`, which
+    /// srun reads instead (its argument then names a path).
+    ///
+    /// # Errors
+    /// [`FrontEndError::ToolDaemons`] when the node list cannot be written.
+    pub(crate) fn step(
+        &self,
+        hosts: &[String],
+        agent: &[OsString],
+        list_file: &std::path::Path,
+    ) -> Result<Option<Command>, FrontEndError> {
+        match self {
+            Launch::Slurm { job_id, .. } => {
+                let argv = slurm::step_argv(*job_id, hosts, agent, list_file)?;
+                let mut c = Command::new(&argv[0]);
+                c.args(&argv[1..]);
+                Ok(Some(c))
+            }
+            Launch::Hydra {
+                mpiexec,
+                options,
+                env,
+                ..
+            } => hydra::job_command(mpiexec, options, env, hosts, agent, list_file).map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    /// Whether this engine starts every agent of a fleet with one command ([`Launch::step`]).
+    pub(crate) fn starts_all_at_once(&self) -> bool {
+        matches!(self, Launch::Slurm { .. } | Launch::Hydra { .. })
+    }
+
+    /// Where the token directory of agents started at once is made (`None`: the default).
+    pub(crate) fn token_dir(&self) -> Option<&std::path::Path> {
+        match self {
+            Launch::Slurm { token_dir, .. } | Launch::Hydra { token_dir, .. } => {
+                token_dir.as_deref()
+            }
+            _ => None,
+        }
+    }
+
+    /// The same engine, its token directory `dir` unless it has one.
+    pub(crate) fn with_token_dir(self, dir: Option<PathBuf>) -> Launch {
+        match self {
+            Launch::Slurm {
+                job_id,
+                token_dir: None,
+            } => Launch::Slurm {
+                job_id,
+                token_dir: dir,
+            },
+            Launch::Hydra {
+                mpiexec,
+                options,
+                env,
+                token_dir: None,
+            } => Launch::Hydra {
+                mpiexec,
+                options,
+                env,
+                token_dir: dir,
+            },
+            other => other,
+        }
+    }
+
+    /// The node whose agent ended, if `line` (of the engine's standard error) says so:
+    /// srun names each task that ends badly; hydra does not.
+    pub(crate) fn task_ended<'a>(&self, line: &'a str) -> Option<&'a str> {
+        match self {
+            Launch::Slurm { .. } => slurm::task_ended(line),
+            _ => None,
+        }
+    }
+
     /// The command that starts `agent` (its program and arguments) on `host`, stdin and
     /// stdout piped, stderr inherited (an agent's diagnostics reach the user).
     ///
@@ -134,11 +259,12 @@ impl Launch {
                         .into(),
                 });
             }
-            Launch::Slurm { job_id } => slurm::argv(*job_id, host, agent),
+            Launch::Slurm { job_id, .. } => slurm::argv(*job_id, host, agent),
             Launch::Hydra {
                 mpiexec,
                 options,
                 env,
+                ..
             } => return Ok(hydra::command(mpiexec, options, env, host, agent)),
             Launch::Template(t) => Template::parse(t)?.argv(host, agent),
         };
@@ -211,9 +337,12 @@ mod tests {
                 "{engine:?}: {e}"
             );
         }
-        let s = Launch::Slurm { job_id: 42 }
-            .command("node3", &agent)
-            .unwrap();
+        let s = Launch::Slurm {
+            job_id: 42,
+            token_dir: None,
+        }
+        .command("node3", &agent)
+        .unwrap();
         let w = words(&s);
         assert_eq!(w[0], "srun");
         assert!(w.contains(&"--jobid=42".to_string()) && w.contains(&"--nodelist=node3".into()));

@@ -46,9 +46,13 @@
 //!     headless Chromium against the same data parsed only; the watch's CPU per round and
 //!     peak memory on a 64-rank Open MPI job against one round's work as a one-shot command.
 //!
+//! 12. Agents at scale (issue 31, point 6; only with `--only agents-scale`): start time,
+//!     one stacks answer and the front end's CPU per node for 16, 64 and 252 simulated nodes
+//!     (`--scale-max N` stops at N), hydra's one job against a command per node.
+//!
 //! `--quick` takes fewer samples and skips the 1M tables; `--no-gdb` skips gdb; `--only
 //! NAME` (`proctable`, `attach64`, `launch`, `attach-e2e`, `stacks`, `srun`, `pmix`,
-//! `agents`, `waits`, `python`, `report`) runs one section.
+//! `agents`, `agents-scale`, `waits`, `python`, `report`) runs one section.
 //! Medians.
 
 use std::process::Stdio;
@@ -64,6 +68,7 @@ use mpir_target::live::LiveTarget;
 use mpir_target::proctable::{ReadOptions, read_proctable};
 
 mod agents;
+mod agents_scale;
 mod layouts;
 mod pmix;
 mod python;
@@ -447,6 +452,11 @@ fn main() {
         agents::inner(&args[1..]);
         return;
     }
+    if args.first().is_some_and(|a| a == "--agents-scale-inner") {
+        // Run by the `agents-scale` section inside its cluster's node1.
+        agents_scale::inner(&args[1..]);
+        return;
+    }
     let quick = args.iter().any(|a| a == "--quick");
     let cfg = Config {
         runs: if quick { 3 } else { 7 },
@@ -468,6 +478,7 @@ fn main() {
         "srun",
         "pmix",
         "agents",
+        "agents-scale",
         "waits",
         "python",
         "report",
@@ -481,14 +492,23 @@ fn main() {
         *a != "--quick"
             && *a != "--no-gdb"
             && *a != "--only"
-            && args.get(i.wrapping_sub(1)).is_none_or(|p| p != "--only")
+            && *a != "--scale-max"
+            && args
+                .get(i.wrapping_sub(1))
+                .is_none_or(|p| p != "--only" && p != "--scale-max")
     }) {
         eprintln!(
-            "compare: unknown argument {:?} (use --quick, --no-gdb, --only NAME)",
+            "compare: unknown argument {:?} (use --quick, --no-gdb, --only NAME, --scale-max N)",
             bad.1
         );
         std::process::exit(2);
     }
+    let scale_max: usize = args
+        .iter()
+        .position(|a| a == "--scale-max")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(252);
     let run = |name: &str| only.as_deref().is_none_or(|o| o == name);
     let dir = Scratch::new("compare");
     let start = Instant::now();
@@ -520,6 +540,10 @@ fn main() {
     }
     if run("agents") {
         agents::agents(&cfg, &dir.0);
+    }
+    // Not in a whole run (a cluster of 253 nodes, minutes of both cores): asked for by name.
+    if only.as_deref() == Some("agents-scale") {
+        agents_scale::agents_scale(scale_max, &dir.0);
     }
     if run("waits") {
         waits::waits(&cfg, &dir.0);
