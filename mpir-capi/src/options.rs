@@ -137,6 +137,19 @@ pub(crate) unsafe fn bytes<'a>(s: *const c_char, what: &str) -> Result<&'a [u8]>
     Ok(unsafe { CStr::from_ptr(s) }.to_bytes())
 }
 
+/// The path in C string `s` (bytes: it need not be UTF-8), or `None` for NULL.
+///
+/// # Safety
+/// `s` is NULL or points to a NUL-terminated string.
+pub(crate) unsafe fn optional_path(s: *const c_char, what: &str) -> Result<Option<PathBuf>> {
+    if s.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: not NULL; the caller's contract.
+    let b = unsafe { bytes(s, what) }?;
+    Ok(Some(PathBuf::from(OsStr::from_bytes(b))))
+}
+
 /// A new options handle with the defaults (the session's own: a 60 s acquisition timeout, every
 /// rank, no debug directory or types sidecar, no hold, only this user's processes, a launched
 /// starter stopped on release), in `*out`.
@@ -278,14 +291,8 @@ pub unsafe extern "C" fn mpir_options_set_types_sidecar(
     path: *const c_char,
 ) -> mpir_status {
     guard("mpir_options_set_types_sidecar", || {
-        let path = if path.is_null() {
-            None
-        } else {
-            // SAFETY: not NULL; the caller's contract.
-            Some(PathBuf::from(OsStr::from_bytes(unsafe {
-                bytes(path, "path")
-            }?)))
-        };
+        // SAFETY: the caller's contract.
+        let path = unsafe { optional_path(path, "path") }?;
         update(opts, |o| {
             o.types_sidecar = path;
             Ok(())

@@ -2,13 +2,11 @@
 //! on other nodes — through `mpir agent`s started by the job's own engine, as `mpir` does
 //! (`mpir_agent::reach_from_library`).
 
-use std::ffi::{OsStr, c_char, c_int};
-use std::os::unix::ffi::OsStrExt;
-use std::path::PathBuf;
+use std::ffi::{c_char, c_int};
 use std::time::Duration;
 
 use crate::error::{Failure, Result, guard, mpir_status};
-use crate::options::{bytes, mpir_options, update};
+use crate::options::{bytes, mpir_options, optional_path, update};
 
 // Symbol versions (MPIR_0.1, see mpir.map and the crate root).
 std::arch::global_asm!(
@@ -62,14 +60,8 @@ pub unsafe extern "C" fn mpir_options_set_agent_program(
     path: *const c_char,
 ) -> mpir_status {
     guard("mpir_options_set_agent_program", || {
-        let path = if path.is_null() {
-            None
-        } else {
-            // SAFETY: not NULL; the caller's contract.
-            Some(PathBuf::from(OsStr::from_bytes(unsafe {
-                bytes(path, "path")
-            }?)))
-        };
+        // SAFETY: the caller's contract.
+        let path = unsafe { optional_path(path, "path") }?;
         update(opts, |o| {
             o.other_nodes.program = path;
             Ok(())
@@ -165,14 +157,8 @@ pub unsafe extern "C" fn mpir_options_set_agent_token_dir(
     dir: *const c_char,
 ) -> mpir_status {
     guard("mpir_options_set_agent_token_dir", || {
-        let dir = if dir.is_null() {
-            None
-        } else {
-            // SAFETY: not NULL; the caller's contract.
-            Some(PathBuf::from(OsStr::from_bytes(unsafe {
-                bytes(dir, "dir")
-            }?)))
-        };
+        // SAFETY: the caller's contract.
+        let dir = unsafe { optional_path(dir, "dir") }?;
         update(opts, |o| {
             o.other_nodes.token_dir = dir;
             Ok(())

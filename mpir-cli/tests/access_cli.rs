@@ -163,25 +163,16 @@ fn json_of(mut cmd: Command, stack: &Stack, starter: u32) -> (Output, Value) {
 
 /// The `why` objects of a document's unread ranks, by rank.
 fn whys_of(command: &str, doc: &Value) -> Vec<(u64, Value)> {
-    let items: Vec<&Value> = match command {
-        "stacks" => doc["unreached"].as_array().unwrap().iter().collect(),
-        "queues" => doc["ranks"].as_array().unwrap().iter().collect(),
-        "deadlock" => doc["coverage"]["not_read"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .collect(),
-        other => panic!("{other}"),
-    };
-    items
-        .into_iter()
-        .filter(|r| !r["why"].is_null())
-        .map(|r| (r["rank"].as_u64().unwrap(), r["why"].clone()))
-        .collect()
+    unread_field(command, doc, "why")
 }
 
 /// The `denial` objects of a document's unread ranks, by rank.
 fn denials(command: &str, doc: &Value) -> Vec<(u64, Value)> {
+    unread_field(command, doc, "denial")
+}
+
+/// Field `field` of each rank a document lists as not read (where it has one), by rank.
+fn unread_field(command: &str, doc: &Value, field: &str) -> Vec<(u64, Value)> {
     let items: Vec<&Value> = match command {
         "stacks" => doc["unreached"].as_array().unwrap().iter().collect(),
         "queues" => doc["ranks"].as_array().unwrap().iter().collect(),
@@ -194,8 +185,8 @@ fn denials(command: &str, doc: &Value) -> Vec<(u64, Value)> {
     };
     items
         .into_iter()
-        .filter(|r| !r["denial"].is_null())
-        .map(|r| (r["rank"].as_u64().unwrap(), r["denial"].clone()))
+        .filter(|r| !r[field].is_null())
+        .map(|r| (r["rank"].as_u64().unwrap(), r[field].clone()))
         .collect()
 }
 

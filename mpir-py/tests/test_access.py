@@ -21,26 +21,25 @@ import mpir
 RANKS = 3
 
 
-def denials(kind: str, doc: Dict[str, Any]) -> List[Dict[str, Any]]:
-    """The ``denial`` objects of a document's unread ranks, each with its rank."""
+def unread(kind: str, doc: Dict[str, Any], field: str) -> List[Dict[str, Any]]:
+    """Field ``field`` of each rank a document lists as not read, each with its rank."""
     if kind == "stacks":
         items = doc["unreached"]
     elif kind == "queues":
         items = doc["ranks"]
     else:
         items = doc["coverage"]["not_read"]
-    return [dict(i["denial"], rank=i["rank"]) for i in items if i.get("denial")]
+    return [dict(i[field], rank=i["rank"]) for i in items if i.get(field)]
+
+
+def denials(kind: str, doc: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The ``denial`` objects of a document's unread ranks, each with its rank."""
+    return unread(kind, doc, "denial")
 
 
 def reasons(kind: str, doc: Dict[str, Any]) -> List[Dict[str, Any]]:
     """The ``why`` objects of a document's unread ranks (the one "not read" vocabulary)."""
-    if kind == "stacks":
-        items = doc["unreached"]
-    elif kind == "queues":
-        items = doc["ranks"]
-    else:
-        items = doc["coverage"]["not_read"]
-    return [dict(i["why"], rank=i["rank"]) for i in items if i.get("why")]
+    return unread(kind, doc, "why")
 
 
 def test_a_rank_held_by_gdb_is_refused_with_its_holder_in_every_document(tmp_path: Path) -> None:
