@@ -5,8 +5,10 @@
 //! — `mpir agent`, the same binary, or [`run_stdio`] / [`serve`] in any program — started
 //! through an engine the job already trusts (Slurm's `srun`, MPICH's hydra, Open MPI 4's
 //! `orterun` through its MPIR tool daemons, Open MPI 5's PRRTE through PMIx tool daemons, or
-//! a command such as `ssh` given as a template: [`Launch`]), never a launcher of ours, and
-//! never listening on a port.
+//! a command such as `ssh` given as a template: [`Launch`]), never a launcher of ours. An
+//! agent never listens; the front end listens only while agents that connect back (one srun
+//! step or one hydra job for all nodes, Open MPI's tool daemons) come in, authenticated.
+//! [`reach`] makes them part of the session: its reads return the whole job.
 //!
 //! - **The agent** ([`serve`]) adopts the table's entries for its node, proves each one from
 //!   its own `/proc` ([`mpir_acquire::live::prove_on_node`]: the node, the job's user and
@@ -14,16 +16,17 @@
 //!   and release for the proven ones, with the session's rules: a rank is stopped only while
 //!   it is read, nothing is written, and everything is let go when the front end says
 //!   goodbye, goes away or stays silent past the idle timeout.
-//! - **The front end** ([`Agents`]) starts the agents, sends each request to all of them
-//!   before reading this node's ranks, and merges the answers into the session's own
-//!   results: a multi-node job gives the same [`mpir_session::QueueRead`] and
-//!   [`mpir_session::StacksRead`] as a one-node job, with each rank an agent could not read
-//!   marked [`mpir_session::Unreadable::Agent`] (the node, the failure, the details).
+//! - **The front end** ([`Agents`], the session's [`mpir_session::OtherNodes`]) starts the
+//!   agents; each read of the session sends its request to all of them before reading this
+//!   node's ranks, and merges the answers into the session's own results: a multi-node job
+//!   gives the same [`mpir_session::QueueRead`] and [`mpir_session::StacksRead`] as a
+//!   one-node job, with each rank an agent could not read marked
+//!   [`mpir_session::Unreadable::Agent`] (the node, the failure, the agent's own reason).
 //! - **The protocol** ([`Request`], [`Reply`]) is JSON in `mpir-wire` messages: framed,
 //!   versioned, bounded, over the pipe the engine forwards (the engine authenticated it), or,
-//!   for tool daemons to which no pipe carries frames (`orterun`'s, PRRTE's), over TLS to the
-//!   front end, pinned by fingerprint, each agent proving itself with a one-time token
-//!   ([`Rendezvous`], [`run_tls`]; flat, no tree).
+//!   where no pipe carries one agent's frames (one srun step or hydra job for all nodes,
+//!   `orterun`'s and PRRTE's tool daemons), over TLS to the front end, pinned by fingerprint,
+//!   each agent proving itself with a one-time token ([`Rendezvous`], [`run_tls`]).
 //!
 //! ```no_run
 //! use mpir_agent::{FrontEndOptions, Launch};

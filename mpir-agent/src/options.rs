@@ -27,7 +27,8 @@ pub struct FrontEndOptions {
     /// many nodes, agents form a tree — each of the front end's agents starts the agents of
     /// its share of the nodes and answers for them.
     pub fanout: u32,
-    /// Where agents that connect out (ORTE's and PRRTE's tool daemons) connect: default, the
+    /// Where agents that connect back (one srun step or hydra job for all nodes, ORTE's and
+    /// PRRTE's tool daemons) connect: default, the
     /// address this node sends from to reach the agents' nodes, else the first address this
     /// node's name resolves to (port 0: an ephemeral one).
     pub listen: Option<std::net::SocketAddr>,

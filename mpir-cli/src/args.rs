@@ -218,12 +218,13 @@ impl ReaderArgs {
 #[derive(clap::Args, Clone)]
 pub(crate) struct RemoteArgs {
     /// How to start `mpir agent` on each other node of the job: a command with `{host}` and
-    /// `{agent}` that forwards the agent's stdin and stdout, run without a shell (e.g.
-    /// `ssh {host} {agent}`). By default a Slurm job's agents are started with srun, in a
-    /// step beside the job's, an MPICH or Intel MPI job's by a second hydra job, an Open
-    /// MPI 4 job's by its orterun as MPIR tool daemons and an Open MPI 5 job's by its PMIx
-    /// server as PMIx tool daemons (both connect back over TLS: --agent-listen,
-    /// --agent-token-dir); other jobs are read on this node only.
+    /// `{agent}` that forwards the agent's stdin and stdout, run without a shell, its words
+    /// split by the shell's quoting rules ('…', "…", \) with nothing expanded (e.g. `ssh
+    /// {host} {agent}`). By default a Slurm job's agents are started by one srun step beside
+    /// the job's, an MPICH or Intel MPI job's by one second hydra job, an Open MPI 4 job's by
+    /// its orterun as MPIR tool daemons and an Open MPI 5 job's by its PMIx server as PMIx
+    /// tool daemons (all of these connect back over TLS: --agent-listen, --agent-token-dir);
+    /// other jobs are read on this node only.
     #[arg(long = "agent-launch", value_name = "TEMPLATE")]
     pub(crate) agent_launch: Option<String>,
     /// The `mpir` program on the other nodes (default: this one's path: one binary on a
@@ -235,7 +236,7 @@ pub(crate) struct RemoteArgs {
     #[arg(long = "agent-fanout", value_name = "N", default_value_t = 32,
           value_parser = clap::value_parser!(u32).range(2..=1024))]
     pub(crate) agent_fanout: u32,
-    /// Where agents that connect back (Open MPI 4's and 5's tool daemons) connect: an
+    /// Where agents that connect back (srun's and hydra's, Open MPI's tool daemons) connect: an
     /// address of this node the other nodes reach, with or without a port (default: the
     /// address this node sends from to reach the agents' nodes, else the first address this
     /// node's name resolves to; an ephemeral port).

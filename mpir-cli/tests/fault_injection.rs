@@ -338,13 +338,17 @@ fn sigint_in_the_middle_of_a_queue_walk() {
         .map(|l| l.split_whitespace().nth(3).unwrap().parse().unwrap())
         .collect();
 
+    // 100 samples 200 ms apart: at least 20 s of sampling, longer than the job lives (8 s), so
+    // the tool cannot end on its own with a verdict before the signal reaches it. (With 10 ms
+    // apart, a loaded machine that starved this test until the last samples let the tool
+    // finish first and exit 3: a race of the test, not a lost signal.)
     let mut tool = mpir()
         .args([
             "deadlock",
             "--samples",
             "100",
             "--interval-ms",
-            "10",
+            "200",
             "--starter",
         ])
         .arg(job.id().to_string())
@@ -365,6 +369,10 @@ fn sigint_in_the_middle_of_a_queue_walk() {
         }
     }
     assert!(held, "the tool never held a rank");
+    assert!(
+        tool.try_wait().unwrap().is_none(),
+        "the tool ended before it was interrupted"
+    );
     kill(tool.id(), "INT");
     let status = tool.wait().unwrap();
     let mut err = String::new();

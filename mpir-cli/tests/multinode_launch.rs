@@ -315,7 +315,7 @@ fn launch_verify_of_an_open_mpi_5_job_has_its_pmix_server_start_the_agents() {
 }
 
 #[test]
-fn launch_verify_of_a_hydra_job_starts_a_second_hydra_job_per_node() {
+fn launch_verify_of_a_hydra_job_starts_one_second_hydra_job_for_its_agents() {
     let Some(cluster) = Cluster::from_env() else {
         return;
     };

@@ -600,7 +600,24 @@ fn cores(
             .iter_within(u64::MAX)
             .find(|r| local.contains(r) && !dumped.contains(r))
         else {
-            out.push(json!({"class": class.to_string(), "error": "no rank of this class runs on this node"}));
+            // Why not, truly: a rank of the class that runs here but cannot be stopped (read
+            // through its cooperative channel, refused) says so; only a class with no rank of
+            // this node's at all is "not on this node".
+            let refused = class.iter_within(u64::MAX).find_map(|r| {
+                w.session
+                    .known_ranks()
+                    .into_iter()
+                    .enumerate()
+                    .find(|(i, (k, _, _))| k.unwrap_or(*i as u64) == r)
+                    .and_then(|(_, (_, _, why))| why.map(|u| (r, u.not_read().text)))
+            });
+            let error = match refused {
+                Some((r, why)) => {
+                    format!("no rank of this class can be stopped here: rank {r}: {why}")
+                }
+                None => "no rank of this class runs on this node".to_string(),
+            };
+            out.push(json!({"class": class.to_string(), "error": error}));
             continue;
         };
         dumped.insert(rank);
