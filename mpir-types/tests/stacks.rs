@@ -59,7 +59,7 @@ fn text_tree_with_ranges_counts_helpers_and_unreached() {
       MPI_Barrier [0-2] 3 ranks, 3 threads
       MPI_Reduce [3] 1 rank, 1 thread
   libevent event loop (event_base_loop) [1] 1 rank, 1 thread
-unreached [4]: process exited
+unreached [4]: the process exited
 ";
     assert_eq!(tree.to_text(), expected);
     assert_eq!(
@@ -470,7 +470,9 @@ mod json {
             "{json}"
         );
         assert!(
-            json.contains(r#""unreached":[{"rank":9,"reason":{"other":"gone"}}]"#),
+            json.contains(
+                r#""unreached":[{"rank":9,"reason":{"code":"read_failed","text":"gone"}}]"#
+            ),
             "{json}"
         );
         // Empty rank sets are "" (RankSet's own form refuses them).
