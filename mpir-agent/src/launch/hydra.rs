@@ -132,14 +132,8 @@ pub(super) fn job_command(
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::words;
     use super::*;
-
-    fn words(c: &Command) -> Vec<String> {
-        std::iter::once(c.get_program())
-            .chain(c.get_args())
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect()
-    }
 
     #[test]
     fn a_hydra_jobs_agents_reuse_its_mpiexec_and_the_way_it_reaches_nodes() {

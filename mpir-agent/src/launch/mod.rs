@@ -288,7 +288,8 @@ pub fn default_agent_command() -> Vec<OsString> {
 mod tests {
     use super::*;
 
-    fn words(c: &Command) -> Vec<String> {
+    /// A command's program and arguments, as text (the engines' tests use it too).
+    pub(super) fn words(c: &Command) -> Vec<String> {
         std::iter::once(c.get_program())
             .chain(c.get_args())
             .map(|a| a.to_string_lossy().into_owned())

@@ -584,6 +584,17 @@ fn cores(
     std::fs::create_dir(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let local: std::collections::HashSet<u64> =
         readable(w.session).into_iter().map(|(r, _)| r).collect();
+    // Ranks of this node that cannot be stopped, and why (once, for every class).
+    let refused: Vec<(u64, String)> = w
+        .session
+        .known_ranks()
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, (r, _, why))| {
+            let why = why?.not_read();
+            (!why.is_remote()).then(|| (r.unwrap_or(i as u64), why.text))
+        })
+        .collect();
     // The classes: the rank sets ending at each leaf of the merged tree.
     let mut classes: Vec<RankSet> = Vec::new();
     for (_, node) in stacks.tree().nodes() {
@@ -603,15 +614,8 @@ fn cores(
             // Why not, truly: a rank of the class that runs here but cannot be stopped (read
             // through its cooperative channel, refused) says so; only a class with no rank of
             // this node's at all is "not on this node".
-            let refused = class.iter_within(u64::MAX).find_map(|r| {
-                w.session
-                    .known_ranks()
-                    .into_iter()
-                    .enumerate()
-                    .find(|(i, (k, _, _))| k.unwrap_or(*i as u64) == r)
-                    .and_then(|(_, (_, _, why))| why.map(|u| (r, u.not_read().text)))
-            });
-            let error = match refused {
+            let why = refused.iter().find(|(r, _)| class.contains(*r));
+            let error = match why {
                 Some((r, why)) => {
                     format!("no rank of this class can be stopped here: rank {r}: {why}")
                 }
