@@ -9,20 +9,21 @@
 //! one bundle per hang: the next one needs the job to move in between. Ranks on other nodes are
 //! read by the full reads (through the agents), not by the cheap rounds.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, ExitCode};
 use std::sync::mpsc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use mpir_session::{Position, Session, StackOptions, StacksRead};
-use mpir_target::corefile::write::CoreOptions;
 use mpir_types::ranks::RankSet;
-use serde_json::{Value, json};
 
 use crate::args::{ReaderArgs, RemoteArgs};
 use crate::cmd::report;
 use crate::{Common, progress};
+
+mod bundle;
+use bundle::{Outcome, bundle, full, write_bundle};
 
 /// What the watch does once it wrote a bundle.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -436,215 +437,6 @@ fn note_cpu(costs: &mut Costs, before: Option<Duration>) {
         costs.cpu += d;
         costs.max_round_cpu = costs.max_round_cpu.max(d);
     }
-}
-
-/// What a full read found, and what a bundle of it holds.
-struct Outcome {
-    documents: Vec<Value>,
-    hang: bool,
-    verdict: String,
-    stacks: Option<StacksRead>,
-    dir: Option<PathBuf>,
-}
-
-/// The whole job, read as `mpir report` reads it.
-fn full(w: &mut Watched<'_>) -> anyhow::Result<Outcome> {
-    let stacks = report::stack_options(
-        2,
-        w.interval,
-        false,
-        Some(mpir_types::stacks::PythonView::Interleaved),
-    );
-    let read = report::read_all(w.session, w.samples, w.interval, &stacks, w.types_given)?;
-    let verdict = read
-        .documents
-        .iter()
-        .find_map(|d| {
-            d.get("schema")
-                .and_then(Value::as_str)
-                .filter(|s| s.starts_with("mpir.deadlock/"))
-                .and(d.get("verdict"))
-                .and_then(Value::as_str)
-        })
-        .unwrap_or("unknown")
-        .to_string();
-    Ok(Outcome {
-        documents: read.documents,
-        hang: read.hang,
-        verdict,
-        stacks: read.stacks,
-        dir: None,
-    })
-}
-
-/// A full read, then its bundle, whatever the verdict (a time limit or a request).
-fn bundle(
-    w: &mut Watched<'_>,
-    opts: &WatchOpts,
-    trigger: Trigger,
-    costs: &mut Costs,
-) -> anyhow::Result<Outcome> {
-    let outcome = full(w)?;
-    costs.full_reads += 1;
-    write_bundle(w, opts, trigger, outcome)
-}
-
-/// Writes the bundle of `outcome` under `opts.out`: into a hidden directory renamed into place
-/// once complete (a full disk or a vanished directory leaves no half bundle, and ends the
-/// watch with the reason; the job is left as it is).
-fn write_bundle(
-    w: &mut Watched<'_>,
-    opts: &WatchOpts,
-    trigger: Trigger,
-    mut outcome: Outcome,
-) -> anyhow::Result<Outcome> {
-    let stamp = mpir_report::compact_utc(SystemTime::now());
-    let name = format!("bundle-{stamp}-{}", trigger.slug());
-    let tmp = opts.out.join(format!(".{name}.partial"));
-    let dir = opts.out.join(&name);
-    let result = (|| -> anyhow::Result<Vec<Value>> {
-        std::fs::create_dir(&tmp)
-            .with_context(|| format!("cannot create the bundle {}", tmp.display()))?;
-        let mut files = Vec::new();
-        for d in &outcome.documents {
-            let kind = d
-                .get("schema")
-                .and_then(Value::as_str)
-                .and_then(|s| s.strip_prefix("mpir."))
-                .and_then(|s| s.split('/').next())
-                .unwrap_or("document");
-            let file = format!("{kind}.json");
-            write_file(
-                &tmp.join(&file),
-                serde_json::to_string_pretty(d)?.as_bytes(),
-            )?;
-            files.push(json!(file));
-        }
-        let cores = if opts.cores {
-            cores(w, opts, outcome.stacks.as_ref(), &tmp.join("cores"))?
-        } else {
-            Vec::new()
-        };
-        let page = report::page(
-            outcome.documents.clone(),
-            &[format!("written by mpir watch: {}", trigger.describe())],
-        )?;
-        page.write(&tmp.join("report.html"))?;
-        files.push(json!("report.html"));
-        let summary = json!({
-            "schema": "mpir.watch-bundle/1",
-            "trigger": trigger.slug(),
-            "why": trigger.describe(),
-            "written": mpir_report::rfc3339_utc(SystemTime::now()),
-            "verdict": outcome.verdict,
-            "files": files,
-            "cores": cores,
-        });
-        write_file(
-            &tmp.join("bundle.json"),
-            serde_json::to_string_pretty(&summary)?.as_bytes(),
-        )?;
-        std::fs::rename(&tmp, &dir)
-            .with_context(|| format!("cannot move the bundle into place at {}", dir.display()))?;
-        Ok(files)
-    })();
-    if let Err(e) = result {
-        let _ = std::fs::remove_dir_all(&tmp);
-        return Err(e.context(format!(
-            "the bundle ({}) could not be written; the watch ends and the job runs on untouched",
-            trigger.describe()
-        )));
-    }
-    eprintln!(
-        "mpir: bundle written to {} ({})",
-        dir.display(),
-        trigger.describe()
-    );
-    outcome.dir = Some(dir);
-    Ok(outcome)
-}
-
-fn write_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))
-}
-
-/// A core of one representative rank per stack equivalence class (the lowest rank of each,
-/// the largest classes first), each held only while it is written.
-fn cores(
-    w: &mut Watched<'_>,
-    opts: &WatchOpts,
-    stacks: Option<&StacksRead>,
-    dir: &Path,
-) -> anyhow::Result<Vec<Value>> {
-    let Some(stacks) = stacks else {
-        return Ok(vec![
-            json!({"error": "no stacks were read: no class to pick a rank from"}),
-        ]);
-    };
-    std::fs::create_dir(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let local: std::collections::HashSet<u64> =
-        readable(w.session).into_iter().map(|(r, _)| r).collect();
-    // Ranks of this node that cannot be stopped, and why (once, for every class).
-    let refused: Vec<(u64, String)> = w
-        .session
-        .known_ranks()
-        .into_iter()
-        .enumerate()
-        .filter_map(|(i, (r, _, why))| {
-            let why = why?.not_read();
-            (!why.is_remote()).then(|| (r.unwrap_or(i as u64), why.text))
-        })
-        .collect();
-    // The classes: the rank sets ending at each leaf of the merged tree.
-    let mut classes: Vec<RankSet> = Vec::new();
-    for (_, node) in stacks.tree().nodes() {
-        let ends = node.ends();
-        if !ends.is_empty() && !classes.contains(&ends) {
-            classes.push(ends);
-        }
-    }
-    classes.sort_by_key(|c| std::cmp::Reverse(c.count_within(u64::MAX)));
-    let mut out = Vec::new();
-    let mut dumped = std::collections::HashSet::new();
-    for class in classes.into_iter().take(opts.max_cores as usize) {
-        let Some(rank) = class
-            .iter_within(u64::MAX)
-            .find(|r| local.contains(r) && !dumped.contains(r))
-        else {
-            // Why not, truly: a rank of the class that runs here but cannot be stopped (read
-            // through its cooperative channel, refused) says so; only a class with no rank of
-            // this node's at all is "not on this node".
-            let why = refused.iter().find(|(r, _)| class.contains(*r));
-            let error = match why {
-                Some((r, why)) => {
-                    format!("no rank of this class can be stopped here: rank {r}: {why}")
-                }
-                None => "no rank of this class runs on this node".to_string(),
-            };
-            out.push(json!({"class": class.to_string(), "error": error}));
-            continue;
-        };
-        dumped.insert(rank);
-        let path = dir.join(format!("rank-{rank}.core"));
-        let limits = CoreOptions::default().with_max_bytes(opts.max_core_mib << 20);
-        match w.session.write_core(rank, &path, &limits) {
-            Ok(c) => out.push(json!({
-                "class": class.to_string(),
-                "rank": rank,
-                "pid": c.pid,
-                "file": format!("cores/rank-{rank}.core"),
-                "bytes": c.core.bytes,
-                "threads": c.core.threads,
-                "stopped_ms": c.stopped_for.as_secs_f64() * 1e3,
-            })),
-            Err(e) => {
-                let why = mpir_session::chain(&e);
-                eprintln!("mpir: warning: no core of rank {rank}: {why}");
-                out.push(json!({"class": class.to_string(), "rank": rank, "error": why}));
-            }
-        }
-    }
-    Ok(out)
 }
 
 /// After a bundle: `None` to keep watching, else the exit status.
