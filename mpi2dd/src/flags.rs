@@ -96,62 +96,31 @@ impl std::fmt::Display for DebugState {
     }
 }
 
-/// Defines a flag-set newtype over `u32`: named constants, set operations, unknown bits kept.
+/// The two flag words as `bitflags` sets over the raw `u32` (bits the draft does not define
+/// are kept, never dropped: `from_bits_retain`), stored and serialised as that number.
 macro_rules! flag_set {
-    ($(#[$doc:meta])* $name:ident { $($(#[$fdoc:meta])* $flag:ident = $bit:expr, $cname:literal;)* }) => {
+    ($(#[$doc:meta])* $name:ident { $($(#[$($fattr:tt)*])* $flag:ident = $bit:expr;)* }) => {
         $(#[$doc])*
         #[derive(Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
         #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+        #[cfg_attr(feature = "serde", serde(transparent))]
         pub struct $name(u32);
 
-        impl $name {
-            $($(#[$fdoc])* pub const $flag: $name = $name($bit);)*
-            /// No bit set.
-            pub const EMPTY: $name = $name(0);
-            /// Every bit the draft defines.
-            pub const KNOWN: $name = $name(0 $(| $bit)*);
-            const NAMES: &'static [(u32, &'static str)] = &[$(($bit, $cname)),*];
-
-            /// The flags of a raw word; bits the draft does not define are kept.
-            pub const fn from_bits_retain(bits: u32) -> Self {
-                $name(bits)
-            }
-
-            /// The raw word.
-            pub const fn bits(self) -> u32 {
-                self.0
-            }
-
-            /// Whether every bit of `other` is set.
-            pub const fn contains(self, other: Self) -> bool {
-                self.0 & other.0 == other.0
-            }
-
-            /// Both sets.
-            pub const fn union(self, other: Self) -> Self {
-                $name(self.0 | other.0)
-            }
-
-            /// The bits of `self` that are not in `other`.
-            pub const fn difference(self, other: Self) -> Self {
-                $name(self.0 & !other.0)
-            }
-
-            /// Set bits the draft does not define.
-            pub const fn unknown_bits(self) -> u32 {
-                self.0 & !Self::KNOWN.0
-            }
-
-            /// Whether no bit is set.
-            pub const fn is_empty(self) -> bool {
-                self.0 == 0
+        bitflags::bitflags! {
+            impl $name: u32 {
+                $($(#[$($fattr)*])* const $flag = $bit;)*
             }
         }
 
-        impl std::ops::BitOr for $name {
-            type Output = $name;
-            fn bitor(self, rhs: $name) -> $name {
-                self.union(rhs)
+        impl $name {
+            /// No bit set.
+            pub const EMPTY: $name = $name::empty();
+            /// Every bit the draft defines.
+            pub const KNOWN: $name = $name::all();
+
+            /// Set bits the draft does not define.
+            pub const fn unknown_bits(self) -> u32 {
+                self.bits() & !Self::KNOWN.bits()
             }
         }
 
@@ -159,11 +128,9 @@ macro_rules! flag_set {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 write!(f, "{}(", stringify!($name))?;
                 let mut sep = "";
-                for (bit, n) in Self::NAMES {
-                    if self.0 & bit != 0 {
-                        write!(f, "{sep}{n}")?;
-                        sep = " | ";
-                    }
+                for (n, _) in self.iter_names() {
+                    write!(f, "{sep}{n}")?;
+                    sep = " | ";
                 }
                 if self.unknown_bits() != 0 {
                     write!(f, "{sep}{:#x}", self.unknown_bits())?;
@@ -179,12 +146,12 @@ flag_set! {
     DebuggerFlags {
         /// `MPI2DD_FLAG_GATE` (0x01): the debugger has acquired the process; implementations
         /// may hold ranks in `MPI_Init` until it is set.
-        GATE = 0x01, "GATE";
+        GATE = 0x01;
         /// `MPI2DD_FLAG_BEING_DEBUGGED` (0x02): tells the starter that a debugger is attached.
-        BEING_DEBUGGED = 0x02, "BEING_DEBUGGED";
+        BEING_DEBUGGED = 0x02;
         /// `MPI2DD_FLAG_REQUEST_DIRECTORY_EVENTS` (0x04): the debugger wants breakpoint events
         /// when a directory or metadirectory changes.
-        REQUEST_DIRECTORY_EVENTS = 0x04, "REQUEST_DIRECTORY_EVENTS";
+        REQUEST_DIRECTORY_EVENTS = 0x04;
     }
 }
 
@@ -192,20 +159,20 @@ flag_set! {
     /// `MPI2DD_INFO.mpi_flags`: set by MPI, never modified by the debugger.
     MpiFlags {
         /// `MPI2DD_MPIFLAG_I_AM_METADIR` (0x01).
-        I_AM_METADIR = 0x01, "I_AM_METADIR";
+        I_AM_METADIR = 0x01;
         /// `MPI2DD_MPIFLAG_I_AM_DIR` (0x02).
-        I_AM_DIR = 0x02, "I_AM_DIR";
+        I_AM_DIR = 0x02;
         /// `MPI2DD_MPIFLAG_I_AM_STARTER` (0x04).
-        I_AM_STARTER = 0x04, "I_AM_STARTER";
+        I_AM_STARTER = 0x04;
         /// `MPI2DD_MPIFLAG_FORCE_TO_MAIN` (0x08): acquired before running its main procedure.
-        FORCE_TO_MAIN = 0x08, "FORCE_TO_MAIN";
+        FORCE_TO_MAIN = 0x08;
         /// `MPI2DD_MPIFLAG_IGNORE_QUEUE` (0x10): no message queue debugging.
-        IGNORE_QUEUE = 0x10, "IGNORE_QUEUE";
+        IGNORE_QUEUE = 0x10;
         /// `MPI2DD_MPIFLAG_ACQUIRED_PRE_MAIN` (0x20): ranks are attached before main.
-        ACQUIRED_PRE_MAIN = 0x20, "ACQUIRED_PRE_MAIN";
+        ACQUIRED_PRE_MAIN = 0x20;
         /// `MPI2DD_MPIFLAG_PARTIAL_ATTACH_OK` (0x40): the job can be started by continuing the
         /// initial process.
-        PARTIAL_ATTACH_OK = 0x40, "PARTIAL_ATTACH_OK";
+        PARTIAL_ATTACH_OK = 0x40;
     }
 }
 

@@ -76,10 +76,10 @@ fn a_spawn_after_acquisition_raises_events_and_the_new_ranks_appear_with_their_p
         tracer.insert_breakpoint(pid as u32, breakpoint).unwrap();
         let mut set = DebuggerFlags::EMPTY;
         if flags.contains(MpiFlags::I_AM_DIR) || flags.contains(MpiFlags::I_AM_METADIR) {
-            set = set | DebuggerFlags::REQUEST_DIRECTORY_EVENTS;
+            set |= DebuggerFlags::REQUEST_DIRECTORY_EVENTS;
         }
         if flags.contains(MpiFlags::I_AM_STARTER) {
-            set = set | DebuggerFlags::BEING_DEBUGGED;
+            set |= DebuggerFlags::BEING_DEBUGGED;
         }
         update_debugger_flags(&target, info, set, DebuggerFlags::EMPTY).unwrap();
         tracer.resume(pid as u32).unwrap();
