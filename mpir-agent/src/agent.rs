@@ -630,11 +630,6 @@ fn queues_reply(read: &QueueRead) -> Reply {
             let (queues, problem) = match &r.queues {
                 Ok(q) => (Some(q.clone()), None),
                 Err(RankError::Unreadable(why)) => (None, Some(problem_of(why))),
-                Err(e @ RankError::NoReader(m)) => {
-                    let mut p = Problem::no_reader(m);
-                    p.why = Some(e.not_read());
-                    (None, Some(p))
-                }
                 Err(e) => {
                     let mut p = Problem::new(ProblemKind::ReadFailed, chain(e));
                     p.why = Some(e.not_read());

@@ -4,11 +4,11 @@
 
 use std::time::Duration;
 
-use mpir_mqd::MqdError;
 use mpir_session::{
     AgentFailure, RankError, RankRead, RemoteSample, StopTime, Unreadable, WaitsReadError,
 };
 use mpir_types::stacks::Unreached;
+use mpir_types::unread::{NotRead, ReasonCode};
 
 use crate::error::ProtocolError;
 use crate::fleet::{Down, Member};
@@ -125,35 +125,7 @@ pub(crate) fn queues(
                 });
                 r.queues = match (out.queues, out.problem) {
                     (Some(q), _) => Ok(q),
-                    (None, Some(p)) => Err(match (p.kind, &p.no_reader) {
-                        (ProblemKind::ReadFailed, Some(no_reader)) => {
-                            RankError::NoReader(no_reader.to_error(&host, &p.message))
-                        }
-                        (ProblemKind::ReadFailed, None) => RankError::Read(MqdError::Relayed {
-                            message: format!("on {host}: {}", p.message),
-                        }),
-                        (ProblemKind::Remote | ProblemKind::Refused, _) => {
-                            RankError::Unreadable(Unreadable::Agent {
-                                host,
-                                failure: AgentFailure::Refused,
-                                detail: p.message,
-                                denial: p.denial,
-                                why: p.why.map(Box::new),
-                            })
-                        }
-                        (ProblemKind::NotStopped, _) => RankError::Unreadable(Unreadable::Agent {
-                            host,
-                            failure: AgentFailure::ReadFailed,
-                            detail: p.message,
-                            denial: p.denial,
-                            why: p.why.map(Box::new),
-                        }),
-                        (ProblemKind::Agent, _) => agent(
-                            host,
-                            p.failure.map_or(AgentFailure::BadAnswer, Into::into),
-                            p.message,
-                        ),
-                    }),
+                    (None, Some(p)) => Err(rank_error(host, p)),
                     (None, None) => Err(agent(
                         host,
                         AgentFailure::BadAnswer,
@@ -270,5 +242,41 @@ pub(crate) fn wire_stacks(
                 s.unreached.extend(unreached.iter().cloned());
             }
         }
+    }
+}
+
+/// How a rank an agent on `host` answered for but did not read stands at the front end: its
+/// reason as the agent made it, carried as is (only an older agent's words alone are turned
+/// into a reason).
+pub(crate) fn rank_error(host: String, p: Problem) -> RankError {
+    match p.kind {
+        // Held there, not read (no reader, or the read failed).
+        ProblemKind::ReadFailed => RankError::Elsewhere {
+            why: p
+                .why
+                .unwrap_or_else(|| NotRead::new(ReasonCode::ReadFailed, p.message)),
+            host,
+        },
+        ProblemKind::Remote | ProblemKind::Refused => RankError::Unreadable(Unreadable::Agent {
+            host,
+            failure: AgentFailure::Refused,
+            detail: p.message,
+            denial: p.denial,
+            why: p.why.map(Box::new),
+        }),
+        ProblemKind::NotStopped => RankError::Unreadable(Unreadable::Agent {
+            host,
+            failure: AgentFailure::ReadFailed,
+            detail: p.message,
+            denial: p.denial,
+            why: p.why.map(Box::new),
+        }),
+        ProblemKind::Agent => RankError::Unreadable(Unreadable::Agent {
+            host,
+            failure: p.failure.map_or(AgentFailure::BadAnswer, Into::into),
+            detail: p.message,
+            denial: None,
+            why: None,
+        }),
     }
 }

@@ -29,6 +29,15 @@ pub enum RankError {
     /// No engine could be set up for the job (from the first rank that could be read).
     #[error("no queue reader for this job")]
     NoReader(#[source] MqdError),
+    /// The rank runs on another node, whose agent held it but did not read its queues: its
+    /// reason as the agent made it, carried as is (a newer agent's code is kept).
+    #[error("on {host}: {why}")]
+    Elsewhere {
+        /// The rank's node.
+        host: String,
+        /// The agent's reason.
+        why: mpir_types::unread::NotRead,
+    },
 }
 
 impl RankError {
@@ -53,6 +62,10 @@ impl RankError {
                 }
                 NotRead::new(code, crate::error::chain(e))
             }
+            RankError::Elsewhere { host, why } => match why.host {
+                Some(_) => why.clone(),
+                None => why.clone().on(host.clone()),
+            },
         }
     }
 
@@ -199,27 +212,34 @@ impl QueueRead {
     }
 
     /// When no rank was read because the MPI keeps no message queue any engine reads
-    /// ([`MqdError::NotExported`]): that error.
-    pub fn not_exported(&self) -> Option<&MqdError> {
-        if self.ranks.iter().any(|r| r.queues.is_ok()) {
-            return None;
-        }
-        self.ranks.iter().find_map(|r| match &r.queues {
-            Err(RankError::NoReader(e @ MqdError::NotExported { .. })) => Some(e),
-            _ => None,
-        })
+    /// ([`MqdError::NotExported`], on this node or as another node's agent said): why, code
+    /// [`ReasonCode::NotExported`](mpir_types::unread::ReasonCode::NotExported).
+    pub fn not_exported(&self) -> Option<mpir_types::unread::NotRead> {
+        self.no_reader_of(&mpir_types::unread::ReasonCode::NotExported)
     }
 
-    /// When no rank was read only because the MPI's types are missing and it has no DLL:
-    /// what is missing ([`MissingTypes`]), decided from the errors' kinds
-    /// ([`MqdError::NoEngine`] whose walkers lack only types, and whose DLL is
-    /// [`MqdError::NoDll`]), never from the MPI's name.
-    pub fn missing_types(&self) -> Option<MissingTypes> {
+    /// When no rank was read only because the MPI's types are missing and it has no DLL
+    /// ([`MissingTypes`], decided from the errors' kinds, never from the MPI's name; on this
+    /// node or as another node's agent said): why, code
+    /// [`ReasonCode::MissingTypes`](mpir_types::unread::ReasonCode::MissingTypes), with the
+    /// types.
+    pub fn missing_types(&self) -> Option<mpir_types::unread::NotRead> {
+        self.no_reader_of(&mpir_types::unread::ReasonCode::MissingTypes)
+    }
+
+    /// The first reason of `code` among the ranks' when no rank was read and no queue engine
+    /// could be set up (here, or on an agent's node).
+    fn no_reader_of(
+        &self,
+        code: &mpir_types::unread::ReasonCode,
+    ) -> Option<mpir_types::unread::NotRead> {
         if self.ranks.iter().any(|r| r.queues.is_ok()) {
             return None;
         }
         self.ranks.iter().find_map(|r| match &r.queues {
-            Err(RankError::NoReader(e)) => MissingTypes::of(e),
+            Err(e @ (RankError::NoReader(_) | RankError::Elsewhere { .. })) => {
+                Some(e.not_read()).filter(|why| &why.code == code)
+            }
             _ => None,
         })
     }
@@ -475,4 +495,76 @@ fn typed_walkers(native: &NativeError) -> Vec<String> {
         .filter(|(w, _)| !missing_symbols.iter().any(|(m, s)| m == w && !s.is_empty()))
         .map(|(w, _)| w.clone())
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mpir_types::unread::{NotRead, ReasonCode};
+
+    fn read(errors: Vec<RankError>) -> QueueRead {
+        QueueRead {
+            engine: None,
+            fallback: None,
+            ranks: errors
+                .into_iter()
+                .enumerate()
+                .map(|(i, e)| RankRead {
+                    rank: Some(i as u64),
+                    pid: 100 + i as u32,
+                    image: PathBuf::from("/app"),
+                    core: None,
+                    queues: Err(e),
+                    stacks: None,
+                    waits: None,
+                    cooperative: None,
+                })
+                .collect(),
+            printed: OutputLog::default(),
+            release: ReleaseReport::default(),
+        }
+    }
+
+    #[test]
+    fn a_job_whose_mpi_keeps_no_queue_says_so_whichever_node_found_it() {
+        let none = MqdError::NotExported {
+            symbols: "MPICH: symbol MPIR_All_communicators".into(),
+            dll: "MPIR_dll_name is not set".into(),
+        };
+        let local = RankError::NoReader(none);
+        let here = read(vec![local.clone()]).not_exported().expect("here");
+        assert_eq!(here, local.not_read());
+        assert!(read(vec![local.clone()]).missing_types().is_none());
+        // Every rank on other nodes, whose agents found the same.
+        let elsewhere = RankError::Elsewhere {
+            host: "node2".into(),
+            why: local.not_read(),
+        };
+        let there = read(vec![elsewhere]).not_exported().expect("there");
+        assert_eq!((&there.code, &there.text), (&here.code, &here.text));
+        assert_eq!(there.host.as_deref(), Some("node2"));
+        // Another reason of an agent's: neither.
+        let other = RankError::Elsewhere {
+            host: "node2".into(),
+            why: NotRead::new(ReasonCode::ReadFailed, "torn list"),
+        };
+        let r = read(vec![other]);
+        assert!(r.not_exported().is_none() && r.missing_types().is_none());
+    }
+
+    #[test]
+    fn missing_types_from_an_agent_are_the_job_s_conclusion_too() {
+        let why = NotRead::new(ReasonCode::MissingTypes, "the MPI library keeps them …")
+            .with_missing_types(vec!["missing: ompi_communicator_t".into()]);
+        let r = read(vec![
+            RankError::Unreadable(crate::error::Unreadable::Remote {
+                host: "node9".into(),
+            }),
+            RankError::Elsewhere {
+                host: "node3".into(),
+                why: why.clone(),
+            },
+        ]);
+        assert_eq!(r.missing_types(), Some(why.on("node3")));
+    }
 }

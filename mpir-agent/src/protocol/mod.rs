@@ -6,9 +6,8 @@
 use std::path::PathBuf;
 
 use mpir_acquire::live::{NodeExpectations, RankClaim};
-use mpir_mqd::native::NativeError;
-use mpir_mqd::{MqdError, RankQueues};
-use mpir_session::{AgentFailure, chain};
+use mpir_mqd::RankQueues;
+use mpir_session::AgentFailure;
 use mpir_types::stacks::{PythonView, RankStacks, ThreadStack, Unreached};
 use mpir_wire::{ContentKind, Message, MessageKind, RequestId};
 use serde::{Deserialize, Serialize};
@@ -368,11 +367,6 @@ pub struct Problem {
     pub message: String,
     /// With [`ProblemKind::Agent`]: how that agent failed.
     pub failure: Option<FailureKind>,
-    /// With [`ProblemKind::ReadFailed`]: no queue engine could be set up for the job on the
-    /// agent's node (the session's [`mpir_session::RankError::NoReader`]), and why, as far as
-    /// the front end decides on it (its one-line errors and hints).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub no_reader: Option<NoReader>,
     /// The kernel on the agent's node refused it the rank: why, as is (every document shows
     /// the same `denial` for a rank of any node).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -390,7 +384,6 @@ impl Problem {
             kind,
             message: message.into(),
             failure: None,
-            no_reader: None,
             denial: None,
             why: None,
         }
@@ -402,102 +395,8 @@ impl Problem {
             kind: ProblemKind::Agent,
             message: message.into(),
             failure: Some(failure),
-            no_reader: None,
             denial: None,
             why: None,
-        }
-    }
-
-    /// A rank no queue engine could be set up for: `e`, the session's
-    /// [`mpir_session::RankError::NoReader`].
-    pub fn no_reader(e: &MqdError) -> Self {
-        Problem {
-            no_reader: Some(NoReader::of(e)),
-            ..Problem::new(ProblemKind::ReadFailed, chain(e))
-        }
-    }
-}
-
-/// Why no queue engine could be set up for a job on an agent's node, as the front end
-/// rebuilds it ([`NoReader::to_error`]) for the same one-line errors and hints as on its own
-/// node ([`mpir_session::QueueRead::not_exported`],
-/// [`mpir_session::QueueRead::missing_types`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum NoReader {
-    /// The MPI keeps no queue any engine reads ([`MqdError::NotExported`]).
-    NotExported {
-        /// Each walker with the symbols it lacks.
-        symbols: String,
-        /// Why no DLL was found.
-        dll: String,
-    },
-    /// Only the MPI's types are missing, and it has no DLL ([`mpir_session::MissingTypes`]).
-    MissingTypes {
-        /// The walkers that found every symbol they read the queues from.
-        walkers: Vec<String>,
-        /// The types missing (or only declared, with why).
-        types: Vec<String>,
-        /// Why the MPI's DLL could not be used.
-        dll: String,
-    },
-    /// Another reason ([`Problem::message`]).
-    Other,
-}
-
-impl NoReader {
-    /// How `e` (a [`mpir_session::RankError::NoReader`]'s error) is told to the front end.
-    pub fn of(e: &MqdError) -> NoReader {
-        if let MqdError::NotExported { symbols, dll } = e {
-            return NoReader::NotExported {
-                symbols: symbols.clone(),
-                dll: dll.clone(),
-            };
-        }
-        let Some(missing) = mpir_session::MissingTypes::of(e) else {
-            return NoReader::Other;
-        };
-        let types = match e {
-            MqdError::NoEngine { native, .. } if !native.missing_types().is_empty() => {
-                native.missing_types().to_vec()
-            }
-            // Only declared: the reason in words.
-            _ => vec![missing.types.clone()],
-        };
-        NoReader::MissingTypes {
-            walkers: missing.walkers.clone(),
-            types,
-            dll: missing.dll.clone(),
-        }
-    }
-
-    /// The error an agent on `host` relayed as `message`, rebuilt: a
-    /// [`mpir_session::RankError::NoReader`]'s error that the front end's session classifies
-    /// as the agent's did, naming `host` (in why no DLL could be used, or before `message`).
-    pub fn to_error(&self, host: &str, message: &str) -> MqdError {
-        match self {
-            NoReader::NotExported { symbols, dll } => MqdError::NotExported {
-                symbols: symbols.clone(),
-                dll: format!("on {host}: {dll}"),
-            },
-            NoReader::MissingTypes {
-                walkers,
-                types,
-                dll,
-            } => MqdError::NoEngine {
-                native: NativeError::NotRecognised {
-                    tried: walkers.iter().map(|w| (w.clone(), types.clone())).collect(),
-                    missing_types: types.clone(),
-                    missing_symbols: walkers.iter().map(|w| (w.clone(), Vec::new())).collect(),
-                },
-                dll: Box::new(MqdError::NoDll {
-                    reason: format!("on {host}: {dll}"),
-                }),
-            },
-            NoReader::Other => MqdError::Relayed {
-                message: format!("on {host}: {message}"),
-            },
         }
     }
 }

@@ -51,64 +51,86 @@ fn relayed(problem: Problem) -> Problem {
 }
 
 #[test]
-fn an_agents_missing_reader_is_classified_at_the_front_end_as_on_the_agents_node() {
-    // The MPI keeps no queue: the same error, the node named.
-    let none = MqdError::NotExported {
-        symbols: "MPICH: symbol MPIR_All_communicators".into(),
-        dll: "MPIR_dll_name is not set".into(),
+fn an_agents_missing_reader_reaches_the_front_end_as_the_agent_said_it() {
+    use mpir_mqd::MqdError;
+    use mpir_mqd::native::NativeError;
+    use mpir_session::RankError;
+    use mpir_types::unread::ReasonCode;
+
+    // As the agent's session classifies it, then as the front end's merge keeps it.
+    let across = |e: MqdError, host: &str| {
+        let here = RankError::NoReader(e);
+        let mut p = Problem::new(ProblemKind::ReadFailed, mpir_session::chain(&here));
+        p.why = Some(here.not_read());
+        let there = crate::merge::rank_error(host.into(), relayed(p));
+        (here.not_read(), there)
     };
-    let p = relayed(Problem::no_reader(&none));
-    assert_eq!(p.kind, ProblemKind::ReadFailed);
-    let rebuilt = p.no_reader.as_ref().unwrap().to_error("node2", &p.message);
-    assert_eq!(
-        rebuilt,
+
+    // The MPI keeps no queue.
+    let (here, there) = across(
         MqdError::NotExported {
             symbols: "MPICH: symbol MPIR_All_communicators".into(),
-            dll: "on node2: MPIR_dll_name is not set".into(),
-        }
-    );
-
-    // Only the MPI's types are missing, and it has no DLL: the same walkers and types.
-    let untyped = MqdError::NoEngine {
-        native: NativeError::NotRecognised {
-            tried: vec![
-                (
-                    "Open MPI ob1".into(),
-                    vec!["type ompi_communicator_t".into()],
-                ),
-                ("MPICH".into(), vec!["symbol MPIR_All_communicators".into()]),
-            ],
-            missing_types: vec!["ompi_communicator_t".into()],
-            missing_symbols: vec![
-                ("Open MPI ob1".into(), Vec::new()),
-                ("MPICH".into(), vec!["MPIR_All_communicators".into()]),
-            ],
+            dll: "MPIR_dll_name is not set".into(),
         },
-        dll: Box::new(MqdError::NoDll {
-            reason: "libompi_dbg_msgq.so does not exist".into(),
-        }),
-    };
-    let here = mpir_session::MissingTypes::of(&untyped).expect("a missing-types error");
-    let p = relayed(Problem::no_reader(&untyped));
-    let rebuilt = p.no_reader.as_ref().unwrap().to_error("node3", &p.message);
-    let there = mpir_session::MissingTypes::of(&rebuilt).expect("still missing types");
-    assert_eq!(there.walkers, here.walkers);
-    assert_eq!(there.walkers, ["Open MPI ob1"]);
-    assert_eq!(there.types, here.types);
-    assert_eq!(there.dll, format!("on node3: {}", here.dll));
+        "node2",
+    );
+    assert_eq!(here.code, ReasonCode::NotExported);
+    let why = there.not_read();
+    assert_eq!((&why.code, &why.text), (&here.code, &here.text));
+    assert_eq!(why.host.as_deref(), Some("node2"));
+    assert!(
+        matches!(&there, RankError::Elsewhere { host, .. } if host == "node2"),
+        "{there:?}"
+    );
+    assert_eq!(there.to_string(), format!("on node2: {}", here.text));
 
-    // Anything else: the agent's words, the node named.
-    let other = MqdError::NoDll { reason: "x".into() };
-    let p = relayed(Problem::no_reader(&other));
-    assert_eq!(p.no_reader, Some(NoReader::Other));
-    let rebuilt = p.no_reader.as_ref().unwrap().to_error("node4", &p.message);
-    assert_eq!(rebuilt.to_string(), "on node4: no MQD DLL found: x");
-    assert!(mpir_session::MissingTypes::of(&rebuilt).is_none());
+    // Only the MPI's types are missing, and it has no DLL: the same types, the same words.
+    let (here, there) = across(
+        MqdError::NoEngine {
+            native: NativeError::NotRecognised {
+                tried: vec![
+                    (
+                        "Open MPI ob1".into(),
+                        vec!["type ompi_communicator_t".into()],
+                    ),
+                    ("MPICH".into(), vec!["symbol MPIR_All_communicators".into()]),
+                ],
+                missing_types: vec!["ompi_communicator_t".into()],
+                missing_symbols: vec![
+                    ("Open MPI ob1".into(), Vec::new()),
+                    ("MPICH".into(), vec!["MPIR_All_communicators".into()]),
+                ],
+            },
+            dll: Box::new(MqdError::NoDll {
+                reason: "libompi_dbg_msgq.so does not exist".into(),
+            }),
+        },
+        "node3",
+    );
+    assert_eq!(here.code, ReasonCode::MissingTypes);
+    assert!(here.text.contains("Open MPI ob1"), "{}", here.text);
+    let why = there.not_read();
+    assert_eq!(
+        (&why.code, &why.text, &why.missing_types),
+        (&here.code, &here.text, &here.missing_types)
+    );
+    assert_eq!(why.host.as_deref(), Some("node3"));
 
-    // An older agent's problem without the field reads as before.
+    // A code this front end does not know (a newer agent): kept with its text.
+    let mut p = Problem::new(ProblemKind::ReadFailed, "m");
+    p.why = Some(mpir_types::unread::NotRead::new(
+        ReasonCode::from("held_by_a_newer_thing".to_string()),
+        "a newer reason",
+    ));
+    let why = crate::merge::rank_error("node4".into(), relayed(p)).not_read();
+    assert_eq!(why.code.as_str(), "held_by_a_newer_thing");
+    assert_eq!(why.text, "a newer reason");
+
+    // An older agent's problem without a reason: its words, as a failed read.
     let json = r#"{"kind":"read_failed","message":"m","failure":null}"#;
     let old: Problem = serde_json::from_str(json).unwrap();
-    assert_eq!(old.no_reader, None);
+    let why = crate::merge::rank_error("node5".into(), old).not_read();
+    assert_eq!((why.code, why.text.as_str()), (ReasonCode::ReadFailed, "m"));
 }
 
 #[test]

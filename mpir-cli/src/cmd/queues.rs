@@ -57,10 +57,11 @@ pub(crate) fn nothing_readable(read: &QueueRead) -> anyhow::Result<()> {
     }
     let errors = || read.ranks.iter().filter_map(|r| r.queues.as_ref().err());
     if let Some(e) = errors().find_map(|e| match e {
-        RankError::NoReader(e) => Some(e),
+        RankError::NoReader(e) => Some(anyhow::Error::new(e.clone())),
+        RankError::Elsewhere { .. } => Some(anyhow::anyhow!("{e}")),
         _ => None,
     }) {
-        return Err(anyhow::Error::new(e.clone()));
+        return Err(e);
     }
     if errors().all(|e| matches!(e, RankError::Unreadable(_))) {
         let why: Vec<String> = read
@@ -93,7 +94,10 @@ pub(crate) fn run(args: &QueuesArgs) -> anyhow::Result<ExitCode> {
         if args.common.json {
             print_doc(&queues_doc(&read, args.reader.types_given()), true)?;
         }
-        eprintln!("mpir: error: {e}; `mpir stacks` shows where its ranks wait");
+        eprintln!(
+            "mpir: error: {}; `mpir stacks` shows where its ranks wait",
+            on_node(&e)
+        );
         return Ok(ExitCode::from(PARTIAL));
     }
     if let Some(missing) = read.missing_types() {
@@ -102,7 +106,8 @@ pub(crate) fn run(args: &QueuesArgs) -> anyhow::Result<ExitCode> {
             print_doc(&queues_doc(&read, args.reader.types_given()), true)?;
         }
         eprintln!(
-            "mpir: error: no rank's message queues can be read: {missing} (hint: {TYPES_HINT})"
+            "mpir: error: no rank's message queues can be read: {} (hint: {TYPES_HINT})",
+            on_node(&missing)
         );
         return Ok(ExitCode::from(PARTIAL));
     }
@@ -110,6 +115,14 @@ pub(crate) fn run(args: &QueuesArgs) -> anyhow::Result<ExitCode> {
     let doc = queues_doc(&read, args.reader.types_given());
     print_doc(&doc, args.common.json)?;
     Ok(exit_code(&read))
+}
+
+/// A reason as a line, naming the node when it was met on another one.
+fn on_node(why: &mpir_types::unread::NotRead) -> String {
+    match &why.host {
+        Some(host) => format!("on {host}: {why}"),
+        None => why.to_string(),
+    }
 }
 
 /// 0 when every rank was read, [`PARTIAL`] otherwise.
