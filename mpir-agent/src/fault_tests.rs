@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use mpir_acquire::live::{NodeExpectations, RankClaim};
 use mpir_session::AgentFailure;
 use mpir_wire::{
-    Connection, ContentKind, Gate, Hello, Message, MessageKind, NodeId, Options, Transport,
+    AgentId, Connection, ContentKind, Gate, Hello, Message, MessageKind, Options, Transport,
 };
 
 use crate::agent::{AgentConfig, Ended, serve};
@@ -87,7 +87,7 @@ fn fake_with(
         then(&mut conn);
     });
     let boxed: Box<dyn Transport + Send> = Box::new(ours);
-    let accepted = Connection::front_end(boxed, &Gate::Engine(NodeId(1)), front).unwrap();
+    let accepted = Connection::front_end(boxed, &Gate::Engine(AgentId(1)), front).unwrap();
     (accepted.connection, agent)
 }
 
@@ -226,7 +226,7 @@ fn an_agent_that_adopts_other_ranks_is_cut_off_before_any_read() {
         let _ = conn.recv();
     });
     let boxed: Box<dyn Transport + Send> = Box::new(ours);
-    let link = Connection::front_end(boxed, &Gate::Engine(NodeId(1)), &Options::default())
+    let link = Connection::front_end(boxed, &Gate::Engine(AgentId(1)), &Options::default())
         .unwrap()
         .connection;
     let fleet = Fleet::connected(vec![(claims("node-x", &[3]), Ok(link))], &plan(1_000));
@@ -282,7 +282,7 @@ fn real_agent(
             Connection::agent(theirs, &Hello::new(host, 1), &Options::default()).unwrap();
         serve(&mut conn, &config)
     });
-    let mut front = Connection::front_end(ours, &Gate::Engine(NodeId(1)), &Options::default())
+    let mut front = Connection::front_end(ours, &Gate::Engine(AgentId(1)), &Options::default())
         .unwrap()
         .connection;
     let adopt = crate::protocol::Adopt::new(

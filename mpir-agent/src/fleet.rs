@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use mpir_acquire::live::RankClaim;
 use mpir_session::AgentFailure;
 use mpir_wire::{
-    Accepted, Connection, ContentKind, Gate, Message, MessageKind, NodeId, Options, Pipe,
+    Accepted, AgentId, Connection, ContentKind, Gate, Message, MessageKind, Options, Pipe,
     RequestId, Transport, WireError,
 };
 
@@ -506,7 +506,7 @@ fn handshake_and_adopt(
 ) -> Result<Accepted<AgentTransport>, WireError> {
     let left = deadline.saturating_duration_since(Instant::now());
     let wire = Options::default().with_handshake_timeout(left.max(Duration::from_millis(1)));
-    let node = NodeId(u32::try_from(i + 1).unwrap_or(u32::MAX));
+    let node = AgentId(u32::try_from(i + 1).unwrap_or(u32::MAX));
     let mut accepted = Connection::front_end(pipe, &Gate::Engine(node), &wire)?;
     if accepted.hello.node == host {
         clamp_subtree(&mut adopt, deadline);

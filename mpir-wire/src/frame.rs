@@ -55,37 +55,38 @@ tags! {
     }
 }
 
-/// A node of the agent tree: 0 is the front end; the front end gives each agent its id in
-/// its [`crate::Welcome`].
+/// A member of the agent tree (the front end or an agent, one per node it reads): 0 is the
+/// front end; the front end gives each agent its id in its [`crate::Welcome`]. Not a node of
+/// the cluster (a host name) nor of a stacks tree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct NodeId(pub u32);
+pub struct AgentId(pub u32);
 
-impl NodeId {
+impl AgentId {
     /// The front end.
-    pub const FRONT_END: NodeId = NodeId(0);
+    pub const FRONT_END: AgentId = AgentId(0);
 }
 
-impl std::fmt::Display for NodeId {
+impl std::fmt::Display for AgentId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "node #{}", self.0)
+        write!(f, "agent #{}", self.0)
     }
 }
 
-/// Where a message goes or comes from when agents relay for each other: upward, the node
-/// that sent it first; downward, the node it is for. `hops` counts relays, so that a loop in
+/// Where a message goes or comes from when agents relay for each other: upward, the agent
+/// that sent it first; downward, the agent it is for. `hops` counts relays, so that a loop in
 /// a tree ends at [`MAX_HOPS`] instead of circling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Route {
-    /// The originating (upward) or destination (downward) node.
-    pub node: NodeId,
+    /// The originating (upward) or destination (downward) agent.
+    pub agent: AgentId,
     /// Relays passed so far.
     pub hops: u8,
 }
 
 impl Route {
-    /// A route to or from `node`, not yet relayed.
-    pub fn to(node: NodeId) -> Route {
-        Route { node, hops: 0 }
+    /// A route to or from `agent`, not yet relayed.
+    pub fn to(agent: AgentId) -> Route {
+        Route { agent, hops: 0 }
     }
 
     /// The route after one more relay, or `None` past [`MAX_HOPS`].
@@ -298,7 +299,7 @@ impl Codec for Header {
             .u16(0)
             .u32(self.len)
             .u64(self.request.0)
-            .u32(self.route.node.0);
+            .u32(self.route.agent.0);
     }
 
     fn decode(d: &mut Dec<'_>) -> Result<Self, DecodeError> {
@@ -330,13 +331,13 @@ impl Codec for Header {
         }
         let len = d.u32("payload length")?;
         let request = RequestId(d.u64("request id")?);
-        let node = NodeId(d.u32("route")?);
+        let agent = AgentId(d.u32("route")?);
         Ok(Header {
             version,
             kind,
             content,
             more: flags & FLAG_MORE != 0,
-            route: Route { node, hops },
+            route: Route { agent, hops },
             len,
             request,
         })

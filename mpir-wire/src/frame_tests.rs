@@ -4,7 +4,7 @@ fn msg(kind: MessageKind, payload: &[u8]) -> Message {
     Message::new(kind, ContentKind::Binary, payload.to_vec())
         .with_request(RequestId(0x0102_0304_0506_0708))
         .with_route(Route {
-            node: NodeId(7),
+            agent: AgentId(7),
             hops: 2,
         })
 }
@@ -263,7 +263,7 @@ fn a_stream_cut_anywhere_inside_a_frame_is_truncated_with_counts() {
 
 #[test]
 fn relaying_counts_hops_up_to_the_bound() {
-    let mut r = Route::to(NodeId(3));
+    let mut r = Route::to(AgentId(3));
     for _ in 0..MAX_HOPS {
         r = r.relayed().unwrap();
     }
@@ -272,7 +272,7 @@ fn relaying_counts_hops_up_to_the_bound() {
 
     let m = msg(MessageKind::Reply, b"up");
     let up = m.clone().relayed().unwrap();
-    assert_eq!((up.route.node, up.route.hops), (NodeId(7), 3));
+    assert_eq!((up.route.agent, up.route.hops), (AgentId(7), 3));
     assert_eq!(up.payload, m.payload);
     assert_eq!(m.with_route(r).relayed(), None);
 }

@@ -2,7 +2,7 @@
 //! (bounded, in every `cargo test`). Each must never panic, whatever the input.
 
 use crate::codec::encode_to_vec;
-use crate::frame::{ContentKind, Decoder, Limits, Message, MessageKind, NodeId, RequestId, Route};
+use crate::frame::{AgentId, ContentKind, Decoder, Limits, Message, MessageKind, RequestId, Route};
 use crate::handshake::{AgentHandshake, FrontEndHandshake, Hello, Refusal, RefusalReason, Welcome};
 use crate::token::{Token, TokenBook};
 
@@ -87,7 +87,7 @@ pub fn seeds() -> Vec<Vec<u8>> {
         ),
         control(
             MessageKind::Welcome,
-            encode_to_vec(&Welcome::new(NodeId(3), Limits::DEFAULT)),
+            encode_to_vec(&Welcome::new(AgentId(3), Limits::DEFAULT)),
         ),
         control(
             MessageKind::Refusal,
@@ -106,7 +106,7 @@ pub fn seeds() -> Vec<Vec<u8>> {
             let content = ContentKind::ALL[n % ContentKind::ALL.len()];
             let m = Message::new(*kind, content, vec![b'{'; n * 7])
                 .with_request(RequestId(n as u64))
-                .with_route(Route::to(NodeId(n as u32)));
+                .with_route(Route::to(AgentId(n as u32)));
             m.encode(&Limits::DEFAULT, &mut out).unwrap_or_default();
         }
         seeds.push(out);

@@ -4,7 +4,7 @@
 
 use crate::codec::{Codec, Dec, Enc, decode_all, encode_to_vec, tags};
 use crate::error::{DecodeError, FrameError, HandshakeError};
-use crate::frame::{ContentKind, Decoder, Limits, Message, MessageKind, NodeId, Progress};
+use crate::frame::{AgentId, ContentKind, Decoder, Limits, Message, MessageKind, Progress};
 use crate::token::{TOKEN_LEN, Token};
 
 /// Longest node name a [`Hello`] may carry.
@@ -99,16 +99,16 @@ impl Codec for Hello {
 #[non_exhaustive]
 pub struct Welcome {
     /// The agent's id in the tree: the [`crate::Route`] of its messages.
-    pub node_id: NodeId,
+    pub agent_id: AgentId,
     /// The largest message the front end accepts from the agent.
     pub max_message: u64,
 }
 
 impl Welcome {
-    /// A welcome giving the agent `node_id`, accepting messages up to `limits`.
-    pub fn new(node_id: NodeId, limits: Limits) -> Welcome {
+    /// A welcome giving the agent `agent_id`, accepting messages up to `limits`.
+    pub fn new(agent_id: AgentId, limits: Limits) -> Welcome {
         Welcome {
-            node_id,
+            agent_id,
             max_message: limits.max_message() as u64,
         }
     }
@@ -116,12 +116,12 @@ impl Welcome {
 
 impl Codec for Welcome {
     fn encode(&self, e: &mut Enc) {
-        e.u32(self.node_id.0).u64(self.max_message);
+        e.u32(self.agent_id.0).u64(self.max_message);
     }
 
     fn decode(d: &mut Dec<'_>) -> Result<Self, DecodeError> {
         Ok(Welcome {
-            node_id: NodeId(d.u32("node id")?),
+            agent_id: AgentId(d.u32("agent id")?),
             max_message: d.u64("max message")?,
         })
     }

@@ -39,11 +39,11 @@ fn a_welcome_round_trips_with_every_field() {
     let (got, answer) = exchange(&hello, |h| {
         assert_eq!(h, &hello);
         assert!(h.token.as_ref().unwrap().matches(&token));
-        Ok(Welcome::new(NodeId(9), Limits::new(12345)))
+        Ok(Welcome::new(AgentId(9), Limits::new(12345)))
     });
     assert_eq!(got.unwrap().pid, 4242);
     let w = answer.unwrap();
-    assert_eq!(w.node_id, NodeId(9));
+    assert_eq!(w.agent_id, AgentId(9));
     assert_eq!(w.max_message, 12345);
 }
 

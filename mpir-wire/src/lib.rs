@@ -49,7 +49,7 @@
 //! // The front end accepts it (one thread per pending handshake in real life).
 //! let gate = Gate::Tokens(&book);
 //! let mut accepted = listener.accept(Duration::from_secs(10), &gate, &Options::default())?;
-//! assert_eq!(accepted.node_id, issued.node_id);
+//! assert_eq!(accepted.agent_id, issued.agent_id);
 //! let ask = Message::new(MessageKind::Request, ContentKind::Json, b"{}".to_vec());
 //! accepted.connection.send(&ask)?;
 //! assert_eq!(accepted.connection.recv()?.payload, b"{\"ranks\":[]}");
@@ -73,7 +73,7 @@
 //! | 10 | 2 | reserved | 0 |
 //! | 12 | 4 | payload length | of this frame, at most the receiver's frame limit |
 //! | 16 | 8 | request id | [`RequestId`] |
-//! | 24 | 4 | route | [`NodeId`]: origin upward, destination downward; 0 is the front end |
+//! | 24 | 4 | route | [`AgentId`]: origin upward, destination downward; 0 is the front end |
 //!
 //! The frames of one message must agree on kind, content, request and route and may not be
 //! interleaved with another message's ([`FrameError::Interleaved`]). An unknown code in any
@@ -163,8 +163,8 @@ mod transport;
 
 pub use error::{DecodeError, FrameError, HandshakeError, Phase, TokenError, WireError};
 pub use frame::{
-    ContentKind, Decoder, HEADER_LEN, Limits, MAGIC, MAX_FRAME, MAX_HOPS, Message, MessageKind,
-    NodeId, PROTOCOL_VERSION, Progress, RequestId, Route,
+    AgentId, ContentKind, Decoder, HEADER_LEN, Limits, MAGIC, MAX_FRAME, MAX_HOPS, Message,
+    MessageKind, PROTOCOL_VERSION, Progress, RequestId, Route,
 };
 pub use handshake::{
     AgentHandshake, FrontEndHandshake, Hello, MAX_NODE_NAME, MAX_REFUSAL_DETAIL, Refusal,

@@ -15,7 +15,7 @@ use ring::rand::{SecureRandom, SystemRandom};
 use subtle::ConstantTimeEq;
 
 use crate::error::TokenError;
-use crate::frame::NodeId;
+use crate::frame::AgentId;
 use crate::handshake::{Hello, Refusal, RefusalReason};
 
 /// Bytes in a token (256 bits).
@@ -282,12 +282,12 @@ pub struct Issued {
     /// The secret to deliver to the node's agent (file, environment or stdin; never argv).
     pub token: Token,
     /// The id the agent will get in its [`crate::Welcome`].
-    pub node_id: NodeId,
+    pub agent_id: AgentId,
 }
 
 #[derive(Debug)]
 struct Entry {
-    node_id: NodeId,
+    agent_id: AgentId,
     token: Token,
     expires: Instant,
     used: bool,
@@ -333,33 +333,33 @@ impl TokenBook {
     pub fn issue_at(&self, node: &str, now: Instant) -> Result<Issued, TokenError> {
         let token = Token::generate()?;
         let mut book = self.lock();
-        let node_id = match book.entries.get(node) {
-            Some(e) => e.node_id,
+        let agent_id = match book.entries.get(node) {
+            Some(e) => e.agent_id,
             None => {
                 book.next_id += 1;
-                NodeId(book.next_id)
+                AgentId(book.next_id)
             }
         };
         book.entries.insert(
             node.to_string(),
             Entry {
-                node_id,
+                agent_id,
                 token: token.clone(),
                 expires: now + self.lifetime,
                 used: false,
             },
         );
-        Ok(Issued { token, node_id })
+        Ok(Issued { token, agent_id })
     }
 
     /// Checks a hello's token and consumes it: the node's id, or the refusal to send (and
     /// the refusal is counted).
-    pub fn admit(&self, hello: &Hello) -> Result<NodeId, Refusal> {
+    pub fn admit(&self, hello: &Hello) -> Result<AgentId, Refusal> {
         self.admit_at(hello, Instant::now())
     }
 
     /// [`TokenBook::admit`] as of `now`.
-    pub fn admit_at(&self, hello: &Hello, now: Instant) -> Result<NodeId, Refusal> {
+    pub fn admit_at(&self, hello: &Hello, now: Instant) -> Result<AgentId, Refusal> {
         let mut book = self.lock();
         let book = &mut *book;
         let Some(token) = &hello.token else {
@@ -396,7 +396,7 @@ impl TokenBook {
             ));
         }
         entry.used = true;
-        Ok(entry.node_id)
+        Ok(entry.agent_id)
     }
 
     /// What the book refused so far.

@@ -123,11 +123,11 @@ fn the_book_admits_each_token_once_for_its_node_until_it_expires() {
     let t0 = Instant::now();
     let a = book.issue_at("node2", t0).unwrap();
     let b = book.issue_at("node3", t0).unwrap();
-    assert_ne!(a.node_id, b.node_id);
-    assert_ne!(a.node_id, NodeId::FRONT_END);
+    assert_ne!(a.agent_id, b.agent_id);
+    assert_ne!(a.agent_id, AgentId::FRONT_END);
 
     let hello = |node: &str, t: &Token| Hello::new(node, 1).with_token(t.clone());
-    let reason = |r: Result<NodeId, Refusal>| r.unwrap_err().reason;
+    let reason = |r: Result<AgentId, Refusal>| r.unwrap_err().reason;
 
     // node3's token presented by node2: unknown.
     assert_eq!(
@@ -144,7 +144,7 @@ fn the_book_admits_each_token_once_for_its_node_until_it_expires() {
     );
     assert_eq!(
         book.admit_at(&hello("node2", &a.token), t0).unwrap(),
-        a.node_id
+        a.agent_id
     );
     assert_eq!(
         reason(book.admit_at(&hello("node2", &a.token), t0)),
@@ -167,13 +167,13 @@ fn the_book_admits_each_token_once_for_its_node_until_it_expires() {
 
     // Re-issuing keeps the node's id and voids the old token.
     let a2 = book.issue_at("node2", t0).unwrap();
-    assert_eq!(a2.node_id, a.node_id);
+    assert_eq!(a2.agent_id, a.agent_id);
     assert_eq!(
         reason(book.admit_at(&hello("node2", &a.token), t0)),
         RefusalReason::TokenUnknown
     );
     assert_eq!(
         book.admit_at(&hello("node2", &a2.token), t0).unwrap(),
-        a.node_id
+        a.agent_id
     );
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use crate::error::{HandshakeError, Phase, WireError};
-use crate::frame::{Decoder, Limits, Message, NodeId};
+use crate::frame::{AgentId, Decoder, Limits, Message};
 use crate::handshake::{AgentHandshake, FrontEndHandshake, Hello, Welcome};
 use crate::token::TokenBook;
 
@@ -194,7 +194,7 @@ pub enum Gate<'a> {
     /// By its one-time token (required over TCP).
     Tokens(&'a TokenBook),
     /// Any agent: the engine that started it authenticated the pipe; the agent gets this id.
-    Engine(NodeId),
+    Engine(AgentId),
 }
 
 /// An agent the front end accepted.
@@ -206,7 +206,7 @@ pub struct Accepted<T> {
     /// What the agent said.
     pub hello: Hello,
     /// The id it was given.
-    pub node_id: NodeId,
+    pub agent_id: AgentId,
 }
 
 /// Size of the receive buffer.
@@ -328,15 +328,15 @@ impl<T: Transport> Connection<T> {
             Gate::Engine(id) => Ok(*id),
         };
         match admitted {
-            Ok(node_id) => {
-                hs.welcome(&Welcome::new(node_id, options.limits));
+            Ok(agent_id) => {
+                hs.welcome(&Welcome::new(agent_id, options.limits));
                 conn.write_before(&hs.take_outgoing(), deadline, options)?;
                 let agent_accepts = Limits::new(usize_of(hello.max_message));
                 conn.established(options, agent_accepts)?;
                 Ok(Accepted {
                     connection: conn,
                     hello,
-                    node_id,
+                    agent_id,
                 })
             }
             Err(refusal) => {

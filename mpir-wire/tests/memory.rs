@@ -9,8 +9,8 @@ use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
 use mpir_wire::{
-    Connection, ContentKind, Decoder, Gate, HEADER_LEN, Hello, Limits, MAX_FRAME, Message,
-    MessageKind, NodeId, Options, Token, WireError,
+    AgentId, Connection, ContentKind, Decoder, Gate, HEADER_LEN, Hello, Limits, MAX_FRAME, Message,
+    MessageKind, Options, Token, WireError,
 };
 
 /// Passes everything to `System`, counting this thread's live bytes and their peak.
@@ -113,7 +113,7 @@ fn a_connection_fed_headers_of_a_64_mib_message_holds_what_was_sent() {
         agent
     });
     let (result, peak) = peak_of(|| {
-        let mut conn = Connection::front_end(front, &Gate::Engine(NodeId(1)), &opts)
+        let mut conn = Connection::front_end(front, &Gate::Engine(AgentId(1)), &opts)
             .unwrap()
             .connection;
         conn.recv()

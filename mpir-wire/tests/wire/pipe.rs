@@ -9,8 +9,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use mpir_wire::{
-    Connection, ContentKind, FrameError, Gate, HandshakeError, Hello, Limits, MAGIC, Message,
-    MessageKind, NodeId, Phase, Pipe, RefusalReason, RequestId, Route, TokenBook, WireError,
+    AgentId, Connection, ContentKind, FrameError, Gate, HandshakeError, Hello, Limits, MAGIC,
+    Message, MessageKind, Phase, Pipe, RefusalReason, RequestId, Route, TokenBook, WireError,
 };
 
 use crate::{child, quick, request};
@@ -27,8 +27,8 @@ fn a_child_agent_answers_over_its_forwarded_stdio() {
         Stdio::from(std::os::fd::OwnedFd::from(agent_end)),
         &[],
     );
-    let accepted = Connection::front_end(front, &Gate::Engine(NodeId(5)), &quick()).unwrap();
-    assert_eq!(accepted.node_id, NodeId(5));
+    let accepted = Connection::front_end(front, &Gate::Engine(AgentId(5)), &quick()).unwrap();
+    assert_eq!(accepted.agent_id, AgentId(5));
     assert_eq!(accepted.hello.node, "child-node");
     assert_eq!(accepted.hello.pid, child.id());
     assert!(accepted.hello.token.is_none());
@@ -44,7 +44,7 @@ fn a_child_agent_answers_over_its_forwarded_stdio() {
     // A small request, then one of several frames, routed through a relay.
     conn.send(&request(1, "{\"stacks\":[]}")).unwrap();
     let big: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7) as u8).collect();
-    let route = Route::to(NodeId(42)).relayed().unwrap();
+    let route = Route::to(AgentId(42)).relayed().unwrap();
     conn.send(
         &Message::new(MessageKind::Request, ContentKind::Binary, big.clone())
             .with_request(RequestId(2))
@@ -82,7 +82,7 @@ fn a_child_that_dies_mid_frame_is_a_truncated_frame() {
         Stdio::from(std::os::fd::OwnedFd::from(agent_end)),
         &[],
     );
-    let mut conn = Connection::front_end(front, &Gate::Engine(NodeId(1)), &quick())
+    let mut conn = Connection::front_end(front, &Gate::Engine(AgentId(1)), &quick())
         .unwrap()
         .connection;
     match conn.recv() {
@@ -125,14 +125,14 @@ fn a_round_trip_over_real_pipes_with_a_token() {
         welcome
     });
     let mut accepted = Connection::front_end(front, &Gate::Tokens(&book), &quick()).unwrap();
-    assert_eq!(accepted.node_id, issued.node_id);
+    assert_eq!(accepted.agent_id, issued.agent_id);
     accepted.connection.send(&request(9, "[1,2]")).unwrap();
     let reply = accepted.connection.recv().unwrap();
     assert_eq!(
         (reply.request, reply.payload.as_slice()),
         (RequestId(9), &b"[1,2]"[..])
     );
-    assert_eq!(agent.join().unwrap().node_id, issued.node_id);
+    assert_eq!(agent.join().unwrap().agent_id, issued.agent_id);
 }
 
 #[test]
@@ -149,7 +149,7 @@ fn a_thousand_frames_round_trip() {
             .unwrap();
         }
     });
-    let mut conn = Connection::front_end(front, &Gate::Engine(NodeId(1)), &quick())
+    let mut conn = Connection::front_end(front, &Gate::Engine(AgentId(1)), &quick())
         .unwrap()
         .connection;
     for i in 0..1000u64 {
@@ -168,7 +168,7 @@ fn a_thousand_frames_round_trip() {
 fn garbage_before_a_hello_is_bad_magic_and_the_agent_is_told() {
     let (front, mut peer) = UnixStream::pair().unwrap();
     peer.write_all(b"SSH-2.0-OpenSSH_9.2\r\n").unwrap();
-    match Connection::front_end(front, &Gate::Engine(NodeId(1)), &quick()) {
+    match Connection::front_end(front, &Gate::Engine(AgentId(1)), &quick()) {
         Err(WireError::Handshake(HandshakeError::Frame(FrameError::BadMagic {
             at: 0,
             found,
@@ -206,7 +206,7 @@ fn versions_are_named_on_both_sides() {
         .unwrap();
     hello[4..6].copy_from_slice(&2u16.to_le_bytes());
     peer.write_all(&hello).unwrap();
-    let e = Connection::front_end(front, &Gate::Engine(NodeId(1)), &quick()).unwrap_err();
+    let e = Connection::front_end(front, &Gate::Engine(AgentId(1)), &quick()).unwrap_err();
     assert!(
         matches!(
             e,
@@ -258,7 +258,7 @@ fn a_silent_peer_is_a_bounded_handshake_timeout() {
     let opts = quick().with_handshake_timeout(Duration::from_millis(300));
     let (front, _silent) = UnixStream::pair().unwrap();
     let start = Instant::now();
-    let e = Connection::front_end(front, &Gate::Engine(NodeId(1)), &opts).unwrap_err();
+    let e = Connection::front_end(front, &Gate::Engine(AgentId(1)), &opts).unwrap_err();
     assert!(
         matches!(
             e,
@@ -288,7 +288,7 @@ fn a_silent_peer_is_a_bounded_handshake_timeout() {
     // A peer that sends half a hello and then nothing.
     let (front, mut peer) = UnixStream::pair().unwrap();
     peer.write_all(&MAGIC).unwrap();
-    let e = Connection::front_end(front, &Gate::Engine(NodeId(1)), &opts).unwrap_err();
+    let e = Connection::front_end(front, &Gate::Engine(AgentId(1)), &opts).unwrap_err();
     assert!(
         matches!(
             e,
@@ -309,7 +309,7 @@ fn a_hello_that_is_too_big_is_refused_from_its_header() {
         .unwrap();
     header[12..16].copy_from_slice(&(64u32 << 20).to_le_bytes());
     peer.write_all(&header).unwrap();
-    match Connection::front_end(front, &Gate::Engine(NodeId(1)), &quick()) {
+    match Connection::front_end(front, &Gate::Engine(AgentId(1)), &quick()) {
         Err(WireError::Handshake(HandshakeError::Frame(FrameError::FrameTooLarge {
             len,
             limit: 4096,
@@ -346,7 +346,7 @@ fn oversize_after_the_handshake_is_refused_by_both_sides() {
         conn.get_mut().write_all(&frames).unwrap();
         conn
     });
-    let mut conn = Connection::front_end(front, &Gate::Engine(NodeId(1)), &small)
+    let mut conn = Connection::front_end(front, &Gate::Engine(AgentId(1)), &small)
         .unwrap()
         .connection;
     match conn.recv() {

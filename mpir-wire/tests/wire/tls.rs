@@ -68,7 +68,7 @@ fn a_child_agent_connects_out_with_its_token_file() {
     let accepted = l
         .accept(Duration::from_secs(20), &Gate::Tokens(&book), &quick())
         .unwrap();
-    assert_eq!(accepted.node_id, issued.node_id);
+    assert_eq!(accepted.agent_id, issued.agent_id);
     assert_eq!(accepted.hello.node, "node2");
     assert!(!path.exists(), "the agent deleted the token file");
     converse(accepted, child);
@@ -155,7 +155,7 @@ fn agents_without_the_right_token_are_refused_and_counted() {
         quick(),
     );
     a.unwrap();
-    assert_eq!(f.unwrap().node_id, real.node_id);
+    assert_eq!(f.unwrap().agent_id, real.agent_id);
 
     let (a, f) = attempt(
         &l,
@@ -391,7 +391,7 @@ fn several_threads_accept_several_agents_on_one_listener() {
                     let r = conn.recv().unwrap();
                     let reply = Message::new(MessageKind::Reply, r.content, r.payload)
                         .with_request(r.request)
-                        .with_route(mpir_wire::Route::to(welcome.node_id));
+                        .with_route(mpir_wire::Route::to(welcome.agent_id));
                     conn.send(&reply).unwrap();
                 }
             })
@@ -409,7 +409,7 @@ fn several_threads_accept_several_agents_on_one_listener() {
                         a.connection.send(&request(i, &a.hello.node)).unwrap();
                         let r = a.connection.recv().unwrap();
                         assert_eq!(r.request, RequestId(i));
-                        assert_eq!(r.route.node, a.node_id);
+                        assert_eq!(r.route.agent, a.agent_id);
                         assert_eq!(r.payload, a.hello.node.as_bytes());
                     }
                     seen.lock().unwrap().push(a.hello.node.clone());
