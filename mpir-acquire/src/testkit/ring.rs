@@ -1,6 +1,7 @@
-//! An Open MPI 4 ring on the simulated cluster ([`super::multinode`]) for the bindings' tests:
-//! `orterun` in node1, its ranks on other nodes, each rank blocked in `MPI_Recv` from its
-//! right neighbour with tag 42 (a deadlock), after printing who it is.
+//! An Open MPI 4 job on the simulated cluster ([`super::multinode`]) for the multi-node tests
+//! of the bindings and of `mpir`: `orterun` in node1, its ranks on other nodes, each rank
+//! printing who it is (`rank R pid P on HOST`) and then blocked (the ring: in `MPI_Recv` from
+//! its right neighbour with tag 42, a deadlock; or any program printing the same line).
 
 use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
@@ -37,7 +38,7 @@ int main(int argc, char **argv) {
 /// A rank as it printed itself: (rank, pid on its node, host).
 pub type RingRank = (u64, u32, String);
 
-/// The running ring: stopped (SIGTERM, then SIGKILL) when dropped.
+/// The running job: stopped (SIGTERM, then SIGKILL) when dropped.
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct Ring {
@@ -45,11 +46,16 @@ pub struct Ring {
     pub orterun: NodeChild,
     /// Every rank, in rank order.
     pub ranks: Vec<RingRank>,
-    /// The ring's program.
+    /// The job's program.
     pub exe: PathBuf,
+    /// Everything orterun wrote to its standard output so far (the ranks' lines).
+    pub out: Arc<Mutex<String>>,
+    /// orterun's standard error (its daemons' too).
+    pub err: PathBuf,
 }
 
-fn parse(out: &str) -> Vec<RingRank> {
+/// The ranks a job's output names (`rank R pid P on HOST` lines), in rank order.
+pub fn printed(out: &str) -> Vec<RingRank> {
     let mut v: Vec<RingRank> = out
         .lines()
         .filter_map(|l| match l.split_whitespace().collect::<Vec<_>>()[..] {
@@ -61,27 +67,68 @@ fn parse(out: &str) -> Vec<RingRank> {
     v
 }
 
+/// Collects a child's standard output, line by line, on a thread of its own.
+pub fn gather(stdout: std::process::ChildStdout) -> Arc<Mutex<String>> {
+    let out = Arc::new(Mutex::new(String::new()));
+    let o = Arc::clone(&out);
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let mut o = o.lock().unwrap();
+            o.push_str(&l);
+            o.push('\n');
+        }
+    });
+    out
+}
+
+/// `source` built with Open MPI's `mpicc` (`-g`) as `dir/name`; `None` after a skip without
+/// it.
+pub fn build(dir: &Path, name: &str, source: &str) -> Option<PathBuf> {
+    if !have("mpicc.openmpi") {
+        skip("Open MPI (mpicc.openmpi) is not installed");
+        return None;
+    }
+    let src = dir.join(format!("{name}.c"));
+    let exe = dir.join(name);
+    std::fs::write(&src, source).unwrap();
+    run(Command::new("mpicc.openmpi")
+        .arg("-g")
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe))
+    .unwrap_or_else(|e| panic!("{e}"));
+    Some(exe)
+}
+
 impl Ring {
-    /// Builds [`RING_C`] with Open MPI's `mpicc` in `dir` and starts it from node1 on `hosts`
-    /// (node, ranks); `None` after a skip without Open MPI.
+    /// Builds [`RING_C`] in `dir` and starts it from node1 on `hosts` (node, ranks); `None`
+    /// after a skip without Open MPI.
     pub fn start(cluster: &Cluster, dir: &Path, hosts: &[(usize, u32)]) -> Option<Ring> {
-        if !have("mpicc.openmpi") || !have("orterun") {
-            skip("Open MPI (mpicc.openmpi, orterun) is not installed");
+        let exe = build(dir, "ring", RING_C)?;
+        Ring::start_program(cluster, dir, hosts, &exe)
+    }
+
+    /// Starts `exe` (a program whose ranks print `rank R pid P on HOST`, then block) with
+    /// `orterun` from node1 on `hosts` (node, ranks), in `dir`, once every rank has printed
+    /// (a start the MPI stack itself lost gets one more try); `None` after a skip without
+    /// `orterun`.
+    pub fn start_program(
+        cluster: &Cluster,
+        dir: &Path,
+        hosts: &[(usize, u32)],
+        exe: &Path,
+    ) -> Option<Ring> {
+        if !have("orterun") {
+            skip("Open MPI (orterun) is not installed");
             return None;
         }
-        let src = dir.join("ring.c");
-        let exe = dir.join("ring");
-        std::fs::write(&src, RING_C).unwrap();
-        run(Command::new("mpicc.openmpi")
-            .arg("-g")
-            .arg(&src)
-            .arg("-o")
-            .arg(&exe))
-        .unwrap_or_else(|e| panic!("{e}"));
         let total: usize = hosts.iter().map(|(_, n)| *n as usize).sum();
         let err = dir.join("orterun.err");
-        let (orterun, ranks) = start_job("the orterun ring", || {
-            let mut cmd = cluster.orterun(&[], hosts, &exe, &[]);
+        let (orterun, out) = start_job("the orterun job", || {
+            let mut cmd = cluster.orterun(&[], hosts, exe, &[]);
             cmd.current_dir(dir);
             let mut wrapped = cluster.run_in(1, &cmd);
             wrapped
@@ -89,22 +136,10 @@ impl Ring {
                 .stdout(Stdio::piped())
                 .stderr(std::fs::File::create(&err).unwrap());
             let mut orterun = cluster.spawn(1, wrapped);
-            let out = Arc::new(Mutex::new(String::new()));
-            let stdout = orterun.child().stdout.take().unwrap();
-            let o = Arc::clone(&out);
-            std::thread::spawn(move || {
-                for l in std::io::BufReader::new(stdout)
-                    .lines()
-                    .map_while(Result::ok)
-                {
-                    let mut o = o.lock().unwrap();
-                    o.push_str(&l);
-                    o.push('\n');
-                }
-            });
-            let count = || parse(&out.lock().unwrap()).len();
+            let out = gather(orterun.child().stdout.take().unwrap());
+            let count = || printed(&out.lock().unwrap()).len();
             if wait_for(60, || count() == total || orterun.has_exited()) && count() == total {
-                return Ok((orterun, parse(&out.lock().unwrap())));
+                return Ok((orterun, out));
             }
             let why = format!(
                 "{}\n{}",
@@ -117,10 +152,13 @@ impl Ring {
                 StartFailure::Stuck(why)
             })
         });
+        let ranks = printed(&out.lock().unwrap());
         Some(Ring {
             orterun,
             ranks,
-            exe,
+            exe: exe.to_path_buf(),
+            out,
+            err,
         })
     }
 

@@ -1,13 +1,13 @@
 //! A job across the simulated cluster's nodes (`scripts/ci-multinode.sh`): orterun in node1,
 //! ranks on other nodes that deadlock in a ring, a decoy in node1 with a rank's pid.
 
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 
-use mpir_acquire::testkit::multinode::{Cluster, NodeChild, StartFailure, start_job};
-use mpir_target::testkit::{build_decoy, have, run, skip, wait_for};
+use mpir_acquire::testkit::multinode::{Cluster, NodeChild};
+use mpir_acquire::testkit::ring::Ring;
+use mpir_target::testkit::{build_decoy, have, run, skip};
 
 use super::mpir;
 
@@ -37,53 +37,13 @@ int main(int argc, char **argv) {
 "#;
 
 /// A rank as it printed itself: (rank, node-local pid, host).
-pub type Printed = (u64, u32, String);
-
-pub fn printed(out: &str) -> Vec<Printed> {
-    let mut v: Vec<Printed> = out
-        .lines()
-        .filter_map(|l| match l.split_whitespace().collect::<Vec<_>>()[..] {
-            ["rank", r, "pid", p, "on", h] => Some((r.parse().ok()?, p.parse().ok()?, h.into())),
-            _ => None,
-        })
-        .collect();
-    v.sort();
-    v
-}
+pub use mpir_acquire::testkit::ring::RingRank as Printed;
+#[allow(unused_imports)] // each test file uses part of it
+pub use mpir_acquire::testkit::ring::{gather, printed};
 
 /// [`DEADLOCK_C`] built with Open MPI's `mpicc` in `dir` (`None` after a skip without it).
 pub fn build_deadlock(dir: &Path) -> Option<PathBuf> {
-    if !have("mpicc.openmpi") {
-        skip("Open MPI (mpicc.openmpi) is not installed");
-        return None;
-    }
-    let src = dir.join("mn_deadlock.c");
-    let exe = dir.join("mn_deadlock");
-    std::fs::write(&src, DEADLOCK_C).unwrap();
-    run(Command::new("mpicc.openmpi")
-        .arg("-g")
-        .arg(&src)
-        .arg("-o")
-        .arg(&exe))
-    .unwrap_or_else(|e| panic!("{e}"));
-    Some(exe)
-}
-
-/// Lines of a child's stdout, gathered by a thread.
-pub fn gather(stdout: std::process::ChildStdout) -> Arc<Mutex<String>> {
-    let out = Arc::new(Mutex::new(String::new()));
-    let o = Arc::clone(&out);
-    std::thread::spawn(move || {
-        for l in std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-        {
-            let mut s = o.lock().unwrap();
-            s.push_str(&l);
-            s.push('\n');
-        }
-    });
-    out
+    mpir_acquire::testkit::ring::build(dir, "mn_deadlock", DEADLOCK_C)
 }
 
 /// A process of node1 given the pid of one of the job's ranks on another node, which no
@@ -175,44 +135,16 @@ pub struct Job {
 
 impl Job {
     pub fn start(cluster: &Cluster, dir: &Path, hosts: &[(usize, u32)]) -> Option<Job> {
-        if !have("orterun") {
-            skip("Open MPI (orterun) is not installed");
-            return None;
-        }
         let exe = build_deadlock(dir)?;
         let decoy = build_decoy(dir)?;
-        let total: u32 = hosts.iter().map(|(_, n)| n).sum();
-        let err = dir.join("orterun.err");
-        // A start the MPI stack itself lost gets one more try (`start_job`).
-        let (orterun, out) = start_job("the orterun job", || {
-            let mut cmd = cluster.orterun(&[], hosts, &exe, &[]);
-            cmd.current_dir(dir);
-            let mut wrapped = cluster.run_in(1, &cmd);
-            wrapped
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(std::fs::File::create(&err).unwrap());
-            let mut orterun = cluster.spawn(1, wrapped);
-            let out = gather(orterun.child().stdout.take().unwrap());
-            let count = || printed(&out.lock().unwrap()).len();
-            if wait_for(60, || count() == total as usize || orterun.has_exited())
-                && count() == total as usize
-            {
-                return Ok((orterun, out));
-            }
-            let why = format!(
-                "{}\n{}",
-                out.lock().unwrap(),
-                std::fs::read_to_string(&err).unwrap_or_default()
-            );
-            Err(if orterun.has_exited() {
-                StartFailure::Ended(why)
-            } else {
-                StartFailure::Stuck(why)
-            })
-        });
-        let text = || out.lock().unwrap().clone();
-        let ranks = printed(&text());
+        let Ring {
+            orterun,
+            ranks,
+            exe,
+            out,
+            err,
+            ..
+        } = Ring::start_program(cluster, dir, hosts, &exe)?;
         let decoy = NodeDecoy::start(cluster, &decoy, dir, &ranks);
         Some(Job {
             orterun,
