@@ -1,104 +1,29 @@
 //! Deadlock analysis on synthetic jobs: rings, rendezvous sends, wildcards (knots and escapes),
 //! messages that satisfy waits, confirmation over snapshots, huge jobs, the DOT and JSON forms,
 //! and random jobs against a brute-force oracle.
+//!
+//! The tests are here; their helpers: `jobs` (synthetic jobs and the demo job), `checks` (what
+//! every report must satisfy), `dot` (the DOT form read back) and `oracle` (random jobs and a
+//! brute-force answer).
 
-use std::collections::{BTreeSet, HashMap};
-use std::time::{Duration, Instant};
+mod checks;
+mod dot;
+mod jobs;
+mod oracle;
 
-use mpir_types::deadlock::{
-    self, CommQueues, DeadlockReport, JobSnapshot, RankQueues, RankState, Verdict, WaitTarget,
-};
-use mpir_types::mqd::{Length, OpClass, OpStatus, Operation, Peer};
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use mpir_types::deadlock::{self, RankState, Verdict, WaitTarget};
+#[cfg(feature = "serde")]
+use mpir_types::deadlock::{DeadlockReport, JobSnapshot};
+use mpir_types::mqd::{OpClass, Peer};
 use proptest::prelude::*;
 
-fn op(class: OpClass, peer: Peer, tag: Option<i64>, buffer: u64) -> Operation {
-    let mut op = Operation::new(class, peer);
-    op.status = OpStatus::Pending;
-    op.tag = tag;
-    op.length = Length {
-        bytes: Some(1 << 20),
-        elements: None,
-    };
-    op.buffer = buffer;
-    op
-}
-
-fn recv(from: u64, tag: i64) -> Operation {
-    op(OpClass::Receive, Peer::Rank(from), Some(tag), 0x1000 + from)
-}
-
-fn send(to: u64, tag: i64) -> Operation {
-    op(OpClass::Send, Peer::Rank(to), Some(tag), 0x2000 + to)
-}
-
-/// An eager unexpected message: its data is here, in a system buffer.
-fn unexpected(from: u64, tag: i64) -> Operation {
-    let mut op = op(
-        OpClass::Unexpected,
-        Peer::Rank(from),
-        Some(tag),
-        0x9000 + from,
-    );
-    op.system_buffer = true;
-    op
-}
-
-/// A rendezvous header in the unexpected queue: the data is still at the sender.
-fn rendezvous_header(from: u64, tag: i64) -> Operation {
-    op(OpClass::Unexpected, Peer::Rank(from), Some(tag), 0)
-}
-
-fn comm(name: &str, ctx: u64, size: u64, rank: u64, ops: Vec<Operation>) -> CommQueues {
-    let mut c = CommQueues::new(0x7000 + ctx, name, size, rank);
-    c.context_id = Some(ctx);
-    c.operations = ops;
-    c
-}
-
-/// `n` ranks, each in MPI_COMM_WORLD with the operations `ops(rank)`.
-fn world(n: u64, mut ops: impl FnMut(u64) -> Vec<Operation>) -> JobSnapshot {
-    JobSnapshot::new(
-        (0..n)
-            .map(|r| {
-                RankQueues::new(
-                    r,
-                    Some(1000 + r as i64),
-                    vec![comm("MPI_COMM_WORLD", 0, n, r, ops(r))],
-                )
-            })
-            .collect(),
-    )
-}
-
-fn deadlocked(r: &DeadlockReport) -> BTreeSet<u64> {
-    r.cycles
-        .iter()
-        .flat_map(|c| c.ranks.iter().copied())
-        .chain(r.blocked.iter().map(|b| b.rank))
-        .collect()
-}
-
-/// Every chain is closed and made of waits of its cycle's ranks that cannot end.
-fn check_chains(r: &DeadlockReport) {
-    for (i, c) in r.cycles.iter().enumerate() {
-        assert!(!c.chain.is_empty(), "cycle {i} has no chain: {r}");
-        for (k, s) in c.chain.iter().enumerate() {
-            let next = &c.chain[(k + 1) % c.chain.len()];
-            assert_eq!(
-                s.waits_for, next.rank,
-                "chain of cycle {i} is not closed: {r}"
-            );
-            assert!(c.ranks.contains(&s.rank));
-            assert!(
-                r.waits.iter().any(|w| w.rank == s.rank
-                    && w.op == s.op
-                    && !w.can_complete
-                    && w.state == RankState::InCycle { cycle: i }),
-                "step {s:?} is not a stuck wait of cycle {i}"
-            );
-        }
-    }
-}
+use checks::{check_chains, deadlocked, timed};
+use dot::parse_dot;
+use jobs::{comm, demo_job, op, recv, rendezvous_header, send, unexpected, world};
+use oracle::{build, oracle, random_job};
 
 #[test]
 fn ring_of_blocking_receives() {
@@ -433,48 +358,6 @@ fn confirm_keeps_only_cycles_present_in_every_snapshot() {
     ));
 }
 
-/// What a queue reader reports for the bundled demo job (mpir-demo/demo/rank.c) with `n` ranks:
-/// MPI_COMM_WORLD (context 0), MPI_COMM_SELF (16, no group), the internal MPI_ICOMM_WORLD (32)
-/// and "demo-ring" (48); ranks 0-2 receive from the next of the three (tag 7), rank 3 has an
-/// MPI_ANY_SOURCE receive (tag 42) and a send to 0 (tag 99) on demo-ring and an unexpected
-/// message from 1 (tag 5) on MPI_COMM_WORLD.
-fn demo_job(n: u64) -> JobSnapshot {
-    let everyone: Vec<u64> = (0..n).collect();
-    JobSnapshot::new(
-        (0..n)
-            .map(|r| {
-                let mut ring_ops = Vec::new();
-                let mut world_ops = Vec::new();
-                if n >= 3 && r < 3 {
-                    ring_ops.push(recv((r + 1) % 3, 7));
-                } else if n == 2 && r == 0 {
-                    ring_ops.push(recv(1, 7));
-                } else if r == 3 {
-                    ring_ops.push(op(OpClass::Receive, Peer::Any, Some(42), 0x50));
-                    ring_ops.push(send(0, 99));
-                    world_ops.push(unexpected(1, 5));
-                }
-                let with_group = |mut c: CommQueues| {
-                    c.group = Some(everyone.clone());
-                    c
-                };
-                let mut icomm = with_group(comm("MPI_ICOMM_WORLD", 32, n, r, vec![]));
-                icomm.internal = true;
-                RankQueues::new(
-                    r,
-                    None,
-                    vec![
-                        with_group(comm("demo-ring", 48, n, r, ring_ops)),
-                        icomm,
-                        comm("MPI_COMM_SELF", 16, 1, 0, vec![]),
-                        with_group(comm("MPI_COMM_WORLD", 0, n, r, world_ops)),
-                    ],
-                )
-            })
-            .collect(),
-    )
-}
-
 #[test]
 fn the_demo_jobs_deadlock() {
     for n in [4, 5, 8] {
@@ -508,15 +391,6 @@ fn the_demo_jobs_deadlock() {
         assert_eq!(rep.has_cycle(), n == 3, "n={n}: {rep}");
         assert!(rep.blocked.is_empty(), "n={n}: {rep}");
     }
-}
-
-fn timed<T>(what: &str, limit: Duration, f: impl FnOnce() -> T) -> T {
-    let t = Instant::now();
-    let out = f();
-    let took = t.elapsed();
-    eprintln!("{what}: {took:?}");
-    assert!(took < limit, "{what} took {took:?}");
-    out
 }
 
 #[test]
@@ -573,97 +447,6 @@ fn huge_jobs_in_linear_time() {
         deadlock::analyze(&job).unwrap()
     });
     assert!(rep.waits.is_empty());
-}
-
-/// A DOT graph read back: node attributes and edges with attributes.
-#[derive(Debug, Default)]
-struct Dot {
-    nodes: HashMap<String, HashMap<String, String>>,
-    edges: Vec<(String, String, HashMap<String, String>)>,
-}
-
-/// Reads `"id" [a=b, c="d"];` and `"a" -> "b" [..];` statements (what `to_dot` writes), with
-/// DOT's string escapes.
-fn parse_dot(s: &str) -> Dot {
-    let body = s
-        .trim()
-        .strip_prefix("digraph deadlock {")
-        .and_then(|b| b.strip_suffix('}'))
-        .expect("a digraph");
-    let mut toks = Vec::new();
-    let mut it = body.chars().peekable();
-    while let Some(c) = it.next() {
-        match c {
-            c if c.is_whitespace() => {}
-            '"' => {
-                let mut t = String::new();
-                while let Some(c) = it.next() {
-                    match c {
-                        '\\' => match it.next() {
-                            Some('n') => t.push('\n'),
-                            Some(x) => t.push(x),
-                            None => panic!("dangling escape"),
-                        },
-                        '"' => break,
-                        c => t.push(c),
-                    }
-                }
-                toks.push(("str", t));
-            }
-            '[' | ']' | '=' | ',' | ';' => toks.push(("punct", c.to_string())),
-            '-' => {
-                assert_eq!(it.next(), Some('>'));
-                toks.push(("arrow", "->".into()));
-            }
-            _ => {
-                let mut t = c.to_string();
-                while let Some(&c) = it.peek() {
-                    if c.is_alphanumeric() || c == '_' || c == '.' || c == '#' {
-                        t.push(c);
-                        it.next();
-                    } else {
-                        break;
-                    }
-                }
-                toks.push(("id", t));
-            }
-        }
-    }
-    let mut dot = Dot::default();
-    let mut i = 0;
-    while i < toks.len() {
-        let first = toks[i].1.clone();
-        i += 1;
-        let mut to = None;
-        if toks.get(i).map(|t| t.0) == Some("arrow") {
-            to = Some(toks[i + 1].1.clone());
-            i += 2;
-        }
-        let mut attrs = HashMap::new();
-        if toks.get(i).map(|t| t.1.as_str()) == Some("[") {
-            i += 1;
-            while toks[i].1 != "]" {
-                let k = toks[i].1.clone();
-                assert_eq!(toks[i + 1].1, "=", "attribute {k}");
-                attrs.insert(k, toks[i + 2].1.clone());
-                i += 3;
-                if toks[i].1 == "," {
-                    i += 1;
-                }
-            }
-            i += 1;
-        }
-        assert_eq!(toks[i].1, ";", "statement ends");
-        i += 1;
-        match to {
-            Some(t) => dot.edges.push((first, t, attrs)),
-            None if first == "graph" || first == "node" => {}
-            None => {
-                dot.nodes.insert(first, attrs);
-            }
-        }
-    }
-    dot
 }
 
 #[test]
@@ -736,84 +519,6 @@ fn json_round_trip() {
     let job = world(2, |r| vec![send(1 - r, 1)]);
     let back: JobSnapshot = serde_json::from_str(&serde_json::to_string(&job).unwrap()).unwrap();
     assert_eq!(back, job);
-}
-
-/// Random jobs on one world communicator whose operations never pair (receive tags below 100,
-/// send tags from 100, no unexpected messages), so each is a wait: (rank, kind, peer).
-fn random_job() -> impl Strategy<Value = (u64, Vec<Vec<(u8, u64)>>)> {
-    (1u64..12).prop_flat_map(|n| {
-        let ops = prop::collection::vec((0u8..3, 0..n), 0..3);
-        (Just(n), prop::collection::vec(ops, n as usize))
-    })
-}
-
-fn build((n, ops): &(u64, Vec<Vec<(u8, u64)>>)) -> JobSnapshot {
-    world(*n, |r| {
-        ops[r as usize]
-            .iter()
-            .map(|&(kind, peer)| match kind {
-                0 => recv(peer, 1),
-                1 => send(peer, 100),
-                _ => op(OpClass::Receive, Peer::Any, Some(2), 0),
-            })
-            .collect()
-    })
-}
-
-/// Brute force: the candidates of each wait, listed explicitly; release until nothing changes.
-fn oracle((n, ops): &(u64, Vec<Vec<(u8, u64)>>)) -> (BTreeSet<u64>, BTreeSet<u64>) {
-    let cands = |r: u64, kind: u8, peer: u64| -> Vec<u64> {
-        match kind {
-            0 | 1 => vec![peer],
-            _ if *n == 1 => vec![r],
-            _ => (0..*n).filter(|&m| m != r).collect(),
-        }
-    };
-    let mut free: Vec<bool> = ops.iter().map(Vec::is_empty).collect();
-    loop {
-        let mut changed = false;
-        for r in 0..*n {
-            if !free[r as usize]
-                && ops[r as usize]
-                    .iter()
-                    .all(|&(k, p)| cands(r, k, p).iter().any(|&c| free[c as usize]))
-            {
-                free[r as usize] = true;
-                changed = true;
-            }
-        }
-        if !changed {
-            break;
-        }
-    }
-    let dead: BTreeSet<u64> = (0..*n).filter(|&r| !free[r as usize]).collect();
-    // On a cycle: reaches itself through stuck waits among deadlocked ranks.
-    let on_cycle = dead
-        .iter()
-        .copied()
-        .filter(|&s| {
-            let mut seen = BTreeSet::new();
-            let mut stack = vec![s];
-            while let Some(r) = stack.pop() {
-                for &(k, p) in &ops[r as usize] {
-                    let c = cands(r, k, p);
-                    if c.iter().any(|&x| free[x as usize]) {
-                        continue;
-                    }
-                    for x in c {
-                        if x == s {
-                            return true;
-                        }
-                        if seen.insert(x) {
-                            stack.push(x);
-                        }
-                    }
-                }
-            }
-            false
-        })
-        .collect();
-    (dead, on_cycle)
 }
 
 proptest! {
