@@ -161,6 +161,35 @@ fn our_core_of_a_live_process_reads_as_gdb_reads_the_process() {
         assert_eq!(names(&from_core[tid]), names(frames), "thread {tid}");
         assert_eq!(ours[tid], want, "thread {tid}: ours against gdb's");
     }
+    // The x87/SSE state (NT_FPREGSET, from PTRACE_GETFPREGS): gdb reads the same control and
+    // status words from our core as from the process.
+    let fp = |target: &[&std::ffi::OsStr]| {
+        let out = run(Command::new("timeout")
+            .args(["120", "gdb", "-nx", "-batch"])
+            .args([
+                "-ex",
+                "p/x $mxcsr",
+                "-ex",
+                "p/x $fctrl",
+                "-ex",
+                "p/x $fstat",
+            ])
+            .args(target))
+        .unwrap_or_else(|e| panic!("gdb: {e}"));
+        out.lines()
+            .filter(|l| l.starts_with('$'))
+            .map(|l| {
+                l.split_once(" = ")
+                    .map(|(_, v)| v.to_string())
+                    .unwrap_or_default()
+            })
+            .collect::<Vec<_>>()
+    };
+    let pid_s = pid.to_string();
+    let live_fp = fp(&["-p".as_ref(), pid_s.as_ref()]);
+    let core_fp = fp(&[exe.as_os_str(), core.as_os_str()]);
+    assert_eq!(live_fp.len(), 3, "gdb said {live_fp:?}");
+    assert_eq!(core_fp, live_fp, "the FP state in our core");
     assert_running_untraced(pid);
     assert!(
         child.child.try_wait().unwrap().is_none(),

@@ -59,7 +59,6 @@ mod imp {
     /// 512 bytes of the FXSAVE area (`NT_FPREGSET`). 64-bit threads only: a thread in 32-bit
     /// code would need an i386 core.
     pub(super) fn core_registers(tid: Pid) -> Result<crate::corefile::write::ThreadRegisters> {
-        use nix::sys::ptrace::regset::NT_PRFPREG;
         let r = ptrace::getregs(tid).map_err(|e| control_err(tid, "PTRACE_GETREGS", e))?;
         if word_size(tid, r.cs)? != 8 {
             return Err(crate::error::TargetError::Unsupported {
@@ -74,7 +73,7 @@ mod imp {
         ];
         // The FXSAVE image, field by field in its little-endian layout (the kernel's
         // `user_i387_struct`); a kernel that refuses the set leaves the core without it.
-        let fp = ptrace::getregset::<NT_PRFPREG>(tid).ok().map(|f| {
+        let fp = crate::live::tracer::sys::fp_registers(tid).ok().map(|f| {
             let mut bytes = [0u8; 512];
             let mut out = Vec::with_capacity(512);
             for h in [f.cwd, f.swd, f.ftw, f.fop] {

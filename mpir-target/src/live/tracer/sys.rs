@@ -92,8 +92,15 @@ pub(super) fn peek_stop(pid: Pid) -> Result<Status, Errno> {
     })
 }
 
+/// A ptrace request number as the C library declares `ptrace`'s first parameter (glibc: an
+/// enum, `unsigned int`; musl: `int`).
+#[cfg(target_env = "gnu")]
+type Request = libc::c_uint;
+#[cfg(not(target_env = "gnu"))]
+type Request = libc::c_int;
+
 /// A ptrace request whose `data` is a signal number (or 0).
-fn request_with_signal(request: libc::c_uint, tid: Pid, signal: i32) -> Result<(), Errno> {
+fn request_with_signal(request: Request, tid: Pid, signal: i32) -> Result<(), Errno> {
     // SAFETY: this private helper is only called with PTRACE_CONT, PTRACE_DETACH,
     // PTRACE_SINGLESTEP and PTRACE_LISTEN (the four wrappers below): for them the kernel
     // ignores `addr` and reads `data` as a signal number, never as a pointer, so the call
@@ -107,6 +114,29 @@ fn request_with_signal(request: libc::c_uint, tid: Pid, signal: i32) -> Result<(
         )
     };
     if r == -1 { Err(Errno::last()) } else { Ok(()) }
+}
+
+/// `PTRACE_GETFPREGS`: the x87/SSE state of stopped thread `tid` (the FXSAVE image), as
+/// `NT_PRFPREG` holds it; the same request under glibc and musl (nix's regset calls are
+/// glibc-only).
+#[cfg(target_arch = "x86_64")]
+pub(super) fn fp_registers(tid: Pid) -> Result<libc::user_fpregs_struct, Errno> {
+    let mut regs = std::mem::MaybeUninit::<libc::user_fpregs_struct>::uninit();
+    // SAFETY: PTRACE_GETFPREGS writes exactly one `user_fpregs_struct` (512 bytes on x86-64)
+    // to `data`, which points to one; it is read only when the kernel reports success.
+    let r = unsafe {
+        libc::ptrace(
+            libc::PTRACE_GETFPREGS,
+            tid.as_raw(),
+            std::ptr::null_mut::<libc::c_void>(),
+            regs.as_mut_ptr().cast::<libc::c_void>(),
+        )
+    };
+    if r == -1 {
+        return Err(Errno::last());
+    }
+    // SAFETY: the kernel filled it (success above).
+    Ok(unsafe { regs.assume_init() })
 }
 
 /// `PTRACE_CONT`, delivering `signal` (0 for none).
