@@ -1,5 +1,7 @@
 //! Errors of the agent and of the front end.
 
+use std::path::PathBuf;
+
 use mpir_wire::{ContentKind, MessageKind, WireError};
 use thiserror::Error;
 
@@ -121,6 +123,16 @@ pub enum FrontEndError {
     NoAgentProgram {
         /// What was looked at.
         reason: String,
+    },
+    /// The agent program to send to the nodes ([`crate::FrontEndOptions::ship`]) cannot be
+    /// sent: it is not a static executable, cannot be read, or the engine has no link to
+    /// send it through.
+    #[error("cannot send the agent program {path} to the nodes: {why}")]
+    Ship {
+        /// The program.
+        path: PathBuf,
+        /// Why.
+        why: String,
     },
     /// The local part of a read failed.
     #[error("reading this node's ranks")]

@@ -30,6 +30,8 @@ fn plan(request_ms: u64) -> Plan {
         request_timeout_ms: request_ms,
         expect: NodeExpectations::new(nix::unistd::getuid().as_raw()),
         read: ReadSettings::default(),
+        ship: None,
+        ship_from: None,
     }
 }
 

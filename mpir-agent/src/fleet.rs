@@ -27,6 +27,7 @@ use mpir_wire::{
 
 use crate::error::ProtocolError;
 use crate::protocol::{Adopt, HostClaims, Plan, RankStatus, Reply, Request};
+use crate::ship;
 
 mod step;
 
@@ -187,6 +188,23 @@ impl Fleet {
             let mut member = Member::new(root, &subtree);
             let mut agent: Vec<OsString> = plan.agent.iter().map(OsString::from).collect();
             agent.extend(["--node".into(), member.host.clone().into()]);
+            // A program sent to the node: its shell receives it (`sh -s`, see crate::ship),
+            // then runs it with the agent's arguments.
+            let shipping = match &plan.ship {
+                Some(s) => match ship::bootstrap(s, agent.get(1..).unwrap_or_default()) {
+                    Ok(line) => {
+                        agent = vec!["sh".into(), "-s".into()];
+                        Some(line)
+                    }
+                    Err(why) => {
+                        member.link = Err(Down::new(AgentFailure::NotStarted, why));
+                        fleet.members.push(member);
+                        adopts.push(adopt);
+                        continue;
+                    }
+                },
+                None => None,
+            };
             match plan.launch.command(&member.host, &agent) {
                 Ok(mut cmd) => {
                     // Its own process group: a Ctrl-C at the terminal reaches this program,
@@ -200,7 +218,7 @@ impl Fleet {
                             {
                                 let pipe: Box<dyn Transport + Send> =
                                     Box::new(Pipe::new(stdout, stdin));
-                                pipes.push((fleet.members.len(), pipe));
+                                pipes.push((fleet.members.len(), pipe, shipping));
                             }
                             member.child = Some(child);
                         }
@@ -225,11 +243,25 @@ impl Fleet {
         let handshakes: Vec<_> = std::thread::scope(|s| {
             let running: Vec<_> = pipes
                 .into_iter()
-                .filter_map(|(i, pipe)| {
+                .filter_map(|(i, mut pipe, shipping)| {
                     let adopt = adopts.get_mut(i)?.take()?;
                     let host = fleet.members[i].host.clone();
+                    let cargo = shipping.zip(plan.ship.as_ref()).map(|(line, s)| {
+                        let from = plan.ship_from.clone().unwrap_or_else(ship::own_program);
+                        (line, from, s)
+                    });
                     Some(s.spawn(move || {
-                        (i, handshake_and_adopt(i, pipe, &host, adopt, id, deadline))
+                        if let Some((line, from, s)) = cargo
+                            && let Err(why) =
+                                ship::deliver(pipe.as_mut(), &line, &from, s, deadline)
+                        {
+                            return (i, Err(LinkError::Shipped(why)));
+                        }
+                        (
+                            i,
+                            handshake_and_adopt(i, pipe, &host, adopt, id, deadline)
+                                .map_err(LinkError::Started),
+                        )
                     }))
                 })
                 .collect();
@@ -239,7 +271,14 @@ impl Fleet {
                 .collect()
         });
         for (i, result) in handshakes {
-            fleet.accept(i, result);
+            match result {
+                Err(LinkError::Shipped(why)) => fleet.members[i].failed(Down::new(
+                    AgentFailure::NotStarted,
+                    format!("sending the agent program: {why}"),
+                )),
+                Err(LinkError::Started(e)) => fleet.accept(i, Err(e)),
+                Ok(accepted) => fleet.accept(i, Ok(accepted)),
+            }
         }
         fleet.adopted(id, deadline);
         fleet
@@ -496,6 +535,14 @@ fn clamp_subtree(adopt: &mut Adopt, deadline: Instant) {
 
 /// The front end's side of member `i`'s handshake over `pipe` by `deadline`, then its
 /// adoption request `id` (sent only to an agent that says it serves `host`).
+/// Why a started agent's link did not come up.
+enum LinkError {
+    /// Its program could not be sent to its node ([`ship::deliver`]).
+    Shipped(String),
+    /// The handshake or the adoption failed.
+    Started(WireError),
+}
+
 fn handshake_and_adopt(
     i: usize,
     pipe: AgentTransport,
@@ -526,6 +573,8 @@ fn child_plan(plan: &Plan) -> Plan {
     let margin = u64::try_from(LEVEL_MARGIN.as_millis()).unwrap_or(u64::MAX);
     let shorter = |ms: u64| ms.saturating_sub(margin).max(5_000);
     let mut p = plan.clone();
+    // A subtree root sends its own program.
+    p.ship_from = None;
     p.start_timeout_ms = shorter(plan.start_timeout_ms);
     p.request_timeout_ms = shorter(plan.request_timeout_ms);
     p

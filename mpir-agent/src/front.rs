@@ -84,7 +84,21 @@ impl Agents {
             .with_token_dir(agents.options.token_dir.clone());
         launch.check()?;
         let read = ReadSettings::of(session.options());
-        let plan = agents.plan(job, launch, read);
+        let mut plan = agents.plan(job, launch, read);
+        if let Some(program) = &agents.options.ship {
+            plan.ship = Some(crate::ship::Shipment::of(program)?);
+            plan.ship_from = Some(program.clone());
+            if !matches!(plan.launch, Launch::Template(_)) {
+                return Err(FrontEndError::Ship {
+                    path: program.clone(),
+                    why: format!(
+                        "only a command per node (--agent-launch) carries it; the job's engine \
+                         is {:?}, whose agents must find their program where they run",
+                        plan.launch
+                    ),
+                });
+            }
+        }
         agents.fleet = match plan.launch {
             Launch::OrteToolDaemons => {
                 let (fleet, asking) = orte::start(session, hosts, &plan, &agents.options)?;
@@ -132,6 +146,8 @@ impl Agents {
             request_timeout_ms: ms(self.options.request_timeout),
             expect,
             read,
+            ship: None,
+            ship_from: None,
         }
     }
 

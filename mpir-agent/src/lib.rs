@@ -93,6 +93,7 @@ mod merge;
 mod options;
 mod protocol;
 mod rendezvous;
+pub mod ship;
 mod tls_agent;
 mod tokens;
 

@@ -35,6 +35,11 @@ pub struct FrontEndOptions {
     /// Where the private directory of such agents' token files is made: a directory the
     /// nodes share (default `~/.mpir/agent-tokens`).
     pub token_dir: Option<PathBuf>,
+    /// A statically linked `mpir` to send to each node and start there from a private file
+    /// (nodes that do not share this one's file system; [`crate::ship`]): through a command
+    /// per node ([`Launch::Template`]) only. `None`: [`FrontEndOptions::agent`] is run where
+    /// it is.
+    pub ship: Option<PathBuf>,
 }
 
 impl Default for FrontEndOptions {
@@ -48,6 +53,7 @@ impl Default for FrontEndOptions {
             fanout: 32,
             listen: None,
             token_dir: None,
+            ship: None,
         }
     }
 }
@@ -86,6 +92,12 @@ impl FrontEndOptions {
     /// With this parent directory of token files.
     pub fn with_token_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.token_dir = Some(dir.into());
+        self
+    }
+
+    /// Sending `program` (a static `mpir`) to each node to run as the agent there.
+    pub fn with_ship(mut self, program: impl Into<PathBuf>) -> Self {
+        self.ship = Some(program.into());
         self
     }
 

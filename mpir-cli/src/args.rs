@@ -229,8 +229,19 @@ pub(crate) struct RemoteArgs {
     pub(crate) agent_launch: Option<String>,
     /// The `mpir` program on the other nodes (default: this one's path: one binary on a
     /// shared file system).
-    #[arg(long = "agent-path", value_name = "PATH")]
+    #[arg(
+        long = "agent-path",
+        value_name = "PATH",
+        conflicts_with = "agent_ship"
+    )]
     pub(crate) agent_path: Option<PathBuf>,
+    /// Send this statically linked `mpir` (`cargo build --release --target
+    /// x86_64-unknown-linux-musl -p mpir-cli`) to each other node through --agent-launch's
+    /// command and run it there from a private file, checked by its SHA-256 on arrival and
+    /// removed as it starts: for nodes that do not share this one's file system. The nodes
+    /// need `sh`, `mktemp`, `head` and `sha256sum`.
+    #[arg(long = "agent-ship", value_name = "PROGRAM", requires = "agent_launch")]
+    pub(crate) agent_ship: Option<PathBuf>,
     /// Most agents one program starts and talks to: past that many nodes the agents form a
     /// tree, each starting the agents of its share of the nodes.
     #[arg(long = "agent-fanout", value_name = "N", default_value_t = 32,
@@ -282,6 +293,9 @@ impl RemoteArgs {
         }
         if let Some(d) = &self.agent_token_dir {
             options = options.with_token_dir(d.clone());
+        }
+        if let Some(p) = &self.agent_ship {
+            options = options.with_ship(p.clone());
         }
         Some(options)
     }

@@ -111,6 +111,14 @@ pub struct Plan {
     pub expect: NodeExpectations,
     /// How to read.
     pub read: ReadSettings,
+    /// The agent program is sent to each node rather than run where it is
+    /// ([`crate::ship`]): its size and digest. Absent in an older plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ship: Option<crate::ship::Shipment>,
+    /// Where this program finds the bytes to send: the front end's file; `None` in an agent,
+    /// which sends its own program ([`crate::ship`]). Never sent down the tree.
+    #[serde(skip)]
+    pub ship_from: Option<std::path::PathBuf>,
 }
 
 /// Which queue engine an agent uses (as [`mpir_mqd::Engine`]).

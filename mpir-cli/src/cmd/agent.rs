@@ -40,13 +40,26 @@ pub(crate) struct AgentArgs {
     #[arg(long = "token-wait", value_name = "SECONDS", requires = "fingerprint",
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub(crate) token_wait: Option<u64>,
+    /// This program was sent to this node by the front end (`--agent-ship`) and runs from a
+    /// private file: remove that file as it starts (nothing is left on the node however the
+    /// agent ends).
+    #[arg(long)]
+    pub(crate) shipped: bool,
 }
 
 /// `mpir agent`: started by `mpir` itself on another node (through srun or
 /// `--agent-launch`), it speaks only the wire protocol on stdin/stdout; started by orterun as
 /// a tool daemon (`--connect`), it connects back to the front end over TLS.
 pub(crate) fn run(args: &AgentArgs) -> anyhow::Result<ExitCode> {
-    let me = std::env::current_exe()?;
+    let me = if args.shipped {
+        if let Err(why) = mpir_agent::ship::remove_own_file() {
+            eprintln!("mpir agent: warning: the program sent here was left in place: {why}");
+        }
+        // Its file is gone: the kernel's link to it still runs it (the DLL helper).
+        PathBuf::from("/proc/self/exe")
+    } else {
+        std::env::current_exe()?
+    };
     let mut config = AgentConfig::default()
         .with_idle_timeout(Duration::from_secs(args.idle_timeout))
         .with_dll_helper(HelperOptions::default().with_program_args(me, [HELPER_ARG]));
