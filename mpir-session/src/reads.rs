@@ -412,7 +412,7 @@ pub(crate) enum Cover {
 /// with them: each rank's activity (the MPI call it is blocked in, or that it is not inside
 /// MPI) decides whether its pending operations are waits. A rank covered by its queues but
 /// without stacks keeps the queue-only rules; a rank covered by its stacks alone is
-/// [`RankQueues::stacks_only`](mpir_types::deadlock::RankQueues::stacks_only).
+/// [`RankQueues::stacks_only`](mpir_types::deadlock::RankSnapshot::stacks_only).
 pub(crate) fn snapshot<'a>(
     ranks: impl Iterator<Item = (&'a RankRead, Cover)> + Clone,
 ) -> JobSnapshot {
@@ -452,7 +452,7 @@ pub(crate) fn snapshot<'a>(
             continue;
         };
         job.ranks
-            .push(mpir_types::deadlock::RankQueues::stacks_only(
+            .push(mpir_types::deadlock::RankSnapshot::stacks_only(
                 rank,
                 Some(i64::from(r.pid)),
                 classify_threads(threads, Some(r.pid)),

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use mpir_types::deadlock::{
-    self, CommQueues, DeadlockReport, Elsewhere, JobSnapshot, RankQueues, Verdict,
+    self, CommQueues, DeadlockReport, Elsewhere, JobSnapshot, RankSnapshot, Verdict,
 };
 use mpir_types::mqd::{Length, OpClass, OpStatus, Operation, Peer};
 use mpir_types::stacks::{RankActivity, UnknownWhy};
@@ -33,11 +33,11 @@ fn recv(from: u64) -> Operation {
     op(OpClass::Receive, from, 7)
 }
 
-fn world_rank(n: u64, r: u64, ops: Vec<Operation>) -> RankQueues {
+fn world_rank(n: u64, r: u64, ops: Vec<Operation>) -> RankSnapshot {
     let mut c = CommQueues::new(0x7000, "MPI_COMM_WORLD", n, r);
     c.context_id = Some(0);
     c.operations = ops;
-    RankQueues::new(r, Some(1000 + r as i64), vec![c])
+    RankSnapshot::new(r, Some(1000 + r as i64), vec![c])
 }
 
 /// The ring 0 ← 1 ← 2 ← 0 (each receives from the next), with activities.
@@ -304,8 +304,8 @@ fn the_communicator_of_a_collective_when_the_queues_show_it() {
         c
     };
     let job = JobSnapshot::new(vec![
-        RankQueues::new(0, None, vec![internal(0, 1)]).with_activity(in_mpi("MPI_Bcast", 3)),
-        RankQueues::new(1, None, vec![internal(1, 0)]).with_activity(in_mpi("MPI_Bcast", 3)),
+        RankSnapshot::new(0, None, vec![internal(0, 1)]).with_activity(in_mpi("MPI_Bcast", 3)),
+        RankSnapshot::new(1, None, vec![internal(1, 0)]).with_activity(in_mpi("MPI_Bcast", 3)),
         world_rank(3, 2, vec![]).with_activity(in_mpi("MPI_Barrier", 4)),
     ]);
     let rep = deadlock::analyze(&job).unwrap();
@@ -332,7 +332,7 @@ fn ranks_outside_a_known_communicator_are_not_part_of_its_collective() {
         c
     };
     let bcast = |r: u64, peer: u64| {
-        RankQueues::new(
+        RankSnapshot::new(
             r,
             None,
             vec![rows(r, vec![op(OpClass::Receive, peer, -16)])],
@@ -349,7 +349,7 @@ fn ranks_outside_a_known_communicator_are_not_part_of_its_collective() {
     assert!(rep.collective.is_empty(), "{rep}");
     // Rank 3 belongs to rows and is outside MPI: it is part of the hang; rank 2 still not.
     job.ranks
-        .push(RankQueues::new(3, None, vec![rows(2, vec![])]).with_activity(outside(5)));
+        .push(RankSnapshot::new(3, None, vec![rows(2, vec![])]).with_activity(outside(5)));
     let rep = deadlock::analyze(&job).unwrap();
     let h = &rep.collective[0];
     assert_eq!(h.calls[0].communicator.as_ref().unwrap().name, "rows");

@@ -5,15 +5,15 @@
 mod stack_shapes;
 
 use mpir_types::deadlock::{
-    self, CommQueues, JobSnapshot, RankQueues, Verdict, WaitSource, WhyProgressing,
+    self, CommQueues, JobSnapshot, RankSnapshot, Verdict, WaitSource, WhyProgressing,
 };
 use mpir_types::mqd::{Length, OpClass, OpStatus, Operation, Peer};
 use mpir_types::ranks::RankSet;
 use mpir_types::stacks::{RankActivity, UnknownWhy};
 use stack_shapes::*;
 
-fn stacks_only(r: u64, a: RankActivity) -> RankQueues {
-    RankQueues::stacks_only(r, Some(4000 + r as i64), a)
+fn stacks_only(r: u64, a: RankActivity) -> RankSnapshot {
+    RankSnapshot::stacks_only(r, Some(4000 + r as i64), a)
 }
 
 /// `n` ranks known by their stacks alone, each at `acts[r]`.
@@ -172,11 +172,11 @@ fn finished_ranks_end_no_wait_so_the_rest_is_a_hang() {
     );
 }
 
-fn world(n: u64, r: u64, ops: Vec<Operation>) -> RankQueues {
+fn world(n: u64, r: u64, ops: Vec<Operation>) -> RankSnapshot {
     let mut c = CommQueues::new(0x7000, "MPI_COMM_WORLD", n, r);
     c.context_id = Some(0);
     c.operations = ops;
-    RankQueues::new(r, Some(1000 + r as i64), vec![c])
+    RankSnapshot::new(r, Some(1000 + r as i64), vec![c])
 }
 
 fn pending(class: OpClass, peer: u64, tag: i64) -> Operation {
@@ -304,7 +304,7 @@ fn the_source_is_absent_from_json_for_queues_and_round_trips() {
     let s = stacks_only(0, ring_recv());
     let v = serde_json::to_value(&s).unwrap();
     assert_eq!(v["source"], "stacks");
-    let back: RankQueues = serde_json::from_value(v).unwrap();
+    let back: RankSnapshot = serde_json::from_value(v).unwrap();
     assert_eq!(back.source, WaitSource::Stacks);
     let snap = JobSnapshot::new(vec![s]).with_unread(2);
     let v = serde_json::to_value(&snap).unwrap();

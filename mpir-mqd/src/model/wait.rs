@@ -1,7 +1,7 @@
 //! The deadlock analysis's input ([`mpir_types::deadlock`]) from the model: what every tool
 //! that reads queues and wants the wait-for verdict needs.
 
-use mpir_types::deadlock::{CommQueues, JobSnapshot, RankQueues as WaitRank};
+use mpir_types::deadlock::{CommQueues, JobSnapshot, RankSnapshot};
 
 use super::{CommOrigin, CommunicatorQueues, RankQueues};
 
@@ -36,13 +36,13 @@ impl CommunicatorQueues {
 impl RankQueues {
     /// This rank's queues as the deadlock analysis takes them, for world rank `rank`
     /// (process `pid`, when known).
-    pub fn wait_input(&self, rank: u64, pid: Option<u32>) -> WaitRank {
+    pub fn wait_input(&self, rank: u64, pid: Option<u32>) -> RankSnapshot {
         wait_rank(rank, pid, &self.communicators)
     }
 }
 
-fn wait_rank(rank: u64, pid: Option<u32>, communicators: &[CommunicatorQueues]) -> WaitRank {
-    WaitRank::new(
+fn wait_rank(rank: u64, pid: Option<u32>, communicators: &[CommunicatorQueues]) -> RankSnapshot {
+    RankSnapshot::new(
         rank,
         pid.map(i64::from),
         communicators

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::collective::matched_name;
 use super::report::{CollectiveCall, CollectiveHang, CommRef, Elsewhere, ElsewhereRanks};
-use super::{JobSnapshot, MAX_LISTED_CANDIDATES, RankQueues, WaitSource};
+use super::{JobSnapshot, MAX_LISTED_CANDIDATES, RankSnapshot, WaitSource};
 use crate::ranks::RankSet;
 use crate::stacks::RankActivity;
 
@@ -138,7 +138,7 @@ pub(super) fn find(job: &JobSnapshot) -> Option<Vec<CollectiveHang>> {
 }
 
 /// Where a member that is not in the communicator's collective is.
-fn place(r: &RankQueues) -> Elsewhere {
+fn place(r: &RankSnapshot) -> Elsewhere {
     if let Some(c) = &r.collective {
         return Elsewhere::InMpi {
             call: c.call.clone(),

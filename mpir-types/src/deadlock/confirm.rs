@@ -39,7 +39,7 @@ fn key(w: &Wait) -> OpKey {
 /// Whether every rank of known activity in `first` is at the same place in every other
 /// snapshot.
 fn activities_stay(first: &JobSnapshot, rest: &[JobSnapshot]) -> bool {
-    fn known(r: &super::RankQueues) -> Option<&RankActivity> {
+    fn known(r: &super::RankSnapshot) -> Option<&RankActivity> {
         r.activity
             .as_ref()
             .filter(|a| !matches!(a, RankActivity::Unknown(_)))

@@ -64,7 +64,7 @@
 //!
 //! # Stacks: what a rank is doing
 //!
-//! A rank may carry its activity ([`RankQueues::activity`], from its threads' stacks through
+//! A rank may carry its activity ([`RankSnapshot::activity`], from its threads' stacks through
 //! [`classify_threads`]). A rank without one is analysed from
 //! its queues alone, exactly as above, so snapshots without stacks give the same reports as
 //! before stacks existed.
@@ -122,7 +122,7 @@
 //!
 //! Most MPIs people run export no queue a reader can trust (MPICH's ch4 over UCX, Intel MPI,
 //! Open MPI under its UCX PML or without debug information). A rank whose queues were not read
-//! is given as [`RankQueues::stacks_only`] ([`WaitSource::Stacks`]): its activity, no
+//! is given as [`RankSnapshot::stacks_only`] ([`WaitSource::Stacks`]): its activity, no
 //! communicators. A rank inside MPI whose queues *were* read but show no wait is, for this
 //! rule, the same: its stacks say it is blocked, and a rank blocked inside an MPI call is never
 //! "not waiting". Every other rank of the snapshot falls in one class:
@@ -159,7 +159,7 @@
 //! # Example: three ranks each receiving from the next
 //!
 //! ```
-//! use mpir_types::deadlock::{self, CommQueues, JobSnapshot, RankQueues};
+//! use mpir_types::deadlock::{self, CommQueues, JobSnapshot, RankSnapshot};
 //! use mpir_types::mqd::{Length, OpClass, Operation, Peer};
 //!
 //! let recv = |from: u64| {
@@ -174,7 +174,7 @@
 //!         .map(|r| {
 //!             let mut ring = CommQueues::new(0x10, "ring", 3, r);
 //!             ring.operations = vec![recv((r + 1) % 3)];
-//!             RankQueues::new(r, None, vec![ring])
+//!             RankSnapshot::new(r, None, vec![ring])
 //!         })
 //!         .collect(),
 //! );
@@ -220,7 +220,7 @@ pub const MAX_NOTES: usize = 64;
 #[non_exhaustive]
 pub struct JobSnapshot {
     /// One entry per rank read (any order; a rank may be missing).
-    pub ranks: Vec<RankQueues>,
+    pub ranks: Vec<RankSnapshot>,
     /// Ranks of the job that are not in [`ranks`](Self::ranks) because nothing of them could
     /// be read (neither queues nor stacks): their state is unknown, so no verdict that needs
     /// every rank (the stacks-only hang) is given while there are any. Absent from JSON when
@@ -236,7 +236,7 @@ fn is_zero(n: &u64) -> bool {
 
 impl JobSnapshot {
     /// The queues of `ranks` (every rank of the job: [`unread`](Self::unread) is 0).
-    pub fn new(ranks: Vec<RankQueues>) -> Self {
+    pub fn new(ranks: Vec<RankSnapshot>) -> Self {
         JobSnapshot { ranks, unread: 0 }
     }
 
@@ -272,7 +272,7 @@ impl JobSnapshot {
             match index.get(&u.rank).and_then(|&i| self.ranks.get_mut(i)) {
                 Some(r) => r.activity = Some(RankActivity::Exited),
                 None if added.insert(u.rank) => self.ranks.push(
-                    RankQueues::new(u.rank, None, Vec::new()).with_activity(RankActivity::Exited),
+                    RankSnapshot::new(u.rank, None, Vec::new()).with_activity(RankActivity::Exited),
                 ),
                 None => {}
             }
@@ -285,7 +285,7 @@ impl JobSnapshot {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
-pub struct RankQueues {
+pub struct RankSnapshot {
     /// Rank in `MPI_COMM_WORLD` (the job rank).
     pub rank: u64,
     /// Process id, when known.
@@ -371,10 +371,10 @@ impl WaitSource {
     }
 }
 
-impl RankQueues {
+impl RankSnapshot {
     /// The queues of job rank `rank` (process `pid`, when known).
     pub fn new(rank: u64, pid: Option<i64>, communicators: Vec<CommQueues>) -> Self {
-        RankQueues {
+        RankSnapshot {
             rank,
             pid,
             communicators,
@@ -386,7 +386,7 @@ impl RankQueues {
 
     /// A rank whose queues could not be read, known only by its `activity` (from its stacks).
     pub fn stacks_only(rank: u64, pid: Option<i64>, activity: RankActivity) -> Self {
-        RankQueues {
+        RankSnapshot {
             rank,
             pid,
             communicators: Vec::new(),
@@ -396,7 +396,7 @@ impl RankQueues {
         }
     }
 
-    /// With the rank's activity (see [`RankQueues::activity`]).
+    /// With the rank's activity (see [`RankSnapshot::activity`]).
     pub fn with_activity(mut self, activity: RankActivity) -> Self {
         self.activity = Some(activity);
         self
@@ -485,7 +485,7 @@ pub fn analyze(job: &JobSnapshot) -> Result<DeadlockReport, AnalysisError> {
 pub(super) fn on_unknown(
     job: &JobSnapshot,
 ) -> Result<std::collections::HashSet<u64>, AnalysisError> {
-    let unknown_blocked = |r: &RankQueues| {
+    let unknown_blocked = |r: &RankSnapshot| {
         r.source == WaitSource::Stacks
             && r.activity
                 .as_ref()

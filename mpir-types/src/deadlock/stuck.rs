@@ -165,7 +165,7 @@ pub(super) fn find(
                 .collect()
         })
         .collect();
-    let classify = |r: &super::RankQueues| -> Class {
+    let classify = |r: &super::RankSnapshot| -> Class {
         let Some(a) = r.activity.as_ref() else {
             return Class::Unknown;
         };

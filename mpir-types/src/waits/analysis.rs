@@ -2,7 +2,7 @@
 //! collective it is in.
 
 use super::{Arg, CallKind, WaitStates};
-use crate::deadlock::{CollectiveAt, CommQueues, RankQueues, WaitSource};
+use crate::deadlock::{CollectiveAt, CommQueues, RankSnapshot, WaitSource};
 use crate::mqd::{OpClass, Operation, Peer};
 
 /// `MPI_COMM_WORLD`'s id in the export.
@@ -22,7 +22,7 @@ impl WaitStates {
     /// cannot be placed (a communicator the export does not list) is said in `notes`.
     ///
     /// [`WaitSource::WaitStates`]: crate::deadlock::WaitSource::WaitStates
-    pub fn rank_queues(&self, rank: u64, pid: Option<i64>) -> (RankQueues, Vec<String>) {
+    pub fn rank_queues(&self, rank: u64, pid: Option<i64>) -> (RankSnapshot, Vec<String>) {
         let mut notes = Vec::new();
         let mut comms: Vec<CommQueues> = self
             .comms
@@ -139,7 +139,7 @@ impl WaitStates {
             let identity = r.handle ^ waited.get(&r.index).copied().unwrap_or(0).rotate_left(40);
             place(r.comm, op(class, p, r.tag, identity), &mut notes);
         }
-        let mut q = RankQueues::new(rank, pid, comms);
+        let mut q = RankSnapshot::new(rank, pid, comms);
         q.source = WaitSource::WaitStates;
         q.collective = collective;
         (q, notes)

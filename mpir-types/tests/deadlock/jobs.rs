@@ -2,7 +2,7 @@
 //! messages), communicators, a world of `n` ranks, and the bundled demo job as a queue reader
 //! reports it.
 
-use mpir_types::deadlock::{CommQueues, JobSnapshot, RankQueues};
+use mpir_types::deadlock::{CommQueues, JobSnapshot, RankSnapshot};
 use mpir_types::mqd::{Length, OpClass, OpStatus, Operation, Peer};
 
 pub(crate) fn op(class: OpClass, peer: Peer, tag: Option<i64>, buffer: u64) -> Operation {
@@ -54,7 +54,7 @@ pub(crate) fn world(n: u64, mut ops: impl FnMut(u64) -> Vec<Operation>) -> JobSn
     JobSnapshot::new(
         (0..n)
             .map(|r| {
-                RankQueues::new(
+                RankSnapshot::new(
                     r,
                     Some(1000 + r as i64),
                     vec![comm("MPI_COMM_WORLD", 0, n, r, ops(r))],
@@ -91,7 +91,7 @@ pub(crate) fn demo_job(n: u64) -> JobSnapshot {
                 };
                 let mut icomm = with_group(comm("MPI_ICOMM_WORLD", 32, n, r, vec![]));
                 icomm.internal = true;
-                RankQueues::new(
+                RankSnapshot::new(
                     r,
                     None,
                     vec![
