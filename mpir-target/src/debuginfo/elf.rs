@@ -4,7 +4,6 @@
 //! (headers, symbol and string tables, notes): a process maps dozens of libraries, and reading
 //! each whole would dominate an attach. The whole file is read only when its DWARF is wanted.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
@@ -12,6 +11,7 @@ use mpir_types::{ByteOrder, DataModel};
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, ReadRef, SymbolKind as ObjKind};
 
 use super::error::DebugInfoError;
+use super::symbol_index::{SymbolIndex, SymbolIndexBuilder};
 use crate::traits::{Binding, SymbolKind};
 
 /// Which symbol table a symbol came from.
@@ -71,7 +71,7 @@ pub struct ElfFile {
     debuglink: Option<(String, u32)>,
     debugaltlink: Option<(String, Vec<u8>)>,
     segments: Vec<LoadSegment>,
-    symbols: HashMap<String, Vec<ElfSymbol>>,
+    symbols: SymbolIndex,
     has_dwarf: bool,
 }
 
@@ -159,7 +159,7 @@ impl ElfFile {
         let has_dwarf = obj
             .section_by_name(".debug_info")
             .is_some_and(|s| s.size() > 0 && s.kind() != object::SectionKind::UninitializedData);
-        let mut symbols: HashMap<String, Vec<ElfSymbol>> = HashMap::new();
+        let mut symbols = SymbolIndexBuilder::default();
         let tables = [
             (SymbolTable::Symtab, obj.symbols()),
             (SymbolTable::Dynsym, obj.dynamic_symbols()),
@@ -195,11 +195,8 @@ impl ElfFile {
                     binding,
                     table,
                 };
-                let list = symbols.entry(name.to_string()).or_default();
-                // The same symbol in both tables: keep one (the .symtab one, seen first).
-                if !list.iter().any(|s| s.address == entry.address) {
-                    list.push(entry);
-                }
+                // The same symbol in both tables: one is kept (the .symtab one, seen first).
+                symbols.add(name, entry);
             }
         }
         Ok(ElfFile {
@@ -211,7 +208,7 @@ impl ElfFile {
             debuglink,
             debugaltlink,
             segments,
-            symbols,
+            symbols: symbols.finish(),
             has_dwarf,
         })
     }
@@ -272,14 +269,12 @@ impl ElfFile {
 
     /// The definitions of `name` in this file (several for local symbols of different units).
     pub fn symbols(&self, name: &str) -> &[ElfSymbol] {
-        self.symbols.get(name).map_or(&[], Vec::as_slice)
+        self.symbols.get(name)
     }
 
     /// Every defined symbol, with its name (in no particular order).
     pub fn all_symbols(&self) -> impl Iterator<Item = (&str, &ElfSymbol)> {
-        self.symbols
-            .iter()
-            .flat_map(|(n, list)| list.iter().map(move |s| (n.as_str(), s)))
+        self.symbols.iter()
     }
 
     /// Number of distinct symbol names.

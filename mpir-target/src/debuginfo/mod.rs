@@ -32,6 +32,7 @@ mod error;
 mod images;
 mod locate;
 mod maps;
+mod symbol_index;
 
 use std::collections::HashMap;
 use std::ffi::OsString;
