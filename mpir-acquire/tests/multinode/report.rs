@@ -15,21 +15,9 @@ pub(crate) fn options() -> AcquireOptions {
     AcquireOptions::default().with_timeout(Duration::from_secs(60))
 }
 
-/// A rank as it printed itself: (rank, node-local pid, host).
-pub(crate) type Printed = (u64, u32, String);
-
-/// The "rank R pid P on HOST" lines of `out`, sorted.
-pub(crate) fn printed(out: &str) -> Vec<Printed> {
-    let mut v: Vec<Printed> = out
-        .lines()
-        .filter_map(|l| match l.split_whitespace().collect::<Vec<_>>()[..] {
-            ["rank", r, "pid", p, "on", h] => Some((r.parse().ok()?, p.parse().ok()?, h.into())),
-            _ => None,
-        })
-        .collect();
-    v.sort();
-    v
-}
+/// A rank as it printed itself, and the lines of a job's output that name ranks: the ring
+/// fixture's own.
+pub(crate) use mpir_acquire::testkit::ring::{RingRank as Printed, printed};
 
 /// What the tool inside node1 reported: one line per rank, "MN rank R host H pid P control
 /// C local L", and "MN out LINE" for the job's output it read.
