@@ -4,7 +4,7 @@
 //! digest before it runs, and removed by the agent as it starts ([`remove_own_file`]).
 //!
 //! The node runs `sh -s` (words any remote shell joins and parses the same); the front end
-//! writes one line of shell to it, waits for the line [`READY`] the shell prints once it has
+//! writes one line of shell to it, waits for the line `mpir-ship-ready` the shell prints once it has
 //! read that line (so that the shell cannot have read any of the program), then writes the
 //! program's bytes. The shell copies exactly that many bytes (`head -c`) into a file made by
 //! `mktemp -d` under `umask 077`, checks the digest with `sha256sum -c`, and `exec`s it as the
