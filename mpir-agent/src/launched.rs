@@ -51,8 +51,19 @@ impl LaunchedAgents {
     /// start with the job; nothing for the other engines.
     ///
     /// # Errors
-    /// [`FrontEndError::ToolDaemons`] when the listener or the directory cannot be made.
+    /// [`FrontEndError::ToolDaemons`] when the listener or the directory cannot be made;
+    /// [`FrontEndError::Ship`] for a program to send without a template.
     pub fn prepare(options: FrontEndOptions) -> Result<LaunchedAgents, FrontEndError> {
+        // A program to send needs a command per node to carry it; tool daemons run theirs
+        // where they are.
+        if let Some(program) = &options.ship
+            && !matches!(options.launch, Launch::Template(_))
+        {
+            return Err(FrontEndError::Ship {
+                path: program.clone(),
+                why: "only a command per node (an agent launch template) carries it".into(),
+            });
+        }
         let rendezvous = match options.launch {
             Launch::Auto | Launch::OrteToolDaemons => {
                 // The job's nodes are not known before it starts: unless given, the address
