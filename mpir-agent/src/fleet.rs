@@ -177,6 +177,11 @@ impl Fleet {
             return fleet;
         }
         let mut fleet = Fleet::empty();
+        // The program to send, read and checked once for all members.
+        let program: Option<Result<Vec<u8>, String>> = plan.ship.as_ref().map(|s| {
+            let from = plan.ship_from.clone().unwrap_or_else(ship::own_program);
+            ship::load(&from, s)
+        });
         // Every agent started first, so that they start at the same time.
         let mut pipes = Vec::new();
         let mut adopts = Vec::new();
@@ -190,20 +195,25 @@ impl Fleet {
             agent.extend(["--node".into(), member.host.clone().into()]);
             // A program sent to the node: its shell receives it (`sh -s`, see crate::ship),
             // then runs it with the agent's arguments.
-            let shipping = match &plan.ship {
-                Some(s) => match ship::bootstrap(s, agent.get(1..).unwrap_or_default()) {
-                    Ok(line) => {
-                        agent = vec!["sh".into(), "-s".into()];
-                        Some(line)
-                    }
-                    Err(why) => {
-                        member.link = Err(Down::new(AgentFailure::NotStarted, why));
-                        fleet.members.push(member);
-                        adopts.push(adopt);
-                        continue;
-                    }
-                },
-                None => None,
+            let shipping = match (&plan.ship, &program) {
+                (Some(s), Some(Ok(_))) => {
+                    ship::bootstrap(s, agent.get(1..).unwrap_or_default()).map(Some)
+                }
+                (_, Some(Err(why))) => Err(format!("sending the agent program: {why}")),
+                _ => Ok(None),
+            };
+            let shipping = match shipping {
+                Ok(None) => None,
+                Ok(Some(line)) => {
+                    agent = vec!["sh".into(), "-s".into()];
+                    Some(line)
+                }
+                Err(why) => {
+                    member.link = Err(Down::new(AgentFailure::NotStarted, why));
+                    fleet.members.push(member);
+                    adopts.push(adopt);
+                    continue;
+                }
             };
             match plan.launch.command(&member.host, &agent) {
                 Ok(mut cmd) => {
@@ -246,14 +256,10 @@ impl Fleet {
                 .filter_map(|(i, mut pipe, shipping)| {
                     let adopt = adopts.get_mut(i)?.take()?;
                     let host = fleet.members[i].host.clone();
-                    let cargo = shipping.zip(plan.ship.as_ref()).map(|(line, s)| {
-                        let from = plan.ship_from.clone().unwrap_or_else(ship::own_program);
-                        (line, from, s)
-                    });
+                    let bytes = program.as_ref().and_then(|p| p.as_ref().ok());
                     Some(s.spawn(move || {
-                        if let Some((line, from, s)) = cargo
-                            && let Err(why) =
-                                ship::deliver(pipe.as_mut(), &line, &from, s, deadline)
+                        if let (Some(line), Some(bytes)) = (shipping, bytes)
+                            && let Err(why) = ship::deliver(pipe.as_mut(), &line, bytes, deadline)
                         {
                             return (i, Err(LinkError::Shipped(why)));
                         }

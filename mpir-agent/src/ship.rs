@@ -170,19 +170,12 @@ pub(crate) fn bootstrap(s: &Shipment, args: &[OsString]) -> Result<Vec<u8>, Stri
     Ok(line.into_bytes())
 }
 
-/// Sends `source` (whose shipment is `s`, checked first) over `link`, a node's `sh -s`:
-/// the bootstrap `line`, the shell's [`READY`], then the bytes; every wait ends by
-/// `deadline`. The agent's hello follows on `link`.
+/// The bytes of `source`, checked to be shipment `s` (read once for every node it is sent
+/// to).
 ///
 /// # Errors
-/// Why not, in words (the agent is then reported not started with them).
-pub(crate) fn deliver(
-    link: &mut dyn Transport,
-    line: &[u8],
-    source: &Path,
-    s: &Shipment,
-    deadline: Instant,
-) -> Result<(), String> {
+/// Why not, in words (every agent it was for is then reported not started with them).
+pub(crate) fn load(source: &Path, s: &Shipment) -> Result<Vec<u8>, String> {
     let bytes = read_bounded(source).map_err(|e| format!("{}: {e}", source.display()))?;
     if bytes.len() as u64 != s.len || sha256_hex(&bytes) != s.sha256 {
         return Err(format!(
@@ -190,6 +183,21 @@ pub(crate) fn deliver(
             source.display()
         ));
     }
+    Ok(bytes)
+}
+
+/// Sends `bytes` (a [`load`]ed program) over `link`, a node's `sh -s`: the bootstrap `line`,
+/// the shell's [`READY`], then the bytes; every wait ends by `deadline`. The agent's hello
+/// follows on `link`.
+///
+/// # Errors
+/// Why not, in words (the agent is then reported not started with them).
+pub(crate) fn deliver(
+    link: &mut dyn Transport,
+    line: &[u8],
+    bytes: &[u8],
+    deadline: Instant,
+) -> Result<(), String> {
     let bound = |link: &mut dyn Transport| {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -347,7 +355,7 @@ mod tests {
         let mut link =
             mpir_wire::Pipe::new(child.stdout.take().unwrap(), child.stdin.take().unwrap());
         let deadline = Instant::now() + Duration::from_secs(30);
-        deliver(&mut link, &line, &program, &s, deadline).unwrap();
+        deliver(&mut link, &line, &load(&program, &s).unwrap(), deadline).unwrap();
         let (mut out, _stdin) = link.into_inner();
         let mut text = String::new();
         out.read_to_string(&mut text).unwrap();
@@ -363,13 +371,8 @@ mod tests {
         // A program that is not the shipment's is refused before anything is sent.
         let other = dir.join("other");
         std::fs::write(&other, b"#!/bin/sh\n").unwrap();
-        let mut child = shell(&tmp);
-        let mut link =
-            mpir_wire::Pipe::new(child.stdout.take().unwrap(), child.stdin.take().unwrap());
-        let e = deliver(&mut link, &line, &other, &s, deadline).unwrap_err();
+        let e = load(&other, &s).unwrap_err();
         assert!(e.contains("is not the program to send"), "{e}");
-        drop(link);
-        let _ = child.wait();
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
