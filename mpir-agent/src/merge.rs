@@ -99,15 +99,6 @@ pub(crate) fn queues(
             .find(|c| c.rank == rank)
             .map_or_else(|| m.host.clone(), |c| c.host.clone())
     };
-    let agent = |host: String, failure: AgentFailure, detail: String| {
-        RankError::Unreadable(Unreadable::Agent {
-            host,
-            failure,
-            detail,
-            denial: None,
-            why: None,
-        })
-    };
     match outcome {
         Ok(answered) => {
             for out in answered {
@@ -126,7 +117,7 @@ pub(crate) fn queues(
                 r.queues = match (out.queues, out.problem) {
                     (Some(q), _) => Ok(q),
                     (None, Some(p)) => Err(rank_error(host, p)),
-                    (None, None) => Err(agent(
+                    (None, None) => Err(agent_error(
                         host,
                         AgentFailure::BadAnswer,
                         "no queues and no reason".into(),
@@ -140,7 +131,7 @@ pub(crate) fn queues(
                     continue;
                 };
                 let (host, detail) = m.reason_for(claim, &d);
-                r.queues = Err(agent(host, d.failure, detail));
+                r.queues = Err(agent_error(host, d.failure, detail));
                 r.stacks = None;
                 r.waits = None;
             }
@@ -271,12 +262,21 @@ pub(crate) fn rank_error(host: String, p: Problem) -> RankError {
             denial: p.denial,
             why: p.why.map(Box::new),
         }),
-        ProblemKind::Agent => RankError::Unreadable(Unreadable::Agent {
+        ProblemKind::Agent => agent_error(
             host,
-            failure: p.failure.map_or(AgentFailure::BadAnswer, Into::into),
-            detail: p.message,
-            denial: None,
-            why: None,
-        }),
+            p.failure.map_or(AgentFailure::BadAnswer, Into::into),
+            p.message,
+        ),
     }
+}
+
+/// A rank whose agent on `host` failed (`failure`, `detail`): nothing of it was read.
+fn agent_error(host: String, failure: AgentFailure, detail: String) -> RankError {
+    RankError::Unreadable(Unreadable::Agent {
+        host,
+        failure,
+        detail,
+        denial: None,
+        why: None,
+    })
 }
