@@ -10,7 +10,7 @@ use mpir_agent::{FrontEndOptions, Launch, LaunchedAgents, NodeState};
 use mpir_mqd::HelperOptions;
 use mpir_session::{ReaderOptions, Session, SessionOptions, chain};
 
-use crate::{DEBUGINFOD, HELPER_ARG, progress};
+use crate::{DEBUGINFOD, HELPER_ARG, SYMBOL_CACHE, progress};
 
 #[derive(clap::Args, Clone)]
 pub(crate) struct Common {
@@ -54,6 +54,22 @@ pub(crate) fn session_options(common: &Common) -> SessionOptions {
         .iter()
         .fold(options, |o, a| o.with_this_node_alias(a.clone()))
         .with_interface(common.interface);
+    let options = match SYMBOL_CACHE.get() {
+        Some(dir) => options.with_symbol_store(dir.clone()),
+        None => options,
+    };
+    // A store that cannot be used is said once, here; the reads are the same without it.
+    let options = match options
+        .symbol_store()
+        .map(mpir_target::debuginfo::SymbolStore::open)
+    {
+        Some(Err(e)) => {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| eprintln!("mpir: warning: {e}"));
+            options.with_symbol_store(None)
+        }
+        _ => options,
+    };
     match common.held_wait {
         Some(secs) => options.with_held_wait(Duration::from_secs(secs)),
         None => options,
@@ -349,5 +365,20 @@ impl RemoteArgs {
             }
         }
         Ok(nodes)
+    }
+}
+
+/// Lets `session` go (every process it holds released, its files' symbol answers written to
+/// the store) and, with `-v`, says why store files were not used or written: the reads are
+/// the same without them, only slower.
+pub(crate) fn let_go(session: mpir_session::Session) {
+    let store = session.symbol_store();
+    let mut problems = session.symbol_store_problems();
+    drop(session);
+    if let Some(store) = store {
+        problems = store.problems();
+    }
+    for p in problems {
+        tracing::info!("{p}");
     }
 }

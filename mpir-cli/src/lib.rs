@@ -77,6 +77,13 @@ struct Cli {
     /// Never ask debuginfod servers, even when DEBUGINFOD_URLS is set.
     #[arg(long, global = true, overrides_with = "debuginfod")]
     no_debuginfod: bool,
+    /// Where symbol answers (the function, file and line at each address of a stack; the
+    /// symbols asked of each library) are kept between runs, by library build-id and size, so
+    /// that the next read of the same libraries skips their DWARF and symbol tables
+    /// (`off`: nowhere). Default: $MPIR_SYMBOL_CACHE, else $XDG_CACHE_HOME/mpir/symbols or
+    /// ~/.cache/mpir/symbols. Only a directory of this user's alone is used.
+    #[arg(long, global = true, value_name = "DIR|off")]
+    symbol_cache: Option<std::path::PathBuf>,
     #[command(subcommand)]
     command: Cmd,
 }
@@ -263,6 +270,9 @@ pub(crate) fn write_out(
 /// environment decides), set once from the command line.
 static DEBUGINFOD: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
 
+/// `--symbol-cache`: the directory, `None` for `off`; unset: the environment decides.
+static SYMBOL_CACHE: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+
 /// Runs `mpir` with the process's arguments; the exit status to end with. Run as
 /// `mpir __mqd-host …` (see [`HELPER_ARG`]) it is the out-of-process host of an MPI's
 /// message-queue DLL instead.
@@ -278,6 +288,9 @@ pub fn main() -> ExitCode {
         (_, true) => Some(false),
         _ => None,
     });
+    if let Some(dir) = &cli.symbol_cache {
+        let _ = SYMBOL_CACHE.set((dir.as_os_str() != "off").then(|| dir.clone()));
+    }
     if cli.debuginfod && std::env::var("DEBUGINFOD_URLS").map_or(true, |u| u.trim().is_empty()) {
         eprintln!("mpir: --debuginfod: DEBUGINFOD_URLS names no server; nothing will be fetched");
     }

@@ -97,6 +97,8 @@ impl Session {
                 });
             });
             releases.push(held.release());
+            // The answers found, for the next run (the ranks are running again).
+            symbols.save();
             if let Some(o) = others.as_deref_mut() {
                 o.finish_queues(&mut read);
             }

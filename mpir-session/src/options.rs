@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use mpir_acquire::AcquireOptions;
 use mpir_mqd::ReaderOptions;
+use mpir_target::debuginfo::SymbolStore;
 use mpir_target::debuginfo::{DebugOptions, DebuginfodOptions};
 use mpir_types::ranks::RankSet;
 
@@ -30,6 +31,13 @@ pub struct SessionOptions {
     pub(crate) reader: ReaderOptions,
     /// [`Session::queues`](crate::Session::queues) leaves the stacks out.
     pub(crate) queues_without_stacks: bool,
+    /// Where source lookups are kept between runs: `None` as the environment says
+    /// ([`SymbolStore::default_dir`]), `Some(None)` nowhere.
+    pub(crate) symbol_store: Option<Option<PathBuf>>,
+    /// Set by [`with_store_opened`](SessionOptions::with_store_opened): whether the store
+    /// was looked at, and why it is not used.
+    pub(crate) store_opened: bool,
+    pub(crate) store_refused: Option<mpir_target::debuginfo::StoreError>,
 }
 
 impl SessionOptions {
@@ -179,6 +187,49 @@ impl SessionOptions {
     pub fn with_queue_stacks(mut self, stacks: bool) -> Self {
         self.queues_without_stacks = !stacks;
         self
+    }
+
+    /// Where the answers of source lookups (function, file and line of an address, by image
+    /// build-id) are kept between runs, so that a later stacks read of the same libraries
+    /// does not load their DWARF again; `None`: nowhere. By default
+    /// [`SymbolStore::default_dir`]: `$MPIR_SYMBOL_CACHE` (`off` for none), else
+    /// `~/.cache/mpir/symbols`. A directory that is not this user's alone is not used
+    /// ([`Session::symbol_store_problems`](crate::Session::symbol_store_problems) says why).
+    pub fn with_symbol_store(mut self, dir: Option<PathBuf>) -> Self {
+        self.symbol_store = Some(dir);
+        self.store_opened = false;
+        self.store_refused = None;
+        self
+    }
+
+    /// These options with the symbol store opened and put in the debug options, so that the
+    /// starter's and every rank's symbol lookups and the stacks' source lookups use it (once:
+    /// later calls change nothing). A store that cannot be used is left out, with the reason.
+    pub(crate) fn with_store_opened(mut self) -> Self {
+        if self.store_opened {
+            return self;
+        }
+        self.store_opened = true;
+        let store = match self.symbol_store().map(SymbolStore::open) {
+            Some(Ok(store)) => Some(store),
+            Some(Err(e)) => {
+                self.store_refused = Some(e);
+                None
+            }
+            None => None,
+        };
+        let debug = self.acquire.debug.clone().with_symbol_store(store);
+        self.acquire = self.acquire.with_debug(debug);
+        self
+    }
+
+    /// The symbol store directory in force
+    /// ([`with_symbol_store`](SessionOptions::with_symbol_store)).
+    pub fn symbol_store(&self) -> Option<PathBuf> {
+        match &self.symbol_store {
+            Some(dir) => dir.clone(),
+            None => SymbolStore::default_dir(),
+        }
     }
 
     /// The acquisition options in force.

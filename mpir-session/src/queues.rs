@@ -76,6 +76,10 @@ impl Session {
             });
         });
         let release = held.release();
+        if let Some(symbols) = &symbols {
+            // The answers found, for the next run (the ranks are running again).
+            symbols.save();
+        }
         let (engine, fallback, printed) = state.finish();
         Ok(QueueRead {
             engine,

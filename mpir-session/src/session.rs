@@ -39,6 +39,8 @@ pub struct Session {
     pub(crate) files: std::sync::Arc<mpir_target::debuginfo::FileCache>,
     /// CFI, function symbols and DWARF lines once per build-id, for every rank's stacks.
     pub(crate) symbols: mpir_target::unwind::SymbolCache,
+    /// Why the symbol store in the options is not used, if it is not.
+    pub(crate) store_refused: Option<mpir_target::debuginfo::StoreError>,
     /// Ranks read through their cooperative channel, by pid (checked by start time on use).
     pub(crate) coop: HashMap<u32, crate::channel::CoopRank>,
     /// The job's table was built from its ranks' announcements: the starter, refused.
@@ -156,6 +158,12 @@ const OPEN_THREADS: usize = 4;
 
 impl Session {
     fn new(options: SessionOptions, source: Source) -> Session {
+        let options = options.with_store_opened();
+        let symbols = match &options.acquire.debug.symbol_store {
+            Some(store) => mpir_target::unwind::SymbolCache::with_store(store.clone()),
+            None => mpir_target::unwind::SymbolCache::new(),
+        };
+        let store_refused = options.store_refused.clone();
         Session {
             others: None,
             options,
@@ -163,11 +171,30 @@ impl Session {
             known: None,
             targets: HashMap::new(),
             files: std::sync::Arc::new(mpir_target::debuginfo::FileCache::new()),
-            symbols: mpir_target::unwind::SymbolCache::new(),
+            symbols,
+            store_refused,
             coop: HashMap::new(),
             announced: None,
             proof_release: None,
         }
+    }
+
+    /// The symbol store in use ([`SessionOptions::with_symbol_store`]), if any: its
+    /// [`problems`](mpir_target::debuginfo::SymbolStore::problems) also list files written as
+    /// the session's files are let go, after the session is dropped.
+    pub fn symbol_store(&self) -> Option<mpir_target::debuginfo::SymbolStore> {
+        self.symbols.store().cloned()
+    }
+
+    /// Why the symbol store ([`SessionOptions::with_symbol_store`]) is not used, or some of
+    /// its files were not read or written: the stacks are the same, only slower to read.
+    pub fn symbol_store_problems(&self) -> Vec<mpir_target::debuginfo::StoreError> {
+        let used = self
+            .symbols
+            .store()
+            .map(|s| s.problems())
+            .unwrap_or_default();
+        self.store_refused.iter().cloned().chain(used).collect()
     }
 
     /// When the kernel refused this tool the starter and the job's table was built from its
@@ -276,6 +303,7 @@ impl Session {
     /// # Errors
     /// [`SessionError::Acquire`] when `pid` exports neither interface, or acquisition fails.
     pub fn attach(pid: u32, options: SessionOptions) -> Result<Session, SessionError> {
+        let options = options.with_store_opened();
         let mut acquire = options
             .acquire
             .clone()
@@ -341,6 +369,7 @@ impl Session {
     /// # Errors
     /// [`SessionError::Acquire`] when the starter cannot be run or acquisition fails.
     pub fn launch(command: Command, options: SessionOptions) -> Result<Session, SessionError> {
+        let options = options.with_store_opened();
         let mut acquire = options
             .acquire
             .clone()
@@ -451,6 +480,7 @@ impl Session {
         paths: impl IntoIterator<Item = impl AsRef<Path>>,
         options: SessionOptions,
     ) -> Result<Session, SessionError> {
+        let options = options.with_store_opened();
         let cores = open_cores(paths, &options)?;
         Ok(Session::new(options, Source::Cores(Box::new(cores))))
     }

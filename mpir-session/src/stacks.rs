@@ -302,12 +302,15 @@ impl Session {
                         &mut tell,
                     );
                     tell(live.len());
+                    // The answers found, for the next run (every rank is running again).
+                    symbols.save();
                     if on_sample(sample).is_break() {
                         break;
                     }
                 }
             }
         }
+        symbols.save();
         Ok((proof, numbered))
     }
 

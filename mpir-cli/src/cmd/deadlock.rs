@@ -134,7 +134,7 @@ pub(crate) fn run(args: &DeadlockArgs) -> anyhow::Result<ExitCode> {
         doc.error = None;
         crate::cmd::report::write(path, documents, &[])?;
     }
-    drop(session);
+    crate::args::let_go(session);
     let Some(report) = &read.report else {
         // Nothing was read: no verdict at all, never "no cycle".
         let message = coverage.nothing_read(types_hint(&read, types_given));

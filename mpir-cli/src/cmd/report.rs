@@ -315,7 +315,7 @@ pub(crate) fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
         &stacks,
         args.reader.types_given(),
     )?;
-    drop(session);
+    crate::args::let_go(session);
     emit(&page(full.documents, &[])?, &args.output, args.common.json)?;
     Ok(if full.hang {
         ExitCode::from(HANG)

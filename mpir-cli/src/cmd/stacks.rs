@@ -132,7 +132,7 @@ pub(crate) fn run(args: &StacksArgs) -> anyhow::Result<ExitCode> {
     args.remote.reach(&mut session)?;
     let read = crate::cmd::report::read_stacks(&mut session, &stack_options)?;
     let job = mpir_json::job(&session);
-    drop(session);
+    crate::args::let_go(session);
     if let Some(release) = &read.proof_release {
         for p in &release.problems {
             eprintln!(

@@ -3,14 +3,18 @@
 //! `.gnu_debugaltlink`). Parsed once into owned data. Only the ranges parsing needs are read
 //! (headers, symbol and string tables, notes): a process maps dozens of libraries, and reading
 //! each whole would dominate an attach. The whole file is read only when its DWARF is wanted.
+//! The symbol index is built on first use: a rank maps ~85 files and a stacks read asks for the
+//! symbols of the few its threads are in (building them all was a third of the images' cost).
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use mpir_types::{ByteOrder, DataModel};
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, ReadRef, SymbolKind as ObjKind};
 
 use super::error::DebugInfoError;
+use super::store::SymbolStore;
 use super::symbol_index::{SymbolIndex, SymbolIndexBuilder};
 use crate::traits::{Binding, SymbolKind};
 
@@ -63,6 +67,7 @@ pub struct LoadSegment {
 #[derive(Debug)]
 pub struct ElfFile {
     path: PathBuf,
+    len: u64,
     /// The whole file, read on first use (for DWARF).
     data: OnceLock<Result<Arc<[u8]>, DebugInfoError>>,
     model: DataModel,
@@ -71,8 +76,41 @@ pub struct ElfFile {
     debuglink: Option<(String, u32)>,
     debugaltlink: Option<(String, Vec<u8>)>,
     segments: Vec<LoadSegment>,
-    symbols: SymbolIndex,
+    /// Built from `symbol_bytes` on first use.
+    symbols: OnceLock<SymbolIndex>,
+    /// The ranges read by [`ElfFile::open`] (symbol and string tables among them), kept until
+    /// the index is built; `None` for a file parsed from whole bytes (then `data`).
+    symbol_bytes: Mutex<Option<Sparse>>,
+    /// Names asked through [`ElfFile::lookup`] with a store: its answers and the new ones.
+    names: Mutex<Option<Names>>,
     has_dwarf: bool,
+}
+
+/// Files with fewer symbols are not worth a store file: indexing them takes less than writing
+/// and reading one.
+const MIN_STORED_SYMBOLS: usize = 1024;
+
+/// The answers to names asked of one file, kept in a [`SymbolStore`].
+#[derive(Debug)]
+struct Names {
+    store: SymbolStore,
+    answers: HashMap<String, Vec<ElfSymbol>>,
+    /// Answers found since the store was read.
+    new: usize,
+}
+
+impl Drop for ElfFile {
+    /// Keeps the answers found since the store was read (a small file; a failure is noted
+    /// on the store, and the next run finds them again).
+    fn drop(&mut self) {
+        let names = self.names.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let (Some(names), Some(id)) = (names.as_ref(), self.build_id.as_deref())
+            && names.new > 0
+            && let Err(e) = names.store.save_names(id, self.len, &names.answers)
+        {
+            names.store.note(e);
+        }
+    }
 }
 
 fn elf_err(path: &Path, e: impl std::fmt::Display) -> DebugInfoError {
@@ -94,7 +132,7 @@ impl ElfFile {
             wanted_ranges(&cache).map_err(|e| elf_err(path, e))?
         };
         let sparse = Sparse::read(&file, len, ranges).map_err(io)?;
-        ElfFile::parse_from(path, &sparse, OnceLock::new())
+        ElfFile::parse_from(path, &sparse, OnceLock::new()).map(|f| f.keeping(sparse))
     }
 
     /// Parses `data` as [`ElfFile::open`] parses a file: only the ranges it wants, through the
@@ -102,7 +140,13 @@ impl ElfFile {
     pub fn parse_sparse(path: &Path, data: &[u8]) -> Result<Self, DebugInfoError> {
         let ranges = wanted_ranges(data).map_err(|e| elf_err(path, e))?;
         let sparse = Sparse::from_slice(data, ranges);
-        ElfFile::parse_from(path, &sparse, OnceLock::new())
+        ElfFile::parse_from(path, &sparse, OnceLock::new()).map(|f| f.keeping(sparse))
+    }
+
+    /// `self`, its symbols to be indexed from `sparse` when first asked for.
+    fn keeping(self, sparse: Sparse) -> Self {
+        *lock(&self.symbol_bytes) = Some(sparse);
+        self
     }
 
     /// Parses `data`, which was read from `path`.
@@ -159,48 +203,9 @@ impl ElfFile {
         let has_dwarf = obj
             .section_by_name(".debug_info")
             .is_some_and(|s| s.size() > 0 && s.kind() != object::SectionKind::UninitializedData);
-        let mut symbols = SymbolIndexBuilder::default();
-        let tables = [
-            (SymbolTable::Symtab, obj.symbols()),
-            (SymbolTable::Dynsym, obj.dynamic_symbols()),
-        ];
-        for (table, iter) in tables {
-            for sym in iter {
-                if sym.is_undefined()
-                    || sym.kind() == ObjKind::Section
-                    || sym.kind() == ObjKind::File
-                {
-                    continue;
-                }
-                let Ok(name) = sym.name() else { continue };
-                if name.is_empty() {
-                    continue;
-                }
-                let kind = match sym.kind() {
-                    ObjKind::Text => SymbolKind::Function,
-                    ObjKind::Data => SymbolKind::Object,
-                    _ => SymbolKind::Other,
-                };
-                let binding = if sym.is_weak() {
-                    Binding::Weak
-                } else if sym.is_global() {
-                    Binding::Global
-                } else {
-                    Binding::Local
-                };
-                let entry = ElfSymbol {
-                    address: sym.address(),
-                    size: sym.size(),
-                    kind,
-                    binding,
-                    table,
-                };
-                // The same symbol in both tables: one is kept (the .symtab one, seen first).
-                symbols.add(name, entry);
-            }
-        }
         Ok(ElfFile {
             path: path.to_path_buf(),
+            len: data.len().unwrap_or(0),
             data: whole,
             model,
             position_independent,
@@ -208,14 +213,51 @@ impl ElfFile {
             debuglink,
             debugaltlink,
             segments,
-            symbols: symbols.finish(),
+            symbols: OnceLock::new(),
+            symbol_bytes: Mutex::new(None),
+            names: Mutex::new(None),
             has_dwarf,
+        })
+    }
+
+    /// The symbol index, built on first use from the ranges [`ElfFile::open`] read (or from
+    /// the whole file's bytes). A file that no longer parses gives an empty index: it parsed
+    /// when opened, and the bytes kept are the ones parsed then.
+    fn index(&self) -> &SymbolIndex {
+        self.symbols.get_or_init(|| {
+            let sparse = lock(&self.symbol_bytes).take();
+            let parsed = match &sparse {
+                Some(sparse) => object::File::parse(sparse).map(|o| index_symbols(&o)),
+                None => match self.data.get() {
+                    Some(Ok(data)) => object::File::parse(&data[..]).map(|o| index_symbols(&o)),
+                    _ => return SymbolIndex::default(),
+                },
+            };
+            parsed.unwrap_or_default()
         })
     }
 
     /// The file's path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The file's bytes, when they are in memory already (parsed from bytes, or read whole for
+    /// DWARF).
+    pub(crate) fn loaded_data(&self) -> Option<&Arc<[u8]>> {
+        self.data.get().and_then(|d| d.as_ref().ok())
+    }
+
+    /// The file opened again by its path, to read parts of it, when it still has the size it
+    /// had when parsed (a file replaced since is not read as if it were this one).
+    pub(crate) fn reopen(&self) -> Option<std::fs::File> {
+        let file = crate::files::open_regular(&self.path).ok()?;
+        (file.metadata().ok()?.len() == self.len).then_some(file)
+    }
+
+    /// The file's size in bytes, when it was parsed.
+    pub fn file_len(&self) -> u64 {
+        self.len
     }
 
     /// The file's bytes (read on first use).
@@ -269,17 +311,78 @@ impl ElfFile {
 
     /// The definitions of `name` in this file (several for local symbols of different units).
     pub fn symbols(&self, name: &str) -> &[ElfSymbol] {
-        self.symbols.get(name)
+        self.index().get(name)
+    }
+
+    /// The definitions of `name`, as [`symbols`](ElfFile::symbols) finds them, through
+    /// `store` when given: a name asked of this file (its build-id and size) in an earlier
+    /// run is answered from the store without indexing the file's symbols; a new answer is
+    /// kept there when the file is dropped. Files without a build-id are never stored.
+    pub fn lookup(&self, name: &str, store: Option<&SymbolStore>) -> Vec<ElfSymbol> {
+        let (Some(store), Some(id)) = (store, self.build_id.as_deref().filter(|i| !i.is_empty()))
+        else {
+            return self.symbols(name).to_vec();
+        };
+        {
+            let mut names = lock(&self.names);
+            let names = names.get_or_insert_with(|| Names {
+                store: store.clone(),
+                answers: store
+                    .load_names(id, self.len)
+                    .unwrap_or_else(|e| {
+                        store.note(e);
+                        None
+                    })
+                    .unwrap_or_default(),
+                new: 0,
+            });
+            if let Some(found) = names.answers.get(name) {
+                return found.clone();
+            }
+        }
+        // Indexed outside the lock: a large symbol table takes a while.
+        let found = self.symbols(name).to_vec();
+        // A small table is indexed faster than a store file is written and read.
+        if self.symbol_count() < MIN_STORED_SYMBOLS {
+            return found;
+        }
+        if let Some(names) = lock(&self.names).as_mut()
+            && names.answers.len() < super::store::MAX_ENTRIES
+        {
+            names.answers.insert(name.to_string(), found.clone());
+            names.new += 1;
+        }
+        found
+    }
+
+    /// Calls `f` with every defined symbol and its name (in no particular order; a symbol in
+    /// both tables may come twice), without building the name index when it is not built yet:
+    /// for a caller that wants them all once (the unwinder's function table).
+    pub(crate) fn each_symbol(&self, mut f: impl FnMut(&str, &ElfSymbol)) {
+        if self.symbols.get().is_none() {
+            let kept = lock(&self.symbol_bytes);
+            let parsed = match kept.as_ref() {
+                Some(sparse) => object::File::parse(sparse).ok(),
+                None => None,
+            };
+            if let Some(obj) = parsed {
+                each_symbol(&obj, |name, s| f(name, &s));
+                return;
+            }
+        }
+        for (name, s) in self.all_symbols() {
+            f(name, s);
+        }
     }
 
     /// Every defined symbol, with its name (in no particular order).
     pub fn all_symbols(&self) -> impl Iterator<Item = (&str, &ElfSymbol)> {
-        self.symbols.iter()
+        self.index().iter()
     }
 
     /// Number of distinct symbol names.
     pub fn symbol_count(&self) -> usize {
-        self.symbols.len()
+        self.index().len()
     }
 
     /// The load bias of this file when the mapping of file offset `offset` starts at `start`,
@@ -294,6 +397,59 @@ impl ElfFile {
         let vaddr_at_offset = seg.vaddr.wrapping_add(offset).wrapping_sub(seg.offset);
         Some(start.wrapping_sub(vaddr_at_offset))
     }
+}
+
+/// Every defined, named symbol of `obj`'s `.symtab` and `.dynsym`, by name.
+fn index_symbols<'d, R: ReadRef<'d>>(obj: &object::File<'d, R>) -> SymbolIndex {
+    let mut symbols = SymbolIndexBuilder::default();
+    // The same symbol in both tables: one is kept (the .symtab one, seen first).
+    each_symbol(obj, |name, entry| symbols.add(name, entry));
+    symbols.finish()
+}
+
+/// Calls `f` with every defined, named symbol of `obj`'s `.symtab`, then `.dynsym`.
+fn each_symbol<'d, R: ReadRef<'d>>(obj: &object::File<'d, R>, mut f: impl FnMut(&str, ElfSymbol)) {
+    let tables = [
+        (SymbolTable::Symtab, obj.symbols()),
+        (SymbolTable::Dynsym, obj.dynamic_symbols()),
+    ];
+    for (table, iter) in tables {
+        for sym in iter {
+            if sym.is_undefined() || sym.kind() == ObjKind::Section || sym.kind() == ObjKind::File {
+                continue;
+            }
+            let Ok(name) = sym.name() else { continue };
+            if name.is_empty() {
+                continue;
+            }
+            let kind = match sym.kind() {
+                ObjKind::Text => SymbolKind::Function,
+                ObjKind::Data => SymbolKind::Object,
+                _ => SymbolKind::Other,
+            };
+            let binding = if sym.is_weak() {
+                Binding::Weak
+            } else if sym.is_global() {
+                Binding::Global
+            } else {
+                Binding::Local
+            };
+            f(
+                name,
+                ElfSymbol {
+                    address: sym.address(),
+                    size: sym.size(),
+                    kind,
+                    binding,
+                    table,
+                },
+            );
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Some ranges of a file, read into memory; the rest is absent (reading it is an error, which

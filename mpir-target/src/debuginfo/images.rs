@@ -21,10 +21,16 @@ pub struct Image {
     path: PathBuf,
     bias: u64,
     elf: Arc<ElfFile>,
-    debug: Option<(Arc<ElfFile>, DebugSource)>,
-    notes: Vec<String>,
+    is_main: bool,
+    options: Arc<DebugOptions>,
+    cache: Arc<FileCache>,
+    /// The separate debug file and the notes of its search, searched on first use: a rank maps
+    /// ~85 files, and most are never asked for more than their own symbols.
+    debug: OnceLock<(DebugFound, Vec<String>)>,
     types: OnceLock<std::result::Result<Option<Arc<TypeIndex>>, DebugInfoError>>,
 }
+
+type DebugFound = Option<(Arc<ElfFile>, DebugSource)>;
 
 impl Image {
     fn new(
@@ -32,28 +38,38 @@ impl Image {
         bias: u64,
         elf: Arc<ElfFile>,
         is_main: bool,
-        options: &DebugOptions,
-        cache: &FileCache,
+        options: &Arc<DebugOptions>,
+        cache: &Arc<FileCache>,
     ) -> Self {
-        let mut notes = Vec::new();
-        let debug = if elf.has_dwarf() && options.symbol_files.is_empty() {
-            None
-        } else {
-            cache.debug_file(&elf, is_main, options, &mut notes)
-        };
         Image {
             path,
             bias,
             elf,
-            debug,
-            notes,
+            is_main,
+            options: Arc::clone(options),
+            cache: Arc::clone(cache),
+            debug: OnceLock::new(),
             types: OnceLock::new(),
         }
     }
 
+    /// The separate debug file (searched now when not yet), with the search's notes.
+    fn debug(&self) -> &(DebugFound, Vec<String>) {
+        self.debug.get_or_init(|| {
+            let mut notes = Vec::new();
+            let found = if self.elf.has_dwarf() && self.options.symbol_files.is_empty() {
+                None
+            } else {
+                self.cache
+                    .debug_file(&self.elf, self.is_main, &self.options, &mut notes)
+            };
+            (found, notes)
+        })
+    }
+
     /// The separate debug file in use, parsed.
     pub fn debug_elf(&self) -> Option<&Arc<ElfFile>> {
-        self.debug.as_ref().map(|(e, _)| e)
+        self.debug().0.as_ref().map(|(e, _)| e)
     }
 
     /// Path of the image as mapped.
@@ -73,12 +89,12 @@ impl Image {
 
     /// The separate debug file in use, and how it was found.
     pub fn debug_file(&self) -> Option<(&Path, &DebugSource)> {
-        self.debug.as_ref().map(|(f, s)| (f.path(), s))
+        self.debug().0.as_ref().map(|(f, s)| (f.path(), s))
     }
 
     /// Where this image's DWARF comes from, if it has any.
     pub fn dwarf_source(&self) -> Option<DebugSource> {
-        match &self.debug {
+        match &self.debug().0 {
             Some((f, s)) if f.has_dwarf() => Some(s.clone()),
             _ if self.elf.has_dwarf() => Some(DebugSource::SameFile),
             _ => None,
@@ -87,7 +103,7 @@ impl Image {
 
     /// What was tried and refused while looking for debug information.
     pub fn notes(&self) -> &[String] {
-        &self.notes
+        &self.debug().1
     }
 
     /// The image's DWARF type index (built on first use), or `None` without DWARF.
@@ -98,7 +114,7 @@ impl Image {
     ) -> Result<Option<Arc<TypeIndex>>> {
         self.types
             .get_or_init(|| {
-                let file = match &self.debug {
+                let file = match &self.debug().0 {
                     Some((f, _)) if f.has_dwarf() => f,
                     _ if self.elf.has_dwarf() => &self.elf,
                     _ => return Ok(None),
@@ -113,17 +129,31 @@ impl Image {
 
     /// This image's definitions of `name` with `binding`, at run-time addresses.
     fn symbol(&self, name: &str, binding: Binding) -> Option<Symbol> {
-        let files = std::iter::once(&self.elf).chain(self.debug.as_ref().map(|(f, _)| f));
-        for file in files {
-            if let Some(s) = file.symbols(name).iter().find(|s| s.binding == binding) {
-                let mut sym = Symbol::new(name, s.address.wrapping_add(self.bias), s.size, s.kind)
-                    .with_binding(binding)
-                    .with_image(self.path.display().to_string());
-                sym.found_in = Some(file.path().display().to_string());
-                return Some(sym);
-            }
+        // The image's own tables first: its debug file is searched only when they lack `name`.
+        let store = self.options.symbol_store.as_ref();
+        if let Some(s) = self
+            .elf
+            .lookup(name, store)
+            .iter()
+            .find(|s| s.binding == binding)
+        {
+            return Some(self.found(name, s, &self.elf));
         }
-        None
+        let file = self.debug_elf()?;
+        let s = file
+            .lookup(name, store)
+            .into_iter()
+            .find(|s| s.binding == binding)?;
+        Some(self.found(name, &s, file))
+    }
+
+    /// `s`, found as `name` in `file`, at its run-time address.
+    fn found(&self, name: &str, s: &super::ElfSymbol, file: &ElfFile) -> Symbol {
+        let mut sym = Symbol::new(name, s.address.wrapping_add(self.bias), s.size, s.kind)
+            .with_binding(s.binding)
+            .with_image(self.path.display().to_string());
+        sym.found_in = Some(file.path().display().to_string());
+        sym
     }
 }
 
@@ -131,7 +161,7 @@ impl Image {
 #[derive(Debug)]
 pub struct ProcessImages {
     pid: Option<u32>,
-    options: DebugOptions,
+    options: Arc<DebugOptions>,
     cache: Arc<FileCache>,
     images: Vec<Arc<Image>>,
     sidecars: Vec<Arc<TypeIndex>>,
@@ -160,7 +190,7 @@ impl ProcessImages {
         let sidecars = load_sidecars(&options, &cache)?;
         let mut me = ProcessImages {
             pid: Some(pid),
-            options,
+            options: Arc::new(options),
             cache,
             images: Vec::new(),
             sidecars,
@@ -175,6 +205,7 @@ impl ProcessImages {
     pub fn from_files(files: &[(PathBuf, u64)], options: DebugOptions) -> Result<Self> {
         let cache = Arc::new(FileCache::new());
         let sidecars = load_sidecars(&options, &cache)?;
+        let options = Arc::new(options);
         let mut images = Vec::new();
         for (i, (path, bias)) in files.iter().enumerate() {
             let elf = cache.open(path)?;
@@ -241,7 +272,7 @@ impl ProcessImages {
         let sidecars = load_sidecars(&options, &cache)?;
         Ok(ProcessImages {
             pid: None,
-            options,
+            options: Arc::new(options),
             cache,
             images: Vec::new(),
             sidecars,

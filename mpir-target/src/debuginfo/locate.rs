@@ -50,6 +50,9 @@ pub struct DebugOptions {
     /// Debuginfod servers, asked by build-id when the local places have no debug file
     /// (default: as `DEBUGINFOD_URLS` says).
     pub debuginfod: DebuginfodOptions,
+    /// Where symbol lookups are kept between runs (by build-id and size: see
+    /// [`SymbolStore`](super::SymbolStore)); none by default.
+    pub symbol_store: Option<super::SymbolStore>,
 }
 
 impl Default for DebugOptions {
@@ -59,11 +62,20 @@ impl Default for DebugOptions {
             symbol_files: Vec::new(),
             types_sidecars: Vec::new(),
             debuginfod: DebuginfodOptions::default(),
+            symbol_store: None,
         }
     }
 }
 
 impl DebugOptions {
+    /// Keeps the answers of symbol lookups in `store` between runs, and takes them from it:
+    /// a name asked of a file before (found or not) is answered without indexing the file's
+    /// symbols.
+    pub fn with_symbol_store(mut self, store: Option<super::SymbolStore>) -> Self {
+        self.symbol_store = store;
+        self
+    }
+
     /// Adds a debug directory, searched before the ones already listed.
     pub fn with_debug_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.debug_dirs.insert(0, dir.into());

@@ -32,6 +32,7 @@ mod error;
 mod images;
 mod locate;
 mod maps;
+pub(crate) mod store;
 mod symbol_index;
 
 use std::collections::HashMap;
@@ -47,6 +48,9 @@ pub use error::DebugInfoError;
 pub use images::{Image, ProcessImages};
 pub use locate::{DebugOptions, DebugSource};
 pub(crate) use maps::writable_ranges;
+pub use store::{
+    MAX_ENTRIES as MAX_STORED_ANSWERS, MAX_FILE as MAX_STORE_FILE, StoreError, SymbolStore,
+};
 
 /// What identifies one version of a file: device, inode, size and modification time (a file
 /// replaced or rewritten differs in one of them).

@@ -8,7 +8,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::SystemTime;
 
 use super::cfi::ImageCfi;
+use super::frames_store::{self, Sizes, Stored};
 use super::symbols::{Code, FunctionIndex};
+use crate::debuginfo::SymbolStore;
 use crate::debuginfo::{ElfFile, Image, ProcessImages};
 
 /// Images a [`SymbolCache`] keeps by default.
@@ -30,9 +32,21 @@ pub(super) struct ImageInfo {
 
 impl ImageInfo {
     /// Reads the CFI and the function symbols of `image` (and of its separate debug file).
+    /// Only the parts of the file they need are read (headers, `.eh_frame`, its header, the
+    /// jump stubs' bytes), not the whole file: a rank's stacks run through libraries of
+    /// megabytes.
     pub(super) fn of_image(image: &Image) -> ImageInfo {
-        let data = image.elf().data().ok();
-        let cfi = ImageCfi::load(data.map(|d| &d[..]), image.debug_elf().cloned());
+        if let Some(data) = image.elf().loaded_data() {
+            return ImageInfo::from_file(Some(&data[..]), image);
+        }
+        match image.elf().reopen() {
+            Some(file) => ImageInfo::from_file(Some(&object::ReadCache::new(file)), image),
+            None => ImageInfo::from_file(None::<&[u8]>, image),
+        }
+    }
+
+    fn from_file<'d, R: object::ReadRef<'d>>(data: Option<R>, image: &Image) -> ImageInfo {
+        let cfi = ImageCfi::load(data, image.debug_elf().cloned());
         let files = std::iter::once(&**image.elf()).chain(image.debug_elf().map(|d| &**d));
         // Jump stubs are read from the image's own code, on x86 only.
         let code = data.filter(|_| cfi.is_x86()).map(|d| Code {
@@ -63,16 +77,32 @@ struct Lines {
     remembered: Mutex<HashMap<u64, Arc<[SourceFrame]>>>,
 }
 
+/// The files an image's DWARF is read from, and their sizes (what store files are checked
+/// against).
+struct DwarfFiles {
+    file: Arc<ElfFile>,
+    sup: Option<Arc<ElfFile>>,
+    sizes: Sizes,
+}
+
 /// One cached image.
 pub(super) struct CachedImage {
     pub(super) info: ImageInfo,
+    /// The image's GNU build-id: what its store file is named by (none: never stored).
+    build_id: Option<Vec<u8>>,
+    dwarf: OnceLock<Option<DwarfFiles>>,
+    /// Answers read from the [`SymbolStore`], for these DWARF files.
+    stored: OnceLock<HashMap<u64, Arc<[SourceFrame]>>>,
     lines: OnceLock<Option<Lines>>,
+    /// How many of `lines`' remembered answers are in the store already.
+    saved: AtomicU64,
 }
 
 impl std::fmt::Debug for CachedImage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CachedImage")
             .field("info", &self.info)
+            .field("stored", &self.stored.get().map(HashMap::len))
             .field(
                 "lines_loaded",
                 &self.lines.get().is_some_and(Option::is_some),
@@ -82,11 +112,83 @@ impl std::fmt::Debug for CachedImage {
 }
 
 impl CachedImage {
-    fn new(info: ImageInfo) -> CachedImage {
+    fn new(info: ImageInfo, image: &Image) -> CachedImage {
         CachedImage {
             info,
+            build_id: image
+                .elf()
+                .build_id()
+                .filter(|id| !id.is_empty())
+                .map(<[u8]>::to_vec),
+            dwarf: OnceLock::new(),
+            stored: OnceLock::new(),
             lines: OnceLock::new(),
+            saved: AtomicU64::new(0),
         }
+    }
+
+    /// The files holding `image`'s DWARF, found on first use.
+    fn dwarf(&self, image: &Image, images: &ProcessImages) -> Option<&DwarfFiles> {
+        self.dwarf
+            .get_or_init(|| {
+                let (file, sup) = images.dwarf_files(image)?;
+                let sizes = Sizes {
+                    dwarf: file.file_len(),
+                    sup: sup.as_ref().map_or(0, |s| s.file_len()),
+                };
+                Some(DwarfFiles { file, sup, sizes })
+            })
+            .as_ref()
+    }
+
+    /// The answers `cache`'s store keeps for this image's DWARF files (read on first use).
+    fn stored(
+        &self,
+        image: &Image,
+        images: &ProcessImages,
+        cache: &SymbolCache,
+    ) -> Option<&HashMap<u64, Arc<[SourceFrame]>>> {
+        let store = cache.inner.store.as_ref()?;
+        let id = self.build_id.as_deref()?;
+        Some(self.stored.get_or_init(|| {
+            let Some(files) = self.dwarf(image, images) else {
+                return HashMap::new();
+            };
+            match frames_store::load(store, id, files.sizes) {
+                Ok(Some(stored)) => stored.answers,
+                Ok(None) => HashMap::new(),
+                Err(e) => {
+                    cache
+                        .inner
+                        .stats
+                        .store_rejected
+                        .fetch_add(1, Ordering::Relaxed);
+                    store.note(e);
+                    HashMap::new()
+                }
+            }
+        }))
+    }
+
+    /// What to write to the store for this image: the stored answers and the ones found since,
+    /// when there are new ones.
+    fn to_store(&self) -> Option<Stored> {
+        let build_id = self.build_id.clone()?;
+        let files = self.dwarf.get()?.as_ref()?;
+        let lines = self.lines.get()?.as_ref()?;
+        let remembered = lock(&lines.remembered);
+        let new = remembered.len() as u64;
+        if new <= self.saved.load(Ordering::Relaxed) {
+            return None;
+        }
+        let mut answers = self.stored.get().cloned().unwrap_or_default();
+        answers.extend(remembered.iter().map(|(a, f)| (*a, Arc::clone(f))));
+        self.saved.store(new, Ordering::Relaxed);
+        Some(Stored {
+            build_id,
+            sizes: files.sizes,
+            answers,
+        })
     }
 
     /// The function frames (innermost first: inlined functions, then the function that
@@ -97,11 +199,19 @@ impl CachedImage {
         probe: u64,
         image: &Image,
         images: &ProcessImages,
-        stats: &Stats,
+        cache: &SymbolCache,
     ) -> Arc<[SourceFrame]> {
+        let stats = &cache.inner.stats;
+        if let Some(found) = self
+            .stored(image, images, cache)
+            .and_then(|stored| stored.get(&probe))
+        {
+            stats.lookups_stored.fetch_add(1, Ordering::Relaxed);
+            return Arc::clone(found);
+        }
         let lines = self.lines.get_or_init(|| {
-            let (file, sup) = images.dwarf_files(image)?;
-            let context = load_lines(&file, sup.as_deref())?;
+            let files = self.dwarf(image, images)?;
+            let context = load_lines(&files.file, files.sup.as_deref())?;
             stats.dwarf_loaded.fetch_add(1, Ordering::Relaxed);
             Some(Lines {
                 context: Mutex::new(context),
@@ -171,7 +281,7 @@ fn frames_at(context: &addr2line::Context<R>, probe: u64) -> Vec<SourceFrame> {
 /// number of source frames found (for the fuzz harness and its seed check).
 #[cfg(feature = "fuzzing")]
 pub(crate) fn probe_elf(elf: &ElfFile, max_lookups: usize) -> usize {
-    let functions = FunctionIndex::build([elf], None);
+    let functions = FunctionIndex::build([elf], None::<super::symbols::Code<'_, &[u8]>>);
     let Some(context) = load_lines(elf, None) else {
         return 0;
     };
@@ -230,6 +340,9 @@ pub(super) struct Stats {
     dwarf_loaded: AtomicU64,
     lookups: AtomicU64,
     lookups_cached: AtomicU64,
+    lookups_stored: AtomicU64,
+    store_rejected: AtomicU64,
+    stores_written: AtomicU64,
 }
 
 /// What a [`SymbolCache`] has done so far.
@@ -250,6 +363,14 @@ pub struct SymbolCacheStats {
     pub lookups: u64,
     /// Source lookups answered from an earlier answer for the same image and address.
     pub lookups_cached: u64,
+    /// Source lookups answered from the [`SymbolStore`] (an earlier run's answer), without
+    /// DWARF.
+    pub lookups_stored: u64,
+    /// Store files not used: unreadable, malformed, or not private
+    /// ([`SymbolStore::problems`] says why).
+    pub store_rejected: u64,
+    /// Store files written by [`SymbolCache::save`].
+    pub stores_written: u64,
     /// Images held.
     pub entries: usize,
 }
@@ -261,6 +382,7 @@ struct Inner {
     max_images: usize,
     images: Mutex<HashMap<ImageKey, Slot>>,
     stats: Stats,
+    store: Option<SymbolStore>,
 }
 
 /// The images' unwind tables, function symbols and DWARF line and inline contexts, kept once
@@ -294,13 +416,56 @@ impl SymbolCache {
 
     /// An empty cache keeping up to `max_images` images.
     pub fn with_max_images(max_images: usize) -> Self {
+        SymbolCache::build(max_images, None)
+    }
+
+    /// An empty cache that answers source lookups from `store` when it can (the answers an
+    /// earlier run kept for the same build-id and debug files) and adds the answers it finds
+    /// to the store on [`save`](SymbolCache::save).
+    pub fn with_store(store: SymbolStore) -> Self {
+        SymbolCache::build(DEFAULT_MAX_IMAGES, Some(store))
+    }
+
+    fn build(max_images: usize, store: Option<SymbolStore>) -> Self {
         SymbolCache {
             inner: Arc::new(Inner {
                 max_images,
                 images: Mutex::new(HashMap::new()),
                 stats: Stats::default(),
+                store,
             }),
         }
+    }
+
+    /// The store, when there is one.
+    pub fn store(&self) -> Option<&SymbolStore> {
+        self.inner.store.as_ref()
+    }
+
+    /// Writes to the store the answers found since it was read or last saved, one file per
+    /// image that has new ones; the number of files written. Every image is tried; a file
+    /// that cannot be written is skipped and its reason kept for
+    /// [`SymbolStore::problems`]. Without a store, nothing.
+    pub fn save(&self) -> usize {
+        let Some(store) = &self.inner.store else {
+            return 0;
+        };
+        let images: Vec<Slot> = lock(&self.inner.images).values().cloned().collect();
+        let mut written = 0;
+        for image in images.iter().filter_map(|s| s.get()) {
+            let Some(stored) = image.to_store() else {
+                continue;
+            };
+            match frames_store::save(store, &stored) {
+                Ok(()) => written += 1,
+                Err(e) => store.note(e),
+            }
+        }
+        self.inner
+            .stats
+            .stores_written
+            .fetch_add(written as u64, Ordering::Relaxed);
+        written
     }
 
     /// The most images kept.
@@ -318,12 +483,11 @@ impl SymbolCache {
             dwarf_loaded: s.dwarf_loaded.load(Ordering::Relaxed),
             lookups: s.lookups.load(Ordering::Relaxed),
             lookups_cached: s.lookups_cached.load(Ordering::Relaxed),
+            lookups_stored: s.lookups_stored.load(Ordering::Relaxed),
+            store_rejected: s.store_rejected.load(Ordering::Relaxed),
+            stores_written: s.stores_written.load(Ordering::Relaxed),
             entries: lock(&self.inner.images).len(),
         }
-    }
-
-    pub(super) fn stats_ref(&self) -> &Stats {
-        &self.inner.stats
     }
 
     /// What is known of `image`: from the cache, or parsed now (once per key, even when many
@@ -345,12 +509,12 @@ impl SymbolCache {
         let Some(slot) = slot else {
             stats.parsed.fetch_add(1, Ordering::Relaxed);
             stats.uncached.fetch_add(1, Ordering::Relaxed);
-            return Arc::new(CachedImage::new(ImageInfo::of_image(image)));
+            return Arc::new(CachedImage::new(ImageInfo::of_image(image), image));
         };
         let mut built = false;
         let cached = slot.get_or_init(|| {
             built = true;
-            Arc::new(CachedImage::new(ImageInfo::of_image(image)))
+            Arc::new(CachedImage::new(ImageInfo::of_image(image), image))
         });
         if built {
             stats.parsed.fetch_add(1, Ordering::Relaxed);

@@ -55,7 +55,7 @@ struct Section {
 }
 
 impl Section {
-    fn read(obj: &object::File<'_>, name: &str) -> Option<Section> {
+    fn read<'d, R: object::ReadRef<'d>>(obj: &object::File<'d, R>, name: &str) -> Option<Section> {
         let s = obj.section_by_name(name)?;
         let data = s.uncompressed_data().ok()?.into_owned();
         (!data.is_empty()).then_some(Section {
@@ -114,7 +114,10 @@ pub(super) enum Step {
 impl ImageCfi {
     /// Reads the CFI sections of `image` and `debug` (a separate debug file, for its
     /// `.debug_frame`). Malformed files give an empty table, which unwinds nothing.
-    pub(super) fn load(image: Option<&[u8]>, debug: Option<Arc<ElfFile>>) -> ImageCfi {
+    pub(super) fn load<'d, R: object::ReadRef<'d>>(
+        image: Option<R>,
+        debug: Option<Arc<ElfFile>>,
+    ) -> ImageCfi {
         let mut cfi = ImageCfi::default();
         if let Some(obj) = image.and_then(|d| object::File::parse(d).ok()) {
             cfi.endian = Some(endian(&obj));
@@ -368,7 +371,7 @@ impl ImageCfi {
     }
 }
 
-fn endian(obj: &object::File<'_>) -> RunTimeEndian {
+fn endian<'d, R: object::ReadRef<'d>>(obj: &object::File<'d, R>) -> RunTimeEndian {
     if obj.is_little_endian() {
         RunTimeEndian::Little
     } else {
@@ -633,7 +636,7 @@ mod tests {
 
     #[test]
     fn no_sections_no_info() {
-        let cfi = ImageCfi::load(None, None);
+        let cfi = ImageCfi::load(None::<&[u8]>, None);
         let mem = MockTarget::builder(DataModel::LP64).build();
         let regs = Registers::new(Arch::X86_64, 0x4000, 0x7000, 0);
         assert!(matches!(
@@ -650,7 +653,7 @@ mod tests {
     )]
     fn this_binarys_own_cfi_covers_its_code() {
         let exe = std::fs::read("/proc/self/exe").unwrap();
-        let cfi = ImageCfi::load(Some(&exe), None);
+        let cfi = ImageCfi::load(Some(&exe[..]), None);
         assert!(cfi.eh_frame.is_some());
         let obj = object::File::parse(&*exe).unwrap();
         let text = obj.section_by_name(".text").unwrap().address();
@@ -697,7 +700,7 @@ mod tests {
         ) {
             static EXE: std::sync::LazyLock<Vec<u8>> =
                 std::sync::LazyLock::new(|| std::fs::read("/proc/self/exe").unwrap());
-            let mut cfi = ImageCfi::load(Some(&EXE), None);
+            let mut cfi = ImageCfi::load(Some(&EXE[..]), None);
             let text = cfi.text;
             if let Some(eh) = cfi.eh_frame.as_mut() {
                 for (i, b) in &edits {

@@ -95,6 +95,7 @@
 
 mod cache;
 mod cfi;
+mod frames_store;
 mod regs;
 mod snapshot;
 mod symbolize;

@@ -99,7 +99,7 @@ impl Unwinder<'_> {
             });
         let sources = match module {
             Module::File(image, _, cached) => {
-                cached.source_frames(link, image, self.images, self.cache.stats_ref())
+                cached.source_frames(link, image, self.images, &self.cache)
             }
             Module::Memory(_) => Arc::from([]),
         };

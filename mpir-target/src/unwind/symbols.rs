@@ -9,7 +9,7 @@
 //! covers the pc, only one stub jumps there, and no symbol starts between that FDE's start and
 //! the pc.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::debuginfo::{ElfFile, LoadSegment};
 use crate::traits::SymbolKind;
@@ -17,33 +17,46 @@ use crate::traits::SymbolKind;
 /// Sorted function symbols of one image.
 #[derive(Debug, Default)]
 pub(super) struct FunctionIndex {
-    /// (start, size, name), sorted by start.
-    functions: Vec<(u64, u64, Arc<str>)>,
+    /// Sorted by start.
+    functions: Vec<Function>,
+    /// Every kept function's name, one after another.
+    names: String,
+    /// Per function: its name as shared text, made on first use (libc's debug file names
+    /// ~45,000 functions; a stack asks for a few).
+    shared: Vec<OnceLock<Arc<str>>>,
     /// (jump target, stub name), sorted by target; targets several stubs jump to are dropped.
     stubs: Vec<(u64, Arc<str>)>,
 }
 
+/// One function: where it starts, its size, and where its name is in [`FunctionIndex::names`].
+#[derive(Debug, Clone, Copy)]
+struct Function {
+    start: u64,
+    size: u64,
+    name: (usize, usize),
+}
+
 /// The code of an image, for reading jump stubs: its bytes and `PT_LOAD` segments, when it is
 /// an x86 (32- or 64-bit) file.
-pub(super) struct Code<'a> {
-    /// The whole file.
-    pub(super) data: &'a [u8],
+pub(super) struct Code<'a, R> {
+    /// The file (read where asked).
+    pub(super) data: R,
     /// Its `PT_LOAD` segments.
     pub(super) segments: &'a [LoadSegment],
 }
 
-impl Code<'_> {
+impl<'d, R: object::ReadRef<'d>> Code<'_, R> {
     /// The `len` bytes at link-time address `address`, when a segment holds them in the file.
-    fn bytes(&self, address: u64, len: u64) -> Option<&[u8]> {
+    fn bytes(&self, address: u64, len: u64) -> Option<&'d [u8]> {
         let seg = self.segments.iter().find(|s| {
             address >= s.vaddr
                 && address
                     .checked_add(len)
                     .is_some_and(|end| end <= s.vaddr.saturating_add(s.file_size))
         })?;
-        let start = usize::try_from(address - seg.vaddr + seg.offset).ok()?;
         self.data
-            .get(start..start.checked_add(usize::try_from(len).ok()?)?)
+            .read_bytes_at(address - seg.vaddr + seg.offset, len)
+            .ok()
     }
 
     /// Where the function at `address` of `size` bytes jumps, when its whole body is one
@@ -63,38 +76,73 @@ impl FunctionIndex {
     /// The functions of `files` (the image, then its debug file); one entry per start address,
     /// the sized and global definitions preferred. With the image's `code` (x86 only), the
     /// jump stubs among them.
-    pub(super) fn build<'a>(
+    pub(super) fn build<'a, 'd, R: object::ReadRef<'d>>(
         files: impl IntoIterator<Item = &'a ElfFile>,
-        code: Option<Code<'_>>,
+        code: Option<Code<'_, R>>,
     ) -> FunctionIndex {
-        let mut functions: Vec<(u64, u64, Arc<str>)> = Vec::new();
+        let mut names = String::new();
+        let mut functions: Vec<Function> = Vec::new();
         for file in files {
-            for (name, s) in file.all_symbols() {
+            file.each_symbol(|name, s| {
                 if s.kind == SymbolKind::Function && s.address != 0 && !name.is_empty() {
-                    functions.push((s.address, s.size, Arc::from(name)));
+                    let at = names.len();
+                    names.push_str(name);
+                    functions.push(Function {
+                        start: s.address,
+                        size: s.size,
+                        name: (at, names.len()),
+                    });
                 }
-            }
+            });
         }
-        // Larger size first at one address, then by name, so that the choice is stable.
-        functions.sort_by(|a, b| {
-            a.0.cmp(&b.0)
-                .then(b.1.cmp(&a.1))
-                .then_with(|| a.2.cmp(&b.2))
-        });
-        functions.dedup_by_key(|f| f.0);
-        let stubs = code
-            .map(|c| Self::build_stubs(&functions, &c))
-            .unwrap_or_default();
-        FunctionIndex { functions, stubs }
+        let mut index = FunctionIndex::from_parts(functions, names);
+        if let Some(code) = code {
+            index.stubs = index.build_stubs(&code);
+        }
+        index
     }
 
-    /// The jump stubs among `functions` (sorted by start), by target; a target two stubs jump
-    /// to names nothing for certain and is left out.
-    fn build_stubs(functions: &[(u64, u64, Arc<str>)], code: &Code<'_>) -> Vec<(u64, Arc<str>)> {
-        let mut stubs: Vec<(u64, Arc<str>)> = functions
+    /// The index of `functions` named in `names`: sorted, one per start address (the larger
+    /// size first at one address, then by name, so that the choice is stable).
+    fn from_parts(mut functions: Vec<Function>, names: String) -> FunctionIndex {
+        let name = |f: &Function| names.get(f.name.0..f.name.1).unwrap_or("");
+        functions.sort_by(|a, b| {
+            a.start
+                .cmp(&b.start)
+                .then(b.size.cmp(&a.size))
+                .then_with(|| name(a).cmp(name(b)))
+        });
+        functions.dedup_by_key(|f| f.start);
+        let shared = std::iter::repeat_with(OnceLock::new)
+            .take(functions.len())
+            .collect();
+        FunctionIndex {
+            functions,
+            names,
+            shared,
+            stubs: Vec::new(),
+        }
+    }
+
+    /// The name of function `i`, shared.
+    fn name(&self, i: usize) -> Option<&Arc<str>> {
+        let f = self.functions.get(i)?;
+        let shared = self.shared.get(i)?;
+        Some(shared.get_or_init(|| Arc::from(self.names.get(f.name.0..f.name.1).unwrap_or(""))))
+    }
+
+    /// The jump stubs among the functions, by target; a target two stubs jump to names
+    /// nothing for certain and is left out.
+    fn build_stubs<'d, R: object::ReadRef<'d>>(&self, code: &Code<'_, R>) -> Vec<(u64, Arc<str>)> {
+        let mut stubs: Vec<(u64, Arc<str>)> = self
+            .functions
             .iter()
-            .filter(|(_, size, _)| matches!(size, 2 | 5))
-            .filter_map(|(a, size, n)| Some((code.jump_target(*a, *size)?, Arc::clone(n))))
+            .enumerate()
+            .filter(|(_, f)| matches!(f.size, 2 | 5))
+            .filter_map(|(i, f)| {
+                let target = code.jump_target(f.start, f.size)?;
+                Some((target, Arc::clone(self.name(i)?)))
+            })
             .collect();
         stubs.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
         let mut unique: Vec<(u64, Arc<str>)> = Vec::with_capacity(stubs.len());
@@ -116,11 +164,11 @@ impl FunctionIndex {
         if address < body || self.lookup(address).is_some() {
             return None;
         }
-        let first_after = self.functions.partition_point(|f| f.0 < body);
+        let first_after = self.functions.partition_point(|f| f.start < body);
         if self
             .functions
             .get(first_after)
-            .is_some_and(|f| f.0 <= address)
+            .is_some_and(|f| f.start <= address)
         {
             return None;
         }
@@ -131,15 +179,20 @@ impl FunctionIndex {
     /// The function containing link-time address `address`, with the offset into it. A symbol
     /// without a size contains only addresses before the next symbol.
     pub(super) fn lookup(&self, address: u64) -> Option<(&Arc<str>, u64)> {
-        let i = self.functions.partition_point(|f| f.0 <= address);
-        let (start, size, name) = self.functions.get(i.checked_sub(1)?)?;
-        let offset = address - start;
-        let inside = if *size > 0 {
-            offset < *size
+        let i = self.functions.partition_point(|f| f.start <= address);
+        let f = self.functions.get(i.checked_sub(1)?)?;
+        let offset = address - f.start;
+        let inside = if f.size > 0 {
+            offset < f.size
         } else {
-            self.functions.get(i).is_some_and(|next| address < next.0)
+            self.functions
+                .get(i)
+                .is_some_and(|next| address < next.start)
         };
-        inside.then_some((name, offset))
+        if !inside {
+            return None;
+        }
+        Some((self.name(i - 1)?, offset))
     }
 }
 
@@ -148,15 +201,20 @@ mod tests {
     use super::*;
 
     fn index(functions: &[(u64, u64, &str)]) -> FunctionIndex {
-        let mut functions: Vec<_> = functions
+        let mut names = String::new();
+        let functions = functions
             .iter()
-            .map(|(a, s, n)| (*a, *s, Arc::from(*n)))
+            .map(|(a, s, n)| {
+                let at = names.len();
+                names.push_str(n);
+                Function {
+                    start: *a,
+                    size: *s,
+                    name: (at, names.len()),
+                }
+            })
             .collect();
-        functions.sort_by_key(|f| f.0);
-        FunctionIndex {
-            functions,
-            stubs: Vec::new(),
-        }
+        FunctionIndex::from_parts(functions, names)
     }
 
     fn look(idx: &FunctionIndex, address: u64) -> Option<(&str, u64)> {
@@ -197,7 +255,7 @@ mod tests {
             mem_size: 0x300,
         }];
         let code = Code {
-            data: &data,
+            data: &data[..],
             segments: &segments,
         };
         assert_eq!(code.jump_target(0x1000, 2), Some(0x1010));
@@ -210,8 +268,7 @@ mod tests {
             (0x1040, 2, "not_a_jump"),
             (0x1200, 0x10, "named"),
         ]);
-        let functions: Vec<_> = idx.functions.clone();
-        idx.stubs = FunctionIndex::build_stubs(&functions, &code);
+        idx.stubs = idx.build_stubs(&code);
         assert_eq!(
             idx.stub_body(0x1010, 0x1050).map(|(n, o)| (&**n, o)),
             None,
@@ -225,12 +282,12 @@ mod tests {
         assert_eq!(idx.stub_body(0x1104, 0x1150), None);
         assert_eq!(idx.stub_body(0x1200, 0x1204), None);
         // Two stubs jumping to one place name nothing.
-        let twice = [(0x1000, 2, Arc::from("a")), (0x1002, 2, Arc::from("b"))];
-        let mut data2 = vec![0x90u8; 0x20];
+        let twice = index(&[(0x1000, 2, "a"), (0x1002, 2, "b")]);
+        let mut data2 = [0x90u8; 0x20];
         data2[0..2].copy_from_slice(&[0xeb, 0x0e]); // 0x1002 + 0x0e = 0x1010
         data2[2..4].copy_from_slice(&[0xeb, 0x0c]); // 0x1004 + 0x0c = 0x1010
         let code2 = Code {
-            data: &data2,
+            data: &data2[..],
             segments: &[LoadSegment {
                 vaddr: 0x1000,
                 offset: 0,
@@ -238,6 +295,6 @@ mod tests {
                 mem_size: 0x20,
             }],
         };
-        assert!(FunctionIndex::build_stubs(&twice, &code2).is_empty());
+        assert!(twice.build_stubs(&code2).is_empty());
     }
 }

@@ -156,8 +156,8 @@ impl<'a> Unwinder<'a> {
             .bias_for_mapping(address, 0)
             .ok_or_else(|| "the vDSO has no loadable segment at offset 0".to_string())?;
         let info = ImageInfo {
-            cfi: ImageCfi::load(Some(&data), None),
-            functions: FunctionIndex::build([&elf], None),
+            cfi: ImageCfi::load(Some(&data[..]), None),
+            functions: FunctionIndex::build([&elf], None::<super::symbols::Code<'_, &[u8]>>),
         };
         self.vdso = Some(MemoryImage {
             name: Arc::from("[vdso]"),
