@@ -80,6 +80,7 @@ impl Session {
             // The answers found, for the next run (the ranks are running again).
             symbols.save();
         }
+        self.files.save_symbol_answers();
         let (engine, fallback, printed) = state.finish();
         Ok(QueueRead {
             engine,

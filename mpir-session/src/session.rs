@@ -164,13 +164,21 @@ impl Session {
             None => mpir_target::unwind::SymbolCache::new(),
         };
         let store_refused = options.store_refused.clone();
+        let files = options
+            .acquire
+            .debug
+            .file_cache
+            .as_ref()
+            .map_or_else(Default::default, |c| std::sync::Arc::clone(c.cache()));
+        // What the acquisition's lookups found (the starter's symbols), for the next run.
+        files.save_symbol_answers();
         Session {
             others: None,
             options,
             source,
             known: None,
             targets: HashMap::new(),
-            files: std::sync::Arc::new(mpir_target::debuginfo::FileCache::new()),
+            files,
             symbols,
             store_refused,
             coop: HashMap::new(),

@@ -304,6 +304,7 @@ impl Session {
                     tell(live.len());
                     // The answers found, for the next run (every rank is running again).
                     symbols.save();
+                    self.files.save_symbol_answers();
                     if on_sample(sample).is_break() {
                         break;
                     }
@@ -311,6 +312,7 @@ impl Session {
             }
         }
         symbols.save();
+        self.files.save_symbol_answers();
         Ok((proof, numbered))
     }
 

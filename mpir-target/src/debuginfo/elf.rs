@@ -100,16 +100,9 @@ struct Names {
 }
 
 impl Drop for ElfFile {
-    /// Keeps the answers found since the store was read (a small file; a failure is noted
-    /// on the store, and the next run finds them again).
+    /// Keeps the answers found since they were last saved.
     fn drop(&mut self) {
-        let names = self.names.get_mut().unwrap_or_else(|e| e.into_inner());
-        if let (Some(names), Some(id)) = (names.as_ref(), self.build_id.as_deref())
-            && names.new > 0
-            && let Err(e) = names.store.save_names(id, self.len, &names.answers)
-        {
-            names.store.note(e);
-        }
+        self.save_names();
     }
 }
 
@@ -372,6 +365,27 @@ impl ElfFile {
         }
         for (name, s) in self.all_symbols() {
             f(name, s);
+        }
+    }
+
+    /// Writes to the store the answers [`lookup`](ElfFile::lookup) found since the store was
+    /// read or last saved (a small file); whether one was written. A failure is noted on the
+    /// store, and the next run finds the answers again.
+    pub fn save_names(&self) -> bool {
+        let mut names = lock(&self.names);
+        let (Some(names), Some(id)) = (names.as_mut(), self.build_id.as_deref()) else {
+            return false;
+        };
+        if names.new == 0 {
+            return false;
+        }
+        names.new = 0;
+        match names.store.save_names(id, self.len, &names.answers) {
+            Ok(()) => true,
+            Err(e) => {
+                names.store.note(e);
+                false
+            }
         }
     }
 

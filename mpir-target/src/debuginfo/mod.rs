@@ -46,7 +46,7 @@ pub use dwarf::{MAX_UNCOMPRESSED_SECTION, TypeIndex};
 pub use elf::{ElfFile, ElfSymbol, LoadSegment, SymbolTable};
 pub use error::DebugInfoError;
 pub use images::{Image, ProcessImages};
-pub use locate::{DebugOptions, DebugSource};
+pub use locate::{DebugOptions, DebugSource, SharedFileCache};
 pub(crate) use maps::writable_ranges;
 pub use store::{
     MAX_ENTRIES as MAX_STORED_ANSWERS, MAX_FILE as MAX_STORE_FILE, StoreError, SymbolStore,
@@ -128,6 +128,19 @@ impl FileCache {
             files.insert(path.as_os_str().to_os_string(), (id, f.clone()));
         }
         f
+    }
+
+    /// Writes to the symbol store the answers of symbol lookups found since the last save,
+    /// for every file held ([`ElfFile::save_names`]); the number of store files written.
+    pub fn save_symbol_answers(&self) -> usize {
+        let files: Vec<Arc<ElfFile>> = self
+            .files
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .filter_map(|(_, f)| f.as_ref().ok().cloned())
+            .collect();
+        files.iter().filter(|f| f.save_names()).count()
     }
 
     /// The separate debug file of `elf` ([`locate::find_debug_file`]), searched once per
