@@ -50,9 +50,14 @@
 //!     one stacks answer and the front end's CPU per node for 16, 64 and 252 simulated nodes
 //!     (`--scale-max N` stops at N), hydra's one job against a command per node.
 //!
+//! 13. `mpir stacks` one-shot on small Open MPI jobs (`stacks-small`): the fixed cost of
+//!     `mpir stacks --json --starter` end to end on 4, 16 and 32 ranks, with the persistent
+//!     symbol cache (`MPIR_SYMBOL_CACHE`) cold and warm, against gdb per rank and eu-stack per
+//!     rank in the same run; for 4 ranks, where the time goes.
+//!
 //! `--quick` takes fewer samples and skips the 1M tables; `--no-gdb` skips gdb; `--only
 //! NAME` (`proctable`, `attach64`, `launch`, `attach-e2e`, `stacks`, `srun`, `pmix`,
-//! `agents`, `agents-scale`, `waits`, `python`, `report`) runs one section.
+//! `agents`, `agents-scale`, `waits`, `python`, `report`, `stacks-small`) runs one section.
 //! Medians.
 
 use std::process::Stdio;
@@ -75,6 +80,7 @@ mod python;
 mod report;
 mod srun;
 mod stacks;
+mod stacks_small;
 mod waits;
 mod waits_reads;
 
@@ -483,6 +489,7 @@ fn main() {
         "python",
         "report",
         "layouts",
+        "stacks-small",
     ];
     if let Some(o) = only.as_deref().filter(|o| !sections.contains(o)) {
         eprintln!("compare: unknown section {o:?} (use one of {sections:?})");
@@ -556,6 +563,9 @@ fn main() {
     }
     if run("layouts") {
         layouts::layouts(&cfg, &dir.0);
+    }
+    if run("stacks-small") {
+        stacks_small::stacks_small(&cfg, &dir.0);
     }
     println!("Whole run: {:.0} s.", start.elapsed().as_secs_f64());
 }

@@ -14,7 +14,7 @@ use mpir_types::DataModel;
 use super::{Config, mpir_binary, ms, run_to_end, verdict};
 
 /// The ranks' pids of the running job of starter `pid` (the table only, no rank touched).
-fn rank_pids(pid: u32) -> Vec<u32> {
+pub(super) fn rank_pids(pid: u32) -> Vec<u32> {
     let o = AcquireOptions::default().with_ranks(RankSelection::None);
     let a = live::attach(pid, o).expect("attach");
     a.job()
