@@ -106,6 +106,7 @@ fn hostile_counts_and_strings_are_refused_with_where() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "writes files, which Miri's isolation forbids")]
 fn frames_are_kept_per_build_id_and_only_for_the_same_debug_files() {
     let dir = tempdir("frames");
     let store = SymbolStore::open(&dir).unwrap();

@@ -114,6 +114,7 @@ fn hostile_names_files_are_refused_with_where() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "writes files, which Miri's isolation forbids")]
 fn names_are_kept_in_private_files() {
     let dir = tempdir("names");
     let store = SymbolStore::open(&dir).unwrap();
@@ -136,6 +137,7 @@ fn names_are_kept_in_private_files() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "writes files, which Miri's isolation forbids")]
 fn a_store_another_user_could_write_is_not_used() {
     let dir = tempdir("open");
     std::fs::create_dir_all(&dir).unwrap();
