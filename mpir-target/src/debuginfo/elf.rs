@@ -354,14 +354,12 @@ impl ElfFile {
     pub(crate) fn each_symbol(&self, mut f: impl FnMut(&str, &ElfSymbol)) {
         if self.symbols.get().is_none() {
             let kept = lock(&self.symbol_bytes);
-            let parsed = match kept.as_ref() {
-                Some(sparse) => object::File::parse(sparse).ok(),
-                None => None,
-            };
-            if let Some(obj) = parsed {
+            if let Some(obj) = kept.as_ref().and_then(|s| object::File::parse(s).ok()) {
                 each_symbol(&obj, |name, s| f(name, &s));
                 return;
             }
+            // Let go before the index is built: building it takes this lock.
+            drop(kept);
         }
         for (name, s) in self.all_symbols() {
             f(name, s);

@@ -199,7 +199,16 @@ impl SymbolStore {
     /// one, so a reader sees the old file or the new one, never half of one.
     pub(crate) fn write(&self, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
         let path = self.path(name);
-        let tmp = self.dir.join(format!(".{name}.{}.tmp", std::process::id()));
+        // The pid alone may repeat: agents in other PID namespaces share a home directory.
+        let nonce = {
+            use std::hash::{BuildHasher, Hasher};
+            std::collections::hash_map::RandomState::new()
+                .build_hasher()
+                .finish()
+        };
+        let tmp = self
+            .dir
+            .join(format!(".{name}.{}.{nonce:016x}.tmp", std::process::id()));
         let io = |p: &Path, e: std::io::Error| StoreError::Io {
             path: p.to_path_buf(),
             reason: e.to_string(),
