@@ -203,8 +203,8 @@ impl SessionOptions {
     }
 
     /// These options with the symbol store opened and put in the debug options, so that the
-    /// starter's and every rank's symbol lookups and the stacks' source lookups use it, and
-    /// with one file cache for all their images (once: later calls change nothing). A store that cannot be used is left out, with the reason.
+    /// starter's and every rank's symbol lookups and the stacks' source lookups use it (once:
+    /// later calls change nothing). A store that cannot be used is left out, with the reason.
     pub(crate) fn with_store_opened(mut self) -> Self {
         if self.store_opened {
             return self;
@@ -218,17 +218,7 @@ impl SessionOptions {
             }
             None => None,
         };
-        // One file cache for the starter's images and every rank's.
-        let files = match &self.acquire.debug.file_cache {
-            Some(shared) => std::sync::Arc::clone(shared.cache()),
-            None => Default::default(),
-        };
-        let debug = self
-            .acquire
-            .debug
-            .clone()
-            .with_symbol_store(store)
-            .with_file_cache(files);
+        let debug = self.acquire.debug.clone().with_symbol_store(store);
         self.acquire = self.acquire.with_debug(debug);
         self
     }

@@ -164,12 +164,7 @@ impl Session {
             None => mpir_target::unwind::SymbolCache::new(),
         };
         let store_refused = options.store_refused.clone();
-        let files = options
-            .acquire
-            .debug
-            .file_cache
-            .as_ref()
-            .map_or_else(Default::default, |c| std::sync::Arc::clone(c.cache()));
+        let files = std::sync::Arc::new(mpir_target::debuginfo::FileCache::new());
         // What the acquisition's lookups found (the starter's symbols), for the next run.
         files.save_symbol_answers();
         Session {

@@ -176,14 +176,9 @@ fn is_replaced(m: &Mapping) -> bool {
 }
 
 impl ProcessImages {
-    /// The images mapped by process `pid`, with the options' file cache
-    /// ([`DebugOptions::file_cache`]), else a new one.
+    /// The images mapped by process `pid`, with a new file cache.
     pub fn for_pid(pid: u32, options: DebugOptions) -> Result<Self> {
-        let cache = options
-            .file_cache
-            .as_ref()
-            .map_or_else(Default::default, |c| Arc::clone(c.cache()));
-        ProcessImages::for_pid_with_cache(pid, options, cache)
+        ProcessImages::for_pid_with_cache(pid, options, Arc::new(FileCache::new()))
     }
 
     /// The images mapped by process `pid`, sharing `cache` with other processes.

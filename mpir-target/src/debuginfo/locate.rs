@@ -53,36 +53,7 @@ pub struct DebugOptions {
     /// Where symbol lookups are kept between runs (by build-id and size: see
     /// [`SymbolStore`](super::SymbolStore)); none by default.
     pub symbol_store: Option<super::SymbolStore>,
-    /// The parsed files every [`ProcessImages`](super::ProcessImages) made with these options
-    /// shares (a starter and its ranks map mostly the same libraries); none: each makes its
-    /// own.
-    pub file_cache: Option<SharedFileCache>,
 }
-
-/// A [`FileCache`](super::FileCache) shared through [`DebugOptions::file_cache`]; equal only to
-/// itself (the same cache).
-#[derive(Debug, Clone, Default)]
-pub struct SharedFileCache(std::sync::Arc<super::FileCache>);
-
-impl SharedFileCache {
-    /// `cache`, to share.
-    pub fn new(cache: std::sync::Arc<super::FileCache>) -> Self {
-        SharedFileCache(cache)
-    }
-
-    /// The cache.
-    pub fn cache(&self) -> &std::sync::Arc<super::FileCache> {
-        &self.0
-    }
-}
-
-impl PartialEq for SharedFileCache {
-    fn eq(&self, other: &Self) -> bool {
-        std::sync::Arc::ptr_eq(&self.0, &other.0)
-    }
-}
-
-impl Eq for SharedFileCache {}
 
 impl Default for DebugOptions {
     fn default() -> Self {
@@ -92,7 +63,6 @@ impl Default for DebugOptions {
             types_sidecars: Vec::new(),
             debuginfod: DebuginfodOptions::default(),
             symbol_store: None,
-            file_cache: None,
         }
     }
 }
@@ -103,12 +73,6 @@ impl DebugOptions {
     /// symbols.
     pub fn with_symbol_store(mut self, store: Option<super::SymbolStore>) -> Self {
         self.symbol_store = store;
-        self
-    }
-
-    /// Shares `cache` between every set of images made with these options.
-    pub fn with_file_cache(mut self, cache: std::sync::Arc<super::FileCache>) -> Self {
-        self.file_cache = Some(SharedFileCache(cache));
         self
     }
 

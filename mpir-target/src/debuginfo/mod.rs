@@ -46,7 +46,7 @@ pub use dwarf::{MAX_UNCOMPRESSED_SECTION, TypeIndex};
 pub use elf::{ElfFile, ElfSymbol, LoadSegment, SymbolTable};
 pub use error::DebugInfoError;
 pub use images::{Image, ProcessImages};
-pub use locate::{DebugOptions, DebugSource, SharedFileCache};
+pub use locate::{DebugOptions, DebugSource};
 pub(crate) use maps::writable_ranges;
 pub use store::{
     MAX_ENTRIES as MAX_STORED_ANSWERS, MAX_FILE as MAX_STORE_FILE, StoreError, SymbolStore,
