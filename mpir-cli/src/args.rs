@@ -64,18 +64,9 @@ pub(crate) fn session_options(common: &Common) -> SessionOptions {
         .map(mpir_target::debuginfo::SymbolStore::open)
     {
         Some(Err(e)) => {
-            // Said once when the user named the place; the default place (a home directory
-            // that cannot hold it) is only logged with -v.
-            let named = SYMBOL_CACHE.get().is_some()
-                || std::env::var_os("MPIR_SYMBOL_CACHE").is_some_and(|v| !v.is_empty());
+            // A place the user named (the store is used only where asked for): said once.
             static SAID: std::sync::Once = std::sync::Once::new();
-            SAID.call_once(|| {
-                if named {
-                    eprintln!("mpir: warning: {e}");
-                } else {
-                    tracing::info!("{e}");
-                }
-            });
+            SAID.call_once(|| eprintln!("mpir: warning: {e}"));
             options.with_symbol_store(None)
         }
         _ => options,

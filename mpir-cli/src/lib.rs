@@ -77,11 +77,11 @@ struct Cli {
     /// Never ask debuginfod servers, even when DEBUGINFOD_URLS is set.
     #[arg(long, global = true, overrides_with = "debuginfod")]
     no_debuginfod: bool,
-    /// Where symbol answers (the function, file and line at each address of a stack; the
-    /// symbols asked of each library) are kept between runs, by library build-id and size, so
-    /// that the next read of the same libraries skips their DWARF and symbol tables
-    /// (`off`: nowhere). Default: $MPIR_SYMBOL_CACHE, else $XDG_CACHE_HOME/mpir/symbols or
-    /// ~/.cache/mpir/symbols. Only a directory of this user's alone is used.
+    /// Keep symbol answers (the symbols asked of each library; the function, file and line at
+    /// each address of a stack) in DIR between runs, by library build-id and size, so that
+    /// the next read of the same libraries skips their DWARF and large symbol tables (e.g.
+    /// ~/.cache/mpir/symbols; a directory of this user's alone). Default: $MPIR_SYMBOL_CACHE,
+    /// else none (`off`: none).
     #[arg(long, global = true, value_name = "DIR|off")]
     symbol_cache: Option<std::path::PathBuf>,
     #[command(subcommand)]

@@ -227,11 +227,11 @@ fn a_second_read_answers_from_the_store_and_only_a_trusted_matching_store_is_bel
     let (off, _) = call_sites(&starter, "off", false);
     assert_eq!(off, cold);
 
-    // The default place that cannot be made (a home that is a file): not used, the same
-    // answers, and nothing said without -v (the user named no place).
+    // No place named (no flag, no variable): no store at all, even with a home to put one
+    // in; the same answers, nothing said.
     let out = mpir()
         .args(["deadlock", "--json", "--starter", &starter])
-        .env("HOME", "/etc/passwd")
+        .env("HOME", scratch.join("home"))
         .env_remove("XDG_CACHE_HOME")
         .env_remove("MPIR_SYMBOL_CACHE")
         .output()
@@ -243,6 +243,7 @@ fn a_second_read_answers_from_the_store_and_only_a_trusted_matching_store_is_bel
     assert_eq!(found, cold);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("symbol store"), "{err}");
+    assert!(!scratch.join("home").exists(), "a store was made unasked");
 
     std::thread::sleep(std::time::Duration::from_millis(100));
     for pid in demo.ranks.iter().copied().chain([demo.starter.id()]) {

@@ -124,11 +124,19 @@ impl SymbolStore {
         })
     }
 
-    /// The default place: `$MPIR_SYMBOL_CACHE` when set (`off` for none), else
-    /// `$XDG_CACHE_HOME/mpir/symbols`, else `$HOME/.cache/mpir/symbols`; `None` for off or
-    /// when neither variable names a place.
+    /// The default place: `$MPIR_SYMBOL_CACHE` when it names one (`off`, empty or unset:
+    /// none). The store is used only where asked for: with it on, one test of ours on Open
+    /// MPI 5 (`mpir-cli/tests/deadlock_cli.rs`, a read of ranks 0-1) found the PML
+    /// unselected, which it is not with the store off; until that is understood no read uses
+    /// it unasked. [`SymbolStore::conventional_dir`] is the place to name.
     pub fn default_dir() -> Option<PathBuf> {
         default_dir_from(|k| std::env::var_os(k).filter(|v| !v.is_empty()))
+    }
+
+    /// The conventional place of a user's store: `$XDG_CACHE_HOME/mpir/symbols`, else
+    /// `$HOME/.cache/mpir/symbols`.
+    pub fn conventional_dir() -> Option<PathBuf> {
+        conventional_dir_from(|k| std::env::var_os(k).filter(|v| !v.is_empty()))
     }
 
     /// The directory.
@@ -393,9 +401,12 @@ pub(crate) fn put_string(out: &mut Vec<u8>, s: &str) {
 }
 
 fn default_dir_from(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> Option<PathBuf> {
-    if let Some(v) = var("MPIR_SYMBOL_CACHE") {
-        return (v != "off").then(|| PathBuf::from(v));
-    }
+    var("MPIR_SYMBOL_CACHE")
+        .filter(|v| v != "off")
+        .map(PathBuf::from)
+}
+
+fn conventional_dir_from(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> Option<PathBuf> {
     var("XDG_CACHE_HOME")
         .map(PathBuf::from)
         .or_else(|| var("HOME").map(|h| PathBuf::from(h).join(".cache")))

@@ -186,13 +186,15 @@ fn the_default_place_follows_the_environment() {
         default_dir_from(env(&[("MPIR_SYMBOL_CACHE", "off"), ("HOME", "/h")])),
         None
     );
+    // Only where asked for: a home directory alone names no store.
+    assert_eq!(default_dir_from(env(&[("HOME", "/h")])), None);
     assert_eq!(
-        default_dir_from(env(&[("XDG_CACHE_HOME", "/c"), ("HOME", "/h")])),
+        conventional_dir_from(env(&[("XDG_CACHE_HOME", "/c"), ("HOME", "/h")])),
         Some(PathBuf::from("/c/mpir/symbols"))
     );
     assert_eq!(
-        default_dir_from(env(&[("HOME", "/h")])),
+        conventional_dir_from(env(&[("HOME", "/h")])),
         Some(PathBuf::from("/h/.cache/mpir/symbols"))
     );
-    assert_eq!(default_dir_from(env(&[])), None);
+    assert_eq!(conventional_dir_from(env(&[])), None);
 }
