@@ -98,8 +98,7 @@ impl Session {
             });
             releases.push(held.release());
             // The answers found, for the next run (the ranks are running again).
-            symbols.save();
-            self.files.save_symbol_answers();
+            self.save_answers();
             if let Some(o) = others.as_deref_mut() {
                 o.finish_queues(&mut read);
             }

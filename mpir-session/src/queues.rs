@@ -76,11 +76,8 @@ impl Session {
             });
         });
         let release = held.release();
-        if let Some(symbols) = &symbols {
-            // The answers found, for the next run (the ranks are running again).
-            symbols.save();
-        }
-        self.files.save_symbol_answers();
+        // The answers found, for the next run (the ranks are running again).
+        self.save_answers();
         let (engine, fallback, printed) = state.finish();
         Ok(QueueRead {
             engine,

@@ -165,8 +165,6 @@ impl Session {
         };
         let store_refused = options.store_refused.clone();
         let files = std::sync::Arc::new(mpir_target::debuginfo::FileCache::new());
-        // What the acquisition's lookups found (the starter's symbols), for the next run.
-        files.save_symbol_answers();
         Session {
             others: None,
             options,
@@ -180,6 +178,13 @@ impl Session {
             announced: None,
             proof_release: None,
         }
+    }
+
+    /// Writes what this session's lookups found since the last save to the symbol store (a
+    /// no-op without one): after each read, once every rank runs again.
+    pub(crate) fn save_answers(&self) {
+        self.symbols.save();
+        self.files.save_symbol_answers();
     }
 
     /// The symbol store in use ([`SessionOptions::with_symbol_store`]), if any: its

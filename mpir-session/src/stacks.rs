@@ -303,16 +303,14 @@ impl Session {
                     );
                     tell(live.len());
                     // The answers found, for the next run (every rank is running again).
-                    symbols.save();
-                    self.files.save_symbol_answers();
+                    self.save_answers();
                     if on_sample(sample).is_break() {
                         break;
                     }
                 }
             }
         }
-        symbols.save();
-        self.files.save_symbol_answers();
+        self.save_answers();
         Ok((proof, numbered))
     }
 

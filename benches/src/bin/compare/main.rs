@@ -173,14 +173,23 @@ fn proctables(cfg: &Config, dir: &std::path::Path) {
     );
 }
 
-fn attach_64(cfg: &Config, dir: &std::path::Path) {
-    println!("## Attach mode, 64-rank Open MPI job\n");
+/// The rank program `mpi_ranks.c` built with Open MPI's `mpicc` as `name` in `dir`; `None`,
+/// said in the section, when Open MPI is not installed or the build fails.
+pub(crate) fn ompi_ranks_program(dir: &std::path::Path, name: &str) -> Option<std::path::PathBuf> {
     if !have("orterun") || !have("mpicc.openmpi") {
         println!("Open MPI is not installed: not measured.\n");
-        return;
+        return None;
     }
-    let Some(program) = compile("mpicc.openmpi", dir, "ranks_ompi64") else {
+    let program = compile("mpicc.openmpi", dir, name);
+    if program.is_none() {
         println!("mpicc.openmpi failed: not measured.\n");
+    }
+    program
+}
+
+fn attach_64(cfg: &Config, dir: &std::path::Path) {
+    println!("## Attach mode, 64-rank Open MPI job\n");
+    let Some(program) = ompi_ranks_program(dir, "ranks_ompi64") else {
         return;
     };
     eprintln!("compare: attach_64");

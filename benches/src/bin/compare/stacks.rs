@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use mpir_acquire::{AcquireOptions, RankSelection, live};
 use mpir_benches::backtraces::{eu_stack_all, gdb_all, gdb_each};
-use mpir_benches::stacks::{compile, running_job};
+use mpir_benches::stacks::running_job;
 use mpir_benches::{have, median};
 use mpir_target::debuginfo::{DebugOptions, FileCache, ProcessImages};
 use mpir_target::live::tracer::Tracer;
@@ -25,12 +25,7 @@ pub(super) fn rank_pids(pid: u32) -> Vec<u32> {
 
 pub(super) fn stacks_64(cfg: &Config, dir: &std::path::Path) {
     println!("## Stacks of every rank, 64-rank Open MPI job\n");
-    if !have("orterun") || !have("mpicc.openmpi") {
-        println!("Open MPI is not installed: not measured.\n");
-        return;
-    }
-    let Some(program) = compile("mpicc.openmpi", dir, "ranks_ompi_stacks") else {
-        println!("mpicc.openmpi failed: not measured.\n");
+    let Some(program) = super::ompi_ranks_program(dir, "ranks_ompi_stacks") else {
         return;
     };
     eprintln!("compare: stacks");

@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use mpir_benches::backtraces::{eu_stack_all, gdb_each};
 use mpir_benches::have;
-use mpir_benches::stacks::{compile, running_job};
+use mpir_benches::stacks::running_job;
 use mpir_session::{Session, SessionOptions, StackOptions};
 use mpir_types::ranks::RankSet;
 use serde_json::Value;
@@ -161,12 +161,7 @@ struct Row {
 
 pub(super) fn stacks_small(cfg: &Config, dir: &Path) {
     println!("## `mpir stacks` one-shot on small jobs (fixed cost), Open MPI\n");
-    if !have("orterun") || !have("mpicc.openmpi") {
-        println!("Open MPI is not installed: not measured.\n");
-        return;
-    }
-    let Some(program) = compile("mpicc.openmpi", dir, "ranks_ompi_small") else {
-        println!("mpicc.openmpi failed: not measured.\n");
+    let Some(program) = super::ompi_ranks_program(dir, "ranks_ompi_small") else {
         return;
     };
     let mpir = mpir_binary();
