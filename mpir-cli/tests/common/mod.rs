@@ -234,13 +234,24 @@ pub struct Job {
 
 impl Job {
     /// Starts `launcher` and waits (up to 60 s) for `ranks` pid files in `dir`, then `settle`
-    /// more for the ranks to get where the files announce.
+    /// more for the ranks to get where the files announce. Files an earlier job left in `dir`
+    /// are removed first: read as this job's, they let the test go on while its ranks were
+    /// still in `MPI_Init` (an Open MPI 5 ring read "not initialised yet") and named the
+    /// earlier job's dead ranks as this one's.
     pub fn start(launcher: &mut Command, dir: &Path, ranks: usize, settle: Duration) -> Job {
+        let file = |r: usize| dir.join(format!("{r}.pid"));
+        for r in 0..ranks {
+            match std::fs::remove_file(file(r)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    panic!("remove {}: {e}", file(r).display())
+                }
+                _ => {}
+            }
+        }
         let mut job = Job {
             launcher: launcher.spawn().expect("start the launcher"),
             pids: Vec::new(),
         };
-        let file = |r: usize| dir.join(format!("{r}.pid"));
         assert!(
             wait_for(60, || (0..ranks).all(|r| file(r).is_file())),
             "the ranks did not write their pid files in time"
