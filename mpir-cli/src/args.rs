@@ -11,6 +11,7 @@ use mpir_mqd::HelperOptions;
 use mpir_session::{ReaderOptions, Session, SessionOptions, chain};
 
 use crate::{DEBUGINFOD, HELPER_ARG, SYMBOL_CACHE, progress};
+use mpir_target::debuginfo::SymbolStore;
 
 #[derive(clap::Args, Clone)]
 pub(crate) struct Common {
@@ -58,15 +59,19 @@ pub(crate) fn session_options(common: &Common) -> SessionOptions {
         Some(dir) => options.with_symbol_store(dir.clone()),
         None => options,
     };
-    // A store that cannot be used is said once, here; the reads are the same without it.
-    let options = match options
-        .symbol_store()
-        .map(mpir_target::debuginfo::SymbolStore::open)
-    {
+    // A store that cannot be used is said once, here, when the user named its place (the
+    // default place's refusal only with -v); the reads are the same without it.
+    let named = SYMBOL_CACHE.get().is_some() || SymbolStore::named_by_environment();
+    let options = match options.symbol_store().map(SymbolStore::open) {
         Some(Err(e)) => {
-            // A place the user named (the store is used only where asked for): said once.
             static SAID: std::sync::Once = std::sync::Once::new();
-            SAID.call_once(|| eprintln!("mpir: warning: {e}"));
+            SAID.call_once(|| {
+                if named {
+                    eprintln!("mpir: warning: {e}");
+                } else {
+                    tracing::info!("no symbol store: {e}");
+                }
+            });
             options.with_symbol_store(None)
         }
         _ => options,

@@ -80,8 +80,8 @@ struct Cli {
     /// Keep symbol answers (the symbols asked of each library; the function, file and line at
     /// each address of a stack) in DIR between runs, by library build-id and size, so that
     /// the next read of the same libraries skips their DWARF and large symbol tables (e.g.
-    /// ~/.cache/mpir/symbols; a directory of this user's alone). Default: $MPIR_SYMBOL_CACHE,
-    /// else none (`off`: none).
+    /// a directory of this user's alone; `off`: none). Default: $MPIR_SYMBOL_CACHE, else
+    /// $XDG_CACHE_HOME/mpir/symbols or ~/.cache/mpir/symbols (when that home is this user's).
     #[arg(long, global = true, value_name = "DIR|off")]
     symbol_cache: Option<std::path::PathBuf>,
     #[command(subcommand)]

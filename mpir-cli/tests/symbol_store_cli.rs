@@ -4,7 +4,9 @@
 //! (which proves the second read answered from the store, not from DWARF), one in a file other
 //! users could write is not, nor is a store file made from another debug file (another size);
 //! a store directory others could write is not used at all, with a warning; `off` writes
-//! nothing. Every read leaves the job running untraced.
+//! nothing. Unnamed, the store is the home's cache (`~/.cache/mpir/symbols`), made private,
+//! refused silently (the reason at `-v`) when others may write it, and never made in a home
+//! that is not this user's. Every read leaves the job running untraced.
 
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
@@ -227,23 +229,74 @@ fn a_second_read_answers_from_the_store_and_only_a_trusted_matching_store_is_bel
     let (off, _) = call_sites(&starter, "off", false);
     assert_eq!(off, cold);
 
-    // No place named (no flag, no variable): no store at all, even with a home to put one
-    // in; the same answers, nothing said.
-    let out = mpir()
-        .args(["deadlock", "--json", "--starter", &starter])
-        .env("HOME", scratch.join("home"))
-        .env_remove("XDG_CACHE_HOME")
-        .env_remove("MPIR_SYMBOL_CACHE")
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(3), "{out:?}");
-    let mut found = Vec::new();
-    locations(&common::json_doc(&out), &mut found);
-    found.sort();
+    // No place named (no flag, no variable): the store is made in the home's cache, private;
+    // the same answers, nothing said.
+    let default_read = |home: &Path, verbose: bool| {
+        let mut cmd = mpir();
+        if verbose {
+            cmd.arg("-v");
+        }
+        let out = cmd
+            .args(["deadlock", "--json", "--starter", &starter])
+            .env("HOME", home)
+            .env_remove("XDG_CACHE_HOME")
+            .env_remove("MPIR_SYMBOL_CACHE")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(3), "{out:?}");
+        let mut found = Vec::new();
+        locations(&common::json_doc(&out), &mut found);
+        found.sort();
+        (found, String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let home = scratch.join("home");
+    std::fs::create_dir(&home).unwrap();
+    let (found, err) = default_read(&home, false);
     assert_eq!(found, cold);
-    let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("symbol store"), "{err}");
-    assert!(!scratch.join("home").exists(), "a store was made unasked");
+    let made = home.join(".cache/mpir/symbols");
+    let meta = std::fs::metadata(&made).expect("the default store was made");
+    assert_eq!(meta.permissions().mode() & 0o777, 0o700);
+    assert!(
+        std::fs::read_dir(&made).unwrap().any(|e| e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .ends_with(".frames")),
+        "the default store holds the stacks' frames"
+    );
+    // The default place refused (others may write it): nothing said without -v, the reason
+    // with it; the same answers, nothing written there.
+    let before = std::fs::read_dir(&made).unwrap().count();
+    std::fs::set_permissions(&made, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let (found, err) = default_read(&home, false);
+    assert_eq!(found, cold);
+    assert!(!err.contains("symbol store"), "{err}");
+    let (found, err) = default_read(&home, true);
+    assert_eq!(found, cold);
+    assert!(err.contains("writable by group or others"), "{err}");
+    assert!(!err.contains("warning"), "{err}");
+    assert_eq!(std::fs::read_dir(&made).unwrap().count(), before);
+    // A home that is not this user's (a root tool run with someone's HOME): nothing made
+    // there, nothing said.
+    let theirs = scratch.join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    if nix::unistd::chown(&theirs, Some(nix::unistd::Uid::from_raw(65534)), None).is_ok() {
+        let (found, err) = default_read(&theirs, false);
+        assert_eq!(found, cold);
+        assert!(!err.contains("symbol store"), "{err}");
+        assert!(
+            !theirs.join(".cache").exists(),
+            "a store was made in another user's home"
+        );
+    } else {
+        eprintln!("skip: not root, no directory of another user's to test with");
+    }
+    // No home at all: no store, the same answers.
+    let (found, err) = default_read(&scratch.join("no-home"), false);
+    assert_eq!(found, cold);
+    assert!(!err.contains("symbol store"), "{err}");
+    assert!(!scratch.join("no-home").exists());
 
     std::thread::sleep(std::time::Duration::from_millis(100));
     for pid in demo.ranks.iter().copied().chain([demo.starter.id()]) {

@@ -192,10 +192,9 @@ impl SessionOptions {
     /// Where the answers of symbol and source lookups (the symbols under a name, the function,
     /// file and line of an address, by file build-id) are kept between runs, so that a later
     /// read of the same libraries indexes no large symbol table and loads no DWARF again;
-    /// `None`: nowhere. By default as `$MPIR_SYMBOL_CACHE` says (unset: nowhere; see
-    /// [`SymbolStore::default_dir`] for why it is opt-in;
-    /// [`SymbolStore::conventional_dir`] is the place to name). A directory that is not this
-    /// user's alone is not used
+    /// `None`: nowhere. By default [`SymbolStore::default_dir`]: `$MPIR_SYMBOL_CACHE` when set
+    /// (`off`: nowhere), else [`SymbolStore::conventional_dir`] when the home it lies in is
+    /// this user's. A directory that is not this user's alone is not used
     /// ([`Session::symbol_store_problems`](crate::Session::symbol_store_problems) says why).
     pub fn with_symbol_store(mut self, dir: Option<PathBuf>) -> Self {
         self.symbol_store = Some(dir);

@@ -51,7 +51,8 @@ pub struct DebugOptions {
     /// (default: as `DEBUGINFOD_URLS` says).
     pub debuginfod: DebuginfodOptions,
     /// Where symbol lookups are kept between runs (by build-id and size: see
-    /// [`SymbolStore`](super::SymbolStore)); none by default.
+    /// [`SymbolStore`](super::SymbolStore)); none by default here (a session opens
+    /// [`SymbolStore::default_dir`](super::SymbolStore::default_dir)).
     pub symbol_store: Option<super::SymbolStore>,
 }
 

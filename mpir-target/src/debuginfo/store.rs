@@ -124,13 +124,21 @@ impl SymbolStore {
         })
     }
 
-    /// The default place: `$MPIR_SYMBOL_CACHE` when it names one (`off`, empty or unset:
-    /// none). The store is used only where asked for: with it on, one test of ours on Open
-    /// MPI 5 (`mpir-cli/tests/deadlock_cli.rs`, a read of ranks 0-1) found the PML
-    /// unselected, which it is not with the store off; until that is understood no read uses
-    /// it unasked. [`SymbolStore::conventional_dir`] is the place to name.
+    /// The default place: `$MPIR_SYMBOL_CACHE` when set (`off`: none), else the
+    /// [conventional place](SymbolStore::conventional_dir) when the directory it lies in
+    /// (`$XDG_CACHE_HOME`, else `$HOME`) belongs to this user: a tool run as root with another
+    /// user's `HOME` leaves nothing of root's there, and has no store unless one is named.
     pub fn default_dir() -> Option<PathBuf> {
-        default_dir_from(|k| std::env::var_os(k).filter(|v| !v.is_empty()))
+        default_dir_from(
+            |k| std::env::var_os(k).filter(|v| !v.is_empty()),
+            base_is_mine,
+        )
+    }
+
+    /// Whether `$MPIR_SYMBOL_CACHE` names the place (a directory, or `off`): a place the user
+    /// chose, whose refusal is worth a warning, where the default place's is not.
+    pub fn named_by_environment() -> bool {
+        std::env::var_os("MPIR_SYMBOL_CACHE").is_some_and(|v| !v.is_empty())
     }
 
     /// The conventional place of a user's store: `$XDG_CACHE_HOME/mpir/symbols`, else
@@ -400,17 +408,44 @@ pub(crate) fn put_string(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(s);
 }
 
-fn default_dir_from(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> Option<PathBuf> {
-    var("MPIR_SYMBOL_CACHE")
-        .filter(|v| v != "off")
-        .map(PathBuf::from)
+fn default_dir_from(
+    var: impl Fn(&str) -> Option<std::ffi::OsString>,
+    mine: impl Fn(&Path) -> bool,
+) -> Option<PathBuf> {
+    match var("MPIR_SYMBOL_CACHE") {
+        Some(v) if v == "off" => None,
+        Some(v) => Some(PathBuf::from(v)),
+        None => {
+            let (base, dir) = conventional_from(&var)?;
+            mine(&base).then_some(dir)
+        }
+    }
 }
 
 fn conventional_dir_from(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> Option<PathBuf> {
-    var("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| var("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .map(|d| d.join("mpir").join("symbols"))
+    conventional_from(&var).map(|(_, dir)| dir)
+}
+
+/// The directory the conventional place lies in (`$XDG_CACHE_HOME`, else `$HOME`), and the
+/// place.
+fn conventional_from(
+    var: &impl Fn(&str) -> Option<std::ffi::OsString>,
+) -> Option<(PathBuf, PathBuf)> {
+    let (base, cache) = match var("XDG_CACHE_HOME") {
+        Some(c) => (PathBuf::from(&c), PathBuf::from(c)),
+        None => {
+            let home = PathBuf::from(var("HOME")?);
+            let cache = home.join(".cache");
+            (home, cache)
+        }
+    };
+    Some((base, cache.join("mpir").join("symbols")))
+}
+
+/// Whether `base` is a directory of this user's (followed through a link, as a home directory
+/// may be).
+fn base_is_mine(base: &Path) -> bool {
+    std::fs::metadata(base).is_ok_and(|m| m.is_dir() && m.uid() == nix::unistd::geteuid().as_raw())
 }
 
 /// Refuses `path` unless it is this user's and nobody else may write it.

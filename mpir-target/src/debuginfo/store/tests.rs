@@ -178,16 +178,31 @@ fn the_default_place_follows_the_environment() {
                 .map(|(_, v)| std::ffi::OsString::from(v))
         }
     };
+    let mine = |p: &Path| p == Path::new("/h") || p == Path::new("/c");
     assert_eq!(
-        default_dir_from(env(&[("MPIR_SYMBOL_CACHE", "/x"), ("HOME", "/h")])),
+        default_dir_from(env(&[("MPIR_SYMBOL_CACHE", "/x"), ("HOME", "/h")]), mine),
         Some(PathBuf::from("/x"))
     );
     assert_eq!(
-        default_dir_from(env(&[("MPIR_SYMBOL_CACHE", "off"), ("HOME", "/h")])),
+        default_dir_from(env(&[("MPIR_SYMBOL_CACHE", "off"), ("HOME", "/h")]), mine),
         None
     );
-    // Only where asked for: a home directory alone names no store.
-    assert_eq!(default_dir_from(env(&[("HOME", "/h")])), None);
+    // Unnamed: the conventional place, when the directory it lies in is this user's.
+    assert_eq!(
+        default_dir_from(env(&[("HOME", "/h")]), mine),
+        Some(PathBuf::from("/h/.cache/mpir/symbols"))
+    );
+    assert_eq!(
+        default_dir_from(env(&[("XDG_CACHE_HOME", "/c"), ("HOME", "/h")]), mine),
+        Some(PathBuf::from("/c/mpir/symbols"))
+    );
+    // Another user's home (root run with someone's HOME): no store unless named.
+    assert_eq!(default_dir_from(env(&[("HOME", "/other")]), mine), None);
+    assert_eq!(
+        default_dir_from(env(&[("XDG_CACHE_HOME", "/other"), ("HOME", "/h")]), mine),
+        None
+    );
+    assert_eq!(default_dir_from(env(&[]), mine), None);
     assert_eq!(
         conventional_dir_from(env(&[("XDG_CACHE_HOME", "/c"), ("HOME", "/h")])),
         Some(PathBuf::from("/c/mpir/symbols"))
@@ -197,4 +212,18 @@ fn the_default_place_follows_the_environment() {
         Some(PathBuf::from("/h/.cache/mpir/symbols"))
     );
     assert_eq!(conventional_dir_from(env(&[])), None);
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "Miri has no file system")]
+fn the_default_place_needs_a_base_of_this_users() {
+    let dir = std::env::temp_dir().join(format!("mpir-store-base-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    assert!(base_is_mine(&dir));
+    assert!(!base_is_mine(&dir.join("missing")));
+    // A file is no base.
+    let file = dir.join("file");
+    std::fs::write(&file, b"").unwrap();
+    assert!(!base_is_mine(&file));
+    std::fs::remove_dir_all(&dir).unwrap();
 }
