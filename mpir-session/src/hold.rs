@@ -417,7 +417,7 @@ impl Session {
         let to_open: Vec<(u32, u64)> = known
             .iter()
             .filter_map(|k| Some((k.pid, *k.state.as_ref().ok()?)))
-            .filter(|key| !self.targets.contains_key(key))
+            .filter(|key| self.current_target(*key).is_none())
             .collect();
         let pids: Vec<u32> = to_open.iter().map(|&(pid, _)| pid).collect();
         let mut failed = std::collections::HashMap::new();

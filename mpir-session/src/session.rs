@@ -211,6 +211,17 @@ impl Session {
         self.announced.as_ref()
     }
 
+    /// The target opened earlier for the process `(pid, start time)`, while its images are
+    /// current: a rank that loaded or unloaded libraries since (an MPI's components, opened
+    /// in `MPI_Init` after a launch caught the rank early) is opened again, so that its
+    /// symbols are looked up in what it maps now. The files stay parsed in the shared cache.
+    pub(crate) fn current_target(&self, key: (u32, u64)) -> Option<Rc<LiveTarget>> {
+        self.targets
+            .get(&key)
+            .filter(|t| !t.images().maps_changed())
+            .map(Rc::clone)
+    }
+
     /// Opens live process `pid` for reading, its images' files shared with every other rank
     /// of the session.
     pub(crate) fn open_live(

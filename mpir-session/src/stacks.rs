@@ -380,8 +380,8 @@ impl Session {
                 continue;
             }
             let opened = match &k.state {
-                Ok(start) => match self.targets.get(&(k.pid, *start)) {
-                    Some(t) => Ok((*start, Rc::clone(t))),
+                Ok(start) => match self.current_target((k.pid, *start)) {
+                    Some(t) => Ok((*start, t)),
                     None => match Session::open_live(&self.files, k.pid, debug.clone()) {
                         Ok(t) => {
                             let t = Rc::new(t);

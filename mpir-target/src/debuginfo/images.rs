@@ -166,6 +166,18 @@ pub struct ProcessImages {
     images: Vec<Arc<Image>>,
     sidecars: Vec<Arc<TypeIndex>>,
     writable: Vec<(u64, u64)>,
+    /// A digest of the file mappings the images were built from (for
+    /// [`maps_changed`](ProcessImages::maps_changed)); 0 for file sets and cores.
+    files_mapped: u64,
+}
+
+/// A digest of a process's file mappings: what its images are made of (the heap, stacks and
+/// anonymous memory, which change all the time, are not in it).
+fn files_digest(mappings: &[Mapping]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    mappings.hash(&mut h);
+    h.finish()
 }
 
 /// Whether the path of mapping `m` names another file than the one mapped (same path, another
@@ -195,6 +207,7 @@ impl ProcessImages {
             images: Vec::new(),
             sidecars,
             writable: Vec::new(),
+            files_mapped: 0,
         };
         me.refresh()?;
         Ok(me)
@@ -225,6 +238,7 @@ impl ProcessImages {
             images,
             sidecars,
             writable: Vec::new(),
+            files_mapped: 0,
         })
     }
 
@@ -277,6 +291,7 @@ impl ProcessImages {
             images: Vec::new(),
             sidecars,
             writable: Vec::new(),
+            files_mapped: 0,
         })
     }
 
@@ -324,9 +339,26 @@ impl ProcessImages {
         let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
             .ok()
             .map(exe_path);
-        self.images = self.build(parse_maps(&text), exe.as_deref(), Some(pid));
+        let mappings = parse_maps(&text);
+        self.files_mapped = files_digest(&mappings);
+        self.images = self.build(mappings, exe.as_deref(), Some(pid));
         self.writable = writable_ranges(&text);
         Ok(())
+    }
+
+    /// Whether the process maps other files, or the same files elsewhere, than when these
+    /// images were read (it loaded or unloaded a library since: an MPI opens its components
+    /// in `MPI_Init`): then its symbols are to be looked up in images read again. `true` when
+    /// its map cannot be read (gone, refused); `false` for file sets, cores and maps given as
+    /// text, which do not change.
+    pub fn maps_changed(&self) -> bool {
+        let Some(pid) = self.pid else {
+            return false;
+        };
+        match std::fs::read(format!("/proc/{pid}/maps")) {
+            Ok(text) => files_digest(&parse_maps(&text)) != self.files_mapped,
+            Err(_) => true,
+        }
     }
 
     /// The readable, writable mappings `(start, end)` of the process (where its stacks live)

@@ -14,7 +14,7 @@ const DELETED: &[u8] = b" (deleted)";
 const ESCAPED_NEWLINE: &[u8] = b"\\012";
 
 /// One line of `/proc/PID/maps` that maps a file.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(super) struct Mapping {
     pub(super) start: u64,
     /// The end address (0 when not known: a core's mappings).
