@@ -373,7 +373,9 @@ pub(crate) fn watch(
         };
         let sample = read.last();
         if sample.ranks.is_empty() && !sample.unreached.is_empty() {
-            if let Some(reason) = job_ended(&mut w, starter) {
+            // Ranks that ended go before their starter, which notices and exits a moment
+            // later: that moment is waited for (bounded), so a job that ended says so.
+            if let Some(reason) = job_ended_within(&mut w, starter, STARTER_GRACE) {
                 return end(&reason, &costs, hang_bundles);
             }
             if ranks.is_empty() || chosen.len() == ranks.len() {
@@ -486,6 +488,28 @@ fn end_job(w: &mut Watched<'_>, seen: &std::collections::HashMap<u32, u64>) {
     eprintln!("mpir: the job was told to end (SIGTERM)");
     if let Some(c) = w.child.as_deref_mut() {
         let _ = c.wait();
+    }
+}
+
+/// How long a starter may outlive every rank of its job before the watch stops waiting for
+/// it and says no rank can be read (`mpirun` takes a few hundred milliseconds to clean up).
+const STARTER_GRACE: Duration = Duration::from_secs(5);
+
+/// [`job_ended`], asked again every 50 ms for up to `grace`.
+fn job_ended_within(
+    w: &mut Watched<'_>,
+    starter: Option<(u32, Option<u64>)>,
+    grace: Duration,
+) -> Option<String> {
+    let deadline = Instant::now() + grace;
+    loop {
+        if let Some(reason) = job_ended(w, starter) {
+            return Some(reason);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
