@@ -348,17 +348,17 @@ impl ProcessImages {
 
     /// Whether the process maps other files, or the same files elsewhere, than when these
     /// images were read (it loaded or unloaded a library since: an MPI opens its components
-    /// in `MPI_Init`): then its symbols are to be looked up in images read again. `true` when
-    /// its map cannot be read (gone, refused); `false` for file sets, cores and maps given as
-    /// text, which do not change.
+    /// in `MPI_Init`): then its symbols are to be looked up in images read again. `false`
+    /// when its map cannot be read (the process gone, or refused): reading it again would
+    /// fail too, and the read that follows says why in its own terms (exited, not
+    /// stoppable); `false` for file sets, cores and maps given as text, which do not change.
     pub fn maps_changed(&self) -> bool {
         let Some(pid) = self.pid else {
             return false;
         };
-        match std::fs::read(format!("/proc/{pid}/maps")) {
-            Ok(text) => files_digest(&parse_maps(&text)) != self.files_mapped,
-            Err(_) => true,
-        }
+        std::fs::read(format!("/proc/{pid}/maps")).is_ok_and(|text| {
+            !text.is_empty() && files_digest(&parse_maps(&text)) != self.files_mapped
+        })
     }
 
     /// The readable, writable mappings `(start, end)` of the process (where its stacks live)
