@@ -88,7 +88,9 @@ impl ToolRun {
     }
 
     fn start(dir: &Path, args: &[&str], starter: &[&str], env: &[(&str, &str)]) -> ToolRun {
-        let mut tool = Command::new(fault_tool())
+        // SIGINT at its default action: CI runs this from a background job, which ignores it,
+        // and a program started with a signal ignored keeps it ignored.
+        let mut tool = mpir_target::testkit::with_default_sigint(fault_tool())
             .args(args)
             .envs(env.iter().copied())
             .arg("--")

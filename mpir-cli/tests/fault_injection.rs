@@ -17,12 +17,19 @@ use std::time::Duration;
 
 mod common;
 
-use common::{fixtures, mpir};
+use common::fixtures;
 use mpir_target::testkit::{
     assert_code_as_in_file, assert_untouched, entry_point, have, run, scratch, skip, status_field,
     symbol_address, wait_for,
 };
 use mpir_target::{MemoryExt, SymbolLookupExt};
+
+/// `mpir`, with `SIGINT` at its default action: these tests interrupt it as a user at a
+/// terminal would, and CI runs them from a background job, which ignores `SIGINT` (a program
+/// started with a signal ignored keeps it ignored).
+fn mpir() -> Command {
+    mpir_target::testkit::with_default_sigint(env!("CARGO_BIN_EXE_mpir"))
+}
 
 /// Output lines with pids masked, sorted.
 fn normalized(output: &str) -> Vec<String> {
@@ -314,9 +321,14 @@ mod demo_paths;
 fn sigint_in_the_middle_of_a_queue_walk() {
     let starter = demo_paths::starter().unwrap_or_else(|e| panic!("{e}"));
     // The demo job (no MPI needed): 4 ranks, which print "ready" once their queues are built,
-    // and a starter that ends the job (exit 0) after its lifetime.
+    // and a starter that ends the job (exit 0) after its lifetime. 30 s: with 8 s, a cold CI
+    // run (stop 42) reached its first hold only as the job ended, and the tool, told by then
+    // that every rank had exited, was already ending with exit 4 ("no rank's queues could be
+    // read") when the signal came: the test raced the job, no signal was lost.
+    let lifetime = Duration::from_secs(30);
+    let started = std::time::Instant::now();
     let mut job = Command::new(&starter)
-        .args(["-n", "4", "--lifetime", "8"])
+        .args(["-n", "4", "--lifetime", &lifetime.as_secs().to_string()])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .spawn()
@@ -338,8 +350,8 @@ fn sigint_in_the_middle_of_a_queue_walk() {
         .map(|l| l.split_whitespace().nth(3).unwrap().parse().unwrap())
         .collect();
 
-    // 100 samples 200 ms apart: at least 20 s of sampling, longer than the job lives (8 s), so
-    // the tool cannot end on its own with a verdict before the signal reaches it. (With 10 ms
+    // 100 samples 400 ms apart: at least 40 s of sampling, longer than the job lives, so the
+    // tool cannot end on its own with a verdict before the signal reaches it. (With 10 ms
     // apart, a loaded machine that starved this test until the last samples let the tool
     // finish first and exit 3: a race of the test, not a lost signal.)
     let mut tool = mpir()
@@ -348,7 +360,7 @@ fn sigint_in_the_middle_of_a_queue_walk() {
             "--samples",
             "100",
             "--interval-ms",
-            "200",
+            "400",
             "--starter",
         ])
         .arg(job.id().to_string())
@@ -363,16 +375,23 @@ fn sigint_in_the_middle_of_a_queue_walk() {
     while !held && std::time::Instant::now() < deadline {
         held = ranks
             .iter()
-            .any(|&p| !matches!(status_field(p, "TracerPid").trim(), "0" | ""));
+            .any(|&p| !matches!(status_field(p, "TracerPid:").as_str(), "0" | ""));
         if !held {
             std::thread::sleep(Duration::from_micros(200));
         }
     }
     assert!(held, "the tool never held a rank");
+    // The signal must come while the job runs, or the test proves nothing about a hold.
     assert!(
-        tool.try_wait().unwrap().is_none(),
-        "the tool ended before it was interrupted"
+        started.elapsed() < lifetime - Duration::from_secs(5) && job.try_wait().unwrap().is_none(),
+        "the first hold came {:?} after the job started, too near its end ({lifetime:?})",
+        started.elapsed()
     );
+    if let Some(status) = tool.try_wait().unwrap() {
+        let mut err = String::new();
+        let _ = tool.stderr.take().unwrap().read_to_string(&mut err);
+        panic!("the tool ended before it was interrupted: {status:?} {err}");
+    }
     kill(tool.id(), "INT");
     let status = tool.wait().unwrap();
     let mut err = String::new();
@@ -393,4 +412,38 @@ fn sigint_in_the_middle_of_a_queue_walk() {
     // The job goes on to its end, undisturbed: the starter exits 0 after its lifetime.
     let end = job.wait().unwrap();
     assert_eq!(end.code(), Some(0), "the demo job was disturbed: {end:?}");
+}
+
+/// Started with SIGINT ignored (a script's background job, `nohup`-like callers), the tool
+/// keeps it ignored, as any program does: a SIGINT during a hold changes nothing, the read goes
+/// on to its verdict, and every rank is let go as usual.
+#[test]
+fn an_ignored_sigint_stays_ignored() {
+    let demo = demo_paths::demo(4);
+    // bash execs the tool with SIGINT ignored (an ignored signal stays so through exec).
+    let mut tool = Command::new("bash")
+        .arg("-c")
+        .arg("trap '' INT; exec \"$0\" deadlock --samples 10 --interval-ms 200 --starter \"$1\"")
+        .arg(env!("CARGO_BIN_EXE_mpir"))
+        .arg(demo.starter.id().to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let held = wait_for(20, || {
+        demo.ranks
+            .iter()
+            .any(|&p| !matches!(status_field(p, "TracerPid:").as_str(), "0" | ""))
+    });
+    assert!(held, "the tool never held a rank");
+    kill(tool.id(), "INT");
+    let status = tool.wait().unwrap();
+    let mut err = String::new();
+    let _ = tool.stderr.take().unwrap().read_to_string(&mut err);
+    // The demo's ranks 0-2 deadlock in a ring: the verdict's exit status, not the signal.
+    assert_eq!(status.signal(), None, "{status:?} {err}");
+    assert_eq!(status.code(), Some(3), "{status:?} {err}");
+    for &pid in demo.ranks.iter().chain([demo.starter.id()].iter()) {
+        assert_untouched(pid);
+    }
 }

@@ -94,8 +94,18 @@ pub fn have(tool: &str) -> bool {
     })
 }
 
-/// Field `name` (e.g. `"State:"`, `"TracerPid:"`) of `/proc/PID/status`, trimmed; empty when
-/// the process is gone.
+/// A command that runs `program` with `SIGINT` at its default action whatever this process was
+/// started with (coreutils' `env --default-signal`): a script's background job, CI's among
+/// them, ignores `SIGINT`, its children inherit that, and a program started with a signal
+/// ignored keeps it ignored. For tests that interrupt a tool as a user at a terminal would.
+pub fn with_default_sigint(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut cmd = Command::new("env");
+    cmd.arg("--default-signal=INT").arg(program);
+    cmd
+}
+
+/// The value of field `name` (with its colon, e.g. `"TracerPid:"`) of `/proc/PID/status`,
+/// trimmed; empty when the process or the field is not there.
 pub fn status_field(pid: u32, name: &str) -> String {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()

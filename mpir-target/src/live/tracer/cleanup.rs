@@ -144,7 +144,7 @@ extern "C" fn wait_for_the_signal_at_exit() {
 /// Installs handlers for `SIGINT`, `SIGTERM` and `SIGHUP` that make the program
 /// [`detach_everything`] and then die of the signal as it would have (default action). Call it
 /// once, early, in a tool's `main`. Handlers are reset by `exec`, so launched starters do not
-/// inherit them.
+/// inherit them. A signal the program was started with ignored stays ignored.
 ///
 /// Letting go ends the waits of the program's tracers, so an acquisition in progress returns
 /// an error meanwhile; should the program then try to `exit` (returning from `main`) before
@@ -186,7 +186,14 @@ pub fn detach_on_signals() -> Result<()> {
     for s in SIGNALS {
         // SAFETY: `on_signal` only stores and loads atomics and calls write(2), all
         // async-signal-safe; it allocates nothing and takes no lock.
-        unsafe { sigaction(s, &action) }.map_err(|e| err(&e))?;
+        let before = unsafe { sigaction(s, &action) }.map_err(|e| err(&e))?;
+        if matches!(before.handler(), SigHandler::SigIgn) {
+            // Ignored by whoever started the program (a shell's background job ignores
+            // SIGINT, nohup SIGHUP): it stays ignored, as it would for any program, and the
+            // program, which does not die of it, lets go at its end as usual.
+            // SAFETY: restoring the disposition found installs no handler code.
+            unsafe { sigaction(s, &before) }.map_err(|e| err(&e))?;
+        }
     }
     Ok(())
 }
