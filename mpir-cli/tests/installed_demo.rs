@@ -1,6 +1,7 @@
 //! `mpir demo` after `cargo install`: the binary alone, copied away from the build and run from
 //! an empty directory with an empty cache, must run the demo job — the programs it runs are the
-//! ones embedded in it, written into its private cache directory, not the build's `OUT_DIR`.
+//! ones embedded in it, written into its private cache directory, not the build's `OUT_DIR`
+//! (beside the symbol store, which is on by default in the same cache).
 //! (`.ci/run` runs the real `cargo install --path mpir-cli` and then `mpir demo`; this test is
 //! the same check without a second build.)
 
@@ -47,16 +48,33 @@ fn the_installed_binary_runs_the_demo_from_an_empty_directory() {
         text.contains("The demo job was stopped; nothing is left running."),
         "{text}"
     );
-    // The programs are in a private directory of the cache, and nothing else is.
+    // The programs are in a private directory of the cache; beside it only the symbol store
+    // (on by default, in the same cache), private too.
     let base = cache.join("mpir");
-    let dirs: Vec<_> = std::fs::read_dir(&base)
+    let mut dirs: Vec<_> = std::fs::read_dir(&base)
         .unwrap()
         .map(|e| e.unwrap().path())
         .collect();
-    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    dirs.sort();
+    assert_eq!(dirs.len(), 2, "{dirs:?}");
+    assert!(
+        dirs[0]
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("demo-")),
+        "{dirs:?}"
+    );
+    assert_eq!(dirs[1], base.join("symbols"), "{dirs:?}");
     let dir = &dirs[0];
-    for d in [&base, dir] {
+    for d in [&base, dir, &dirs[1]] {
         assert_eq!(std::fs::metadata(d).unwrap().mode() & 0o777, 0o700, "{d:?}");
+    }
+    for f in std::fs::read_dir(&dirs[1]).unwrap() {
+        let f = f.unwrap().path();
+        assert_eq!(
+            std::fs::metadata(&f).unwrap().mode() & 0o777,
+            0o600,
+            "{f:?}"
+        );
     }
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
