@@ -61,7 +61,7 @@ pub(crate) fn session_options(common: &Common) -> SessionOptions {
     };
     // A store that cannot be used is said once, here, when the user named its place (the
     // default place's refusal only with -v); the reads are the same without it.
-    let named = SYMBOL_CACHE.get().is_some() || SymbolStore::named_by_environment();
+    let named = options.symbol_store_named();
     let options = match options.symbol_store().map(SymbolStore::open) {
         Some(Err(e)) => {
             static SAID: std::sync::Once = std::sync::Once::new();

@@ -224,6 +224,14 @@ impl SessionOptions {
         self
     }
 
+    /// Whether the store's place was chosen by the user
+    /// ([`with_symbol_store`](SessionOptions::with_symbol_store), or `$MPIR_SYMBOL_CACHE`),
+    /// not the default one: a named place that cannot be used is worth a warning, the default
+    /// place's refusal only a note.
+    pub fn symbol_store_named(&self) -> bool {
+        self.symbol_store.is_some() || SymbolStore::named_by_environment()
+    }
+
     /// The symbol store directory in force
     /// ([`with_symbol_store`](SessionOptions::with_symbol_store)).
     pub fn symbol_store(&self) -> Option<PathBuf> {
