@@ -623,3 +623,57 @@ fn refresh_sees_libraries_loaded_later() {
     assert_eq!(ty.byte_size, 24);
     assert!(child.finish().success());
 }
+
+/// Opening reads the headers alone; the symbol tables are read when first asked for, from the
+/// file as it was opened. The answers agree with the tables `nm` lists (gdb's and binutils'
+/// reading, not ours), and a file replaced between the open and the first question gives no
+/// symbols: never another file's.
+#[test]
+fn symbols_are_read_on_first_use_from_the_file_opened() {
+    let dir = scratch("lazy-symbols");
+    let Some(exe) = build(&dir, "lazy", &["-O0", "-g"]) else {
+        return;
+    };
+    if !have("nm") {
+        skip("no nm (binutils) to check the symbol tables against");
+        return;
+    }
+    let nm = |args: &[&str]| -> Vec<(String, u64)> {
+        let out = Command::new("nm").args(args).arg(&exe).output().unwrap();
+        assert!(out.status.success(), "nm {args:?}");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| {
+                let mut w = l.split_whitespace();
+                let (addr, kind, name) = (w.next()?, w.next()?, w.next()?);
+                ["T", "D", "B"]
+                    .contains(&kind)
+                    .then(|| (name.to_string(), u64::from_str_radix(addr, 16).ok()))
+                    .and_then(|(n, a)| Some((n, a?)))
+            })
+            .collect()
+    };
+    let globals = nm(&["--defined-only"]);
+    assert!(
+        globals.iter().any(|(n, _)| n == "MPIR_proctable"),
+        "{globals:?}"
+    );
+    let elf = ElfFile::open(&exe).unwrap();
+    for (name, address) in &globals {
+        let found = elf.symbols(name);
+        assert!(
+            found.iter().any(|s| s.address == *address),
+            "{name} at {address:#x}: {found:?}"
+        );
+    }
+    // Replaced after the open, before the first question: no symbols.
+    let elf = ElfFile::open(&exe).unwrap();
+    let other = dir.join("other");
+    std::fs::copy(&exe, &other).unwrap();
+    std::fs::rename(&other, &exe).unwrap();
+    assert_eq!(elf.symbols("MPIR_proctable"), &[], "read from another file");
+    assert_eq!(elf.symbol_count(), 0);
+    // Opened again: the new file's symbols.
+    let elf = ElfFile::open(&exe).unwrap();
+    assert!(!elf.symbols("MPIR_proctable").is_empty());
+}

@@ -1,18 +1,22 @@
 //! What one ELF file offers: symbols from `.symtab` and `.dynsym`, loadable segments, and the
 //! notes that lead to separate debug information (build-id, `.gnu_debuglink`,
-//! `.gnu_debugaltlink`). Parsed once into owned data. Only the ranges parsing needs are read
-//! (headers, symbol and string tables, notes): a process maps dozens of libraries, and reading
-//! each whole would dominate an attach. The whole file is read only when its DWARF is wanted.
-//! The symbol index is built on first use: a rank maps ~85 files and a stacks read asks for the
-//! symbols of the few its threads are in (building them all was a third of the images' cost).
+//! `.gnu_debugaltlink`). Parsed once into owned data. Opening a file reads its headers alone
+//! (a few kilobytes, [`super::elf_read`]); its symbol tables are read, and indexed, when its
+//! symbols are first wanted (a rank maps ~85 files; a stacks read asks for the symbols of the
+//! few its threads are in, and a warm symbol store answers name lookups without them). The
+//! whole file is read only when its DWARF is wanted.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use mpir_types::{ByteOrder, DataModel};
-use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, ReadRef, SymbolKind as ObjKind};
+use mpir_types::DataModel;
+use object::elf::{FileHeader32, FileHeader64};
+use object::read::elf::{FileHeader, ProgramHeader, SectionHeader};
+use object::{Object, ObjectSymbol, ReadRef, SymbolKind as ObjKind};
 
+use super::FileIdentity;
+use super::elf_read::{self, LINK_SECTIONS, ReadError, Sparse};
 use super::error::DebugInfoError;
 use super::store::SymbolStore;
 use super::symbol_index::{SymbolIndex, SymbolIndexBuilder};
@@ -78,12 +82,26 @@ pub struct ElfFile {
     segments: Vec<LoadSegment>,
     /// Built from `symbol_bytes` on first use.
     symbols: OnceLock<SymbolIndex>,
-    /// The ranges read by [`ElfFile::open`] (symbol and string tables among them), kept until
-    /// the index is built; `None` for a file parsed from whole bytes (then `data`).
-    symbol_bytes: Mutex<Option<Sparse>>,
+    /// Where the symbol tables are to be read from, until the index is built.
+    symbol_bytes: Mutex<SymbolBytes>,
     /// Names asked through [`ElfFile::lookup`] with a store: its answers and the new ones.
     names: Mutex<Option<Names>>,
     has_dwarf: bool,
+}
+
+/// An ELF file's symbol tables, before its index is built.
+#[derive(Debug)]
+enum SymbolBytes {
+    /// Read (with the headers).
+    Held(Sparse),
+    /// Still in the file, opened as `identity`: read when first wanted, while the file is
+    /// still that one, into `headers` (the headers read at open).
+    OnDisk {
+        headers: Sparse,
+        identity: FileIdentity,
+    },
+    /// In the whole file's bytes (`data`), or taken by the index.
+    None,
 }
 
 /// Files with fewer symbols are not worth a store file: indexing them takes less than writing
@@ -114,32 +132,33 @@ fn elf_err(path: &Path, e: impl std::fmt::Display) -> DebugInfoError {
 }
 
 impl ElfFile {
-    /// Parses `path`, reading only what parsing needs: the headers, the symbol and string
-    /// tables, notes and small sections (a sparse view of the file).
+    /// Parses the headers of `path` (see the module docs); its symbol tables are read when
+    /// first wanted, from the same file (the same device, inode, size and modification time:
+    /// a file replaced since gives no symbols rather than another file's).
     pub fn open(path: &Path) -> Result<Self, DebugInfoError> {
         let io = |e: std::io::Error| DebugInfoError::io(path, &e);
         let file = crate::files::open_regular(path).map_err(io)?;
-        let len = file.metadata().map_err(io)?.len();
-        let ranges = {
-            let cache = object::ReadCache::new(&file);
-            wanted_ranges(&cache).map_err(|e| elf_err(path, e))?
+        let meta = file.metadata().map_err(io)?;
+        let headers = elf_read::read_headers(&file, meta.len()).map_err(|e| read_err(path, e))?;
+        let elf = ElfFile::parse_from(path, &headers, OnceLock::new())?;
+        *lock(&elf.symbol_bytes) = SymbolBytes::OnDisk {
+            headers,
+            identity: FileIdentity::of(&meta),
         };
-        let sparse = Sparse::read(&file, len, ranges).map_err(io)?;
-        ElfFile::parse_from(path, &sparse, OnceLock::new()).map(|f| f.keeping(sparse))
+        Ok(elf)
     }
 
-    /// Parses `data` as [`ElfFile::open`] parses a file: only the ranges it wants, through the
-    /// same sparse reader (for fuzzing that path without files).
+    /// Parses `data` as [`ElfFile::open`] parses a file: its headers, then (at once) its
+    /// symbol tables, through the same sparse reader (for fuzzing that path without files).
     pub fn parse_sparse(path: &Path, data: &[u8]) -> Result<Self, DebugInfoError> {
-        let ranges = wanted_ranges(data).map_err(|e| elf_err(path, e))?;
-        let sparse = Sparse::from_slice(data, ranges);
-        ElfFile::parse_from(path, &sparse, OnceLock::new()).map(|f| f.keeping(sparse))
-    }
-
-    /// `self`, its symbols to be indexed from `sparse` when first asked for.
-    fn keeping(self, sparse: Sparse) -> Self {
-        *lock(&self.symbol_bytes) = Some(sparse);
-        self
+        let mut sparse =
+            elf_read::read_headers(data, data.len() as u64).map_err(|e| read_err(path, e))?;
+        let elf = ElfFile::parse_from(path, &sparse, OnceLock::new())?;
+        // A file whose symbol tables do not read has no symbols, as when opened.
+        if elf_read::read_symbols(data, &mut sparse).is_ok() {
+            *lock(&elf.symbol_bytes) = SymbolBytes::Held(sparse);
+        }
+        Ok(elf)
     }
 
     /// Parses `data`, which was read from `path`.
@@ -153,63 +172,26 @@ impl ElfFile {
         data: R,
         whole: OnceLock<Result<Arc<[u8]>, DebugInfoError>>,
     ) -> Result<Self, DebugInfoError> {
-        let obj = object::File::parse(data).map_err(|e| elf_err(path, e))?;
-        if obj.format() != object::BinaryFormat::Elf {
-            return Err(elf_err(path, format!("{:?} file, not ELF", obj.format())));
+        let h = match data.read_bytes_at(0, 5) {
+            Ok([0x7f, b'E', b'L', b'F', 2]) => headers::<FileHeader64<object::Endianness>, R>(data),
+            Ok([0x7f, b'E', b'L', b'F', 1]) => headers::<FileHeader32<object::Endianness>, R>(data),
+            _ => Err("not an ELF file (no ELF magic and class)".to_string()),
         }
-        let order = if obj.is_little_endian() {
-            ByteOrder::Little
-        } else {
-            ByteOrder::Big
-        };
-        let model = match (obj.is_64(), order) {
-            (true, ByteOrder::Little) => DataModel::LP64,
-            (true, ByteOrder::Big) => DataModel::LP64_BE,
-            (false, ByteOrder::Little) => DataModel::ILP32,
-            (false, ByteOrder::Big) => DataModel::ILP32_BE,
-        };
-        let position_independent = obj.kind() == object::ObjectKind::Dynamic;
-        let build_id = obj
-            .build_id()
-            .map_err(|e| elf_err(path, e))?
-            .map(<[u8]>::to_vec);
-        let debuglink = obj
-            .gnu_debuglink()
-            .map_err(|e| elf_err(path, e))?
-            .map(|(name, crc)| (String::from_utf8_lossy(name).into_owned(), crc));
-        let debugaltlink = obj
-            .gnu_debugaltlink()
-            .map_err(|e| elf_err(path, e))?
-            .map(|(name, id)| (String::from_utf8_lossy(name).into_owned(), id.to_vec()));
-        let segments = obj
-            .segments()
-            .map(|s| {
-                let (offset, file_size) = s.file_range();
-                LoadSegment {
-                    vaddr: s.address(),
-                    offset,
-                    file_size,
-                    mem_size: s.size(),
-                }
-            })
-            .collect();
-        let has_dwarf = obj
-            .section_by_name(".debug_info")
-            .is_some_and(|s| s.size() > 0 && s.kind() != object::SectionKind::UninitializedData);
+        .map_err(|e| elf_err(path, e))?;
         Ok(ElfFile {
             path: path.to_path_buf(),
             len: data.len().unwrap_or(0),
             data: whole,
-            model,
-            position_independent,
-            build_id,
-            debuglink,
-            debugaltlink,
-            segments,
+            model: h.model,
+            position_independent: h.position_independent,
+            build_id: h.build_id,
+            debuglink: h.debuglink,
+            debugaltlink: h.debugaltlink,
+            segments: h.segments,
             symbols: OnceLock::new(),
-            symbol_bytes: Mutex::new(None),
+            symbol_bytes: Mutex::new(SymbolBytes::None),
             names: Mutex::new(None),
-            has_dwarf,
+            has_dwarf: h.has_dwarf,
         })
     }
 
@@ -218,9 +200,9 @@ impl ElfFile {
     /// when opened, and the bytes kept are the ones parsed then.
     fn index(&self) -> &SymbolIndex {
         self.symbols.get_or_init(|| {
-            let sparse = lock(&self.symbol_bytes).take();
-            let parsed = match &sparse {
-                Some(sparse) => object::File::parse(sparse).map(|o| index_symbols(&o)),
+            let taken = std::mem::replace(&mut *lock(&self.symbol_bytes), SymbolBytes::None);
+            let parsed = match self.symbol_sparse(taken) {
+                Some(sparse) => object::File::parse(&sparse).map(|o| index_symbols(&o)),
                 None => match self.data.get() {
                     Some(Ok(data)) => object::File::parse(&data[..]).map(|o| index_symbols(&o)),
                     _ => return SymbolIndex::default(),
@@ -228,6 +210,27 @@ impl ElfFile {
             };
             parsed.unwrap_or_default()
         })
+    }
+
+    /// The symbol tables' bytes `bytes` stands for: read now when they are still on disk, in
+    /// the file as it was opened (`None`: that file is gone or changed, or does not read).
+    fn symbol_sparse(&self, bytes: SymbolBytes) -> Option<Sparse> {
+        match bytes {
+            SymbolBytes::Held(sparse) => Some(sparse),
+            SymbolBytes::OnDisk {
+                mut headers,
+                identity,
+            } => {
+                let file = crate::files::open_regular(&self.path).ok()?;
+                let now = FileIdentity::of(&file.metadata().ok()?);
+                if now != identity {
+                    return None;
+                }
+                elf_read::read_symbols(&file, &mut headers).ok()?;
+                Some(headers)
+            }
+            SymbolBytes::None => None,
+        }
     }
 
     /// The file's path.
@@ -353,8 +356,16 @@ impl ElfFile {
     /// for a caller that wants them all once (the unwinder's function table).
     pub(crate) fn each_symbol(&self, mut f: impl FnMut(&str, &ElfSymbol)) {
         if self.symbols.get().is_none() {
-            let kept = lock(&self.symbol_bytes);
-            if let Some(obj) = kept.as_ref().and_then(|s| object::File::parse(s).ok()) {
+            let mut kept = lock(&self.symbol_bytes);
+            if matches!(*kept, SymbolBytes::OnDisk { .. }) {
+                let taken = std::mem::replace(&mut *kept, SymbolBytes::None);
+                if let Some(sparse) = self.symbol_sparse(taken) {
+                    *kept = SymbolBytes::Held(sparse);
+                }
+            }
+            if let SymbolBytes::Held(sparse) = &*kept
+                && let Ok(obj) = object::File::parse(sparse)
+            {
                 each_symbol(&obj, |name, s| f(name, &s));
                 return;
             }
@@ -464,161 +475,124 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Some ranges of a file, read into memory; the rest is absent (reading it is an error, which
-/// the parser reports as a malformed file rather than reading garbage).
-#[derive(Debug)]
-struct Sparse {
-    len: u64,
-    /// Disjoint, sorted by start: (start, bytes).
-    chunks: Vec<(u64, Vec<u8>)>,
+/// What the headers of an ELF file say, parsed.
+struct Headers {
+    model: DataModel,
+    position_independent: bool,
+    build_id: Option<Vec<u8>>,
+    debuglink: Option<(String, u32)>,
+    debugaltlink: Option<(String, Vec<u8>)>,
+    segments: Vec<LoadSegment>,
+    has_dwarf: bool,
 }
 
-impl Sparse {
-    fn read(file: &std::fs::File, len: u64, ranges: Vec<(u64, u64)>) -> std::io::Result<Self> {
-        use std::os::unix::fs::FileExt;
-        let chunks = merge(ranges, len)
-            .into_iter()
-            .map(|(start, end)| {
-                let mut buf = vec![0u8; (end - start) as usize];
-                file.read_exact_at(&mut buf, start)?;
-                Ok((start, buf))
-            })
-            .collect::<std::io::Result<_>>()?;
-        Ok(Sparse { len, chunks })
-    }
-
-    /// The same from bytes in memory.
-    fn from_slice(data: &[u8], ranges: Vec<(u64, u64)>) -> Self {
-        let len = data.len() as u64;
-        let chunks = merge(ranges, len)
-            .into_iter()
-            .filter_map(|(start, end)| {
-                let bytes = data.get(start as usize..end as usize)?.to_vec();
-                Some((start, bytes))
-            })
-            .collect();
-        Sparse { len, chunks }
-    }
-
-    /// The chunk holding `offset`, and `offset`'s index in it.
-    fn chunk(&self, offset: u64) -> Option<(&[u8], usize)> {
-        let i = self
-            .chunks
-            .partition_point(|(s, _)| *s <= offset)
-            .checked_sub(1)?;
-        let (start, bytes) = self.chunks.get(i)?;
-        let at = usize::try_from(offset - start).ok()?;
-        (at < bytes.len()).then_some((bytes.as_slice(), at))
+fn read_err(path: &Path, e: ReadError) -> DebugInfoError {
+    match e {
+        ReadError::Io(e) => DebugInfoError::io(path, &e),
+        ReadError::Format(e) => elf_err(path, e),
     }
 }
 
-/// Sorted, merged `[start, end)` ranges of (offset, size) pairs, clamped to `len`.
-fn merge(mut ranges: Vec<(u64, u64)>, len: u64) -> Vec<(u64, u64)> {
-    ranges.sort_unstable();
-    let mut merged: Vec<(u64, u64)> = Vec::new();
-    for (start, size) in ranges {
-        let end = start.saturating_add(size).min(len);
-        if start >= end {
-            continue;
-        }
-        match merged.last_mut() {
-            Some((_, e)) if start <= *e => *e = (*e).max(end),
-            _ => merged.push((start, end)),
-        }
-    }
-    merged
-}
-
-impl<'a> ReadRef<'a> for &'a Sparse {
-    fn len(self) -> Result<u64, ()> {
-        Ok(self.len)
-    }
-
-    fn read_bytes_at(self, offset: u64, size: u64) -> Result<&'a [u8], ()> {
-        if size == 0 {
-            return Ok(&[]);
-        }
-        let (bytes, at) = self.chunk(offset).ok_or(())?;
-        let end = at
-            .checked_add(usize::try_from(size).map_err(|_| ())?)
-            .ok_or(())?;
-        bytes.get(at..end).ok_or(())
-    }
-
-    fn read_bytes_at_until(
-        self,
-        range: std::ops::Range<u64>,
-        delimiter: u8,
-    ) -> Result<&'a [u8], ()> {
-        let (bytes, at) = self.chunk(range.start).ok_or(())?;
-        let limit = usize::try_from(range.end.saturating_sub(range.start)).unwrap_or(usize::MAX);
-        let rest = bytes.get(at..).ok_or(())?;
-        let rest = rest.get(..limit.min(rest.len())).ok_or(())?;
-        let n = rest.iter().position(|&b| b == delimiter).ok_or(())?;
-        rest.get(..n).ok_or(())
-    }
-}
-
-/// Largest section read for parsing whatever its type (`.gnu_debuglink`, `.interp`, …).
-const SMALL_SECTION: u64 = 4096;
-
-/// The file ranges [`ElfFile`]'s parse reads: headers, symbol tables, string tables, notes,
-/// small sections.
-fn wanted_ranges<'d, R: ReadRef<'d>>(data: R) -> object::Result<Vec<(u64, u64)>> {
-    use object::elf::{FileHeader32, FileHeader64};
-    // EI_CLASS: 1 for 32-bit, 2 for 64-bit. Anything else (or no ELF at all) is left to the
-    // parser, which says what is wrong.
-    match data
-        .read_bytes_at(4, 1)
-        .ok()
-        .and_then(|b| b.first().copied())
-    {
-        Some(2) => ranges_of::<FileHeader64<object::Endianness>, R>(data),
-        Some(1) => ranges_of::<FileHeader32<object::Endianness>, R>(data),
-        _ => Ok(vec![(0, 64)]),
-    }
-}
-
-fn ranges_of<'d, Elf, R>(data: R) -> object::Result<Vec<(u64, u64)>>
+/// The headers of the ELF file in `data` (of class `Elf`): its data model, type, build-id,
+/// debug links, loadable segments and whether it has DWARF, from the ELF header, the program
+/// and section headers, section names and notes alone.
+fn headers<'d, Elf, R>(data: R) -> Result<Headers, String>
 where
-    Elf: object::read::elf::FileHeader<Endian = object::Endianness>,
+    Elf: FileHeader<Endian = object::Endianness>,
     R: ReadRef<'d>,
 {
-    use object::read::elf::{ProgramHeader, SectionHeader};
-    let header = Elf::parse(data)?;
-    let endian = header.endian()?;
-    let mut v = vec![(0, std::mem::size_of::<Elf>() as u64)];
-    let phdrs = header.program_headers(endian, data)?;
-    v.push((
-        header.e_phoff(endian).into(),
-        std::mem::size_of_val(phdrs) as u64,
-    ));
-    for ph in phdrs {
-        if ph.p_type(endian) == object::elf::PT_NOTE {
-            v.push((ph.p_offset(endian).into(), ph.p_filesz(endian).into()));
+    let e = |e: object::Error| e.to_string();
+    let header = Elf::parse(data).map_err(e)?;
+    let endian = header.endian().map_err(e)?;
+    let model = match (
+        header.is_type_64(),
+        <object::Endianness as object::Endian>::is_little_endian(endian),
+    ) {
+        (true, true) => DataModel::LP64,
+        (true, false) => DataModel::LP64_BE,
+        (false, true) => DataModel::ILP32,
+        (false, false) => DataModel::ILP32_BE,
+    };
+    let phdrs = header.program_headers(endian, data).map_err(e)?;
+    let sections = header.sections(endian, data).map_err(e)?;
+    // The GNU build-id note: in a note section, or (no section headers) a note segment.
+    let mut build_id = None;
+    let mut notes = Vec::new();
+    if sections.is_empty() {
+        for ph in phdrs {
+            notes.extend(ph.notes(endian, data).map_err(e)?);
+        }
+    } else {
+        for sh in sections.iter() {
+            notes.extend(sh.notes(endian, data).map_err(e)?);
         }
     }
-    let shdrs = header.section_headers(endian, data)?;
-    v.push((
-        header.e_shoff(endian).into(),
-        std::mem::size_of_val(shdrs) as u64,
-    ));
-    for sh in shdrs {
-        let size: u64 = sh.sh_size(endian).into();
-        let wanted = match sh.sh_type(endian) {
-            object::elf::SHT_SYMTAB
-            | object::elf::SHT_DYNSYM
-            | object::elf::SHT_STRTAB
-            | object::elf::SHT_NOTE
-            | object::elf::SHT_SYMTAB_SHNDX => true,
-            object::elf::SHT_NOBITS => false,
-            _ => size <= SMALL_SECTION,
+    'notes: for mut it in notes {
+        while let Some(note) = it.next().map_err(e)? {
+            if note.name() == object::elf::ELF_NOTE_GNU
+                && note.n_type(endian) == object::elf::NT_GNU_BUILD_ID
+            {
+                build_id = Some(note.desc().to_vec());
+                break 'notes;
+            }
+        }
+    }
+    // `.gnu_debuglink`: a file name, padding to 4, a CRC-32; `.gnu_debugaltlink`: a file
+    // name and a build-id.
+    let link = |name: &[u8]| -> Result<Option<(String, &'d [u8])>, String> {
+        let Some((_, sh)) = sections.section_by_name(endian, name) else {
+            return Ok(None);
         };
-        if wanted {
-            v.push((sh.sh_offset(endian).into(), size));
+        let bytes = sh.data(endian, data).map_err(e)?;
+        let end = bytes.iter().position(|&b| b == 0).ok_or_else(|| {
+            format!(
+                "{} without a terminated file name",
+                String::from_utf8_lossy(name)
+            )
+        })?;
+        let file = String::from_utf8_lossy(&bytes[..end]).into_owned();
+        Ok(Some((file, &bytes[end + 1..])))
+    };
+    let debuglink = match link(LINK_SECTIONS[0])? {
+        Some((file, rest)) => {
+            // The CRC is 4-aligned from the section's start.
+            let pad = (4 - (file.len() + 1) % 4) % 4;
+            let crc = rest
+                .get(pad..pad + 4)
+                .and_then(|b| <[u8; 4]>::try_from(b).ok())
+                .ok_or(".gnu_debuglink without its CRC")?;
+            Some((
+                file,
+                <object::Endianness as object::Endian>::read_u32(endian, crc),
+            ))
         }
-    }
-    Ok(v)
+        None => None,
+    };
+    let debugaltlink = link(LINK_SECTIONS[1])?.map(|(file, id)| (file, id.to_vec()));
+    let segments = phdrs
+        .iter()
+        .filter(|ph| ph.p_type(endian) == object::elf::PT_LOAD)
+        .map(|ph| LoadSegment {
+            vaddr: ph.p_vaddr(endian).into(),
+            offset: ph.p_offset(endian).into(),
+            file_size: ph.p_filesz(endian).into(),
+            mem_size: ph.p_memsz(endian).into(),
+        })
+        .collect();
+    let has_dwarf = sections
+        .section_by_name(endian, b".debug_info")
+        .is_some_and(|(_, sh)| {
+            sh.sh_type(endian) != object::elf::SHT_NOBITS && sh.sh_size(endian).into() > 0
+        });
+    Ok(Headers {
+        model,
+        position_independent: header.e_type(endian) == object::elf::ET_DYN,
+        build_id,
+        debuglink,
+        debugaltlink,
+        segments,
+        has_dwarf,
+    })
 }
 
 /// CRC-32 as `.gnu_debuglink` uses it (the zlib polynomial).

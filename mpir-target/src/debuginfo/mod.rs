@@ -28,6 +28,7 @@
 pub mod debuginfod;
 mod dwarf;
 mod elf;
+mod elf_read;
 mod error;
 mod images;
 mod locate;
