@@ -261,3 +261,72 @@ fn a_deleted_or_replaced_executable_is_read_from_the_running_image() {
         assert!(child.finish().success());
     }
 }
+
+/// A second run over the same images, with the store the first one filled, names every frame
+/// as the first did without indexing any image's function symbols: the functions at the
+/// frames' addresses are the store's answers. A store for other files is not believed.
+#[test]
+fn a_warm_store_names_functions_without_indexing_symbols() {
+    let dir = scratch("unwind-functions-store");
+    let Some(exe) = build_chain(&dir, &["-O2"]) else {
+        return;
+    };
+    let mut child = Spawned::new(Command::new(&exe).arg("chain"));
+    assert_eq!(child.line(), "ready");
+    let pid = child.pid();
+    assert!(
+        wait_for(20, || all_asleep(pid)),
+        "the fixture never blocked"
+    );
+    let tracer = Tracer::new().unwrap();
+    let snap = snapshot_live(&tracer, pid, DataModel::LP64, &SnapshotOptions::default()).unwrap();
+    drop(tracer);
+    let target = LiveTarget::open(pid, DebugOptions::default()).unwrap();
+    let store = mpir_target::debuginfo::SymbolStore::open(dir.join("store")).unwrap();
+    let read = |cache: &SymbolCache| {
+        let unwinder = Unwinder::with_cache(target.images(), UnwindOptions::default(), cache);
+        let mut frames: Vec<_> = unwinder
+            .thread_stacks(&snap)
+            .into_iter()
+            .map(|t| t.frames)
+            .collect();
+        frames.sort_by_key(|f| f.len());
+        frames
+    };
+    let cold = SymbolCache::with_store(store.clone());
+    let first = read(&cold);
+    assert!(
+        first
+            .iter()
+            .flatten()
+            .any(|f| f.symbol.as_deref() == Some("main")),
+        "{first:?}"
+    );
+    let s = cold.stats();
+    assert!(s.functions_indexed >= 2, "{s:?}");
+    assert!(
+        cold.save() >= s.functions_indexed as usize,
+        "{:?}",
+        cold.stats()
+    );
+    let warm = SymbolCache::with_store(store.clone());
+    assert_eq!(read(&warm), first);
+    let s = warm.stats();
+    assert_eq!(s.functions_indexed, 0, "{s:?}");
+    assert!(store.problems().is_empty(), "{:?}", store.problems());
+    // Every answer file altered to claim other files' sizes is no longer used: the
+    // functions are indexed again, and the frames are still right.
+    for entry in std::fs::read_dir(dir.join("store")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "functions") {
+            let mut bytes = std::fs::read(&path).unwrap();
+            // magic (8), build-id (1 + n), then the image's size.
+            let at = 8 + 1 + usize::from(bytes[8]);
+            bytes[at] ^= 1;
+            std::fs::write(&path, bytes).unwrap();
+        }
+    }
+    let other = SymbolCache::with_store(store);
+    assert_eq!(read(&other), first);
+    assert!(other.stats().functions_indexed >= 2, "{:?}", other.stats());
+}

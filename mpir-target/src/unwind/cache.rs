@@ -9,7 +9,9 @@ use std::time::SystemTime;
 
 use super::cfi::ImageCfi;
 use super::frames_store::{self, Sizes, Stored};
-use super::symbols::{Code, FunctionIndex};
+use super::functions::Functions;
+#[cfg(feature = "fuzzing")]
+use super::symbols::FunctionIndex;
 use crate::debuginfo::SymbolStore;
 use crate::debuginfo::{ElfFile, Image, ProcessImages};
 
@@ -27,36 +29,28 @@ type R = gimli::EndianArcSlice<gimli::RunTimeEndian>;
 #[derive(Debug)]
 pub(super) struct ImageInfo {
     pub(super) cfi: ImageCfi,
-    pub(super) functions: FunctionIndex,
+    pub(super) functions: Functions,
 }
 
 impl ImageInfo {
-    /// Reads the CFI and the function symbols of `image` (and of its separate debug file).
-    /// Only the parts of the file they need are read (headers, `.eh_frame`, its header, the
-    /// jump stubs' bytes), not the whole file: a rank's stacks run through libraries of
-    /// megabytes.
-    pub(super) fn of_image(image: &Image) -> ImageInfo {
-        if let Some(data) = image.elf().loaded_data() {
-            return ImageInfo::from_file(Some(&data[..]), image);
-        }
-        match image.elf().reopen() {
-            Some(file) => ImageInfo::from_file(Some(&object::ReadCache::new(file)), image),
-            None => ImageInfo::from_file(None::<&[u8]>, image),
-        }
-    }
-
-    fn from_file<'d, R: object::ReadRef<'d>>(data: Option<R>, image: &Image) -> ImageInfo {
-        let cfi = ImageCfi::load(data, image.debug_elf().cloned());
-        let files = std::iter::once(&**image.elf()).chain(image.debug_elf().map(|d| &**d));
+    /// Reads the CFI of `image` (and of its separate debug file); its functions are indexed
+    /// when a question `store` does not answer needs them. Only the parts of the file the CFI
+    /// needs are read (headers, `.eh_frame`, its header), not the whole file: a rank's stacks
+    /// run through libraries of megabytes.
+    pub(super) fn of_image(image: &Image, store: Option<&SymbolStore>) -> ImageInfo {
+        let debug = image.debug_elf().cloned();
+        let cfi = if let Some(data) = image.elf().loaded_data() {
+            ImageCfi::load(Some(&data[..]), debug.clone())
+        } else {
+            match image.elf().reopen() {
+                Some(file) => ImageCfi::load(Some(&object::ReadCache::new(file)), debug.clone()),
+                None => ImageCfi::load(None::<&[u8]>, debug.clone()),
+            }
+        };
         // Jump stubs are read from the image's own code, on x86 only.
-        let code = data.filter(|_| cfi.is_x86()).map(|d| Code {
-            data: d,
-            segments: image.elf().segments(),
-        });
-        ImageInfo {
-            cfi,
-            functions: FunctionIndex::build(files, code),
-        }
+        let functions =
+            Functions::of_files(Arc::clone(image.elf()), debug, cfi.is_x86(), store.cloned());
+        ImageInfo { cfi, functions }
     }
 }
 
@@ -371,6 +365,9 @@ pub struct SymbolCacheStats {
     pub store_rejected: u64,
     /// Store files written by [`SymbolCache::save`].
     pub stores_written: u64,
+    /// Images held whose function symbols were indexed: a question about their functions
+    /// (the function at an address) that the store did not answer.
+    pub functions_indexed: u64,
     /// Images held.
     pub entries: usize,
 }
@@ -453,6 +450,9 @@ impl SymbolCache {
         let images: Vec<Slot> = lock(&self.inner.images).values().cloned().collect();
         let mut written = 0;
         for image in images.iter().filter_map(|s| s.get()) {
+            if image.info.functions.save() {
+                written += 1;
+            }
             let Some(stored) = image.to_store() else {
                 continue;
             };
@@ -476,6 +476,14 @@ impl SymbolCache {
     /// What the cache has done so far.
     pub fn stats(&self) -> SymbolCacheStats {
         let s = &self.inner.stats;
+        let (functions_indexed, entries) = {
+            let images = lock(&self.inner.images);
+            let indexed = images
+                .values()
+                .filter(|slot| slot.get().is_some_and(|i| i.info.functions.indexed()))
+                .count();
+            (indexed as u64, images.len())
+        };
         SymbolCacheStats {
             images_parsed: s.parsed.load(Ordering::Relaxed),
             images_reused: s.reused.load(Ordering::Relaxed),
@@ -486,7 +494,8 @@ impl SymbolCache {
             lookups_stored: s.lookups_stored.load(Ordering::Relaxed),
             store_rejected: s.store_rejected.load(Ordering::Relaxed),
             stores_written: s.stores_written.load(Ordering::Relaxed),
-            entries: lock(&self.inner.images).len(),
+            functions_indexed,
+            entries,
         }
     }
 
@@ -509,12 +518,18 @@ impl SymbolCache {
         let Some(slot) = slot else {
             stats.parsed.fetch_add(1, Ordering::Relaxed);
             stats.uncached.fetch_add(1, Ordering::Relaxed);
-            return Arc::new(CachedImage::new(ImageInfo::of_image(image), image));
+            return Arc::new(CachedImage::new(
+                ImageInfo::of_image(image, self.inner.store.as_ref()),
+                image,
+            ));
         };
         let mut built = false;
         let cached = slot.get_or_init(|| {
             built = true;
-            Arc::new(CachedImage::new(ImageInfo::of_image(image), image))
+            Arc::new(CachedImage::new(
+                ImageInfo::of_image(image, self.inner.store.as_ref()),
+                image,
+            ))
         });
         if built {
             stats.parsed.fetch_add(1, Ordering::Relaxed);

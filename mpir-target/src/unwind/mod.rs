@@ -96,6 +96,7 @@
 mod cache;
 mod cfi;
 mod frames_store;
+mod functions;
 mod regs;
 mod snapshot;
 mod symbolize;

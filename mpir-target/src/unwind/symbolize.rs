@@ -82,20 +82,18 @@ impl Unwinder<'_> {
         let elf_name = info
             .functions
             .lookup(link)
-            .map(|(n, _)| Arc::clone(n))
+            .map(|(n, _)| n)
             .or_else(|| {
                 // A signal trampoline's "return address" is its first byte.
                 info.functions
                     .lookup(offset)
                     .filter(|(_, o)| *o == 0)
-                    .map(|(n, _)| Arc::clone(n))
+                    .map(|(n, _)| n)
             })
             .or_else(|| {
                 // Code no symbol names, reached only through a jump stub (Intel's compilers).
                 let body = info.cfi.fde_start(link)?;
-                info.functions
-                    .stub_body(body, link)
-                    .map(|(n, _)| Arc::clone(n))
+                info.functions.stub_body(body, link).map(|(n, _)| n)
             });
         let sources = match module {
             Module::File(image, _, cached) => {

@@ -5,6 +5,7 @@ use std::sync::{Arc, OnceLock};
 
 use super::cache::{CachedImage, ImageInfo, SymbolCache};
 use super::cfi::{Context, ImageCfi, Step};
+use super::functions::Functions;
 use super::regs::Registers;
 use super::snapshot::ProcessSnapshot;
 use super::symbols::FunctionIndex;
@@ -157,7 +158,10 @@ impl<'a> Unwinder<'a> {
             .ok_or_else(|| "the vDSO has no loadable segment at offset 0".to_string())?;
         let info = ImageInfo {
             cfi: ImageCfi::load(Some(&data[..]), None),
-            functions: FunctionIndex::build([&elf], None::<super::symbols::Code<'_, &[u8]>>),
+            functions: Functions::made(FunctionIndex::build(
+                [&elf],
+                None::<super::symbols::Code<'_, &[u8]>>,
+            )),
         };
         self.vdso = Some(MemoryImage {
             name: Arc::from("[vdso]"),
@@ -285,13 +289,13 @@ impl<'a> Unwinder<'a> {
                 });
                 frame.module_offset = Some(pc.wrapping_sub(bias));
                 if let Some((name, offset)) = info.functions.lookup(link) {
-                    frame.function = Some(Arc::clone(name));
+                    frame.function = Some(name);
                     frame.function_offset = Some(offset + (pc - lookup));
                 } else if let Some((name, 0)) = info.functions.lookup(pc.wrapping_sub(bias)) {
                     // A "return address" at the very start of a function: a signal trampoline,
                     // which a handler returns into at its first byte (the byte before, in its
                     // FDE but not its symbol, has no name).
-                    frame.function = Some(Arc::clone(name));
+                    frame.function = Some(name);
                     frame.function_offset = Some(0);
                 }
                 let step = if self.options.cfi {
