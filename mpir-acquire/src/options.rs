@@ -1,8 +1,9 @@
 //! What the caller chooses.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use mpir_target::debuginfo::DebugOptions;
+use mpir_target::debuginfo::{DebugOptions, FileCache};
 use mpir_target::proctable::ReadOptions;
 use mpir_types::node::ThisNode;
 use mpir_types::ranks::RankSet;
@@ -135,7 +136,24 @@ pub struct AcquireOptions {
     /// ([`TracerOptions::held_wait`](mpir_target::live::tracer::TracerOptions::held_wait)
     /// says why).
     pub held_wait: Duration,
+    /// Files parsed for the starter's and the ranks' images, shared with the caller's own
+    /// reads ([`AcquireOptions::with_files`]; `None`: the acquisition's own): a starter and
+    /// its ranks map the same libraries, each parsed once.
+    pub files: Option<SharedFiles>,
 }
+
+/// A [`FileCache`] shared between an acquisition and its caller (two options are equal when
+/// they share the same cache).
+#[derive(Debug, Clone)]
+pub struct SharedFiles(pub Arc<FileCache>);
+
+impl PartialEq for SharedFiles {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for SharedFiles {}
 
 impl Default for AcquireOptions {
     fn default() -> Self {
@@ -153,6 +171,7 @@ impl Default for AcquireOptions {
             allow_other_users: false,
             interface: InterfaceChoice::Auto,
             held_wait: mpir_target::live::tracer::TracerOptions::default().held_wait,
+            files: None,
         }
     }
 }
@@ -200,6 +219,13 @@ impl AcquireOptions {
     /// With this gate policy.
     pub fn with_gate(mut self, gate: GateRelease) -> Self {
         self.gate = gate;
+        self
+    }
+
+    /// Parsing the images' files into `files`, shared with the caller's reads
+    /// ([`AcquireOptions::files`]).
+    pub fn with_files(mut self, files: Arc<FileCache>) -> Self {
+        self.files = Some(SharedFiles(files));
         self
     }
 

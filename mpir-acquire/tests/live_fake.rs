@@ -159,8 +159,20 @@ fn attach_to_a_running_job_reads_the_table_and_leaves_it_running() {
     while printed_ranks(&seen).len() < 3 {
         std::io::BufRead::read_line(&mut out, &mut seen).unwrap();
     }
-    let a = live::attach(child.id(), options()).unwrap();
+    // The starter's files are parsed into the caller's cache, to be shared with its reads.
+    let files = std::sync::Arc::new(mpir_target::debuginfo::FileCache::new());
+    let a = live::attach(
+        child.id(),
+        options().with_files(std::sync::Arc::clone(&files)),
+    )
+    .unwrap();
     assert_eq!(table(&a), printed_ranks(&seen));
+    let exe = std::fs::read_link(format!("/proc/{}/exe", child.id())).unwrap();
+    assert!(
+        files.holds(&exe),
+        "{} not in the shared cache",
+        exe.display()
+    );
     let pids: Vec<u32> = a.job().ranks().map(|r| r.pid as u32).collect();
     drop(a);
     assert_untouched(child.id());

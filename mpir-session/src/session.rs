@@ -158,13 +158,23 @@ const OPEN_THREADS: usize = 4;
 
 impl Session {
     fn new(options: SessionOptions, source: Source) -> Session {
+        let files = std::sync::Arc::new(mpir_target::debuginfo::FileCache::new());
+        Session::with_files(options, source, files)
+    }
+
+    /// A session whose files are parsed into `files` (shared with its acquisition: a
+    /// starter and its ranks map the same libraries, each parsed once).
+    fn with_files(
+        options: SessionOptions,
+        source: Source,
+        files: std::sync::Arc<mpir_target::debuginfo::FileCache>,
+    ) -> Session {
         let options = options.with_store_opened();
         let symbols = match &options.acquire.debug.symbol_store {
             Some(store) => mpir_target::unwind::SymbolCache::with_store(store.clone()),
             None => mpir_target::unwind::SymbolCache::new(),
         };
         let store_refused = options.store_refused.clone();
-        let files = std::sync::Arc::new(mpir_target::debuginfo::FileCache::new());
         Session {
             others: None,
             options,
@@ -323,10 +333,12 @@ impl Session {
     /// [`SessionError::Acquire`] when `pid` exports neither interface, or acquisition fails.
     pub fn attach(pid: u32, options: SessionOptions) -> Result<Session, SessionError> {
         let options = options.with_store_opened();
+        let files = std::sync::Arc::new(mpir_target::debuginfo::FileCache::new());
         let mut acquire = options
             .acquire
             .clone()
-            .with_hold(options.hold_from_acquisition);
+            .with_hold(options.hold_from_acquisition)
+            .with_files(std::sync::Arc::clone(&files));
         if options.hold_from_acquisition {
             // Reading must not change the job: the gate is not ours to open.
             acquire = acquire.with_gate(GateRelease::Never);
@@ -344,7 +356,7 @@ impl Session {
                     && let Ok(known) = crate::channel::announced_job(pid)
                 {
                     let pids = known.iter().map(|k| k.pid).collect();
-                    let mut session = Session::new(options, Source::Pids(pids));
+                    let mut session = Session::with_files(options, Source::Pids(pids), files);
                     session.announced = Some(Announced {
                         starter: pid,
                         denial,
@@ -376,7 +388,7 @@ impl Session {
                 return Err(SessionError::Empty("the process exports no job"));
             }
         };
-        Ok(Session::new(options, source))
+        Ok(Session::with_files(options, source, files))
     }
 
     /// Launch mode: runs `command` (the starter, or a wrapper that execs it) under control
@@ -389,10 +401,12 @@ impl Session {
     /// [`SessionError::Acquire`] when the starter cannot be run or acquisition fails.
     pub fn launch(command: Command, options: SessionOptions) -> Result<Session, SessionError> {
         let options = options.with_store_opened();
+        let files = std::sync::Arc::new(mpir_target::debuginfo::FileCache::new());
         let mut acquire = options
             .acquire
             .clone()
-            .with_hold(options.hold_from_acquisition);
+            .with_hold(options.hold_from_acquisition)
+            .with_files(std::sync::Arc::clone(&files));
         if let Some(r) = &options.ranks {
             acquire = acquire.with_ranks(RankSelection::Only(r.clone()));
         }
@@ -402,7 +416,7 @@ impl Session {
         let pid = acquired.job().starter.pid;
         let job = with_containers(acquired.job());
         let held = options.hold_from_acquisition.then(|| Box::new(acquired));
-        Ok(Session::new(
+        Ok(Session::with_files(
             options,
             Source::Starter {
                 pid,
@@ -411,6 +425,7 @@ impl Session {
                 child,
                 mpi2dd: None,
             },
+            files,
         ))
     }
 

@@ -3,7 +3,7 @@
 use mpi2dd::connect::LocalConnector;
 use mpi2dd::traverse::TraverseOptions;
 
-use super::{Acquired, attach_opened, discover, exists, open_target, pmix, slurm};
+use super::{Acquired, attach_opened, discover, exists, open_for, pmix, slurm};
 use crate::error::AcquireError;
 use crate::interface::{Interface, InterfaceChoice};
 use crate::job::Job;
@@ -34,7 +34,7 @@ pub struct AnyJob {
 pub fn attach_any(pid: u32, options: AcquireOptions) -> Result<AnyJob, AcquireError> {
     exists(pid)?;
     slurm::refuse_shepherd(pid)?;
-    let probe = open_target(pid, &options.debug)?;
+    let probe = open_for(pid, &options)?;
     let detected = match options.interface {
         InterfaceChoice::Pmix => Some(Interface::Pmix),
         InterfaceChoice::Auto => crate::interface::detect(&probe)?,

@@ -312,6 +312,24 @@ fn open_target(pid: u32, debug: &DebugOptions) -> Result<LiveTarget, AcquireErro
         .map_err(AcquireError::target(format!("open process {pid}")))
 }
 
+/// Opens `pid` as [`open_target`] does, its files parsed into the caller's cache when
+/// `options` shares one ([`AcquireOptions::with_files`]).
+fn open_for(pid: u32, options: &AcquireOptions) -> Result<LiveTarget, AcquireError> {
+    let Some(files) = &options.files else {
+        return open_target(pid, &options.debug);
+    };
+    mpir_target::debuginfo::ProcessImages::for_pid_with_cache(
+        pid,
+        options.debug.clone(),
+        std::sync::Arc::clone(&files.0),
+    )
+    .map(|images| {
+        let memory = mpir_target::live::LiveMemory::new(pid, images.data_model());
+        LiveTarget::new(memory, images)
+    })
+    .map_err(AcquireError::target(format!("open process {pid}")))
+}
+
 /// Opens the FIFO read-write and without blocking (so that it works whether or not the starter
 /// has it open yet, and a FIFO nobody will read is never a hang), and writes byte 1. The file
 /// is returned to be kept open until the starter has had a chance to read: closing the last
@@ -405,7 +423,7 @@ impl Driver {
                     Event::Breakpoint { tid, address }
                 }
                 StopEvent::Exec { .. } => {
-                    self.target = open_target(self.pid, &self.options.debug)?;
+                    self.target = open_for(self.pid, &self.options)?;
                     Event::Exec {
                         entry: entry_point(self.pid)?,
                     }
@@ -585,7 +603,7 @@ fn acquire(
     if options.this_node.is_none() {
         options.this_node = Some(mpir_target::live::node::this_node());
     }
-    let target = match opened.map_or_else(|| open_target(pid, &options.debug), Ok) {
+    let target = match opened.map_or_else(|| open_for(pid, &options), Ok) {
         Ok(t) => t,
         Err(e) => {
             let _ = tracer.detach_all();
@@ -722,7 +740,7 @@ fn exists(pid: u32) -> Result<(), AcquireError> {
 pub fn attach(pid: u32, options: AcquireOptions) -> Result<Acquired, AcquireError> {
     exists(pid)?;
     slurm::refuse_shepherd(pid)?;
-    let target = open_target(pid, &options.debug)?;
+    let target = open_for(pid, &options)?;
     if speaks_pmix(pid, &target, &options)? {
         return pmix::attach(pid, options);
     }
@@ -751,7 +769,7 @@ fn attach_opened(
     options: AcquireOptions,
     opened: Option<LiveTarget>,
 ) -> Result<Acquired, AcquireError> {
-    let target = opened.map_or_else(|| open_target(pid, &options.debug), Ok)?;
+    let target = opened.map_or_else(|| open_for(pid, &options), Ok)?;
     let search = discover::searchable(pid, &target)?;
     let tracer = Tracer::with_options(options.tracer_options())
         .map_err(AcquireError::target("start the tracer"))?;

@@ -12,7 +12,7 @@ use mpir_target::SymbolLookup;
 use mpir_target::live::LiveTarget;
 use mpir_target::live::tracer::{StopEvent, Tracer};
 
-use super::{entry_point, open_target};
+use super::{entry_point, open_for};
 use crate::error::AcquireError;
 use crate::mpi2dd_watch::{Watch, WatchAction, WatchInput, WatchReport};
 use crate::options::AcquireOptions;
@@ -134,7 +134,7 @@ impl Watcher {
             tracer
                 .remove_breakpoint(pid, entry)
                 .map_err(AcquireError::target("remove the entry breakpoint"))?;
-            let target = open_target(pid, &options.debug)?;
+            let target = open_for(pid, &options)?;
             let bp = breakpoint_address(&target).map_err(|e| AcquireError::NotAStarter {
                 pid,
                 symbol: mpi2dd::abi::BREAKPOINT_SYMBOL,
@@ -241,7 +241,7 @@ impl Watcher {
                 .map_err(AcquireError::target(format!("attach to {process}")))?;
         }
         let held = (|| {
-            let target = open_target(pid, &self.options.debug)?;
+            let target = open_for(pid, &self.options)?;
             let breakpoint = breakpoint_address(&target)
                 .map_err(|source| AcquireError::Mpi2ddProcess { pid, source })?;
             let info = target

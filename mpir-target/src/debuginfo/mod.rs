@@ -90,6 +90,10 @@ pub struct FileCache {
     files: Mutex<HashMap<OsString, CachedFile>>,
     types: Mutex<HashMap<OsString, Arc<TypeIndex>>>,
     debug: Mutex<HashMap<(OsString, bool), DebugSearch>>,
+    /// Whether each directory a debug-file search looked in exists: the places searched for
+    /// every image file (`.debug/` beside it, the debug directories' copies of its directory,
+    /// the build-id directories) are a handful of directories, most of them absent.
+    dirs: Mutex<HashMap<OsString, bool>>,
 }
 
 /// The separate debug file found for an image file, and how.
@@ -117,17 +121,45 @@ impl FileCache {
     /// again without being read; an I/O error is not remembered.
     pub fn open(&self, path: &Path) -> Result<Arc<ElfFile>, DebugInfoError> {
         let meta = std::fs::metadata(path).map_err(|e| DebugInfoError::io(path, &e))?;
-        let id = FileIdentity::of(&meta);
-        let mut files = self.files.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((known, f)) = files.get(path.as_os_str())
+        self.open_as(path, &meta)
+    }
+
+    /// Whether a parse of the file at `path` (as opened, not canonicalised) is held.
+    pub fn holds(&self, path: &Path) -> bool {
+        self.files
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(path.as_os_str())
+            .is_some_and(|(_, f)| f.is_ok())
+    }
+
+    /// [`open`](FileCache::open) of `path`, whose metadata the caller has just read. The file
+    /// is parsed outside the cache's lock (the ranks' images are opened on several threads);
+    /// when two threads parse one file at once, the first to finish is the one kept and
+    /// returned to both.
+    pub(crate) fn open_as(
+        &self,
+        path: &Path,
+        meta: &std::fs::Metadata,
+    ) -> Result<Arc<ElfFile>, DebugInfoError> {
+        let id = FileIdentity::of(meta);
+        let lock = || self.files.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((known, f)) = lock().get(path.as_os_str())
             && *known == id
         {
             return f.clone();
         }
         let f = ElfFile::open(path).map(Arc::new);
-        if !matches!(f, Err(DebugInfoError::Io { .. })) {
-            files.insert(path.as_os_str().to_os_string(), (id, f.clone()));
+        if matches!(f, Err(DebugInfoError::Io { .. })) {
+            return f;
         }
+        let mut files = lock();
+        if let Some((known, first)) = files.get(path.as_os_str())
+            && *known == id
+        {
+            return first.clone();
+        }
+        files.insert(path.as_os_str().to_os_string(), (id, f.clone()));
         f
     }
 
@@ -142,6 +174,33 @@ impl FileCache {
             .filter_map(|(_, f)| f.as_ref().ok().cloned())
             .collect();
         files.iter().filter(|f| f.save_names()).count()
+    }
+
+    /// Whether `path` exists: `false` without a `stat` of it when its directory is known to be
+    /// absent (each directory is looked at once while this cache lives, as a search that
+    /// found nothing is not repeated).
+    pub(crate) fn exists(&self, path: &Path) -> bool {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            let key = dir.as_os_str();
+            let known = self
+                .dirs
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(key)
+                .copied();
+            let dir_exists = known.unwrap_or_else(|| {
+                let exists = dir.is_dir();
+                self.dirs
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(key.to_os_string(), exists);
+                exists
+            });
+            if !dir_exists {
+                return false;
+            }
+        }
+        path.exists()
     }
 
     /// The separate debug file of `elf` ([`locate::find_debug_file`]), searched once per
