@@ -180,11 +180,12 @@ fn files_digest(mappings: &[Mapping]) -> u64 {
     h.finish()
 }
 
-/// Whether the path of mapping `m` names another file than the one mapped (same path, another
-/// inode: replaced since). Unknown inodes and unreadable paths say no.
-fn is_replaced(m: &Mapping) -> bool {
+/// Whether the path of mapping `m`, whose metadata is `meta`, names another file than the one
+/// mapped (same path, another inode: replaced since). Unknown inodes and unreadable paths say
+/// no.
+fn is_replaced(m: &Mapping, meta: Option<&std::fs::Metadata>) -> bool {
     use std::os::unix::fs::MetadataExt;
-    m.inode != 0 && std::fs::metadata(&m.path).is_ok_and(|meta| meta.ino() != m.inode)
+    m.inode != 0 && meta.is_some_and(|meta| meta.ino() != m.inode)
 }
 
 impl ProcessImages {
@@ -414,20 +415,33 @@ impl ProcessImages {
                     Some(p) => self.cache.open(&p),
                     None => continue, // not reachable safely: no image rather than a wrong one
                 },
-                // Deleted, or the path now names another file (a rebuilt binary): the mapped
-                // file itself, through the same `files::mapped_file`. Where that is refused
-                // (no CAP_SYS_ADMIN for map_files), the path as before.
-                Some(pid) if m.deleted || is_replaced(m) => match contained(pid) {
-                    Some(p) => self.cache.open(&p),
-                    None => self.cache.open(&m.path),
-                },
-                _ => self.cache.open(&m.path).or_else(|e| match (pid, &e) {
-                    (Some(pid), DebugInfoError::Io { .. }) => contained(pid)
-                        .ok_or(())
-                        .and_then(|p| self.cache.open(&p).map_err(|_| ()))
-                        .map_err(|()| e),
-                    _ => Err(e),
-                }),
+                _ => {
+                    // One `stat` of the path: whether it still names the file mapped, and
+                    // the identity the cache checks.
+                    let meta = std::fs::metadata(&m.path);
+                    match pid {
+                        // Deleted, or the path now names another file (a rebuilt binary): the
+                        // mapped file itself, through the same `files::mapped_file`. Where
+                        // that is refused (no CAP_SYS_ADMIN for map_files), the path as before.
+                        Some(pid) if m.deleted || is_replaced(m, meta.as_ref().ok()) => {
+                            match contained(pid) {
+                                Some(p) => self.cache.open(&p),
+                                None => self.cache.open(&m.path),
+                            }
+                        }
+                        _ => match &meta {
+                            Ok(meta) => self.cache.open_as(&m.path, meta),
+                            Err(e) => Err(DebugInfoError::io(&m.path, e)),
+                        }
+                        .or_else(|e| match (pid, &e) {
+                            (Some(pid), DebugInfoError::Io { .. }) => contained(pid)
+                                .ok_or(())
+                                .and_then(|p| self.cache.open(&p).map_err(|_| ()))
+                                .map_err(|()| e),
+                            _ => Err(e),
+                        }),
+                    }
+                }
             };
             let Ok(elf) = opened else {
                 continue; // not ELF (locale archives, fonts, ...) or unreadable

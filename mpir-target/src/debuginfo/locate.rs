@@ -131,7 +131,7 @@ fn candidate_with_id(
     id: &[u8],
     notes: &mut Vec<String>,
 ) -> Option<Arc<ElfFile>> {
-    if !path.exists() {
+    if !cache.exists(path) {
         return None;
     }
     match cache.open(path) {
@@ -192,7 +192,7 @@ pub(crate) fn find_debug_file(
         let mut paths = vec![dir.join(name), dir.join(".debug").join(name)];
         paths.extend(options.debug_dirs.iter().map(|d| under(d, dir).join(name)));
         for p in paths {
-            if p == elf.path() || !p.exists() {
+            if p == elf.path() || !cache.exists(&p) {
                 continue;
             }
             match crate::files::read_regular(&p) {
