@@ -677,3 +677,85 @@ fn symbols_are_read_on_first_use_from_the_file_opened() {
     let elf = ElfFile::open(&exe).unwrap();
     assert!(!elf.symbols("MPIR_proctable").is_empty());
 }
+
+/// Threads opening the same files through one cache get one parse of each, whichever thread
+/// made it; a process's images built on several threads at once are the same images.
+#[test]
+fn one_parse_per_file_whatever_the_threads() {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let mut paths: Vec<PathBuf> = maps
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .filter(|p| p.starts_with('/'))
+        .map(PathBuf::from)
+        .collect();
+    paths.sort();
+    paths.dedup();
+    assert!(paths.len() >= 2, "{paths:?}");
+    let cache = std::sync::Arc::new(mpir_target::debuginfo::FileCache::new());
+    let opened: Vec<Vec<Option<std::sync::Arc<ElfFile>>>> = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                let (cache, paths) = (&cache, &paths);
+                s.spawn(move || {
+                    // Each thread in another order, so that they meet on files.
+                    let mut order: Vec<usize> = (0..paths.len()).collect();
+                    order.rotate_left(t * paths.len() / 4);
+                    let mut got = vec![None; paths.len()];
+                    for i in order {
+                        got[i] = cache.open(&paths[i]).ok();
+                    }
+                    got
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    let mut parsed = 0;
+    for (i, p) in paths.iter().enumerate() {
+        let first = &opened[0][i];
+        parsed += usize::from(first.is_some());
+        for other in &opened[1..] {
+            assert!(
+                match (first, &other[i]) {
+                    (Some(a), Some(b)) => std::sync::Arc::ptr_eq(a, b),
+                    // Not ELF (a locale archive): refused alike.
+                    (None, None) => true,
+                    _ => false,
+                },
+                "{}: two parses, or one parse and one refusal",
+                p.display()
+            );
+        }
+    }
+    assert!(parsed >= 2, "{paths:?}");
+    let pid = std::process::id();
+    let images: Vec<ProcessImages> = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..3)
+            .map(|_| {
+                let cache = std::sync::Arc::clone(&cache);
+                s.spawn(move || {
+                    ProcessImages::for_pid_with_cache(pid, no_debug_dirs(), cache).unwrap()
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    let files = |i: &ProcessImages| -> Vec<(PathBuf, u64)> {
+        i.images()
+            .iter()
+            .map(|im| (im.path().to_path_buf(), im.bias()))
+            .collect()
+    };
+    assert!(!images[0].images().is_empty());
+    for other in &images[1..] {
+        assert_eq!(files(other), files(&images[0]));
+        for (a, b) in other.images().iter().zip(images[0].images()) {
+            assert!(
+                std::sync::Arc::ptr_eq(a.elf(), b.elf()),
+                "{}",
+                a.path().display()
+            );
+        }
+    }
+}

@@ -206,7 +206,7 @@ fn headers_of<Elf: FileHeader<Endian = object::Endianness>>(
     src: &(impl Source + ?Sized),
     s: &mut Sparse,
 ) -> Result<(), ReadError> {
-    let (endian, phoff, shoff, phentsize, shentsize) = {
+    let (endian, phoff, shoff, phentsize, shentsize, phnum, shnum) = {
         let header = Elf::parse(&*s)?;
         let endian = header.endian()?;
         (
@@ -215,11 +215,21 @@ fn headers_of<Elf: FileHeader<Endian = object::Endianness>>(
             header.e_shoff(endian).into(),
             u64::from(header.e_phentsize(endian)),
             u64::from(header.e_shentsize(endian)),
+            u64::from(header.e_phnum(endian)).max(1),
+            u64::from(header.e_shnum(endian)).max(1),
         )
     };
-    // The first entries (the real counts of a file with more than 0xffff sections or
-    // segments are in section 0), then all of them.
-    s.fill(src, [(phoff, phentsize), (shoff, shentsize)])?;
+    // The headers as the ELF header counts them (a file with more than 0xffff sections or
+    // segments has the real counts in section 0: read below). Reading the section names
+    // along (before the section headers in practice) was measured slower: 4 KiB more of
+    // each of ~200 files.
+    s.fill(
+        src,
+        [
+            (phoff, phentsize.saturating_mul(phnum)),
+            (shoff, shentsize.saturating_mul(shnum)),
+        ],
+    )?;
     let (phnum, shnum) = {
         let header = Elf::parse(&*s)?;
         (header.phnum(endian, &*s)?, header.shnum(endian, &*s)?)

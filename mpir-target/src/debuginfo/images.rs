@@ -15,6 +15,15 @@ use super::maps::{Mapping, exe_path, parse_maps, writable_ranges};
 use crate::error::{Result, TargetError};
 use crate::traits::{Binding, Symbol, SymbolLookup, TypeLookup, TypeQuery};
 
+/// A mapping's file, as [`ProcessImages::build`] opens it.
+enum Opened {
+    /// No image for it.
+    Skip,
+    /// Another thread parses the file now.
+    Pending,
+    File(Result<Arc<ElfFile>, DebugInfoError>),
+}
+
 /// One loaded image.
 #[derive(Debug)]
 pub struct Image {
@@ -388,14 +397,15 @@ impl ProcessImages {
         });
         mappings.dedup_by(|b, a| a.path.as_os_str() == b.path.as_os_str());
         mappings.sort_by_key(|m| (Some(m.path.as_path()) != exe, m.start));
-        let mut images = Vec::with_capacity(mappings.len());
         // A process in another mount namespace (a container) names files of its own root.
         let foreign = pid.is_some_and(crate::files::other_mount_namespace);
-        for (i, m) in mappings.iter().enumerate() {
+        // The file of mapping `m`: `Skip` for none; `Pending` (when not `wait`) while another
+        // thread parses it (this one opens its other files meanwhile).
+        let open = |m: &Mapping, wait: bool| -> Opened {
             if crate::files::is_kernel_interface(&m.path) && Some(m.path.as_path()) != exe {
                 // A device or /proc, /sys file: never an image, and not to be touched (the
                 // executable itself may be given as /proc/PID/exe, e.g. `mpir core --exe`).
-                continue;
+                return Opened::Skip;
             }
             // The file the process maps, opened where it is that file: in a container,
             // never by the path from here (the same path on this host may be another file),
@@ -413,7 +423,7 @@ impl ProcessImages {
             let opened = match pid {
                 Some(pid) if foreign => match contained(pid) {
                     Some(p) => self.cache.open(&p),
-                    None => continue, // not reachable safely: no image rather than a wrong one
+                    None => return Opened::Skip, // not reachable safely: no image, not a wrong one
                 },
                 _ => {
                     // One `stat` of the path: whether it still names the file mapped, and
@@ -430,7 +440,10 @@ impl ProcessImages {
                             }
                         }
                         _ => match &meta {
-                            Ok(meta) => self.cache.open_as(&m.path, meta),
+                            Ok(meta) => match self.cache.open_or_skip(&m.path, meta, wait) {
+                                Some(parsed) => parsed,
+                                None => return Opened::Pending,
+                            },
                             Err(e) => Err(DebugInfoError::io(&m.path, e)),
                         }
                         .or_else(|e| match (pid, &e) {
@@ -442,6 +455,19 @@ impl ProcessImages {
                         }),
                     }
                 }
+            };
+            Opened::File(opened)
+        };
+        let mut opened: Vec<Opened> = mappings.iter().map(|m| open(m, false)).collect();
+        for (o, m) in opened.iter_mut().zip(&mappings) {
+            if matches!(o, Opened::Pending) {
+                *o = open(m, true);
+            }
+        }
+        let mut images = Vec::with_capacity(mappings.len());
+        for (i, (m, opened)) in mappings.iter().zip(opened).enumerate() {
+            let Opened::File(opened) = opened else {
+                continue;
             };
             let Ok(elf) = opened else {
                 continue; // not ELF (locale archives, fonts, ...) or unreadable

@@ -75,8 +75,60 @@ impl FileIdentity {
     }
 }
 
-/// A file parsed (or found not to be usable ELF) with the identity it had then.
-type CachedFile = (FileIdentity, Result<Arc<ElfFile>, DebugInfoError>);
+/// A file's parse (or the finding that it is not usable ELF), made once by whichever thread
+/// asks first; the others wait for it, or (when they have other files to open) come back.
+type Parse = Arc<ParseSlot>;
+
+type Parsed = Result<Arc<ElfFile>, DebugInfoError>;
+
+#[derive(Debug, Default)]
+struct ParseSlot {
+    /// `None` while the first thread parses.
+    state: Mutex<Option<Parsed>>,
+    done: std::sync::Condvar,
+}
+
+/// Sets a parse's outcome when dropped: the parser's result, or (if it panicked) an error, so
+/// that no waiter waits for ever.
+struct Finish<'a> {
+    slot: &'a ParseSlot,
+    path: &'a Path,
+    result: Option<Parsed>,
+}
+
+impl Drop for Finish<'_> {
+    fn drop(&mut self) {
+        let result = self.result.take().unwrap_or_else(|| {
+            Err(DebugInfoError::Elf {
+                path: self.path.to_path_buf(),
+                reason: "its parse failed".into(),
+            })
+        });
+        *self.slot.state.lock().unwrap_or_else(|e| e.into_inner()) = Some(result);
+        self.slot.done.notify_all();
+    }
+}
+
+impl ParseSlot {
+    /// The outcome, when the parse is done.
+    fn get(&self) -> Option<Parsed> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The outcome, waiting for the parse to end.
+    fn wait(&self) -> Parsed {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(done) = &*state {
+                return done.clone();
+            }
+            state = self.done.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+/// A file with the identity it had when parsed.
+type CachedFile = (FileIdentity, Parse);
 
 /// Files parsed and DWARF indexed, shared between the images of many processes (every rank of a
 /// job maps the same libraries). Entries are keyed by path and checked against the file's
@@ -130,37 +182,65 @@ impl FileCache {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(path.as_os_str())
-            .is_some_and(|(_, f)| f.is_ok())
+            .is_some_and(|(_, f)| f.get().is_some_and(|f| f.is_ok()))
     }
 
-    /// [`open`](FileCache::open) of `path`, whose metadata the caller has just read. The file
-    /// is parsed outside the cache's lock (the ranks' images are opened on several threads);
-    /// when two threads parse one file at once, the first to finish is the one kept and
-    /// returned to both.
-    pub(crate) fn open_as(
+    /// [`open`](FileCache::open) of `path`, whose metadata the caller has just read. Files are
+    /// parsed outside the cache's lock (the ranks' images are opened on several threads); a
+    /// file two threads want at once is parsed by the first, the other waiting for it.
+    pub(crate) fn open_as(&self, path: &Path, meta: &std::fs::Metadata) -> Parsed {
+        self.open_or_skip(path, meta, true)
+            .unwrap_or_else(|| unreachable!("a waiting open always has the parse"))
+    }
+
+    /// [`open_as`](FileCache::open_as), but `None` at once when another thread is parsing
+    /// the file now and `wait` is false (the caller opens its other files meanwhile, and asks
+    /// again).
+    pub(crate) fn open_or_skip(
         &self,
         path: &Path,
         meta: &std::fs::Metadata,
-    ) -> Result<Arc<ElfFile>, DebugInfoError> {
+        wait: bool,
+    ) -> Option<Parsed> {
         let id = FileIdentity::of(meta);
         let lock = || self.files.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((known, f)) = lock().get(path.as_os_str())
-            && *known == id
-        {
-            return f.clone();
+        let (parse, mine) = {
+            let mut files = lock();
+            match files.get(path.as_os_str()) {
+                Some((known, parse)) if *known == id => (Arc::clone(parse), false),
+                _ => {
+                    let parse = Parse::default();
+                    files.insert(path.as_os_str().to_os_string(), (id, Arc::clone(&parse)));
+                    (parse, true)
+                }
+            }
+        };
+        if !mine {
+            return if wait {
+                Some(parse.wait())
+            } else {
+                parse.get()
+            };
         }
+        let mut finish = Finish {
+            slot: &parse,
+            path,
+            result: None,
+        };
         let f = ElfFile::open(path).map(Arc::new);
+        finish.result = Some(f.clone());
+        drop(finish);
         if matches!(f, Err(DebugInfoError::Io { .. })) {
-            return f;
+            // Not remembered: the next open tries again.
+            let mut files = lock();
+            if files
+                .get(path.as_os_str())
+                .is_some_and(|(_, p)| Arc::ptr_eq(p, &parse))
+            {
+                files.remove(path.as_os_str());
+            }
         }
-        let mut files = lock();
-        if let Some((known, first)) = files.get(path.as_os_str())
-            && *known == id
-        {
-            return first.clone();
-        }
-        files.insert(path.as_os_str().to_os_string(), (id, f.clone()));
-        f
+        Some(f)
     }
 
     /// Writes to the symbol store the answers of symbol lookups found since the last save,
@@ -171,7 +251,7 @@ impl FileCache {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .values()
-            .filter_map(|(_, f)| f.as_ref().ok().cloned())
+            .filter_map(|(_, f)| f.get()?.ok())
             .collect();
         files.iter().filter(|f| f.save_names()).count()
     }
