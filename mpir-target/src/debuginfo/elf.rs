@@ -104,10 +104,6 @@ enum SymbolBytes {
     None,
 }
 
-/// Files with fewer symbols are not worth a store file: indexing them takes less than writing
-/// and reading one.
-const MIN_STORED_SYMBOLS: usize = 1024;
-
 /// The answers to names asked of one file, kept in a [`SymbolStore`].
 #[derive(Debug)]
 struct Names {
@@ -336,12 +332,11 @@ impl ElfFile {
                 return found.clone();
             }
         }
-        // Indexed outside the lock: a large symbol table takes a while.
+        // Indexed outside the lock: a large symbol table takes a while. Every file's answers
+        // are kept, small tables' too: since symbol tables are read only when wanted, reading
+        // a small store file costs less than reading and indexing a small table (measured:
+        // interface detection on an Open MPI starter's 45 images 1.7 ms -> 0.95 ms).
         let found = self.symbols(name).to_vec();
-        // A small table is indexed faster than a store file is written and read.
-        if self.symbol_count() < MIN_STORED_SYMBOLS {
-            return found;
-        }
         if let Some(names) = lock(&self.names).as_mut()
             && names.answers.len() < super::store::MAX_ENTRIES
         {
