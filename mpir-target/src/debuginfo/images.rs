@@ -311,6 +311,17 @@ impl ProcessImages {
         let Some(pid) = self.pid else {
             return Ok(());
         };
+        let exe = || {
+            std::fs::read_link(format!("/proc/{pid}/exe"))
+                .ok()
+                .map(exe_path)
+        };
+        if let Some((mappings, writable)) = super::maps::query(pid) {
+            self.files_mapped = files_digest(&mappings);
+            self.images = self.build(mappings, exe().as_deref(), Some(pid));
+            self.writable = writable;
+            return Ok(());
+        }
         let maps_err = |reason: String| DebugInfoError::Maps { pid, reason };
         // Bytes: a mapped file's name need not be UTF-8 (maps.rs).
         let text = match std::fs::read(format!("/proc/{pid}/maps")) {
@@ -346,12 +357,9 @@ impl ProcessImages {
             })
             .into());
         }
-        let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
-            .ok()
-            .map(exe_path);
         let mappings = parse_maps(&text);
         self.files_mapped = files_digest(&mappings);
-        self.images = self.build(mappings, exe.as_deref(), Some(pid));
+        self.images = self.build(mappings, exe().as_deref(), Some(pid));
         self.writable = writable_ranges(&text);
         Ok(())
     }
@@ -366,6 +374,9 @@ impl ProcessImages {
         let Some(pid) = self.pid else {
             return false;
         };
+        if let Some((mappings, _)) = super::maps::query(pid) {
+            return files_digest(&mappings) != self.files_mapped;
+        }
         std::fs::read(format!("/proc/{pid}/maps")).is_ok_and(|text| {
             !text.is_empty() && files_digest(&parse_maps(&text)) != self.files_mapped
         })

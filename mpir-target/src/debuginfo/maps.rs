@@ -116,6 +116,50 @@ pub(super) fn parse_maps(text: &[u8]) -> Vec<Mapping> {
         .collect()
 }
 
+/// Address ranges `(start, end)`.
+pub(super) type Ranges = Vec<(u64, u64)>;
+
+/// The private file mappings and the readable, writable ranges of process `pid`, through the
+/// kernel's `PROCMAP_QUERY` ioctl ([`crate::live::procmap`]): the same as [`parse_maps`] and
+/// [`writable_ranges`] of its maps text, without the kernel formatting it. `None` where the
+/// kernel cannot answer so: then read the text.
+pub(super) fn query(pid: u32) -> Option<(Vec<Mapping>, Ranges)> {
+    #[cfg(target_os = "linux")]
+    {
+        let vmas = crate::live::procmap::read(pid)?;
+        let writable = vmas
+            .iter()
+            .filter(|v| v.readable && v.writable)
+            .map(|v| (v.start, v.end))
+            .collect();
+        let files = vmas
+            .into_iter()
+            .filter(|v| v.name.starts_with(b"/") && !v.shared)
+            .map(|v| {
+                // Raw bytes: no escape to undo.
+                let (name, deleted) = match v.name.strip_suffix(DELETED) {
+                    Some(name) => (name, true),
+                    None => (&v.name[..], false),
+                };
+                Mapping {
+                    start: v.start,
+                    end: v.end,
+                    offset: v.offset,
+                    inode: v.inode,
+                    path: PathBuf::from(OsStr::from_bytes(name)),
+                    deleted,
+                }
+            })
+            .collect();
+        Some((files, writable))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = pid;
+        None
+    }
+}
+
 /// The readable, writable mappings `(start, end)` of a `/proc/PID/maps` text (where stacks
 /// live).
 pub(crate) fn writable_ranges(text: &[u8]) -> Vec<(u64, u64)> {
@@ -139,6 +183,21 @@ pub(super) fn exe_path(link: PathBuf) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The ioctl's file mappings are the text's (this process's own map, whose files do not
+    /// change between the two reads).
+    #[test]
+    #[cfg_attr(miri, ignore = "reads /proc")]
+    fn the_query_and_the_text_agree() {
+        let pid = std::process::id();
+        let Some((files, _)) = query(pid) else {
+            eprintln!("skipped: no PROCMAP_QUERY on this kernel");
+            return;
+        };
+        let text = std::fs::read(format!("/proc/{pid}/maps")).unwrap();
+        assert!(!files.is_empty());
+        assert_eq!(files, parse_maps(&text));
+    }
 
     fn one(line: &[u8]) -> Option<Mapping> {
         let mut all = parse_maps(line);

@@ -13,6 +13,8 @@ pub mod node;
 #[cfg(target_os = "linux")]
 pub mod procfs;
 #[cfg(target_os = "linux")]
+pub(crate) mod procmap;
+#[cfg(target_os = "linux")]
 pub mod tracer;
 
 pub use memory::{LiveMemory, RemoteMemory};
