@@ -18,23 +18,25 @@ use mpir_target::unwind::{SnapshotOptions, SymbolCache, UnwindOptions, Unwinder,
 use mpir_types::DataModel;
 use support::*;
 
+/// The chain fixture, started and asleep in its call chain.
+fn spawn_chain(exe: &std::path::Path) -> Spawned {
+    let mut child = Spawned::new(Command::new(exe).arg("chain"));
+    assert_eq!(child.line(), "ready");
+    let pid = child.pid();
+    assert!(
+        wait_for(20, || all_asleep(pid)),
+        "the fixture never blocked"
+    );
+    child
+}
+
 #[test]
 fn two_processes_of_one_executable_share_one_cache_entry_per_build_id() {
     let dir = scratch("unwind-shared-cache");
     let Some(exe) = build_chain(&dir, &["-O2"]) else {
         return;
     };
-    let spawn = || {
-        let mut child = Spawned::new(Command::new(&exe).arg("chain"));
-        assert_eq!(child.line(), "ready");
-        let pid = child.pid();
-        assert!(
-            wait_for(20, || all_asleep(pid)),
-            "the fixture never blocked"
-        );
-        child
-    };
-    let (first, second) = (spawn(), spawn());
+    let (first, second) = (spawn_chain(&exe), spawn_chain(&exe));
     let cache = SymbolCache::new();
     let mut stacks = Vec::new();
     let mut after_first = None;
@@ -271,13 +273,8 @@ fn a_warm_store_names_functions_without_indexing_symbols() {
     let Some(exe) = build_chain(&dir, &["-O2"]) else {
         return;
     };
-    let mut child = Spawned::new(Command::new(&exe).arg("chain"));
-    assert_eq!(child.line(), "ready");
+    let child = spawn_chain(&exe);
     let pid = child.pid();
-    assert!(
-        wait_for(20, || all_asleep(pid)),
-        "the fixture never blocked"
-    );
     let tracer = Tracer::new().unwrap();
     let snap = snapshot_live(&tracer, pid, DataModel::LP64, &SnapshotOptions::default()).unwrap();
     drop(tracer);

@@ -74,19 +74,14 @@ pub struct ElfFile {
     len: u64,
     /// The whole file, read on first use (for DWARF).
     data: OnceLock<Result<Arc<[u8]>, DebugInfoError>>,
-    model: DataModel,
-    position_independent: bool,
-    build_id: Option<Vec<u8>>,
-    debuglink: Option<(String, u32)>,
-    debugaltlink: Option<(String, Vec<u8>)>,
-    segments: Vec<LoadSegment>,
+    /// What its headers say.
+    headers: Headers,
     /// Built from `symbol_bytes` on first use.
     symbols: OnceLock<SymbolIndex>,
     /// Where the symbol tables are to be read from, until the index is built.
     symbol_bytes: Mutex<SymbolBytes>,
     /// Names asked through [`ElfFile::lookup`] with a store: its answers and the new ones.
     names: Mutex<Option<Names>>,
-    has_dwarf: bool,
 }
 
 /// An ELF file's symbol tables, before its index is built.
@@ -178,16 +173,10 @@ impl ElfFile {
             path: path.to_path_buf(),
             len: data.len().unwrap_or(0),
             data: whole,
-            model: h.model,
-            position_independent: h.position_independent,
-            build_id: h.build_id,
-            debuglink: h.debuglink,
-            debugaltlink: h.debugaltlink,
-            segments: h.segments,
+            headers: h,
             symbols: OnceLock::new(),
             symbol_bytes: Mutex::new(SymbolBytes::None),
             names: Mutex::new(None),
-            has_dwarf: h.has_dwarf,
         })
     }
 
@@ -266,39 +255,43 @@ impl ElfFile {
 
     /// Data model implied by the ELF class and byte order (LP64 for 64-bit, ILP32 for 32-bit).
     pub fn data_model(&self) -> DataModel {
-        self.model
+        self.headers.model
     }
 
     /// `ET_DYN`: a shared library or PIE, loaded at a bias.
     pub fn is_position_independent(&self) -> bool {
-        self.position_independent
+        self.headers.position_independent
     }
 
     /// The GNU build-id note.
     pub fn build_id(&self) -> Option<&[u8]> {
-        self.build_id.as_deref()
+        self.headers.build_id.as_deref()
     }
 
     /// `.gnu_debuglink`: file name and CRC-32 of the separate debug file.
     pub fn debuglink(&self) -> Option<(&str, u32)> {
-        self.debuglink.as_ref().map(|(n, c)| (n.as_str(), *c))
+        self.headers
+            .debuglink
+            .as_ref()
+            .map(|(n, c)| (n.as_str(), *c))
     }
 
     /// `.gnu_debugaltlink`: file name and build-id of the dwz supplementary file.
     pub fn debugaltlink(&self) -> Option<(&str, &[u8])> {
-        self.debugaltlink
+        self.headers
+            .debugaltlink
             .as_ref()
             .map(|(n, id)| (n.as_str(), id.as_slice()))
     }
 
     /// `PT_LOAD` segments.
     pub fn segments(&self) -> &[LoadSegment] {
-        &self.segments
+        &self.headers.segments
     }
 
     /// Whether the file has a non-empty `.debug_info`.
     pub fn has_dwarf(&self) -> bool {
-        self.has_dwarf
+        self.headers.has_dwarf
     }
 
     /// The definitions of `name` in this file (several for local symbols of different units).
@@ -311,8 +304,10 @@ impl ElfFile {
     /// run is answered from the store without indexing the file's symbols; a new answer is
     /// kept there when the file is dropped. Files without a build-id are never stored.
     pub fn lookup(&self, name: &str, store: Option<&SymbolStore>) -> Vec<ElfSymbol> {
-        let (Some(store), Some(id)) = (store, self.build_id.as_deref().filter(|i| !i.is_empty()))
-        else {
+        let (Some(store), Some(id)) = (
+            store,
+            self.headers.build_id.as_deref().filter(|i| !i.is_empty()),
+        ) else {
             return self.symbols(name).to_vec();
         };
         {
@@ -377,7 +372,7 @@ impl ElfFile {
     /// store, and the next run finds the answers again.
     pub fn save_names(&self) -> bool {
         let mut names = lock(&self.names);
-        let (Some(names), Some(id)) = (names.as_mut(), self.build_id.as_deref()) else {
+        let (Some(names), Some(id)) = (names.as_mut(), self.headers.build_id.as_deref()) else {
             return false;
         };
         if names.new == 0 {
@@ -406,7 +401,7 @@ impl ElfFile {
     /// The load bias of this file when the mapping of file offset `offset` starts at `start`,
     /// or `None` when no `PT_LOAD` segment covers that offset.
     pub fn bias_for_mapping(&self, start: u64, offset: u64) -> Option<u64> {
-        let seg = self.segments.iter().find(|s| {
+        let seg = self.headers.segments.iter().find(|s| {
             offset >= s.offset.saturating_sub(s.offset % 4096)
                 && offset < s.offset.saturating_add(s.file_size.max(1))
         })?;
@@ -471,6 +466,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// What the headers of an ELF file say, parsed.
+#[derive(Debug)]
 struct Headers {
     model: DataModel,
     position_independent: bool,
