@@ -5,11 +5,14 @@
 //! files' build-ids: loading DWARF line tables to answer a few dozen addresses (libc's alone:
 //! decompressing its sections and reading every unit's header, ~35 ms), and indexing every
 //! symbol of ~85 files to learn that a handful of probe names (`MPI2DD_INFO`, `_PyRuntime`)
-//! are not there. Both answers are kept: the next run over the same files answers them without
-//! DWARF and without indexing, and does the work only for what it has not seen.
+//! are not there, and building the function tables of the images a stack runs through. These
+//! answers are kept: the next run over the same files answers them without DWARF and without
+//! reading a symbol table, and does the work only for what it has not seen.
 //!
-//! Two kinds of file, one directory:
+//! Three kinds of file, one directory:
 //! - `<build-id>.frames`: the source frames at addresses of one image (the unwinder's);
+//! - `<build-id>.functions`: the function at addresses of one image (the unwinder's; checked
+//!   against the sizes of the image file and of its debug file, `unwind/functions.rs`);
 //! - `<build-id>-<size>.names`: the symbols found, or not found, under names asked of one ELF
 //!   file ([`ElfFile`](super::ElfFile)'s lookups).
 //!
