@@ -239,13 +239,7 @@ impl Session {
         pid: u32,
         debug: mpir_target::debuginfo::DebugOptions,
     ) -> Result<LiveTarget, mpir_target::TargetError> {
-        let images = mpir_target::debuginfo::ProcessImages::for_pid_with_cache(
-            pid,
-            debug,
-            std::sync::Arc::clone(files),
-        )?;
-        let memory = mpir_target::live::LiveMemory::new(pid, images.data_model());
-        Ok(LiveTarget::new(memory, images))
+        LiveTarget::open_with_cache(pid, debug, std::sync::Arc::clone(files))
     }
 
     /// Opens every process of `pids` as [`open_live`](Session::open_live) does, on up to

@@ -17,6 +17,7 @@
 
 use std::collections::HashSet;
 use std::process::{Child, Command};
+use std::sync::Arc;
 
 use mpir_target::debuginfo::DebugOptions;
 use mpir_target::live::LiveTarget;
@@ -315,19 +316,13 @@ fn open_target(pid: u32, debug: &DebugOptions) -> Result<LiveTarget, AcquireErro
 /// Opens `pid` as [`open_target`] does, its files parsed into the caller's cache when
 /// `options` shares one ([`AcquireOptions::with_files`]).
 fn open_for(pid: u32, options: &AcquireOptions) -> Result<LiveTarget, AcquireError> {
-    let Some(files) = &options.files else {
-        return open_target(pid, &options.debug);
-    };
-    mpir_target::debuginfo::ProcessImages::for_pid_with_cache(
-        pid,
-        options.debug.clone(),
-        std::sync::Arc::clone(&files.0),
-    )
-    .map(|images| {
-        let memory = mpir_target::live::LiveMemory::new(pid, images.data_model());
-        LiveTarget::new(memory, images)
-    })
-    .map_err(AcquireError::target(format!("open process {pid}")))
+    match &options.files {
+        Some(files) => {
+            LiveTarget::open_with_cache(pid, options.debug.clone(), Arc::clone(&files.0))
+                .map_err(AcquireError::target(format!("open process {pid}")))
+        }
+        None => open_target(pid, &options.debug),
+    }
 }
 
 /// Opens the FIFO read-write and without blocking (so that it works whether or not the starter

@@ -81,14 +81,20 @@ impl Sparse {
         let merged = merge(held.into_iter().chain(wanted).collect(), self.len);
         let mut chunks = Vec::with_capacity(merged.len());
         for (start, end) in merged {
-            let bytes = match self
-                .chunks
-                .iter()
-                .find(|(s, b)| *s == start && *s + b.len() as u64 == end)
-            {
-                Some((_, b)) => b.clone(),
-                None => src.read_range(start, end)?,
-            };
+            // The bytes held already (each chunk lies inside one merged range) are kept; only
+            // the gaps between them are read.
+            let mut bytes = Vec::new();
+            let mut at = start;
+            for (s, b) in self.chunks.iter().filter(|(s, _)| (start..end).contains(s)) {
+                if *s > at {
+                    bytes.extend(src.read_range(at, *s)?);
+                }
+                bytes.extend_from_slice(b);
+                at = s + b.len() as u64;
+            }
+            if at < end {
+                bytes.extend(src.read_range(at, end)?);
+            }
             chunks.push((start, bytes));
         }
         self.chunks = chunks;

@@ -197,6 +197,46 @@ fn is_replaced(m: &Mapping, meta: Option<&std::fs::Metadata>) -> bool {
     m.inode != 0 && meta.is_some_and(|meta| meta.ino() != m.inode)
 }
 
+/// The file mappings and writable ranges of process `pid` from its `/proc/PID/maps` text (where
+/// the kernel has no `PROCMAP_QUERY`): a refusal is the typed denial, an empty map says why.
+fn text_map(pid: u32) -> Result<(Vec<Mapping>, super::maps::Ranges)> {
+    let maps_err = |reason: String| DebugInfoError::Maps { pid, reason };
+    // Bytes: a mapped file's name need not be UTF-8 (maps.rs).
+    let text = match std::fs::read(format!("/proc/{pid}/maps")) {
+        Ok(text) => text,
+        Err(e) => {
+            // Refused by the kernel (another user's process, a non-dumpable one…): the
+            // one typed reason, not the errno alone.
+            let errno = e.raw_os_error().map(nix::errno::Errno::from_raw);
+            if let Some(errno @ (nix::errno::Errno::EACCES | nix::errno::Errno::EPERM)) = errno {
+                return Err(TargetError::Denied {
+                    pid,
+                    operation: "read its memory map".into(),
+                    denial: crate::live::access::diagnose(pid, errno, false),
+                });
+            }
+            return Err(maps_err(e.to_string()).into());
+        }
+    };
+    if text.is_empty() {
+        let state = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("State:"))
+                    .map(|v| v.trim().to_string())
+            })
+            .unwrap_or_default();
+        return Err(maps_err(if state.starts_with('Z') {
+            "the process is a zombie (it exited and was not reaped): no memory left".into()
+        } else {
+            format!("no mappings (state {state:?})")
+        })
+        .into());
+    }
+    Ok((parse_maps(&text), writable_ranges(&text)))
+}
+
 impl ProcessImages {
     /// The images mapped by process `pid`, with a new file cache.
     pub fn for_pid(pid: u32, options: DebugOptions) -> Result<Self> {
@@ -311,56 +351,16 @@ impl ProcessImages {
         let Some(pid) = self.pid else {
             return Ok(());
         };
-        let exe = || {
-            std::fs::read_link(format!("/proc/{pid}/exe"))
-                .ok()
-                .map(exe_path)
+        let (mappings, writable) = match super::maps::query(pid) {
+            Some(map) => map,
+            None => text_map(pid)?,
         };
-        if let Some((mappings, writable)) = super::maps::query(pid) {
-            self.files_mapped = files_digest(&mappings);
-            self.images = self.build(mappings, exe().as_deref(), Some(pid));
-            self.writable = writable;
-            return Ok(());
-        }
-        let maps_err = |reason: String| DebugInfoError::Maps { pid, reason };
-        // Bytes: a mapped file's name need not be UTF-8 (maps.rs).
-        let text = match std::fs::read(format!("/proc/{pid}/maps")) {
-            Ok(text) => text,
-            Err(e) => {
-                // Refused by the kernel (another user's process, a non-dumpable one…): the
-                // one typed reason, not the errno alone.
-                let errno = e.raw_os_error().map(nix::errno::Errno::from_raw);
-                if let Some(errno @ (nix::errno::Errno::EACCES | nix::errno::Errno::EPERM)) = errno
-                {
-                    return Err(TargetError::Denied {
-                        pid,
-                        operation: "read its memory map".into(),
-                        denial: crate::live::access::diagnose(pid, errno, false),
-                    });
-                }
-                return Err(maps_err(e.to_string()).into());
-            }
-        };
-        if text.is_empty() {
-            let state = std::fs::read_to_string(format!("/proc/{pid}/status"))
-                .ok()
-                .and_then(|s| {
-                    s.lines()
-                        .find_map(|l| l.strip_prefix("State:"))
-                        .map(|v| v.trim().to_string())
-                })
-                .unwrap_or_default();
-            return Err(maps_err(if state.starts_with('Z') {
-                "the process is a zombie (it exited and was not reaped): no memory left".into()
-            } else {
-                format!("no mappings (state {state:?})")
-            })
-            .into());
-        }
-        let mappings = parse_maps(&text);
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
+            .ok()
+            .map(exe_path);
         self.files_mapped = files_digest(&mappings);
-        self.images = self.build(mappings, exe().as_deref(), Some(pid));
-        self.writable = writable_ranges(&text);
+        self.images = self.build(mappings, exe.as_deref(), Some(pid));
+        self.writable = writable;
         Ok(())
     }
 
@@ -374,12 +374,10 @@ impl ProcessImages {
         let Some(pid) = self.pid else {
             return false;
         };
-        if let Some((mappings, _)) = super::maps::query(pid) {
-            return files_digest(&mappings) != self.files_mapped;
-        }
-        std::fs::read(format!("/proc/{pid}/maps")).is_ok_and(|text| {
-            !text.is_empty() && files_digest(&parse_maps(&text)) != self.files_mapped
-        })
+        super::maps::query(pid)
+            .map(Ok)
+            .unwrap_or_else(|| text_map(pid))
+            .is_ok_and(|(mappings, _)| files_digest(&mappings) != self.files_mapped)
     }
 
     /// The readable, writable mappings `(start, end)` of the process (where its stacks live)
@@ -431,42 +429,38 @@ impl ProcessImages {
                     path: &m.path,
                 })
             };
-            let opened = match pid {
-                Some(pid) if foreign => match contained(pid) {
-                    Some(p) => self.cache.open(&p),
-                    None => return Opened::Skip, // not reachable safely: no image, not a wrong one
+            if let (Some(pid), true) = (pid, foreign) {
+                return match contained(pid) {
+                    Some(p) => Opened::File(self.cache.open(&p)),
+                    None => Opened::Skip, // not reachable safely: no image, not a wrong one
+                };
+            }
+            // One `stat` of the path: whether it still names the file mapped, and the identity
+            // the cache checks.
+            let meta = std::fs::metadata(&m.path);
+            // Deleted, or the path now names another file (a rebuilt binary): the mapped file
+            // itself, through the same `files::mapped_file`. Where that is refused (no
+            // CAP_SYS_ADMIN for map_files), the path as before.
+            if let Some(pid) = pid
+                && (m.deleted || is_replaced(m, meta.as_ref().ok()))
+            {
+                let p = contained(pid);
+                return Opened::File(self.cache.open(p.as_deref().unwrap_or(&m.path)));
+            }
+            let by_path = match &meta {
+                Ok(meta) => match self.cache.open_or_skip(&m.path, meta, wait) {
+                    Some(parsed) => parsed,
+                    None => return Opened::Pending,
                 },
-                _ => {
-                    // One `stat` of the path: whether it still names the file mapped, and
-                    // the identity the cache checks.
-                    let meta = std::fs::metadata(&m.path);
-                    match pid {
-                        // Deleted, or the path now names another file (a rebuilt binary): the
-                        // mapped file itself, through the same `files::mapped_file`. Where
-                        // that is refused (no CAP_SYS_ADMIN for map_files), the path as before.
-                        Some(pid) if m.deleted || is_replaced(m, meta.as_ref().ok()) => {
-                            match contained(pid) {
-                                Some(p) => self.cache.open(&p),
-                                None => self.cache.open(&m.path),
-                            }
-                        }
-                        _ => match &meta {
-                            Ok(meta) => match self.cache.open_or_skip(&m.path, meta, wait) {
-                                Some(parsed) => parsed,
-                                None => return Opened::Pending,
-                            },
-                            Err(e) => Err(DebugInfoError::io(&m.path, e)),
-                        }
-                        .or_else(|e| match (pid, &e) {
-                            (Some(pid), DebugInfoError::Io { .. }) => contained(pid)
-                                .ok_or(())
-                                .and_then(|p| self.cache.open(&p).map_err(|_| ()))
-                                .map_err(|()| e),
-                            _ => Err(e),
-                        }),
-                    }
-                }
+                Err(e) => Err(DebugInfoError::io(&m.path, e)),
             };
+            // Unreadable by its path: the mapped file itself.
+            let opened = by_path.or_else(|e| match (pid, &e) {
+                (Some(pid), DebugInfoError::Io { .. }) => contained(pid)
+                    .and_then(|p| self.cache.open(&p).ok())
+                    .ok_or(e),
+                _ => Err(e),
+            });
             Opened::File(opened)
         };
         let mut opened: Vec<Opened> = mappings.iter().map(|m| open(m, false)).collect();

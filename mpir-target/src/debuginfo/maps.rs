@@ -96,24 +96,37 @@ pub(super) fn parse_maps(text: &[u8]) -> Vec<Mapping> {
     text.split(|&b| b == b'\n')
         .filter_map(|line| {
             let f = fields(line)?;
-            let name = f.rest.trim_ascii_start();
-            if !name.starts_with(b"/") || f.perms.get(3) == Some(&b's') {
-                return None;
-            }
-            let (name, deleted) = match name.strip_suffix(DELETED) {
-                Some(name) => (name, true),
-                None => (name, false),
-            };
-            Some(Mapping {
-                start: f.range.0,
-                end: f.range.1,
-                offset: f.offset,
-                inode: f.inode,
-                path: PathBuf::from(OsStr::from_bytes(&unescape(name))),
-                deleted,
-            })
+            let shared = f.perms.get(3) == Some(&b's');
+            let name = unescape(f.rest.trim_ascii_start());
+            file_mapping(f.range, f.offset, f.inode, shared, &name)
         })
         .collect()
+}
+
+/// The mapping of `range` at file `offset` of `inode` named `name` (its bytes, unescaped), when
+/// it is a private mapping of a file ([`parse_maps`] says which are kept).
+fn file_mapping(
+    range: (u64, u64),
+    offset: u64,
+    inode: u64,
+    shared: bool,
+    name: &[u8],
+) -> Option<Mapping> {
+    if !name.starts_with(b"/") || shared {
+        return None;
+    }
+    let (name, deleted) = match name.strip_suffix(DELETED) {
+        Some(name) => (name, true),
+        None => (name, false),
+    };
+    Some(Mapping {
+        start: range.0,
+        end: range.1,
+        offset,
+        inode,
+        path: PathBuf::from(OsStr::from_bytes(name)),
+        deleted,
+    })
 }
 
 /// Address ranges `(start, end)`.
@@ -132,24 +145,10 @@ pub(super) fn query(pid: u32) -> Option<(Vec<Mapping>, Ranges)> {
             .filter(|v| v.readable && v.writable)
             .map(|v| (v.start, v.end))
             .collect();
+        // Raw bytes: no escape to undo.
         let files = vmas
-            .into_iter()
-            .filter(|v| v.name.starts_with(b"/") && !v.shared)
-            .map(|v| {
-                // Raw bytes: no escape to undo.
-                let (name, deleted) = match v.name.strip_suffix(DELETED) {
-                    Some(name) => (name, true),
-                    None => (&v.name[..], false),
-                };
-                Mapping {
-                    start: v.start,
-                    end: v.end,
-                    offset: v.offset,
-                    inode: v.inode,
-                    path: PathBuf::from(OsStr::from_bytes(name)),
-                    deleted,
-                }
-            })
+            .iter()
+            .filter_map(|v| file_mapping((v.start, v.end), v.offset, v.inode, v.shared, &v.name))
             .collect();
         Some((files, writable))
     }

@@ -261,21 +261,10 @@ impl FileCache {
     /// found nothing is not repeated).
     pub(crate) fn exists(&self, path: &Path) -> bool {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            let key = dir.as_os_str();
-            let known = self
-                .dirs
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get(key)
-                .copied();
-            let dir_exists = known.unwrap_or_else(|| {
-                let exists = dir.is_dir();
-                self.dirs
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(key.to_os_string(), exists);
-                exists
-            });
+            let mut dirs = self.dirs.lock().unwrap_or_else(|e| e.into_inner());
+            let dir_exists = *dirs
+                .entry(dir.as_os_str().to_os_string())
+                .or_insert_with(|| dir.is_dir());
             if !dir_exists {
                 return false;
             }

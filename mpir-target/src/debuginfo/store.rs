@@ -257,14 +257,25 @@ impl SymbolStore {
         build_id: &[u8],
         len: u64,
     ) -> Result<Option<HashMap<String, Vec<ElfSymbol>>>, StoreError> {
-        let name = names_file(build_id, len);
-        let Some(bytes) = self.read(&name)? else {
+        self.read_decoded(&names_file(build_id, len), |bytes| {
+            decode_names(bytes, build_id, len)
+        })
+    }
+
+    /// The store file `name` as `decode` reads it; `Ok(None)` when there is none. A file
+    /// `decode` refuses is [`StoreError::Malformed`], with its reason.
+    pub(crate) fn read_decoded<T>(
+        &self,
+        name: &str,
+        decode: impl FnOnce(&[u8]) -> Result<T, String>,
+    ) -> Result<Option<T>, StoreError> {
+        let Some(bytes) = self.read(name)? else {
             return Ok(None);
         };
-        decode_names(&bytes, build_id, len)
+        decode(&bytes)
             .map(Some)
             .map_err(|reason| StoreError::Malformed {
-                path: self.path(&name),
+                path: self.path(name),
                 reason,
             })
     }

@@ -34,4 +34,16 @@ impl ImageTarget<LiveMemory> {
         let memory = LiveMemory::new(pid, images.data_model());
         Ok(ImageTarget::new(memory, images))
     }
+
+    /// [`open`](ImageTarget::open), its images' files parsed into `files`, shared with other
+    /// processes (a starter and its ranks map the same libraries).
+    pub fn open_with_cache(
+        pid: u32,
+        options: DebugOptions,
+        files: std::sync::Arc<crate::debuginfo::FileCache>,
+    ) -> Result<Self> {
+        let images = ProcessImages::for_pid_with_cache(pid, options, files)?;
+        let memory = LiveMemory::new(pid, images.data_model());
+        Ok(ImageTarget::new(memory, images))
+    }
 }

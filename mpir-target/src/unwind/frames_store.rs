@@ -42,21 +42,14 @@ pub(super) fn load(
     build_id: &[u8],
     sizes: Sizes,
 ) -> Result<Option<Stored>, StoreError> {
-    let name = file_name(build_id);
-    let Some(bytes) = store.read(&name)? else {
-        return Ok(None);
-    };
-    let malformed = |reason: String| StoreError::Malformed {
-        path: store.path(&name),
-        reason,
-    };
-    let stored = Stored::decode(&bytes).map_err(malformed)?;
-    if stored.build_id != build_id {
-        return Err(malformed(
-            "it names another build-id than its file name".into(),
-        ));
-    }
-    Ok((stored.sizes == sizes).then_some(stored))
+    let stored = store.read_decoded(&file_name(build_id), |bytes| {
+        let stored = Stored::decode(bytes)?;
+        if stored.build_id != build_id {
+            return Err("it names another build-id than its file name".into());
+        }
+        Ok(stored)
+    })?;
+    Ok(stored.filter(|s| s.sizes == sizes))
 }
 
 /// Writes `stored` as the file of its build-id.
