@@ -666,11 +666,19 @@ fn symbols_are_read_on_first_use_from_the_file_opened() {
             "{name} at {address:#x}: {found:?}"
         );
     }
-    // Replaced after the open, before the first question: no symbols.
+    // A store keeps what a lookup found in a file it read.
+    let store = mpir_target::debuginfo::SymbolStore::open(dir.join("store")).unwrap();
+    let read = ElfFile::open(&exe).unwrap();
+    assert!(!read.lookup("MPIR_proctable", Some(&store)).is_empty());
+    assert!(read.save_names(), "a found answer is kept");
+    // Replaced after the open, before the first question: no symbols, and that "none" is
+    // not kept in the store as the file's answer.
     let elf = ElfFile::open(&exe).unwrap();
     let other = dir.join("other");
     std::fs::copy(&exe, &other).unwrap();
     std::fs::rename(&other, &exe).unwrap();
+    assert_eq!(elf.lookup("no_such_symbol", Some(&store)), vec![]);
+    assert!(!elf.save_names(), "an unread table's answer was kept");
     assert_eq!(elf.symbols("MPIR_proctable"), &[], "read from another file");
     assert_eq!(elf.symbol_count(), 0);
     // Opened again: the new file's symbols.

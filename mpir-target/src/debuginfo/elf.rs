@@ -76,10 +76,15 @@ pub struct ElfFile {
     data: OnceLock<Result<Arc<[u8]>, DebugInfoError>>,
     /// What its headers say.
     headers: Headers,
+    /// The file's identity when it was opened by path (`None`: parsed from bytes).
+    identity: Option<FileIdentity>,
     /// Built from `symbol_bytes` on first use.
     symbols: OnceLock<SymbolIndex>,
     /// Where the symbol tables are to be read from, until the index is built.
     symbol_bytes: Mutex<SymbolBytes>,
+    /// The symbol tables were still on disk and could not be read (the file replaced since it
+    /// was opened, or unreadable): its answers are "not read", never kept as "not there".
+    symbols_unread: std::sync::atomic::AtomicBool,
     /// Names asked through [`ElfFile::lookup`] with a store: its answers and the new ones.
     names: Mutex<Option<Names>>,
 }
@@ -89,12 +94,9 @@ pub struct ElfFile {
 enum SymbolBytes {
     /// Read (with the headers).
     Held(Sparse),
-    /// Still in the file, opened as `identity`: read when first wanted, while the file is
-    /// still that one, into `headers` (the headers read at open).
-    OnDisk {
-        headers: Sparse,
-        identity: FileIdentity,
-    },
+    /// Still in the file (see [`ElfFile::reopen`]): read when first wanted into `headers` (the
+    /// headers read at open).
+    OnDisk { headers: Sparse },
     /// In the whole file's bytes (`data`), or taken by the index.
     None,
 }
@@ -131,11 +133,9 @@ impl ElfFile {
         let file = crate::files::open_regular(path).map_err(io)?;
         let meta = file.metadata().map_err(io)?;
         let headers = elf_read::read_headers(&file, meta.len()).map_err(|e| read_err(path, e))?;
-        let elf = ElfFile::parse_from(path, &headers, OnceLock::new())?;
-        *lock(&elf.symbol_bytes) = SymbolBytes::OnDisk {
-            headers,
-            identity: FileIdentity::of(&meta),
-        };
+        let mut elf = ElfFile::parse_from(path, &headers, OnceLock::new())?;
+        elf.identity = Some(FileIdentity::of(&meta));
+        *lock(&elf.symbol_bytes) = SymbolBytes::OnDisk { headers };
         Ok(elf)
     }
 
@@ -174,8 +174,10 @@ impl ElfFile {
             len: data.len().unwrap_or(0),
             data: whole,
             headers: h,
+            identity: None,
             symbols: OnceLock::new(),
             symbol_bytes: Mutex::new(SymbolBytes::None),
+            symbols_unread: std::sync::atomic::AtomicBool::new(false),
             names: Mutex::new(None),
         })
     }
@@ -185,10 +187,10 @@ impl ElfFile {
     /// when opened, and the bytes kept are the ones parsed then.
     fn index(&self) -> &SymbolIndex {
         self.symbols.get_or_init(|| {
-            let taken = std::mem::replace(&mut *lock(&self.symbol_bytes), SymbolBytes::None);
-            let parsed = match self.symbol_sparse(taken) {
-                Some(sparse) => object::File::parse(&sparse).map(|o| index_symbols(&o)),
-                None => match self.data.get() {
+            let taken = std::mem::replace(&mut *self.symbol_bytes(), SymbolBytes::None);
+            let parsed = match &taken {
+                SymbolBytes::Held(sparse) => object::File::parse(sparse).map(|o| index_symbols(&o)),
+                _ => match self.data.get() {
                     Some(Ok(data)) => object::File::parse(&data[..]).map(|o| index_symbols(&o)),
                     _ => return SymbolIndex::default(),
                 },
@@ -197,25 +199,31 @@ impl ElfFile {
         })
     }
 
-    /// The symbol tables' bytes `bytes` stands for: read now when they are still on disk, in
-    /// the file as it was opened (`None`: that file is gone or changed, or does not read).
-    fn symbol_sparse(&self, bytes: SymbolBytes) -> Option<Sparse> {
-        match bytes {
-            SymbolBytes::Held(sparse) => Some(sparse),
-            SymbolBytes::OnDisk {
-                mut headers,
-                identity,
-            } => {
-                let file = crate::files::open_regular(&self.path).ok()?;
-                let now = FileIdentity::of(&file.metadata().ok()?);
-                if now != identity {
-                    return None;
+    /// The symbol tables' bytes, read now (into the headers read at open) when they are still
+    /// on disk; the lock held. A file replaced since, or that does not read, leaves none.
+    fn symbol_bytes(&self) -> std::sync::MutexGuard<'_, SymbolBytes> {
+        let mut kept = lock(&self.symbol_bytes);
+        if let SymbolBytes::OnDisk { .. } = &*kept
+            && let SymbolBytes::OnDisk { mut headers } =
+                std::mem::replace(&mut *kept, SymbolBytes::None)
+        {
+            match self.reopen() {
+                Some(file) if elf_read::read_symbols(&file, &mut headers).is_ok() => {
+                    *kept = SymbolBytes::Held(headers);
                 }
-                elf_read::read_symbols(&file, &mut headers).ok()?;
-                Some(headers)
+                _ => self
+                    .symbols_unread
+                    .store(true, std::sync::atomic::Ordering::Relaxed),
             }
-            SymbolBytes::None => None,
         }
+        kept
+    }
+
+    /// Whether the symbol tables were wanted and could not be read from the file opened (see
+    /// [`ElfFile::symbols`]: then it has no symbols, and that is not a finding to keep).
+    pub(crate) fn symbols_unread(&self) -> bool {
+        self.symbols_unread
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The file's path.
@@ -229,11 +237,17 @@ impl ElfFile {
         self.data.get().and_then(|d| d.as_ref().ok())
     }
 
-    /// The file opened again by its path, to read parts of it, when it still has the size it
-    /// had when parsed (a file replaced since is not read as if it were this one).
+    /// The file opened again by its path, to read parts of it, when it is still the file
+    /// parsed: the same device, inode, size and modification time when it was opened by path,
+    /// the same size otherwise (a file replaced since is not read as if it were this one).
     pub(crate) fn reopen(&self) -> Option<std::fs::File> {
         let file = crate::files::open_regular(&self.path).ok()?;
-        (file.metadata().ok()?.len() == self.len).then_some(file)
+        let meta = file.metadata().ok()?;
+        let same = match &self.identity {
+            Some(id) => FileIdentity::of(&meta) == *id,
+            None => meta.len() == self.len,
+        };
+        same.then_some(file)
     }
 
     /// The file's size in bytes, when it was parsed.
@@ -294,7 +308,9 @@ impl ElfFile {
         self.headers.has_dwarf
     }
 
-    /// The definitions of `name` in this file (several for local symbols of different units).
+    /// The definitions of `name` in this file (several for local symbols of different units);
+    /// none when its symbol tables could not be read from the file it was opened as (replaced
+    /// since): such an answer is never kept in a symbol store.
     pub fn symbols(&self, name: &str) -> &[ElfSymbol] {
         self.index().get(name)
     }
@@ -332,6 +348,9 @@ impl ElfFile {
         // a small store file costs less than reading and indexing a small table (measured:
         // interface detection on an Open MPI starter's 45 images 1.7 ms -> 0.95 ms).
         let found = self.symbols(name).to_vec();
+        if self.symbols_unread() {
+            return found;
+        }
         if let Some(names) = lock(&self.names).as_mut()
             && names.answers.len() < super::store::MAX_ENTRIES
         {
@@ -346,13 +365,7 @@ impl ElfFile {
     /// for a caller that wants them all once (the unwinder's function table).
     pub(crate) fn each_symbol(&self, mut f: impl FnMut(&str, &ElfSymbol)) {
         if self.symbols.get().is_none() {
-            let mut kept = lock(&self.symbol_bytes);
-            if matches!(*kept, SymbolBytes::OnDisk { .. }) {
-                let taken = std::mem::replace(&mut *kept, SymbolBytes::None);
-                if let Some(sparse) = self.symbol_sparse(taken) {
-                    *kept = SymbolBytes::Held(sparse);
-                }
-            }
+            let kept = self.symbol_bytes();
             if let SymbolBytes::Held(sparse) = &*kept
                 && let Ok(obj) = object::File::parse(sparse)
             {

@@ -149,7 +149,14 @@ impl Functions {
             return answer.clone();
         }
         let answer = ask(self.index());
-        if self.key.is_some() {
+        // Answers from symbol tables that could not be read are not findings to keep.
+        let unread = match &self.source {
+            Source::Files { elf, debug, .. } => {
+                elf.symbols_unread() || debug.as_ref().is_some_and(|d| d.symbols_unread())
+            }
+            Source::Made => false,
+        };
+        if self.key.is_some() && !unread {
             let mut found = lock(&self.found);
             if found.len() < MAX_REMEMBERED {
                 found.insert(query, answer.clone());
@@ -239,21 +246,14 @@ pub(super) fn load(
     store: &SymbolStore,
     key: &Key,
 ) -> Result<Option<HashMap<Query, Answer>>, StoreError> {
-    let name = file_name(&key.build_id);
-    let Some(bytes) = store.read(&name)? else {
-        return Ok(None);
-    };
-    let malformed = |reason: String| StoreError::Malformed {
-        path: store.path(&name),
-        reason,
-    };
-    let (made_from, answers) = decode(&bytes).map_err(malformed)?;
-    if made_from.build_id != key.build_id {
-        return Err(malformed(
-            "it names another build-id than its file name".into(),
-        ));
-    }
-    Ok((made_from == *key).then_some(answers))
+    let stored = store.read_decoded(&file_name(&key.build_id), |bytes| {
+        let (made_from, answers) = decode(bytes)?;
+        if made_from.build_id != key.build_id {
+            return Err("it names another build-id than its file name".into());
+        }
+        Ok((made_from, answers))
+    })?;
+    Ok(stored.and_then(|(made_from, answers)| (made_from == *key).then_some(answers)))
 }
 
 const AT: u8 = 0;
